@@ -1,0 +1,1 @@
+"""Capabilities of the A2E protocol, one sub-package each."""

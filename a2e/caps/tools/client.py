@@ -1,0 +1,162 @@
+"""``ToolAPI``: the tools capability over an ``A2EClient``, exactly as the spec's client section.
+
+``call`` returns a ``ToolResult`` in every case: a host ``error`` message, a reply that never
+came, or a closed connection all become ``success=False`` results with an ``error_code``, so an
+agent loop has one shape to handle.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from a2e.caps.tools.models import (
+    ToolCallRequest,
+    ToolCallResponse,
+    ToolCancelRequest,
+    ToolDefinition,
+    ToolErrorCode,
+    ToolEvent,
+    ToolListRequest,
+    ToolListResponse,
+    ToolResult,
+)
+from a2e.client import A2EClient, PendingReply
+from a2e.messages import A2EError
+from a2e.transport import TransportClosed
+
+__all__ = ["PendingCall", "ToolAPI"]
+
+#: How long past the call's own timeout the client waits for the host's reply before giving up.
+REPLY_GRACE_S = 10.0
+
+
+class PendingCall:
+    """A call in flight: wait for its ``ToolResult`` or cancel it."""
+
+    def __init__(self, api: ToolAPI, request: ToolCallRequest, pending: PendingReply) -> None:
+        self._api = api
+        self.request = request
+        self._pending = pending
+        self._started = time.monotonic()
+        self._result: ToolResult | None = None
+
+    @property
+    def req_id(self) -> str:
+        return self.request.id
+
+    def cancel(self) -> None:
+        """Ask the host to end the call; its result will say it was cancelled."""
+        self._api.cancel(self.request.id)
+
+    def result(self, timeout: float | None = None) -> ToolResult:
+        if self._result is not None:
+            return self._result
+        wait = self.request.timeout + REPLY_GRACE_S if timeout is None else timeout
+        reply = self._pending.wait(wait)
+        self._result = self._to_result(reply)
+        return self._result
+
+    def _failure(self, error: str, code: str) -> ToolResult:
+        return ToolResult(
+            success=False,
+            tool_name=self.request.tool_name,
+            error=error,
+            error_code=code,
+            duration_ms=int((time.monotonic() - self._started) * 1000),
+            events=list(self._pending.events),
+        )
+
+    def _to_result(self, reply: object) -> ToolResult:
+        if isinstance(reply, ToolCallResponse):
+            result = reply.data
+            if not result.events and self._pending.events:
+                result = result.model_copy(update={"events": list(self._pending.events)})
+            return result
+        if isinstance(reply, A2EError):
+            return self._failure(f"{reply.code}: {reply.message}", reply.code)
+        if reply is None and self._pending.done:
+            return self._failure(self._pending.closed_reason or "connection closed", "tool_error")
+        if reply is None:
+            self.cancel()
+            return self._failure(
+                f"no reply from the host within {self.request.timeout + REPLY_GRACE_S:.0f} s",
+                ToolErrorCode.TOOL_ERROR,
+            )
+        return self._failure(f"unexpected reply {type(reply).__name__}", ToolErrorCode.TOOL_ERROR)
+
+
+class ToolAPI:
+    """List, search and call tools on the session of ``client``."""
+
+    def __init__(self, client: A2EClient) -> None:
+        self.client = client
+
+    def list(
+        self,
+        query: str = "",
+        include_deferred: bool = False,
+        tags: Sequence[str] | None = None,
+        kind: str = "",
+        refresh: bool = False,
+    ) -> list[ToolDefinition]:
+        """Active tools (empty query) or search results; cached per arguments on the client."""
+        key = (query, include_deferred, tuple(tags or ()), kind)
+        cache: dict[Any, list[ToolDefinition]] = self.client._tools_cache
+        if not refresh and key in cache:
+            return list(cache[key])
+        request = ToolListRequest(
+            query=query, include_deferred=include_deferred, filter_tags=list(tags or ()),
+            filter_kind=kind,
+        )
+        reply = self.client.request(request, timeout=30.0)
+        if isinstance(reply, A2EError):
+            raise RuntimeError(f"tool/list refused: {reply.code}: {reply.message}")
+        if not isinstance(reply, ToolListResponse):
+            raise TimeoutError("no tool/list reply from the host within 30 s")
+        cache[key] = list(reply.tools)
+        return list(reply.tools)
+
+    def start(
+        self,
+        tool_name: str,
+        arguments: dict[str, Any],
+        streaming: bool = False,
+        on_event: Callable[[ToolEvent], None] | None = None,
+        timeout: float = 30.0,
+        correlation_id: str | None = None,
+    ) -> PendingCall:
+        """Send a call and return at once; ``.result()`` waits, ``.cancel()`` ends it."""
+        request = ToolCallRequest(
+            session_id=self.client.session_id,
+            tool_name=tool_name,
+            arguments=arguments,
+            correlation_id=correlation_id or "",
+            streaming=streaming,
+            # The wire carries whole seconds; round up so the host never cuts a call short.
+            timeout=max(1, math.ceil(timeout)),
+        )
+        pending = self.client.start(request, on_event=on_event)
+        return PendingCall(self, request, pending)
+
+    def call(
+        self,
+        tool_name: str,
+        arguments: dict[str, Any],
+        streaming: bool = False,
+        on_event: Callable[[ToolEvent], None] | None = None,
+        timeout: float = 30.0,
+        correlation_id: str | None = None,
+    ) -> ToolResult:
+        """Run a tool and wait for its result (always a ``ToolResult``, never an exception)."""
+        return self.start(
+            tool_name, arguments, streaming, on_event, timeout, correlation_id
+        ).result()
+
+    def cancel(self, req_id: str) -> None:
+        try:
+            self.client.send(ToolCancelRequest(session_id=self.client.session_id, req_id=req_id))
+        except TransportClosed:
+            pass

@@ -1,0 +1,227 @@
+"""The ``ToolPlugin`` contract of the spec, and the list/search selection rules it implies.
+
+A plugin describes tools (``_list_tools``) and runs them (``_execute_tool``). Under the engine,
+``_execute_tool`` always runs inside a sandboxed worker process; the in-process ``handle_call``
+below is the spec's reference dispatch, useful for unit-testing a plugin, and is never used by the
+engine.
+
+``filter_kind`` is not a field of ``ToolDefinition``; here it matches a tool whose ``toolkit``
+equals it or whose ``tags`` contain it (empty matches every tool).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from abc import abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from a2e.caps.tools.models import (
+    EVENT_DATA_MODELS,
+    EventKind,
+    ToolCallRequest,
+    ToolCallResponse,
+    ToolDefinition,
+    ToolErrorCode,
+    ToolEvent,
+    ToolListRequest,
+    ToolListResponse,
+    ToolResult,
+)
+from a2e.messages import A2ECapability
+from a2e.plugin import A2EPlugin
+
+__all__ = [
+    "SandboxProfile",
+    "ToolContext",
+    "ToolExecutionError",
+    "ToolPlugin",
+    "matches_filters",
+    "select_tools",
+    "substring_search",
+]
+
+
+class SandboxProfile:
+    """Names of the seccomp profiles a tool can ask for (see ``sandbox.seccomp``).
+
+    ``compute``: no new processes, no exec, no sockets. ``process``: may fork and exec, no
+    sockets. ``network``: may fork, exec and open sockets.
+    """
+
+    COMPUTE = "compute"
+    PROCESS = "process"
+    NETWORK = "network"
+    ALL = (COMPUTE, PROCESS, NETWORK)
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Where a call runs, set on the plugin inside the worker before ``_execute_tool``.
+
+    ``workspace`` is the session's directory (the working directory, shared by the session's
+    calls); ``tmp_dir`` is private to this call and removed after it; ``read_roots`` are extra
+    read-only directories the engine allows (e.g. ``/etc``).
+    """
+
+    workspace: str
+    tmp_dir: str
+    read_roots: tuple[str, ...] = ()
+    streaming: bool = False
+    call_id: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def matches_filters(tool: ToolDefinition, filter_tags: Iterable[str], filter_kind: str) -> bool:
+    """AND over ``filter_tags``; ``filter_kind`` matches the toolkit or a tag."""
+    tags = set(tool.tags)
+    if not set(filter_tags) <= tags:
+        return False
+    return not filter_kind or tool.toolkit == filter_kind or filter_kind in tags
+
+
+def substring_search(query: str, tools: Iterable[ToolDefinition]) -> list[ToolDefinition]:
+    """Every word of the query must occur in the name, description or tags (case-insensitive)."""
+    words = query.lower().split()
+    found = []
+    for tool in tools:
+        haystack = " ".join([tool.name, tool.description, *tool.tags]).lower()
+        if all(word in haystack for word in words):
+            found.append(tool)
+    return found
+
+
+def select_tools(
+    request: ToolListRequest,
+    tools: list[ToolDefinition],
+    search: Callable[[str, list[str], list[ToolDefinition]], list[ToolDefinition]],
+) -> list[ToolDefinition]:
+    """The spec's list/search rules, shared by a plugin's own dispatch and by the engine.
+
+    List mode (empty query) leaves deferred tools out. Search mode asks ``search`` and includes
+    deferred tools only when ``include_deferred`` is set.
+    """
+    if not request.query:
+        candidates = [t for t in tools if not t.defer_loading]
+        return [t for t in candidates if matches_filters(t, request.filter_tags, request.filter_kind)]
+    pool = tools if request.include_deferred else [t for t in tools if not t.defer_loading]
+    found = search(request.query, request.filter_tags, pool)
+    return [t for t in found if matches_filters(t, request.filter_tags, request.filter_kind)]
+
+
+class ToolExecutionError(Exception):
+    """Raise from a tool to fail with a message *and* keep partial data (e.g. output so far).
+
+    ``retryable=False`` tells the engine that another attempt with the same arguments would fail
+    the same way, so an idempotent tool is not retried.
+    """
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None,
+                 retryable: bool = True) -> None:
+        super().__init__(message)
+        self.data = data
+        self.retryable = retryable
+
+
+class ToolPlugin(A2EPlugin):
+    """A set of tools. Subclass, describe the tools, implement ``_execute_tool``.
+
+    ``sandbox_profile`` picks the seccomp profile the plugin's tools run under; override
+    ``profile_for`` to choose per tool. The default, ``process``, allows subprocesses but no
+    sockets; only tools that need the network should ask for ``network``.
+    """
+
+    name: ClassVar[str] = "base_tool"
+    capability: ClassVar[A2ECapability] = A2ECapability.TOOLS
+    sandbox_profile: ClassVar[str] = SandboxProfile.PROCESS
+
+    _event_callback: Callable[[ToolEvent], None] | None = None
+    context: ToolContext | None = None
+
+    @abstractmethod
+    def _list_tools(self) -> list[ToolDefinition]:
+        """Must return tool manifest."""
+
+    @abstractmethod
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Execute tool logic. Returns a JSON-serialisable dict; raise for failure."""
+
+    def _search_tools(
+        self,
+        query: str,
+        filter_tags: list[str] | None = None,
+        tools: list[ToolDefinition] | None = None,
+    ) -> list[ToolDefinition]:
+        """On-demand discovery. Default: substring match on name, description and tags."""
+        candidates = self._list_tools() if tools is None else tools
+        found = substring_search(query, candidates)
+        return [t for t in found if matches_filters(t, filter_tags or [], "")]
+
+    def profile_for(self, tool_name: str) -> str:
+        """The sandbox profile of ``tool_name``."""
+        return self.sandbox_profile
+
+    def set_event_callback(self, fn: Callable[[ToolEvent], None] | None) -> None:
+        """Register the streaming event callback (the worker sets one that writes frames)."""
+        self._event_callback = fn
+
+    def emit(self, kind: str, data: dict[str, Any]) -> None:
+        """Emit a streaming event during execution. Wrong shapes raise here, in the tool."""
+        event_kind = EventKind(kind)
+        checked = EVENT_DATA_MODELS[event_kind].model_validate(data).model_dump()
+        if self._event_callback is not None:
+            self._event_callback(ToolEvent(kind=event_kind, data=checked))
+
+    # -- the spec's handler dispatch (in-process, unsandboxed; the engine does not use it) --
+
+    def handle_list(self, request: ToolListRequest) -> ToolListResponse:
+        def search(query: str, tags: list[str], pool: list[ToolDefinition]) -> list[ToolDefinition]:
+            return self._search_tools(query, tags, pool)
+
+        tools = select_tools(request, self._list_tools(), search)
+        return ToolListResponse(req_id=request.id, tools=tools)
+
+    def handle_call(self, request: ToolCallRequest) -> ToolCallResponse:
+        """Run ``_execute_tool`` here, collecting events; failures become ``tool_error``."""
+        started = time.monotonic()
+        events: list[ToolEvent] = []
+
+        def collect(event: ToolEvent) -> None:
+            events.append(event.model_copy(update={"req_id": request.id, "seq": len(events)}))
+
+        known = {t.name for t in self._list_tools()}
+        if request.tool_name not in known:
+            result = ToolResult(
+                success=False,
+                tool_name=request.tool_name,
+                error=f"unknown tool {request.tool_name!r}",
+                error_code=ToolErrorCode.UNKNOWN_TOOL,
+                duration_ms=0,
+            )
+            return ToolCallResponse(req_id=request.id, data=result)
+        previous = self._event_callback
+        self.set_event_callback(collect)
+        try:
+            data = self._execute_tool(request.tool_name, request.arguments)
+            result = ToolResult(
+                success=True,
+                tool_name=request.tool_name,
+                data=data,
+                duration_ms=int((time.monotonic() - started) * 1000),
+                events=events,
+            )
+        except Exception as exc:
+            self.audit_handle().debug("tool %s failed:\n%s", request.tool_name, traceback.format_exc())
+            result = ToolResult(
+                success=False,
+                tool_name=request.tool_name,
+                error=f"{type(exc).__name__}: {exc}",
+                error_code=ToolErrorCode.TOOL_ERROR,
+                duration_ms=int((time.monotonic() - started) * 1000),
+                events=events,
+            )
+        finally:
+            self.set_event_callback(previous)
+        return ToolCallResponse(req_id=request.id, data=result)

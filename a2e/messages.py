@@ -1,0 +1,104 @@
+"""Connection-level wire messages shared by every A2E capability.
+
+The tools spec names a handshake and ``A2EError`` without spelling them out; the wire form here is
+the one the project settled on (see README). Every message carries ``type``, ``id``, ``version``
+and ``ts``; models ignore unknown fields so that newer peers can add fields without breaking us.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "A2ECapability",
+    "A2EError",
+    "A2EEvent",
+    "A2EMessage",
+    "ErrorCode",
+    "HandshakeRequest",
+    "HandshakeResponse",
+]
+
+PROTOCOL_VERSION = "1.0"
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class A2ECapability(StrEnum):
+    """Capabilities a session may negotiate. Only ``tools`` exists so far."""
+
+    TOOLS = "tools"
+
+
+class ErrorCode(StrEnum):
+    """Codes of protocol-level ``error`` messages (not tool results).
+
+    Tool outcomes use ``ToolErrorCode`` inside a ``ToolResult``; these codes say that the message
+    itself could not be handled.
+    """
+
+    INVALID_JSON = "invalid_json"
+    INVALID_MESSAGE = "invalid_message"
+    UNKNOWN_TYPE = "unknown_type"
+    MESSAGE_TOO_LARGE = "message_too_large"
+    HANDSHAKE_REQUIRED = "handshake_required"
+    UNAUTHORIZED = "unauthorized"
+    UNKNOWN_SESSION = "unknown_session"
+    UNKNOWN_REQUEST = "unknown_request"
+    DUPLICATE_REQUEST = "duplicate_request"
+    CAPABILITY_NOT_GRANTED = "capability_not_granted"
+    OVERLOADED = "overloaded"
+    INTERNAL = "internal_error"
+
+
+class A2EMessage(BaseModel):
+    """Fields every message has. ``type`` is the discriminator of the wire union."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    type: str
+    id: str = Field(default_factory=new_id)
+    version: str = PROTOCOL_VERSION
+    ts: float = Field(default_factory=time.time)
+
+
+class A2EEvent(A2EMessage):
+    """Base of streaming events: ``kind`` says how to read ``data``; ``seq`` orders them."""
+
+    kind: str
+    req_id: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+    seq: int = 0
+
+
+class HandshakeRequest(A2EMessage):
+    type: Literal["handshake/req"] = "handshake/req"
+    client: str = ""
+    capabilities: list[str] = Field(default_factory=list)
+    token: str | None = None
+
+
+class HandshakeResponse(A2EMessage):
+    type: Literal["handshake/resp"] = "handshake/resp"
+    req_id: str = ""
+    session_id: str
+    capabilities: list[str] = Field(default_factory=list)
+    server: str = ""
+
+
+class A2EError(A2EMessage):
+    """Protocol-level failure: the message named by ``req_id`` could not be handled."""
+
+    type: Literal["error"] = "error"
+    req_id: str = ""
+    code: str
+    message: str
+    retryable: bool = False

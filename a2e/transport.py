@@ -1,0 +1,29 @@
+"""The client side's view of a connection: send a message, receive the next one.
+
+``A2EClient`` only ever sees this interface, so the same client works in-process, over stdio or
+over a socket. Implementations must make ``send`` safe to call from many threads at once.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from a2e.messages import A2EMessage
+
+__all__ = ["ClientTransport", "TransportClosed"]
+
+
+class TransportClosed(ConnectionError):
+    """The peer went away; nothing more can be sent or received."""
+
+
+@runtime_checkable
+class ClientTransport(Protocol):
+    def send(self, message: A2EMessage) -> None:
+        """Deliver one message; raise ``TransportClosed`` when the peer is gone."""
+
+    def receive(self) -> A2EMessage | None:
+        """Block for the next message; ``None`` once the stream has ended."""
+
+    def close(self) -> None:
+        """Release the connection; a blocked ``receive`` returns ``None``."""

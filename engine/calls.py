@@ -1,0 +1,197 @@
+"""One tool call from request to ``ToolResult``: gate, validate, run (with retries), report.
+
+Gating and validation happen before any worker is touched, so a denied or malformed call costs
+nothing. Events the tool emits are validated here (a bad one fails the call: the worker is
+hostile), numbered ``seq`` 0, 1, 2, ... across attempts, and either streamed at once or kept for
+the result. Every call, whatever its fate, leaves one line in the audit trail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from a2e.caps.tools.models import (
+    EventKind,
+    ToolCallRequest,
+    ToolErrorCode,
+    ToolEvent,
+    ToolResult,
+    ToolUsage,
+)
+from a2e.messages import A2ECapability
+from engine.audit import AuditTrail
+from engine.config import EngineConfig
+from engine.policy import check_policies
+from engine.registry import RegisteredTool, ToolRegistry
+from engine.retry import run_with_retries
+from engine.session import Session
+from engine.validation import validate_arguments
+from sandbox.outcome import OutcomeStatus, WorkerOutcome
+from sandbox.pool import Job, WorkerPool
+
+__all__ = ["CallContext", "run_call"]
+
+_MAX_PARTIAL_CHARS = 1_000_000
+
+
+@dataclass
+class CallContext:
+    """What a call needs from the engine, passed explicitly rather than reached for."""
+
+    config: EngineConfig
+    registry: ToolRegistry
+    pool: WorkerPool
+    audit: AuditTrail | None
+
+
+class CallEvents:
+    """Numbers, validates, streams or keeps the events of one call; collects partial output."""
+
+    def __init__(self, request: ToolCallRequest, send: Callable[[ToolEvent], None], keep_max: int):
+        self.request = request
+        self.send = send
+        self.keep_max = keep_max
+        self.seq = 0
+        self.kept: list[ToolEvent] = []
+        self.dropped = 0
+        self.partial: dict[str, list[str]] = {}
+        self._partial_chars = 0
+
+    def on_event(self, kind: str, data: dict[str, Any]) -> None:
+        """Called by the pool for each event frame; raises ValueError for a bad one."""
+        event = ToolEvent(kind=kind, data=data, req_id=self.request.id, seq=self.seq)  # type: ignore[arg-type]
+        self.seq += 1
+        if event.kind == EventKind.ARTIFACT and self._partial_chars < _MAX_PARTIAL_CHARS:
+            chunk = str(event.data["chunk"])[: _MAX_PARTIAL_CHARS - self._partial_chars]
+            self.partial.setdefault(str(event.data["name"]), []).append(chunk)
+            self._partial_chars += len(chunk)
+        if self.request.streaming:
+            self.send(event)
+        elif len(self.kept) < self.keep_max:
+            self.kept.append(event)
+        else:
+            self.dropped += 1
+
+    def status(self, message: str) -> None:
+        """An engine-made status event (e.g. a retry), numbered in the same sequence."""
+        self.on_event(EventKind.STATUS, {"message": message})
+
+    def partial_output(self) -> dict[str, str] | None:
+        return {name: "".join(chunks) for name, chunks in self.partial.items()} or None
+
+
+def _failure(name: str, code: ToolErrorCode, error: str, started: float) -> ToolResult:
+    return ToolResult(success=False, tool_name=name, error=error, error_code=code,
+                      duration_ms=int((time.monotonic() - started) * 1000))
+
+
+def _gate(ctx: CallContext, session: Session, request: ToolCallRequest,
+          tool: RegisteredTool | None) -> tuple[ToolErrorCode, str] | None:
+    if A2ECapability.TOOLS not in session.capabilities:
+        return ToolErrorCode.TOOL_DENIED, "this session did not negotiate the 'tools' capability"
+    if tool is None:
+        names = sorted(t.name for t in ctx.registry.definitions)
+        hint = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
+        return ToolErrorCode.UNKNOWN_TOOL, f"unknown tool {request.tool_name!r}; available: {hint}"
+    reason = check_policies(session.policies, session, tool.name)
+    if reason:
+        return ToolErrorCode.TOOL_DENIED, reason
+    problems = validate_arguments(tool.definition.input_parameters, request.arguments)
+    if problems:
+        return ToolErrorCode.TOOL_ERROR, f"invalid arguments for {tool.name}: " + "; ".join(problems)
+    return None
+
+
+async def run_call(ctx: CallContext, session: Session, request: ToolCallRequest,
+                   send_event: Callable[[ToolEvent], None], cancelled: asyncio.Event) -> ToolResult:
+    started = time.monotonic()
+    tool = ctx.registry.get(request.tool_name)
+    refused = _gate(ctx, session, request, tool)
+    if refused is not None:
+        result = _failure(request.tool_name, refused[0], refused[1], started)
+        _audit(ctx, session, request, result, outcome="refused")
+        return result
+    assert tool is not None
+    events = CallEvents(request, send_event, ctx.config.max_result_events)
+    timeout = min(request.timeout, ctx.config.max_timeout)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    attempts = 0
+
+    async def attempt() -> WorkerOutcome:
+        nonlocal attempts
+        attempts += 1
+        call_id = f"{request.id[:40]}-{attempts}-{uuid.uuid4().hex[:6]}"
+        tmp_dir = os.path.join(session.tmp_root, "".join(c for c in call_id if c.isalnum() or c in "-_"))
+        os.mkdir(tmp_dir, 0o700)
+        job = Job(
+            plugin=tool.plugin_index, tool=tool.name, arguments=request.arguments,
+            profile=tool.profile, workspace=session.workspace, tmp_dir=tmp_dir,
+            streaming=request.streaming, read_roots=list(ctx.config.read_roots), call_id=call_id,
+        )
+        try:
+            return await ctx.pool.run(job, deadline, events.on_event, cancelled)
+        finally:
+            await loop.run_in_executor(None, shutil.rmtree, tmp_dir, True)
+
+    def on_retry(next_attempt: int, outcome: WorkerOutcome) -> None:
+        with contextlib.suppress(ValueError):
+            events.status(f"attempt {next_attempt - 1} failed ({outcome.error}); retrying")
+
+    if tool.definition.idempotent and ctx.config.retry.max_attempts > 1:
+        outcome = await run_with_retries(attempt, ctx.config.retry, deadline, cancelled, on_retry)
+    else:
+        outcome = await attempt()
+    result = _to_result(tool.name, outcome, events, attempts, started, timeout)
+    _audit(ctx, session, request, result, outcome=outcome.status.value)
+    return result
+
+
+def _to_result(name: str, outcome: WorkerOutcome, events: CallEvents, attempts: int,
+               started: float, timeout: int) -> ToolResult:
+    usage = ToolUsage(attempts=attempts, cpu_ms=outcome.cpu_ms, peak_rss_kb=outcome.peak_rss_kb,
+                      signal=outcome.signal, queued_ms=outcome.queued_ms)
+    truncated = bool(events.dropped or outcome.events_dropped)
+    common: dict[str, Any] = {
+        "tool_name": name,
+        "exit_code": outcome.exit_code,
+        "duration_ms": int((time.monotonic() - started) * 1000),
+        "events": events.kept,
+        "usage": usage,
+    }
+    if outcome.ok:
+        data = outcome.data
+        if isinstance(data, dict) and data.get("truncated") is True:
+            truncated = True
+        return ToolResult(success=True, data=data, truncated=truncated, **common)
+    error = outcome.error or f"the call ended with status {outcome.status.value}"
+    if outcome.status is OutcomeStatus.TIMEOUT and "while waiting" not in error:
+        error = f"timed out after {timeout} s; the worker and all its processes were killed"
+    if attempts > 1:
+        error = f"{error} (after {attempts} attempts)"
+    data = outcome.data if outcome.data is not None else events.partial_output()
+    return ToolResult(success=False, data=data, truncated=truncated, error=error,
+                      error_code=ToolErrorCode.TOOL_ERROR, **common)
+
+
+def _audit(ctx: CallContext, session: Session, request: ToolCallRequest, result: ToolResult,
+           outcome: str) -> None:
+    if ctx.audit is None:
+        return
+    usage = result.usage
+    ctx.audit.record(
+        session=session.id, client=session.client, tool=request.tool_name, req_id=request.id,
+        correlation_id=request.correlation_id, outcome=outcome, success=result.success,
+        error_code=result.error_code, error=result.error, duration_ms=result.duration_ms,
+        attempts=usage.attempts if usage else 0,
+        cpu_ms=usage.cpu_ms if usage else None, peak_rss_kb=usage.peak_rss_kb if usage else None,
+        exit_code=result.exit_code,
+    )

@@ -1,0 +1,62 @@
+"""Engine configuration as small value types (no keyword soup on ``Engine``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sandbox.frames import DEFAULT_MAX_FRAME
+from sandbox.limits import Limits
+
+__all__ = ["EngineConfig", "RetryPolicy"]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How idempotent tools are retried on ``tool_error``: attempts and exponential backoff.
+
+    Retries never run past the call's deadline; a timed-out or cancelled attempt is not retried.
+    """
+
+    max_attempts: int = 3
+    initial_backoff_s: float = 0.05
+    max_backoff_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("RetryPolicy.max_attempts must be at least 1")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything that shapes an engine; every field has a safe default.
+
+    ``max_workers`` bounds the calls running at once (the rest queue, each within its own
+    timeout); ``prefork`` is how many hardened workers wait per sandbox profile;
+    ``max_timeout`` caps any call's ``timeout``; ``read_roots`` are directories tools may read
+    besides the session workspace (e.g. ``("/etc",)``); ``state_dir`` holds session workspaces
+    (a fresh temporary directory when ``None``); ``token``, when set, must be presented in the
+    handshake; ``audit_path`` receives one JSON line per call.
+    """
+
+    max_workers: int = 4
+    prefork: int = 2
+    max_timeout: int = 300
+    limits: Limits = field(default_factory=Limits)
+    read_roots: tuple[str, ...] = ()
+    state_dir: str | None = None
+    token: str | None = None
+    audit_path: str | None = None
+    namespaces: bool = True
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_frame: int = DEFAULT_MAX_FRAME
+    max_output_bytes: int = 64 * 1024 * 1024
+    max_events: int = 10_000
+    max_result_events: int = 1_000
+    max_pending_calls: int = 10_000
+    server_name: str = "a2e-engine/0.1.0"
+
+    def __post_init__(self) -> None:
+        if self.max_timeout < 1:
+            raise ValueError("EngineConfig.max_timeout must be at least 1 second")
+        if self.max_pending_calls < 1:
+            raise ValueError("EngineConfig.max_pending_calls must be at least 1")

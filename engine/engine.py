@@ -1,0 +1,240 @@
+"""``Engine``: plugins, sessions, the sandbox pool and the event loop that drives them.
+
+The engine runs its own asyncio loop on a background thread, so it embeds in any host:
+synchronous code uses ``engine.connect()``; servers (``a2e serve --stdio``) attach transports to
+the same loop. ``with Engine(...) as engine:`` starts the zygote and the pre-forked workers and
+stops them, with every session workspace, on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+import dill
+
+from a2e.caps.tools.plugin import ToolPlugin
+from a2e.client import A2EClient
+from engine.audit import AuditTrail
+from engine.calls import CallContext
+from engine.config import EngineConfig
+from engine.host import Connection
+from engine.policy import Policy, PolicyFunction, as_policy
+from engine.registry import ToolRegistry
+from engine.session import Session
+from sandbox.pool import PoolConfig, WorkerPool
+
+__all__ = ["Engine"]
+
+log = logging.getLogger("a2e.engine")
+T = TypeVar("T")
+
+
+def _builtin_plugins() -> list[ToolPlugin]:
+    from tools import BUILTIN_PLUGINS
+
+    return [cls() for cls in BUILTIN_PLUGINS]
+
+
+class Engine:
+    """A sandboxed tool host. See the README for the embedding and the isolation it provides."""
+
+    def __init__(
+        self,
+        plugins: Sequence[ToolPlugin] = (),
+        config: EngineConfig | None = None,
+        *,
+        policy: Policy | PolicyFunction | None = None,
+        builtin_tools: bool = True,
+        audit_logger: logging.Logger | None = None,
+    ) -> None:
+        self.config = config or EngineConfig()
+        all_plugins = [*(_builtin_plugins() if builtin_tools else []), *plugins]
+        self.registry = ToolRegistry(all_plugins)
+        self.policy = as_policy(policy)
+        self._plugins_blob = self._serialise_plugins(all_plugins)
+        self._audit_logger = audit_logger
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._own_state_dir = False
+        self.state_dir = ""
+        self.pool: WorkerPool | None = None
+        self.call_context: CallContext
+        self.connections: set[Connection] = set()
+        self.pending_calls = 0
+        self._session_counter = 0
+
+    @staticmethod
+    def _serialise_plugins(plugins: list[ToolPlugin]) -> bytes:
+        """Plugins travel to the zygote by value (dill): a class defined anywhere works."""
+        for plugin in plugins:
+            try:
+                dill.dumps(plugin)
+            except Exception as exc:
+                raise TypeError(
+                    f"plugin {type(plugin).__name__} cannot be sent to the sandbox zygote "
+                    f"(dill: {type(exc).__name__}: {exc}); keep unpicklable state such as open "
+                    "files or locks out of plugin instances"
+                ) from exc
+        return dill.dumps(plugins)
+
+    # -- lifecycle --
+
+    @property
+    def running(self) -> bool:
+        return self._loop is not None and self.pool is not None
+
+    def start(self) -> Engine:
+        if self._loop is not None:
+            raise RuntimeError("engine already started")
+        if self.config.state_dir:
+            os.makedirs(self.config.state_dir, mode=0o700, exist_ok=True)
+            self.state_dir = tempfile.mkdtemp(prefix="a2e-", dir=self.config.state_dir)
+        else:
+            self.state_dir = tempfile.mkdtemp(prefix="a2e-engine-")
+        self._own_state_dir = True
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run_loop() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=run_loop, name="a2e-engine", daemon=True)
+        self._thread.start()
+        ready.wait()
+        self._loop = loop
+        audit = (AuditTrail(self.config.audit_path, self._audit_logger)
+                 if self.config.audit_path or self._audit_logger else None)
+        pool = WorkerPool(self._plugins_blob, PoolConfig(
+            max_workers=self.config.max_workers,
+            prefork=self.config.prefork,
+            limits=self.config.limits,
+            profiles=self.registry.profiles,
+            namespaces=self.config.namespaces,
+            max_frame=self.config.max_frame,
+            max_output_bytes=self.config.max_output_bytes,
+            max_events=self.config.max_events,
+        ))
+        try:
+            self.run(pool.start())
+        except BaseException:
+            self._stop_loop()
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+            raise
+        self.pool = pool
+        self.call_context = CallContext(self.config, self.registry, pool, audit)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        if self.pool is not None:
+            with contextlib.suppress(Exception):
+                self.run(self._shutdown(), timeout=30)
+        if self.call_context.audit is not None:
+            self.call_context.audit.close()
+        self._stop_loop()
+        if self._own_state_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+        self.pool = None
+
+    async def _shutdown(self) -> None:
+        tasks = []
+        for connection in list(self.connections):
+            tasks.extend(call.task for call in connection.calls.values())
+            connection.close()
+        if tasks:
+            await asyncio.wait(tasks, timeout=15)
+        assert self.pool is not None
+        await self.pool.stop()
+
+    def _stop_loop(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        loop.close()
+
+    def __enter__(self) -> Engine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- running things on the engine loop --
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError("the engine is not running; use 'with Engine(...) as engine:'")
+        return self._loop
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run a coroutine on the engine loop from another thread and wait for its result."""
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result(timeout)
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    # -- connections and sessions --
+
+    def open_connection(self, send: Callable[[Any], None], policy: Policy | None = None,
+                        name: str = "") -> Connection:
+        """For transports: a new connection whose replies go to ``send`` (on the loop thread)."""
+        connection = Connection(self, send, policy=policy, name=name)
+        self.connections.add(connection)
+        return connection
+
+    def close_connection(self, connection: Connection) -> None:
+        connection.close()
+        self.connections.discard(connection)
+
+    def connect(
+        self,
+        capabilities: Sequence[str] = ("tools",),
+        *,
+        client_name: str = "in-process",
+        token: str | None = None,
+        policy: Policy | PolicyFunction | None = None,
+    ) -> A2EClient:
+        """An in-process ``A2EClient`` with its handshake done; use it with ``ToolAPI``."""
+        from engine.transports.inprocess import InProcessTransport
+
+        transport = InProcessTransport(self, as_policy(policy) if policy is not None else None)
+        return A2EClient(transport, client_name=client_name, capabilities=capabilities, token=token)
+
+    def _new_session(self, client: str, capabilities: frozenset[str],
+                     policies: list[Policy]) -> Session:
+        self._session_counter += 1
+        session = Session(client=client, capabilities=capabilities, policies=policies,
+                          root=os.path.join(self.state_dir, f"s{self._session_counter:06d}"))
+        session.create_dirs()
+        return session
+
+    def _end_session(self, session: Session, after: list[asyncio.Task[None]]) -> None:
+        """Remove the session's directories once its last calls are done."""
+
+        async def remove() -> None:
+            if after:
+                await asyncio.wait(after)
+            await asyncio.get_running_loop().run_in_executor(None, session.remove_dirs)
+
+        self.loop.create_task(remove())
+
+    @property
+    def layers(self) -> dict[str, Any]:
+        """Which isolation layers the sandbox has on this host (reported by the zygote)."""
+        return dict(self.pool.layers) if self.pool else {}

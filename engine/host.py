@@ -1,0 +1,198 @@
+"""One connection to the engine, whatever carries it (in-process queue, stdio, socket).
+
+A transport hands each incoming message (or a ``ProtocolError`` for a line it could not parse)
+to ``Connection.receive`` on the engine's event loop, and gives the connection a ``send``
+function for replies. Everything protocol-level happens here: the handshake and its sessions,
+list and search, calls (each its own task, so many run at once and replies go out as each
+finishes), cancellation, and ``error`` replies that name the problem. Nothing a peer sends can
+raise out of ``receive``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from a2e.caps.tools.models import (
+    ToolCallRequest,
+    ToolCallResponse,
+    ToolCancelRequest,
+    ToolErrorCode,
+    ToolListRequest,
+    ToolListResponse,
+)
+from a2e.codec import ProtocolError
+from a2e.messages import (
+    A2ECapability,
+    A2EError,
+    A2EMessage,
+    ErrorCode,
+    HandshakeRequest,
+    HandshakeResponse,
+)
+from engine.calls import run_call
+from engine.policy import Policy, check_policies
+from engine.session import Session
+
+if TYPE_CHECKING:
+    from engine.engine import Engine
+
+__all__ = ["Connection"]
+
+log = logging.getLogger("a2e.host")
+
+SUPPORTED_CAPABILITIES = frozenset(c.value for c in A2ECapability)
+
+
+@dataclass
+class _Call:
+    session: Session
+    task: asyncio.Task[None]
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Connection:
+    def __init__(self, engine: Engine, send: Callable[[A2EMessage], None],
+                 policy: Policy | None = None, name: str = "") -> None:
+        self.engine = engine
+        self._send = send
+        self.policy = policy
+        self.name = name
+        self.sessions: dict[str, Session] = {}
+        self.calls: dict[str, _Call] = {}
+        self.closed = False
+
+    # -- plumbing --
+
+    def send(self, message: A2EMessage) -> None:
+        if self.closed:
+            return
+        try:
+            self._send(message)
+        except Exception:
+            log.exception("connection %s: sending %s failed; closing", self.name, message.type)
+            self.close()
+
+    def error(self, req_id: str, code: ErrorCode | str, message: str, retryable: bool = False) -> None:
+        self.send(A2EError(req_id=req_id, code=code, message=message, retryable=retryable))
+
+    def receive(self, message: A2EMessage | ProtocolError) -> None:
+        """Entry point for the transport; runs on the engine loop and never raises."""
+        if self.closed:
+            return
+        try:
+            if isinstance(message, ProtocolError):
+                self.send(message.to_message())
+            elif isinstance(message, HandshakeRequest):
+                self._handshake(message)
+            elif isinstance(message, ToolListRequest):
+                self._list(message)
+            elif isinstance(message, ToolCallRequest):
+                self._call(message)
+            elif isinstance(message, ToolCancelRequest):
+                self._cancel(message)
+            else:
+                self.error(message.id, ErrorCode.INVALID_MESSAGE,
+                           f"{message.type} is sent by hosts, not to them")
+        except Exception as exc:
+            log.exception("connection %s: handling %s failed", self.name, type(message).__name__)
+            req_id = getattr(message, "id", "") if not isinstance(message, ProtocolError) else ""
+            self.error(req_id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        """End every call and session of this connection (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        for call in self.calls.values():
+            call.cancelled.set()
+        for session in self.sessions.values():
+            self.engine._end_session(session, after=[c.task for c in self.calls.values()])
+        self.sessions.clear()
+
+    # -- handlers --
+
+    def _handshake(self, request: HandshakeRequest) -> None:
+        expected = self.engine.config.token
+        if expected is not None and not hmac.compare_digest(
+            (request.token or "").encode(), expected.encode()
+        ):
+            self.error(request.id, ErrorCode.UNAUTHORIZED, "handshake token missing or wrong")
+            return
+        granted = [c for c in dict.fromkeys(request.capabilities) if c in SUPPORTED_CAPABILITIES]
+        policies: list[Policy] = [self.engine.policy]
+        if self.policy is not None:
+            policies.append(self.policy)
+        session = self.engine._new_session(request.client, frozenset(granted), policies)
+        self.sessions[session.id] = session
+        self.send(HandshakeResponse(req_id=request.id, session_id=session.id,
+                                    capabilities=granted, server=self.engine.config.server_name))
+
+    def _session_for(self, req_id: str, session_id: str) -> Session | None:
+        if session_id:
+            session = self.sessions.get(session_id)
+            if session is None:
+                self.error(req_id, ErrorCode.UNKNOWN_SESSION,
+                           f"no session {session_id!r} on this connection; send handshake/req first")
+            return session
+        if not self.sessions:
+            self.error(req_id, ErrorCode.HANDSHAKE_REQUIRED,
+                       "no session yet: send handshake/req before other messages")
+            return None
+        return list(self.sessions.values())[-1]
+
+    def _list(self, request: ToolListRequest) -> None:
+        session = self._session_for(request.id, "")
+        if session is None:
+            return
+        if A2ECapability.TOOLS not in session.capabilities:
+            self.error(request.id, ToolErrorCode.TOOL_DENIED,
+                       "this session did not negotiate the 'tools' capability")
+            return
+        tools = [t for t in self.engine.registry.select(request)
+                 if check_policies(session.policies, session, t.name) is None]
+        self.send(ToolListResponse(req_id=request.id, tools=tools))
+
+    def _call(self, request: ToolCallRequest) -> None:
+        session = self._session_for(request.id, request.session_id)
+        if session is None:
+            return
+        if request.id in self.calls:
+            self.error(request.id, ErrorCode.DUPLICATE_REQUEST,
+                       f"a call with id {request.id!r} is already in flight on this connection")
+            return
+        if self.engine.pending_calls >= self.engine.config.max_pending_calls:
+            self.error(request.id, ErrorCode.OVERLOADED,
+                       f"{self.engine.pending_calls} calls are pending; try again later",
+                       retryable=True)
+            return
+        task = asyncio.get_running_loop().create_task(self._run(request, session))
+        self.calls[request.id] = _Call(session, task)
+        self.engine.pending_calls += 1
+
+    async def _run(self, request: ToolCallRequest, session: Session) -> None:
+        await asyncio.sleep(0)  # let _call register us first
+        call = self.calls[request.id]
+        try:
+            result = await run_call(self.engine.call_context, session, request, self.send,
+                                    call.cancelled)
+            self.send(ToolCallResponse(req_id=request.id, data=result))
+        except Exception as exc:  # the engine's own bug: still answer the caller
+            log.exception("call %s (%s) failed inside the engine", request.id, request.tool_name)
+            self.error(request.id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            self.engine.pending_calls -= 1
+            self.calls.pop(request.id, None)
+
+    def _cancel(self, request: ToolCancelRequest) -> None:
+        call = self.calls.get(request.req_id)
+        if call is None or (request.session_id and call.session.id != request.session_id):
+            self.error(request.id, ErrorCode.UNKNOWN_REQUEST,
+                       f"no call {request.req_id!r} in flight on this connection")
+            return
+        call.cancelled.set()
+

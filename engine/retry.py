@@ -1,0 +1,91 @@
+"""The retry policy of idempotent tools, composed from tenacity's strategy objects.
+
+Read it as a sentence: retry *if the attempt failed with a retryable tool_error* (a crash, a
+broken frame, a failed sandbox set-up, or an exception the tool did not mark as deterministic), waiting
+*exponentially longer* between attempts, and stop *after N attempts*, *when the next attempt
+could not start before the call's deadline*, or *when the call was cancelled*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_result,
+    stop_after_attempt,
+    wait_exponential,
+)
+from tenacity.stop import stop_base
+
+from engine.config import RetryPolicy
+from sandbox.outcome import OutcomeStatus, WorkerOutcome
+
+__all__ = ["RETRYABLE", "run_with_retries"]
+
+#: Outcomes worth another attempt. A timeout used up the deadline and a cancel is the caller's
+#: wish; neither is retried.
+RETRYABLE = frozenset({
+    OutcomeStatus.FAILED, OutcomeStatus.CRASHED, OutcomeStatus.VIOLATION,
+    OutcomeStatus.SETUP_FAILED,
+})
+
+
+class stop_before_deadline(stop_base):  # noqa: N801 - named like tenacity's own strategies
+    """Stop when the next attempt would start after ``deadline`` (loop time)."""
+
+    def __init__(self, deadline: float, loop: asyncio.AbstractEventLoop) -> None:
+        self.deadline = deadline
+        self.loop = loop
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.loop.time() + retry_state.upcoming_sleep >= self.deadline
+
+
+class stop_when_set(stop_base):  # noqa: N801
+    def __init__(self, event: asyncio.Event) -> None:
+        self.event = event
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.event.is_set()
+
+
+def _retryable(outcome: WorkerOutcome) -> bool:
+    return outcome.status in RETRYABLE and outcome.retryable
+
+
+async def run_with_retries(
+    attempt: Callable[[], Awaitable[WorkerOutcome]],
+    policy: RetryPolicy,
+    deadline: float,
+    cancelled: asyncio.Event,
+    on_retry: Callable[[int, WorkerOutcome], None],
+) -> WorkerOutcome:
+    """Run ``attempt`` until it succeeds or the policy says stop; return the last outcome."""
+    loop = asyncio.get_running_loop()
+
+    async def interruptible_sleep(seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(cancelled.wait(), seconds)
+
+    def before_sleep(state: RetryCallState) -> None:
+        assert state.outcome is not None
+        on_retry(state.attempt_number + 1, state.outcome.result())
+
+    retrying = AsyncRetrying(
+        retry=retry_if_result(_retryable),
+        wait=wait_exponential(multiplier=policy.initial_backoff_s, max=policy.max_backoff_s),
+        stop=(
+            stop_after_attempt(policy.max_attempts)
+            | stop_before_deadline(deadline, loop)
+            | stop_when_set(cancelled)
+        ),
+        sleep=interruptible_sleep,
+        before_sleep=before_sleep,
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+    )
+    outcome: WorkerOutcome = await retrying(attempt)
+    return outcome

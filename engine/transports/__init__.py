@@ -1,0 +1,1 @@
+"""Server-side transports: how messages reach an engine ``Connection``."""

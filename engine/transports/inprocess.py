@@ -1,0 +1,55 @@
+"""The in-process transport: an ``A2EClient`` and an engine connection in the same process.
+
+Messages are passed as model objects (no JSON round trip); the client's thread hands each one to
+the engine loop, and replies come back through a queue that the client's reader thread drains.
+"""
+
+from __future__ import annotations
+
+import queue
+from typing import TYPE_CHECKING
+
+from a2e.messages import A2EMessage
+from a2e.transport import TransportClosed
+from engine.policy import Policy
+
+if TYPE_CHECKING:
+    from engine.engine import Engine
+
+__all__ = ["InProcessTransport"]
+
+_CLOSED = object()
+
+
+class InProcessTransport:
+    def __init__(self, engine: Engine, policy: Policy | None = None) -> None:
+        self.engine = engine
+        self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._closed = False
+        self.connection = engine.open_connection(self._inbox.put, policy=policy, name="in-process")
+
+    def send(self, message: A2EMessage) -> None:
+        if self._closed:
+            raise TransportClosed("in-process transport is closed")
+        try:
+            self.engine.call_soon(self.connection.receive, message)
+        except RuntimeError as exc:  # the engine stopped
+            raise TransportClosed(str(exc)) from exc
+
+    def receive(self) -> A2EMessage | None:
+        item = self._inbox.get()
+        if item is _CLOSED:
+            self._inbox.put(_CLOSED)  # later receivers see the end too
+            return None
+        assert isinstance(item, A2EMessage)
+        return item
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.engine.call_soon(self.engine.close_connection, self.connection)
+        except RuntimeError:
+            pass
+        self._inbox.put(_CLOSED)

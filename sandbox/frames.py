@@ -1,0 +1,93 @@
+"""Length-prefixed JSON frames: the only thing that crosses a pipe between processes.
+
+A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON whose top level
+is an object. The reader enforces a size cap *before* buffering a body, so a hostile writer can
+make us read at most ``max_frame`` bytes of garbage before we give up on it. Nothing here ever
+unpickles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from typing import Any
+
+__all__ = ["DEFAULT_MAX_FRAME", "FrameDecoder", "FrameError", "encode_frame", "read_frame", "write_frame"]
+
+DEFAULT_MAX_FRAME = 8 * 1024 * 1024
+_HEADER = struct.Struct(">I")
+
+
+class FrameError(ValueError):
+    """The byte stream broke the framing rules; the writer is not to be trusted further."""
+
+
+def encode_frame(obj: dict[str, Any]) -> bytes:
+    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    return _HEADER.pack(len(body)) + body
+
+
+def _decode_body(body: bytes) -> dict[str, Any]:
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise FrameError(f"frame is not valid UTF-8 JSON ({exc.__class__.__name__}: {exc})") from None
+    if not isinstance(obj, dict):
+        raise FrameError(f"frame must hold a JSON object, not {type(obj).__name__}")
+    return obj
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed`` bytes as they arrive, get complete frames back."""
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        self._buf += data
+        frames = []
+        while len(self._buf) >= _HEADER.size:
+            (length,) = _HEADER.unpack_from(self._buf)
+            if length > self.max_frame:
+                raise FrameError(f"frame of {length} bytes exceeds the limit of {self.max_frame} bytes")
+            end = _HEADER.size + length
+            if len(self._buf) < end:
+                break
+            body = bytes(self._buf[_HEADER.size : end])
+            del self._buf[:end]
+            frames.append(_decode_body(body))
+        return frames
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an incomplete frame; non-zero at end of stream means a truncated frame."""
+        return len(self._buf)
+
+
+def write_frame(fd: int, obj: dict[str, Any]) -> None:
+    """Blocking write of one whole frame (worker side; the pipe is ours alone)."""
+    view = memoryview(encode_frame(obj))
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise EOFError("pipe closed in the middle of a frame")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int, max_frame: int = DEFAULT_MAX_FRAME) -> dict[str, Any]:
+    """Blocking read of one frame (worker side, reading its job from the supervisor)."""
+    (length,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    if length > max_frame:
+        raise FrameError(f"frame of {length} bytes exceeds the limit of {max_frame} bytes")
+    return _decode_body(_read_exact(fd, length))

@@ -1,0 +1,94 @@
+"""The hardening of a freshly forked worker, one layer after another, in one visible order.
+
+The order matters: fds are closed first so that nothing below runs with the zygote's control
+socket open; the mount namespace needs privileges that seccomp later removes; rlimits go before
+seccomp because seccomp forbids changing them; seccomp is last, after which the process can only
+lose privileges.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+
+from sandbox import syscalls
+from sandbox.limits import Limits, apply_rlimits
+from sandbox.namespaces import mount_private_proc
+
+__all__ = ["SAFE_PATH", "Hardening", "harden_worker", "zero_initial_environ"]
+
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@dataclass(frozen=True)
+class Hardening:
+    """Everything a worker applies to itself before it reads its job."""
+
+    keep_fds: tuple[int, ...]
+    parent_pid: int
+    limits: Limits
+    seccomp_bpf: bytes
+    private_proc: bool
+
+
+def close_inherited_fds(keep: tuple[int, ...]) -> None:
+    """Close every fd except stdio and ``keep``, then point stdio at ``/dev/null``.
+
+    stdout must never be the host's: under ``a2e serve --stdio`` it is the protocol channel.
+    """
+    low = 3
+    for fd in sorted(keep):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, 1 << 20)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    if devnull > 2:
+        os.close(devnull)
+
+
+def reset_signals() -> None:
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def scrub_environment() -> None:
+    """Nothing of the supervisor's environment reaches tool code (see ``zero_initial_environ``)."""
+    os.environ.clear()
+    os.environ.update({"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"})
+
+
+def zero_initial_environ() -> None:
+    """Overwrite the environment block the process was started with.
+
+    ``os.environ.clear()`` does not touch the original block, and ``/proc/self/environ`` reads
+    exactly that memory: a worker could read the supervisor's secrets there. The zygote zeroes
+    it once (fields 50-51 of ``/proc/self/stat``), so every worker it forks has nothing to find.
+    """
+    import ctypes
+
+    with open("/proc/self/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    # After the ")" the first field is field 3 (state); env_start/env_end are fields 50 and 51.
+    start, end = int(fields[50 - 3]), int(fields[51 - 3])
+    if 0 < start < end:
+        ctypes.memset(start, 0, end - start)
+
+
+def harden_worker(setup: Hardening) -> None:
+    """Apply every layer; raise on the first that fails (the caller reports it and exits)."""
+    close_inherited_fds(setup.keep_fds)
+    reset_signals()
+    os.setsid()
+    syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != setup.parent_pid and os.getpid() != 1:
+        os._exit(0)  # the zygote died between fork and prctl: nobody is waiting for us
+    if setup.private_proc:
+        mount_private_proc()
+    scrub_environment()
+    apply_rlimits(setup.limits)
+    syscalls.install_seccomp_bpf(setup.seccomp_bpf)

@@ -1,0 +1,49 @@
+"""Resource limits of one worker, as a small value type, and how they are applied (rlimits).
+
+``memory_mb`` is ``RLIMIT_AS``: Python code sees a catchable ``MemoryError`` rather than an OOM
+kill. ``cpu_seconds`` is ``RLIMIT_CPU`` (SIGXCPU, then SIGKILL a second later); the wall-clock
+deadline is enforced separately by the supervisor. There is no process-count limit here on
+purpose: ``RLIMIT_NPROC`` is ignored for root and counts every process of the uid otherwise;
+profiles that may fork rely on the wall-clock kill of the whole PID namespace. Workers cannot
+raise any of these back: the seccomp filter refuses ``setrlimit`` and ``prlimit64`` with a new
+limit.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["Limits", "apply_rlimits"]
+
+_MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mb: int = 1024
+    cpu_seconds: int = 300
+    open_files: int = 256
+    file_size_mb: int = 256
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"Limits.{name} must be a positive integer, got {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def apply_rlimits(limits: Limits) -> None:
+    """Set soft and hard limits together: a hard limit cannot be raised again without privilege."""
+    pairs = [
+        (resource.RLIMIT_AS, limits.memory_mb * _MB, limits.memory_mb * _MB),
+        (resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * _MB, limits.file_size_mb * _MB),
+        (resource.RLIMIT_CORE, 0, 0),
+    ]
+    for which, soft, hard in pairs:
+        resource.setrlimit(which, (soft, hard))

@@ -1,0 +1,638 @@
+"""``WorkerPool``: the supervisor's side of the sandbox (asyncio, one event loop).
+
+It owns one zygote, keeps ``prefork`` hardened workers per profile waiting for a job, hands each
+job to exactly one fresh worker, reads that worker's frames as they arrive, enforces the
+deadline and the output caps, kills the worker's whole tree when needed, and turns what happened
+into a ``WorkerOutcome``. It never unpickles anything: zygote and workers speak JSON only.
+
+The pool knows nothing of sessions or of the wire protocol; the engine gives it a ``Job`` and an
+``on_event`` callback and gets an outcome back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import errno
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import multiprocess
+from multiprocess import spawn as mp_spawn
+
+from sandbox.frames import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode_frame
+from sandbox.limits import Limits
+from sandbox.outcome import OutcomeStatus, WorkerOutcome, describe_exit
+from sandbox.seccomp import PROFILES
+from sandbox.zygote import CONTROL_MAX, zygote_main
+
+__all__ = ["Job", "PoolConfig", "SandboxUnavailable", "WorkerPool"]
+
+log = logging.getLogger("a2e.sandbox")
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+class SandboxUnavailable(RuntimeError):
+    """The zygote could not be started (or keeps dying)."""
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    max_workers: int = 4
+    prefork: int = 2
+    limits: Limits = field(default_factory=Limits)
+    profiles: tuple[str, ...] = tuple(PROFILES)
+    namespaces: bool = True
+    max_frame: int = DEFAULT_MAX_FRAME
+    max_output_bytes: int = 64 * 1024 * 1024
+    max_events: int = 10_000
+    start_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_workers < 1 or self.prefork < 0:
+            raise ValueError("max_workers must be >= 1 and prefork >= 0")
+        unknown = set(self.profiles) - set(PROFILES)
+        if unknown:
+            raise ValueError(f"unknown sandbox profiles {sorted(unknown)}; known: {sorted(PROFILES)}")
+
+
+@dataclass
+class Job:
+    """One tool execution, as the worker receives it (JSON)."""
+
+    plugin: int
+    tool: str
+    arguments: dict[str, Any]
+    profile: str
+    workspace: str
+    tmp_dir: str
+    streaming: bool = False
+    read_roots: list[str] = field(default_factory=list)
+    call_id: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class _Worker:
+    """A forked worker as the supervisor sees it: its pipes, its pidfd, its exit."""
+
+    def __init__(self, pid: int, profile: str, fds: list[int], loop: asyncio.AbstractEventLoop):
+        self.pid = pid
+        self.profile = profile
+        self.job_fd, self.result_fd, self.pidfd = fds
+        self.exited: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self.busy = False
+        os.set_blocking(self.job_fd, False)
+        os.set_blocking(self.result_fd, False)
+
+    def kill(self) -> None:
+        if self.pidfd < 0:
+            return
+        with contextlib.suppress(ProcessLookupError, OSError):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def close(self) -> None:
+        for name in ("job_fd", "result_fd", "pidfd"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, name, -1)
+
+
+class _FrameReader:
+    """Reads one worker's result pipe on the event loop; all caps are enforced here."""
+
+    def __init__(self, worker: _Worker, config: PoolConfig, on_event: EventSink,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.worker = worker
+        self.config = config
+        self.on_event = on_event
+        self.decoder = FrameDecoder(config.max_frame)
+        self.bytes_read = 0
+        self.events = 0
+        self.dropped = 0
+        self.result: dict[str, Any] | None = None
+        self.setup_error: str | None = None
+        self.violation: str | None = None
+        self.eof = False
+        self.finished: asyncio.Future[None] = loop.create_future()  # result, violation or EOF
+        self.loop = loop
+        loop.add_reader(worker.result_fd, self.on_readable)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.loop.remove_reader(self.worker.result_fd)
+
+    def _finish(self) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+    def on_readable(self, budget: int = 1 << 20) -> None:
+        while budget > 0 and not self.eof and self.violation is None:
+            try:
+                data = os.read(self.worker.result_fd, 256 * 1024)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                data = b""
+                log.debug("reading worker %d: %s", self.worker.pid, exc)
+            if not data:
+                self.eof = True
+                self.stop()
+                self._finish()
+                return
+            budget -= len(data)
+            self.feed(data)
+
+    def feed(self, data: bytes) -> None:
+        self.bytes_read += len(data)
+        if self.bytes_read > self.config.max_output_bytes:
+            return self._violate(
+                f"the worker wrote more than {self.config.max_output_bytes} bytes of output"
+            )
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as exc:
+            return self._violate(f"the worker wrote an invalid frame: {exc}")
+        for frame in frames:
+            self._frame(frame)
+            if self.violation is not None:
+                return
+
+    def _frame(self, frame: dict[str, Any]) -> None:
+        kind = frame.get("t")
+        if self.result is not None or self.setup_error is not None:
+            return self._violate("the worker wrote a frame after its result")
+        if kind == "event":
+            if self.events >= self.config.max_events:
+                self.dropped += 1
+                return
+            self.events += 1
+            event_kind, data = frame.get("kind"), frame.get("data")
+            if not isinstance(event_kind, str) or not isinstance(data, dict):
+                return self._violate("the worker wrote an event frame without kind and data")
+            try:
+                self.on_event(event_kind, data)
+            except ValueError as exc:
+                return self._violate(f"the worker wrote an invalid event: {exc}")
+        elif kind == "result":
+            ok = frame.get("ok")
+            if ok is True or (ok is False and isinstance(frame.get("error"), str)):
+                self.result = frame
+                self._finish()
+            else:
+                self._violate("the worker wrote a malformed result frame")
+        elif kind == "setup_error" and isinstance(frame.get("error"), str):
+            self.setup_error = frame["error"]
+            self._finish()
+        else:
+            self._violate(f"the worker wrote a frame of unknown type {str(kind)[:40]!r}")
+
+    def _violate(self, reason: str) -> None:
+        self.violation = reason
+        self.stop()
+        self._finish()
+
+    def drain(self) -> None:
+        """After the worker died: read what is left (every writer is gone, so this ends)."""
+        if self.eof or self.violation is not None:
+            return
+        self.on_readable(budget=self.config.max_output_bytes)
+        if not self.eof and self.violation is None and self.decoder.pending_bytes:
+            self.violation = "the worker's last frame was cut short"
+
+
+class WorkerPool:
+    """Runs jobs in fresh sandboxed workers. Create, ``await start()``, ``run()``, ``stop()``."""
+
+    def __init__(self, plugins_blob: bytes, config: PoolConfig | None = None) -> None:
+        self.config = config or PoolConfig()
+        self._plugins_blob = plugins_blob
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._process: Any = None
+        self._sock: socket.socket | None = None
+        self._zygote_ready: asyncio.Future[dict[str, Any]] | None = None
+        self._workers: dict[int, _Worker] = {}
+        self._ready: dict[str, collections.deque[_Worker]] = {
+            p: collections.deque() for p in self.config.profiles
+        }
+        self._spawning: dict[str, int] = dict.fromkeys(self.config.profiles, 0)
+        self._waiters: dict[str, collections.deque[asyncio.Future[None]]] = {
+            p: collections.deque() for p in self.config.profiles
+        }
+        self._slots: asyncio.Semaphore | None = None
+        self._restarts: list[float] = []
+        self._broken: str | None = None
+        self._stopping = False
+        self._last_spawn_error = ""
+        self.layers: dict[str, Any] = {}
+        self.zygote_pid: int | None = None
+        self.in_flight = 0
+
+    # -- lifecycle --
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._slots = asyncio.Semaphore(self.config.max_workers)
+        await self._start_zygote()
+
+    async def _start_zygote(self) -> None:
+        assert self._loop is not None
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        config = {
+            "limits": self.config.limits.to_dict(),
+            "profiles": list(self.config.profiles),
+            "namespaces": self.config.namespaces,
+            "max_frame": self.config.max_frame,
+        }
+        process = _spawn_zygote(child, json.dumps(config), self._plugins_blob)
+        child.close()
+        parent.setblocking(False)
+        self._process, self._sock = process, parent
+        self._zygote_ready = self._loop.create_future()
+        self._loop.add_reader(parent.fileno(), self._on_control, parent)
+        try:
+            hello = await asyncio.wait_for(self._zygote_ready, self.config.start_timeout)
+        except (TimeoutError, SandboxUnavailable):
+            self._drop_zygote()
+            raise
+        self.layers = hello["layers"]
+        self.zygote_pid = hello["pid"]
+        for profile in self.config.profiles:
+            self._ensure_supply(profile)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for worker in list(self._workers.values()):
+            worker.kill()
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.send(b'{"op": "stop"}')
+        process = self._process
+        self._drop_zygote()
+        if process is not None:
+            await asyncio.get_running_loop().run_in_executor(None, _join_or_kill, process)
+
+    def _drop_zygote(self) -> None:
+        if self._sock is not None and self._loop is not None:
+            self._loop.remove_reader(self._sock.fileno())
+            self._sock.close()
+        self._sock = None
+        for worker in list(self._workers.values()):
+            if not worker.exited.done():
+                worker.exited.set_result({"zygote_died": True})
+            if not worker.busy:
+                worker.close()
+        self._workers.clear()
+        for queue in self._ready.values():
+            queue.clear()
+        self._spawning = dict.fromkeys(self.config.profiles, 0)
+
+    # -- control channel --
+
+    def _on_control(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(sock, CONTROL_MAX, 4)
+            except BlockingIOError:
+                return
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                for fd in fds:
+                    os.close(fd)
+                self._on_zygote_lost("its control socket closed")
+                return
+            try:
+                message = json.loads(data)
+                self._on_message(message, fds)
+            except Exception:
+                log.exception("bad control message from the zygote")
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+    def _on_message(self, message: dict[str, Any], fds: list[int]) -> None:
+        op = message.get("op")
+        if op == "ready" and self._zygote_ready and not self._zygote_ready.done():
+            self._zygote_ready.set_result(message)
+        elif op == "fatal":
+            error = SandboxUnavailable(f"the sandbox zygote failed to start: {message.get('error')}")
+            log.error("%s\n%s", error, message.get("traceback", ""))
+            if self._zygote_ready and not self._zygote_ready.done():
+                self._zygote_ready.set_exception(error)
+        elif op == "worker":
+            assert self._loop is not None
+            worker = _Worker(int(message["pid"]), str(message["profile"]), fds, self._loop)
+            self._workers[worker.pid] = worker
+            self._spawning[worker.profile] = max(0, self._spawning[worker.profile] - 1)
+            self._ready[worker.profile].append(worker)
+            self._wake(worker.profile)
+        elif op == "exit":
+            worker = self._workers.pop(int(message["pid"]), None)
+            if worker is None:
+                return
+            worker.exited.set_result(message)
+            if not worker.busy:
+                self._discard_idle(worker)
+        elif op == "spawn_failed":
+            profile = str(message["profile"])
+            self._spawning[profile] = max(0, self._spawning[profile] - 1)
+            self._last_spawn_error = str(message.get("error"))
+            log.warning("the zygote could not fork a worker: %s", self._last_spawn_error)
+            assert self._loop is not None
+            self._loop.call_later(0.05, self._ensure_supply, profile)
+
+    def _discard_idle(self, worker: _Worker) -> None:
+        """A waiting worker died before it got a job: log why, replace it."""
+        with contextlib.suppress(ValueError):
+            self._ready[worker.profile].remove(worker)
+        reason = ""
+        with contextlib.suppress(Exception):
+            decoder = FrameDecoder(self.config.max_frame)
+            frames = decoder.feed(os.read(worker.result_fd, self.config.max_frame))
+            reason = next((f["error"] for f in frames if f.get("t") == "setup_error"), "")
+        worker.close()
+        if self._stopping:
+            return
+        self._last_spawn_error = reason or "a waiting worker died before its job"
+        log.warning("idle worker %d died: %s", worker.pid, self._last_spawn_error)
+        assert self._loop is not None
+        self._loop.call_later(0.05, self._ensure_supply, worker.profile)
+
+    def _on_zygote_lost(self, why: str) -> None:
+        if self._stopping:
+            return
+        log.error("the sandbox zygote died (%s); calls in flight fail, restarting it", why)
+        for worker in self._workers.values():
+            worker.kill()
+        self._drop_zygote()
+        now = time.monotonic()
+        self._restarts = [t for t in self._restarts if now - t < 60] + [now]
+        if len(self._restarts) > 5:
+            self._broken = f"the sandbox zygote died {len(self._restarts)} times within a minute ({why})"
+            for waiters in self._waiters.values():
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
+            return
+        assert self._loop is not None
+        self._loop.create_task(self._restart_zygote())
+
+    async def _restart_zygote(self) -> None:
+        try:
+            await self._start_zygote()
+        except Exception as exc:
+            self._on_zygote_lost(f"restart failed: {exc}")
+
+    # -- supply of ready workers --
+
+    def _ensure_supply(self, profile: str) -> None:
+        if self._sock is None or self._stopping:
+            return
+        wanted = self.config.prefork + len(self._waiters[profile])
+        have = len(self._ready[profile]) + self._spawning[profile]
+        cap = self.config.max_workers + self.config.prefork
+        count = min(wanted - have, cap - self._spawning[profile])
+        if count <= 0:
+            return
+        self._spawning[profile] += count
+        try:
+            self._sock.send(json.dumps({"op": "spawn", "profile": profile, "count": count}).encode())
+        except OSError as exc:
+            self._spawning[profile] -= count
+            self._on_zygote_lost(f"sending to it failed: {exc}")
+
+    def _wake(self, profile: str) -> None:
+        waiters = self._waiters[profile]
+        while waiters and self._ready[profile]:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                break
+
+    async def _take_worker(self, profile: str, deadline: float, stop: asyncio.Event) -> _Worker | None:
+        assert self._loop is not None
+        while True:
+            if self._broken:
+                raise SandboxUnavailable(self._broken)
+            ready = self._ready[profile]
+            while ready:
+                worker = ready.popleft()
+                if not worker.exited.done():
+                    worker.busy = True
+                    self._ensure_supply(profile)
+                    return worker
+                worker.close()
+            waiter: asyncio.Future[None] = self._loop.create_future()
+            self._waiters[profile].append(waiter)
+            self._ensure_supply(profile)
+            try:
+                if not await _race(waiter, deadline, stop, self._loop):
+                    return None
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._waiters[profile].remove(waiter)
+
+    # -- running a job --
+
+    async def run(self, job: Job, deadline: float, on_event: EventSink,
+                  stop: asyncio.Event | None = None) -> WorkerOutcome:
+        """Run ``job`` in a fresh worker; ``deadline`` is in ``loop.time()`` seconds."""
+        loop = asyncio.get_running_loop()
+        stop = stop or asyncio.Event()
+        queued_at = loop.time()
+        if job.profile not in self._ready:
+            return WorkerOutcome(OutcomeStatus.SETUP_FAILED,
+                                 error=f"sandbox profile {job.profile!r} is not enabled")
+        assert self._slots is not None
+        acquire = loop.create_task(self._slots.acquire())
+        if not await _race(acquire, deadline, stop, loop):
+            if acquire.done() and not acquire.cancelled():
+                self._slots.release()
+            acquire.cancel()
+            return self._not_started(stop, queued_at, "waiting for a free worker slot")
+        self.in_flight += 1
+        try:
+            try:
+                worker = await self._take_worker(job.profile, deadline, stop)
+            except SandboxUnavailable as exc:
+                return WorkerOutcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
+            if worker is None:
+                return self._not_started(stop, queued_at, "waiting for a sandboxed worker")
+            queued_ms = int((loop.time() - queued_at) * 1000)
+            outcome = await self._drive(worker, job, deadline, on_event, stop)
+            outcome.queued_ms = queued_ms
+            return outcome
+        finally:
+            self.in_flight -= 1
+            self._slots.release()
+
+    def _not_started(self, stop: asyncio.Event, queued_at: float, what: str) -> WorkerOutcome:
+        assert self._loop is not None
+        waited = self._loop.time() - queued_at
+        if stop.is_set():
+            return WorkerOutcome(OutcomeStatus.CANCELLED, error=f"cancelled while {what}")
+        detail = f"; last fork error: {self._last_spawn_error}" if self._last_spawn_error else ""
+        return WorkerOutcome(
+            OutcomeStatus.TIMEOUT, queued_ms=int(waited * 1000),
+            error=f"timed out after {waited:.1f} s while {what} ({self.in_flight} calls running){detail}",
+        )
+
+    async def _drive(self, worker: _Worker, job: Job, deadline: float, on_event: EventSink,
+                     stop: asyncio.Event) -> WorkerOutcome:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        reader = _FrameReader(worker, self.config, on_event, loop)
+        ended_by: OutcomeStatus | None = None
+        try:
+            await self._send_job(worker, job)
+            if not await _race(reader.finished, deadline, stop, loop, also=worker.exited):
+                ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
+            if ended_by is not None or reader.violation is not None:
+                worker.kill()
+            # The result is in; the worker is exiting. Wait for its status (and rusage).
+            if not await _race(worker.exited, loop.time() + 10.0, asyncio.Event(), loop):
+                worker.kill()
+                await _race(worker.exited, loop.time() + 10.0, asyncio.Event(), loop)
+            reader.drain()
+        finally:
+            reader.stop()
+            worker.close()
+        outcome = self._outcome(worker, reader, ended_by, deadline, started)
+        outcome.run_ms = int((loop.time() - started) * 1000)
+        return outcome
+
+    async def _send_job(self, worker: _Worker, job: Job) -> None:
+        data = memoryview(encode_frame(asdict(job)))
+        loop = asyncio.get_running_loop()
+        while data:
+            try:
+                written = os.write(worker.job_fd, data)
+                data = data[written:]
+            except BlockingIOError:
+                writable: asyncio.Future[None] = loop.create_future()
+                loop.add_writer(worker.job_fd, lambda: writable.done() or writable.set_result(None))
+                try:
+                    if not await _race(writable, loop.time() + 5.0, asyncio.Event(), loop,
+                                       also=worker.exited):
+                        return
+                finally:
+                    loop.remove_writer(worker.job_fd)
+                if worker.exited.done():
+                    return
+            except OSError as exc:
+                if exc.errno != errno.EPIPE:
+                    log.warning("writing a job to worker %d: %s", worker.pid, exc)
+                return  # the worker is gone; its outcome will say why
+        os.close(worker.job_fd)
+        worker.job_fd = -1
+
+    def _outcome(self, worker: _Worker, reader: _FrameReader, ended_by: OutcomeStatus | None,
+                 deadline: float, started: float) -> WorkerOutcome:
+        info = worker.exited.result() if worker.exited.done() else {"zygote_died": True}
+        outcome = WorkerOutcome(OutcomeStatus.CRASHED, events_dropped=reader.dropped)
+        sentence = ""
+        if "status" in info:
+            outcome.exit_code, outcome.signal, sentence = describe_exit(int(info["status"]))
+            outcome.cpu_ms = int(info.get("cpu_ms", 0))
+            outcome.peak_rss_kb = int(info.get("maxrss_kb", 0))
+        result = reader.result
+        if reader.violation is not None:
+            outcome.status = OutcomeStatus.VIOLATION
+            outcome.error = f"{reader.violation}; it was killed"
+        elif result is not None:
+            outcome.status = OutcomeStatus.OK if result["ok"] else OutcomeStatus.FAILED
+            outcome.data = result.get("data")
+            outcome.error = result.get("error")
+            outcome.exc_type = result.get("exc_type")
+            outcome.retryable = result.get("retryable") is not False
+            tb = result.get("traceback")
+            outcome.traceback = tb if isinstance(tb, str) else None
+        elif ended_by is OutcomeStatus.TIMEOUT:
+            assert self._loop is not None
+            outcome.status = ended_by
+            outcome.error = f"timed out after {deadline - started:.1f} s; the worker and all its processes were killed"
+        elif ended_by is OutcomeStatus.CANCELLED:
+            outcome.status = ended_by
+            outcome.error = "cancelled; the worker and all its processes were killed"
+        elif reader.setup_error is not None:
+            outcome.status = OutcomeStatus.SETUP_FAILED
+            outcome.error = f"the sandbox could not be set up: {reader.setup_error}"
+        elif info.get("zygote_died"):
+            outcome.error = "the sandbox zygote died during the call; the call was aborted"
+        else:
+            outcome.error = sentence
+        return outcome
+
+
+async def _race(
+    awaitable: asyncio.Future[Any], deadline: float, stop: asyncio.Event,
+    loop: asyncio.AbstractEventLoop, also: asyncio.Future[Any] | None = None,
+) -> bool:
+    """Wait for ``awaitable`` (or ``also``) until ``deadline`` or ``stop``; True if it finished."""
+    if awaitable.done() or (also is not None and also.done()):
+        return True
+    timeout = deadline - loop.time()
+    if timeout <= 0 or stop.is_set():
+        return False
+    stopper = loop.create_task(stop.wait())
+    waits: set[asyncio.Future[Any]] = {awaitable, stopper}
+    if also is not None:
+        waits.add(also)
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    return awaitable.done() or (also is not None and also.done())
+
+
+_SPAWN_LOCK = threading.Lock()
+
+
+def _spawn_zygote(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> Any:
+    """Start the zygote as a fresh interpreter (``multiprocess`` spawn) *without* re-running
+    the host's ``__main__``.
+
+    Spawn normally re-executes the parent's main script in the child so that pickled references
+    to ``__main__`` resolve. The zygote needs none of that (its target is importable and plugins
+    arrive by value through dill), and re-running a host script that has no
+    ``if __name__ == "__main__"`` guard would start a second engine inside the zygote. So the
+    main-module entries are dropped from the preparation data of this one spawn.
+    """
+    original = mp_spawn.get_preparation_data
+
+    def without_main(name: str) -> dict[str, Any]:
+        data = original(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    ctx = multiprocess.get_context("spawn")
+    process = ctx.Process(
+        target=zygote_main, args=(ctrl, config_json, plugins_blob), name="a2e-zygote", daemon=True
+    )
+    with _SPAWN_LOCK:
+        mp_spawn.get_preparation_data = without_main
+        try:
+            process.start()
+        finally:
+            mp_spawn.get_preparation_data = original
+    return process
+
+
+def _join_or_kill(process: Any) -> None:
+    process.join(5)
+    if process.is_alive():
+        process.kill()
+        process.join(5)

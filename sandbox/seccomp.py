@@ -1,0 +1,114 @@
+"""Seccomp profiles: which system calls a worker may make, compiled once to BPF in the zygote.
+
+Every profile is an allow-by-default filter with a deny list (an allow-list for Python is future
+work, see README). Denied calls fail with ``EPERM`` so Python code gets a clear
+``PermissionError``; calls that no legitimate tool makes and that only serve an attack (loading
+kernel modules, kexec, reboot, raw port I/O, handle-based opens that escape a chroot) kill the
+whole process (``SIGSYS``). ``clone3`` returns ``ENOSYS`` because its flags live in memory a
+filter cannot inspect; glibc then falls back to ``clone``, whose flags we can check. System calls
+of a foreign ABI (32-bit ``int 0x80``) hit the bad-arch action and kill the process.
+"""
+
+from __future__ import annotations
+
+import errno
+import stat
+import tempfile
+from dataclasses import dataclass
+
+import pyseccomp as sc
+
+from sandbox.syscalls import CLONE_THREAD, NAMESPACE_FLAGS
+
+__all__ = ["PROFILES", "SeccompProfile", "compile_profile"]
+
+#: Refused with EPERM in every profile.
+DENY_EPERM: tuple[str, ...] = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+    "mount", "umount2", "pivot_root", "chroot", "mount_setattr", "move_mount", "open_tree",
+    "fsopen", "fsconfig", "fsmount", "fspick",
+    "setns", "unshare",
+    "bpf", "perf_event_open", "userfaultfd",
+    "keyctl", "add_key", "request_key",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "swapon", "swapoff", "acct", "quotactl", "syslog", "vhangup",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+    "sethostname", "setdomainname", "name_to_handle_at", "fanotify_init", "lookup_dcookie",
+    "setrlimit", "uselib", "personality",
+)
+
+#: Kill the process on sight: no tool needs these and each is an attack or a machine takeover.
+DENY_KILL: tuple[str, ...] = (
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
+    "iopl", "ioperm", "open_by_handle_at",
+)
+
+_TIOCSTI = 0x5412
+_TIOCLINUX = 0x541C
+_PR_SET_MM = 35
+_S_IFMT = 0o170000
+
+
+@dataclass(frozen=True)
+class SeccompProfile:
+    name: str
+    allow_processes: bool
+    allow_sockets: bool
+
+
+PROFILES: dict[str, SeccompProfile] = {
+    "compute": SeccompProfile("compute", allow_processes=False, allow_sockets=False),
+    "process": SeccompProfile("process", allow_processes=True, allow_sockets=False),
+    "network": SeccompProfile("network", allow_processes=True, allow_sockets=True),
+}
+
+
+def _add(filt: sc.SyscallFilter, action: int, name: str, *args: sc.Arg) -> None:
+    try:
+        filt.add_rule(action, name, *args)
+    except (OSError, ValueError) as exc:
+        # A call this architecture does not have: nothing to deny. Anything else is a bug.
+        if sc.resolve_syscall(sc.Arch.NATIVE, name) < 0:
+            return
+        raise RuntimeError(f"seccomp rule for {name} failed: {exc}") from exc
+
+
+def build_filter(profile: SeccompProfile) -> sc.SyscallFilter:
+    eperm = sc.ERRNO(errno.EPERM)
+    filt = sc.SyscallFilter(sc.ALLOW)
+    filt.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)
+    for name in DENY_EPERM:
+        _add(filt, eperm, name)
+    for name in DENY_KILL:
+        _add(filt, sc.KILL_PROCESS, name)
+    # Raising a limit back up; reading limits (new_limit == NULL) stays allowed.
+    _add(filt, eperm, "prlimit64", sc.Arg(2, sc.NE, 0))
+    # No namespaces from inside; clone3 hides its flags from us, so make libc fall back to clone.
+    for flag in NAMESPACE_FLAGS:
+        _add(filt, eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    _add(filt, sc.ERRNO(errno.ENOSYS), "clone3")
+    # Device nodes (a root worker could otherwise mknod a disk); FIFOs and files stay allowed.
+    for kind in (stat.S_IFCHR, stat.S_IFBLK):
+        _add(filt, eperm, "mknod", sc.Arg(1, sc.MASKED_EQ, _S_IFMT, kind))
+        _add(filt, eperm, "mknodat", sc.Arg(2, sc.MASKED_EQ, _S_IFMT, kind))
+    # Typing into the controlling terminal, rewriting our own memory map layout.
+    _add(filt, eperm, "ioctl", sc.Arg(1, sc.EQ, _TIOCSTI))
+    _add(filt, eperm, "ioctl", sc.Arg(1, sc.EQ, _TIOCLINUX))
+    _add(filt, eperm, "prctl", sc.Arg(0, sc.EQ, _PR_SET_MM))
+    if not profile.allow_processes:
+        for name in ("fork", "vfork", "execve", "execveat"):
+            _add(filt, eperm, name)
+        # Threads are fine (CLONE_THREAD set); a new process is not.
+        _add(filt, eperm, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
+    if not profile.allow_sockets:
+        _add(filt, eperm, "socket")
+    return filt
+
+
+def compile_profile(profile: SeccompProfile) -> bytes:
+    """The profile as raw BPF, ready for ``sandbox.syscalls.install_seccomp_bpf``."""
+    filt = build_filter(profile)
+    with tempfile.TemporaryFile() as out:
+        filt.export_bpf(out)
+        out.seek(0)
+        return out.read()

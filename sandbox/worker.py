@@ -1,0 +1,120 @@
+"""A worker's life: harden, wait for one job, run it, report through frames, exit.
+
+Everything the worker says travels as frames on its result pipe (``sandbox.frames``):
+
+* ``{"t": "setup_error", "error": str}`` - a layer could not be applied; no job was run.
+* ``{"t": "event", "kind": str, "data": dict}`` - a streaming event, in emission order.
+* ``{"t": "result", "ok": true, "data": ...}`` or
+  ``{"t": "result", "ok": false, "error": str, "exc_type": str, "data": ...}`` - the end.
+
+The supervisor treats all of this as hostile input: tool code runs in this process and can
+write anything to the pipe.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import traceback
+from typing import Any
+
+from a2e.caps.tools.models import ToolEvent
+from a2e.caps.tools.plugin import ToolContext, ToolExecutionError, ToolPlugin
+from sandbox.frames import DEFAULT_MAX_FRAME, read_frame, write_frame
+from sandbox.harden import Hardening, harden_worker
+
+__all__ = ["EXIT_SETUP_FAILED", "run_worker"]
+
+EXIT_SETUP_FAILED = 70
+
+
+#: Failures that depend only on the arguments: retrying the same call cannot help.
+DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError, TypeError, KeyError, LookupError, PermissionError, FileNotFoundError,
+    IsADirectoryError, NotADirectoryError, FileExistsError, NotImplementedError, SyntaxError,
+)
+
+
+def _failure_frame(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, ToolExecutionError):
+        return {"t": "result", "ok": False, "error": str(exc), "exc_type": "ToolExecutionError",
+                "data": exc.data, "retryable": exc.retryable}
+    if isinstance(exc, MemoryError):
+        return {"t": "result", "ok": False, "error": "out of memory (MemoryError)",
+                "exc_type": "MemoryError", "data": None, "retryable": True}
+    return {
+        "t": "result", "ok": False, "error": f"{type(exc).__name__}: {exc}",
+        "exc_type": type(exc).__name__, "data": None,
+        "retryable": not isinstance(exc, DETERMINISTIC_ERRORS),
+        "traceback": "".join(traceback.format_exception(exc, limit=20))[-8000:],
+    }
+
+
+def _result_frame(data: Any, max_frame: int) -> dict[str, Any]:
+    try:
+        size = len(json.dumps(data, ensure_ascii=False, allow_nan=False).encode())
+    except (TypeError, ValueError) as exc:
+        return {"t": "result", "ok": False, "exc_type": "TypeError", "data": None,
+                "error": f"tool returned a result that is not JSON-serialisable: {exc}"}
+    if size > max_frame - 1024:
+        return {"t": "result", "ok": False, "exc_type": "ResultTooLarge", "data": None,
+                "error": f"tool result of {size} bytes exceeds the limit of {max_frame - 1024} bytes"}
+    return {"t": "result", "ok": True, "data": data}
+
+
+def run_job(plugin: ToolPlugin, job: dict[str, Any], result_fd: int, max_frame: int) -> None:
+    workspace = job["workspace"]
+    os.chdir(workspace)
+    os.environ["HOME"] = workspace
+    os.environ["TMPDIR"] = job["tmp_dir"]
+    plugin.context = ToolContext(
+        workspace=workspace,
+        tmp_dir=job["tmp_dir"],
+        read_roots=tuple(job.get("read_roots", ())),
+        streaming=bool(job.get("streaming")),
+        call_id=job.get("call_id", ""),
+        options=job.get("options") or {},
+    )
+
+    def send_event(event: ToolEvent) -> None:
+        write_frame(result_fd, {"t": "event", "kind": str(event.kind), "data": event.data})
+
+    plugin.set_event_callback(send_event)
+    try:
+        data = plugin._execute_tool(job["tool"], job["arguments"])
+        frame = _result_frame(data, max_frame)
+    except BaseException as exc:  # SystemExit from tool code is a failure, not an exit
+        frame = _failure_frame(exc)
+        del exc
+    write_frame(result_fd, frame)
+
+
+def run_worker(
+    setup: Hardening, job_fd: int, result_fd: int, plugins: list[ToolPlugin],
+    max_frame: int = DEFAULT_MAX_FRAME,
+) -> None:
+    """Entry point in the forked child. Never returns."""
+    code = 0
+    try:
+        try:
+            harden_worker(setup)
+        except BaseException as exc:
+            write_frame(result_fd, {"t": "setup_error", "error": f"{type(exc).__name__}: {exc}"})
+            os._exit(EXIT_SETUP_FAILED)
+        gc.disable()  # a full collection would touch (and copy) every page shared with the zygote
+        try:
+            job = read_frame(job_fd, max_frame)
+        except EOFError:
+            os._exit(0)  # never used: the supervisor shut down or discarded us
+        os.close(job_fd)
+        gc.enable()
+        run_job(plugins[job["plugin"]], job, result_fd, max_frame)
+    except BaseException:
+        code = 1
+    finally:
+        # Closing first lets the supervisor see the end before the kernel tears down our memory.
+        try:
+            os.close(result_fd)
+        finally:
+            os._exit(code)

@@ -1,0 +1,243 @@
+"""The zygote: a small, single-threaded fork server that owns every worker.
+
+It is started once per pool (``multiprocess`` spawn: a fresh interpreter, so no supervisor
+threads or locks are inherited), receives the plugins by value (dill), compiles the seccomp
+profiles once, and then forks workers on request. For each worker it hands the supervisor three
+fds over its control socket (``SCM_RIGHTS``): the write end of the job pipe, the read end of the
+result pipe and a pidfd, so the supervisor talks to workers directly and can kill one without a
+pid-reuse race. The zygote reaps workers and reports how each ended, with its rusage.
+
+Control messages are JSON on a ``SOCK_SEQPACKET`` socket, never pickles:
+
+* supervisor -> zygote: ``{"op": "spawn", "profile": str, "count": int}``, ``{"op": "stop"}``
+* zygote -> supervisor: ``{"op": "ready", "layers": {...}}``, ``{"op": "worker", "pid": int,
+  "profile": str}`` + fds, ``{"op": "exit", "pid": int, "status": int, "cpu_ms": int,
+  "maxrss_kb": int}``, ``{"op": "spawn_failed", "profile": str, "error": str}``,
+  ``{"op": "fatal", "error": str}``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+from typing import Any
+
+from sandbox import syscalls
+from sandbox.harden import Hardening, zero_initial_environ
+from sandbox.limits import Limits
+from sandbox.namespaces import PidNamespaces, probe_pid_namespaces
+from sandbox.seccomp import PROFILES, compile_profile
+from sandbox.worker import run_worker
+
+__all__ = ["CONTROL_MAX", "zygote_main"]
+
+CONTROL_MAX = 64 * 1024
+
+
+class Zygote:
+    def __init__(self, ctrl: socket.socket, config: dict[str, Any], plugins: list[Any]) -> None:
+        self.ctrl = ctrl
+        self.config = config
+        self.plugins = plugins
+        self.limits = Limits(**config["limits"])
+        self.max_frame = int(config["max_frame"])
+        self.filters: dict[str, bytes] = {}
+        self.workers: set[int] = set()
+        self.pidns: PidNamespaces | None = None
+        self.layers: dict[str, Any] = {}
+
+    # -- start-up --
+
+    def prepare(self) -> None:
+        # Orphans of a worker (in the fallback without PID namespaces) are re-parented to us,
+        # and we kill them: nothing a call started may outlive it.
+        syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
+        for name in self.config["profiles"]:
+            self.filters[name] = compile_profile(PROFILES[name])
+        self.layers["seccomp"] = {"active": True, "profiles": sorted(self.filters)}
+        want_ns = bool(self.config.get("namespaces", True))
+        why_not = probe_pid_namespaces() if want_ns else "disabled by configuration"
+        if why_not is None:
+            self.pidns = PidNamespaces.open()
+        self.layers["pid_namespace"] = {"active": why_not is None, "reason": why_not or ""}
+        self.layers["private_proc"] = {"active": why_not is None, "reason": why_not or ""}
+        self.layers["subreaper"] = {"active": True, "reason": ""}
+        self.layers["rlimits"] = {"active": True, "limits": self.limits.to_dict()}
+        zero_initial_environ()
+        gc.collect()
+        gc.freeze()  # workers then never copy the zygote's objects by collecting them
+
+    # -- the loop --
+
+    def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
+        data = json.dumps(message).encode()
+        if fds:
+            socket.send_fds(self.ctrl, [data], fds)
+        else:
+            self.ctrl.send(data)
+
+    def spawn(self, profile: str) -> None:
+        job_r, job_w = os.pipe2(os.O_CLOEXEC)
+        res_r, res_w = os.pipe2(os.O_CLOEXEC)
+        setup = Hardening(
+            keep_fds=(job_r, res_w),
+            parent_pid=os.getpid(),
+            limits=self.limits,
+            seccomp_bpf=self.filters[profile],
+            private_proc=self.pidns is not None,
+        )
+        try:
+            pid = self.fork()
+        except OSError as exc:
+            for fd in (job_r, job_w, res_r, res_w):
+                os.close(fd)
+            self.send({"op": "spawn_failed", "profile": profile, "error": str(exc)})
+            return
+        if pid == 0:  # pragma: no cover - the child never returns from run_worker
+            run_worker(setup, job_r, res_w, self.plugins, self.max_frame)
+        os.close(job_r)
+        os.close(res_w)
+        self.workers.add(pid)
+        pidfd = os.pidfd_open(pid)
+        try:
+            self.send({"op": "worker", "pid": pid, "profile": profile}, [job_w, res_r, pidfd])
+        finally:
+            for fd in (job_w, res_r, pidfd):
+                os.close(fd)
+
+    def fork(self) -> int:
+        """``os.fork``, the child as pid 1 of a new PID namespace when we have them."""
+        if self.pidns is None:
+            return os.fork()
+        self.pidns.before_fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            self.pidns.after_fork_in_parent()
+            raise
+        if pid != 0:
+            self.pidns.after_fork_in_parent()
+        return pid
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid not in self.workers:
+                continue  # an adopted orphan we killed
+            self.workers.discard(pid)
+            self.kill_adopted_orphans()
+            self.send({
+                "op": "exit",
+                "pid": pid,
+                "status": status,
+                "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
+                "maxrss_kb": int(usage.ru_maxrss),
+            })
+
+    def kill_adopted_orphans(self) -> None:
+        """Kill and reap every child we did not fork ourselves, until none is left."""
+        for _ in range(100):
+            orphans = [pid for pid in self.own_children() if pid not in self.workers]
+            if not orphans:
+                return
+            for pid in orphans:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            for pid in orphans:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+
+    @staticmethod
+    def own_children() -> list[int]:
+        try:
+            with open(f"/proc/self/task/{os.getpid()}/children") as fh:
+                return [int(p) for p in fh.read().split()]
+        except OSError:
+            return []
+
+    def handle(self, message: dict[str, Any]) -> bool:
+        op = message.get("op")
+        if op == "spawn":
+            for _ in range(int(message.get("count", 1))):
+                self.spawn(str(message["profile"]))
+        elif op == "stop":
+            return False
+        return True
+
+    def stop(self) -> None:
+        for pid in list(self.workers):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in list(self.workers):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+    def serve(self) -> None:
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        poller = select.poll()
+        poller.register(self.ctrl.fileno(), select.POLLIN)
+        poller.register(wake_r, select.POLLIN)
+        self.send({"op": "ready", "layers": self.layers, "pid": os.getpid()})
+        running = True
+        while running:
+            for fd, _ in poller.poll():
+                if fd == wake_r:
+                    try:
+                        os.read(wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+                    self.reap()
+                    continue
+                data = self.ctrl.recv(CONTROL_MAX)
+                if not data:
+                    running = False  # the supervisor is gone: take every worker with us
+                    break
+                running = self.handle(json.loads(data))
+                if not running:
+                    break
+            self.reap()
+        self.stop()
+
+
+def zygote_main(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> None:
+    """Target of the ``multiprocess`` spawn. Never lets an exception escape unreported."""
+    # stdout may be the host's protocol channel (a2e serve --stdio): never write there.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    try:
+        import dill
+
+        plugins = dill.loads(plugins_blob)
+        zygote = Zygote(ctrl, json.loads(config_json), plugins)
+        zygote.prepare()
+    except BaseException as exc:
+        try:
+            ctrl.send(json.dumps({"op": "fatal", "error": f"{type(exc).__name__}: {exc}",
+                                  "traceback": traceback.format_exc()[-4000:]}).encode())
+        finally:
+            sys.exit(1)
+    zygote.serve()

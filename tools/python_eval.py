@@ -1,0 +1,186 @@
+"""``python_eval``: run a snippet of Python in the worker and return what it printed.
+
+Output is captured at the Python level (``sys.stdout``/``sys.stderr``) and always travels as
+``artifact`` events named ``stdout`` and ``stderr``: live, line by line, when the call streams;
+coalesced otherwise. Because it left the worker as it was produced, a call that times out or
+crashes still returns its output so far. The value of a final expression is returned too, the way
+a REPL shows it. The tool runs under the ``compute`` profile: no subprocesses, no sockets.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import sys
+import threading
+import traceback
+from typing import Any
+
+from a2e.caps.tools.models import ToolDefinition, ToolParameter
+from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
+
+__all__ = ["PythonEval"]
+
+MAX_STREAM_CHARS = 1_000_000
+_VALUE_REPR_CHARS = 10_000
+_FILENAME = "<python_eval>"
+
+
+class _EventStream(io.TextIOBase):
+    """A text stream that forwards what is written as ``artifact`` events and keeps a copy.
+
+    Streaming calls get one event per line. Otherwise lines are coalesced, and a small timer
+    thread flushes what is pending every ``FLUSH_INTERVAL_S``: output printed just before the
+    code hangs still leaves the worker before the deadline kills it.
+    """
+
+    FLUSH_INTERVAL_S = 0.1
+
+    def __init__(self, plugin: ToolPlugin, name: str, line_by_line: bool) -> None:
+        self.plugin = plugin
+        self.name = name
+        self.line_by_line = line_by_line
+        self.kept: list[str] = []
+        self.kept_chars = 0
+        self.truncated = False
+        self._pending: list[str] = []
+        self._pending_chars = 0
+        self._lock = threading.RLock()
+        self._timer_started = False
+        self._stopped = threading.Event()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        with self._lock:
+            room = MAX_STREAM_CHARS - self.kept_chars
+            if room <= 0:
+                self.truncated = True
+                return len(text)
+            piece = text[:room]
+            self.truncated |= len(piece) < len(text)
+            self.kept.append(piece)
+            self.kept_chars += len(piece)
+            self._pending.append(piece)
+            self._pending_chars += len(piece)
+            if self.line_by_line and "\n" in piece or self._pending_chars > 65536:
+                self.flush()
+            elif not self._timer_started:
+                self._timer_started = True
+                threading.Thread(target=self._flush_periodically, daemon=True).start()
+        return len(text)
+
+    def _flush_periodically(self) -> None:
+        while not self._stopped.wait(self.FLUSH_INTERVAL_S):
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._pending:
+                return
+            chunk = "".join(self._pending)
+            self._pending.clear()
+            self._pending_chars = 0
+            self.plugin.emit("artifact", {"name": self.name, "mime": "text/plain", "chunk": chunk,
+                                          "final": False})
+
+    def close(self) -> None:
+        self._stopped.set()
+        self.flush()
+
+    def getvalue(self) -> str:
+        return "".join(self.kept)
+
+
+def _split_final_expression(code: str) -> tuple[ast.Module, ast.Expression | None]:
+    tree = ast.parse(code, _FILENAME, "exec")
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body.pop()
+        return tree, ast.Expression(last.value)  # type: ignore[attr-defined]
+    return tree, None
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback from the first frame of the user's code on; our wrapper is noise to them."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != _FILENAME:
+        tb = tb.tb_next
+    if tb is None:
+        return "".join(traceback.format_exception_only(exc))
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        return len(json.dumps(value, allow_nan=False)) <= _VALUE_REPR_CHARS
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
+class PythonEval(ToolPlugin):
+    name = "python_eval"
+    sandbox_profile = SandboxProfile.COMPUTE
+
+    def _list_tools(self) -> list[ToolDefinition]:
+        return [
+            ToolDefinition(
+                name="python_eval",
+                description="Run Python code in a sandboxed process and return its stdout, stderr "
+                "and the value of a final expression.",
+                input_parameters=[
+                    ToolParameter(name="code", type="string", description="Python source to run",
+                                  required=True),
+                    ToolParameter(name="stdin", type="string",
+                                  description="Text the code reads from sys.stdin"),
+                ],
+                output_parameters=[
+                    ToolParameter(name="stdout", type="string", description="What the code printed"),
+                    ToolParameter(name="stderr", type="string", description="What it wrote to stderr"),
+                    ToolParameter(name="value", type="string",
+                                  description="The final expression's value (JSON when possible)"),
+                ],
+                streaming=True,
+                tags=["code", "python"],
+                toolkit="code",
+            )
+        ]
+
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        line_by_line = bool(self.context and self.context.streaming)
+        out = _EventStream(self, "stdout", line_by_line)
+        err = _EventStream(self, "stderr", line_by_line)
+        saved = sys.stdout, sys.stderr, sys.stdin
+        sys.stdout, sys.stderr = out, err
+        sys.stdin = io.StringIO(arguments.get("stdin") or "")
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+        value: Any = None
+        has_value = False
+        failure: BaseException | None = None
+        try:
+            body, final = _split_final_expression(arguments["code"])
+            exec(compile(body, _FILENAME, "exec"), namespace)
+            if final is not None:
+                value = eval(compile(final, _FILENAME, "eval"), namespace)
+                has_value = value is not None
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures of the code
+            failure = exc
+            err.write(_user_traceback(exc))
+        finally:
+            out.close()
+            err.close()
+            sys.stdout, sys.stderr, sys.stdin = saved
+        result: dict[str, Any] = {"stdout": out.getvalue(), "stderr": err.getvalue()}
+        if out.truncated or err.truncated:
+            result["truncated"] = True
+        if failure is not None:
+            if isinstance(failure, MemoryError):
+                raise ToolExecutionError("out of memory (MemoryError)", result)
+            raise ToolExecutionError(f"{type(failure).__name__}: {failure}", result)
+        if has_value:
+            result["value"] = value if _jsonable(value) else None
+            result["value_repr"] = repr(value)[:_VALUE_REPR_CHARS]
+        return result
