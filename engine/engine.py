@@ -77,14 +77,14 @@ class Engine:
         """Plugins travel to the zygote by value (dill): a class defined anywhere works."""
         for plugin in plugins:
             try:
-                dill.dumps(plugin)
+                dill.dumps(plugin, recurse=True)
             except Exception as exc:
                 raise TypeError(
                     f"plugin {type(plugin).__name__} cannot be sent to the sandbox zygote "
                     f"(dill: {type(exc).__name__}: {exc}); keep unpicklable state such as open "
                     "files or locks out of plugin instances"
                 ) from exc
-        return dill.dumps(plugins)
+        return dill.dumps(plugins, recurse=True)
 
     # -- lifecycle --
 

@@ -40,6 +40,10 @@ __all__ = ["CONTROL_MAX", "zygote_main"]
 CONTROL_MAX = 64 * 1024
 
 
+class SupervisorGone(Exception):
+    """The control socket is closed: the supervisor exited or stopped us."""
+
+
 class Zygote:
     def __init__(self, ctrl: socket.socket, config: dict[str, Any], plugins: list[Any]) -> None:
         self.ctrl = ctrl
@@ -77,10 +81,13 @@ class Zygote:
 
     def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         data = json.dumps(message).encode()
-        if fds:
-            socket.send_fds(self.ctrl, [data], fds)
-        else:
-            self.ctrl.send(data)
+        try:
+            if fds:
+                socket.send_fds(self.ctrl, [data], fds)
+            else:
+                self.ctrl.send(data)
+        except OSError:
+            raise SupervisorGone from None
 
     def spawn(self, profile: str) -> None:
         job_r, job_w = os.pipe2(os.O_CLOEXEC)
@@ -240,4 +247,7 @@ def zygote_main(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> N
                                   "traceback": traceback.format_exc()[-4000:]}).encode())
         finally:
             sys.exit(1)
-    zygote.serve()
+    try:
+        zygote.serve()
+    except SupervisorGone:
+        zygote.stop()

@@ -1,0 +1,238 @@
+"""The ``a2e`` command: ``demo``, ``serve --stdio``, ``list``, ``call``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import signal
+import sys
+import time
+from typing import Any
+
+from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolEvent
+from a2e.caps.tools.plugin import ToolPlugin
+from engine.config import EngineConfig
+from engine.engine import Engine
+from sandbox.limits import Limits
+
+__all__ = ["main"]
+
+
+def load_plugin(spec: str) -> ToolPlugin:
+    """``module:Class`` -> an instance; errors say which part was wrong."""
+    module_name, _, class_name = spec.partition(":")
+    if not module_name or not class_name:
+        raise SystemExit(f"a2e: --plugin takes module:Class, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SystemExit(f"a2e: cannot import plugin module {module_name!r}: {exc}") from exc
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, ToolPlugin)):
+        raise SystemExit(f"a2e: {spec!r} is not a ToolPlugin class")
+    return cls()
+
+
+def _engine_from_args(args: argparse.Namespace) -> Engine:
+    config = EngineConfig(
+        max_workers=args.max_workers,
+        prefork=args.prefork,
+        max_timeout=args.max_timeout,
+        read_roots=tuple(args.read_root),
+        token=args.token,
+        audit_path=args.audit,
+        namespaces=not args.no_namespaces,
+        limits=Limits(memory_mb=args.memory_mb),
+    )
+    return Engine(plugins=[load_plugin(spec) for spec in args.plugin], config=config)
+
+
+def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("engine")
+    group.add_argument("--plugin", action="append", default=[], metavar="MODULE:CLASS",
+                       help="load an extra ToolPlugin (repeatable)")
+    group.add_argument("--read-root", action="append", default=[], metavar="DIR",
+                       help="a directory tools may read besides the workspace (repeatable)")
+    group.add_argument("--max-workers", type=int, default=4, help="calls running at once")
+    group.add_argument("--prefork", type=int, default=2, help="hardened workers kept waiting")
+    group.add_argument("--max-timeout", type=int, default=300, help="cap on any call's timeout (s)")
+    group.add_argument("--memory-mb", type=int, default=1024, help="address-space limit per worker")
+    group.add_argument("--token", default=None, help="require this token in the handshake")
+    group.add_argument("--audit", default=None, metavar="PATH", help="append one JSON line per call")
+    group.add_argument("--no-namespaces", action="store_true",
+                       help="do not use PID/mount namespaces even where available")
+
+
+def _print_event(event: ToolEvent) -> None:
+    print(json.dumps({"seq": event.seq, "kind": str(event.kind), "data": event.data}), flush=True)
+
+
+def _parse_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    arguments: dict[str, Any] = {}
+    if args.json:
+        try:
+            loaded = json.loads(args.json)
+        except ValueError as exc:
+            raise SystemExit(f"a2e: --json is not valid JSON: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise SystemExit("a2e: --json must be a JSON object")
+        arguments.update(loaded)
+    for item in args.arg:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"a2e: --arg takes key=value, got {item!r}")
+        try:
+            arguments[key] = json.loads(raw)
+        except ValueError:
+            arguments[key] = raw
+    return arguments
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    arguments = _parse_arguments(args)
+    with _engine_from_args(args) as engine:
+        tools = ToolAPI(engine.connect())
+        result = tools.call(tool_name=args.tool, arguments=arguments, streaming=args.stream,
+                            on_event=_print_event if args.stream else None, timeout=args.timeout)
+    output = result.model_dump(mode="json", exclude={"events"} if args.stream else None)
+    print(json.dumps(output, indent=2, ensure_ascii=False))
+    return 0 if result.success else 1
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with _engine_from_args(args) as engine:
+        tools = ToolAPI(engine.connect()).list(query=args.query, include_deferred=args.all)
+    if args.json_output:
+        print(json.dumps([t.model_dump(mode="json") for t in tools], indent=2))
+    else:
+        for tool in tools:
+            params = ", ".join(p.name + ("" if p.required else "?") for p in tool.input_parameters)
+            print(f"{tool.name}({params})  {tool.description}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if not args.stdio:
+        raise SystemExit("a2e serve: only --stdio is available in this version")
+    from engine.transports.stdio import serve_stdio
+
+    engine = _engine_from_args(args)
+    with engine:
+        logging.getLogger("a2e").info("serving on stdio; layers: %s", _layer_summary(engine))
+        future = asyncio.run_coroutine_threadsafe(serve_stdio(engine), engine.loop)
+
+        def stop(signum: int, _frame: Any) -> None:
+            future.cancel()
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            future.result()
+        except (KeyboardInterrupt, Exception):
+            pass
+    return 0
+
+
+def _layer_summary(engine: Engine) -> str:
+    return ", ".join(
+        f"{name}={'on' if info.get('active') else 'off'}" for name, info in engine.layers.items()
+    )
+
+
+DEMO_STEPS: list[tuple[str, str, dict[str, Any], float]] = [
+    ("Stream output while the code runs", "python_eval",
+     {"code": "import time\nfor i in range(1, 4):\n    print(f'step {i}')\n    time.sleep(0.2)\n"
+              "sum(range(10**6))"}, 10),
+    ("The network is closed to python_eval", "python_eval",
+     {"code": "import socket\nsocket.create_connection(('127.0.0.1', 9))"}, 10),
+    ("New processes are refused under the compute profile", "python_eval",
+     {"code": "import os\nos.fork()"}, 10),
+    ("The supervisor's environment is not visible", "python_eval",
+     {"code": "import os\nprint(sorted(os.listdir('/proc'))[-3:])\n"
+              "print(repr(open('/proc/1/environ','rb').read().strip(b'\\0')))\ndict(os.environ)"}, 10),
+    ("A runaway loop is killed at its deadline", "python_eval",
+     {"code": "print('spinning...')\nwhile True: pass"}, 2),
+    ("Memory is capped (catchable MemoryError)", "python_eval",
+     {"code": "x = bytearray(4 * 1024**3)"}, 10),
+    ("Files: the workspace is shared by a session's calls", "python_eval",
+     {"code": "open('notes.txt', 'w').write('written by an earlier call\\n')"}, 10),
+    ("... and read_file stays inside its roots", "read_file", {"path": "notes.txt"}, 10),
+    ("... even through '..'", "read_file", {"path": "../../../etc/shadow"}, 10),
+]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    print("a2e-engine demo: every call below runs in a fresh, sandboxed worker process.\n")
+    with _engine_from_args(args) as engine:
+        print(f"isolation layers: {_layer_summary(engine)}\n")
+        tools = ToolAPI(engine.connect(client_name="a2e-demo"))
+        print("tools:", ", ".join(t.name for t in tools.list()), "\n")
+        for title, tool, arguments, timeout in DEMO_STEPS:
+            print(f"== {title}\n   {tool} {json.dumps(arguments)[:110]}")
+
+            def show(event: ToolEvent) -> None:
+                text = str(event.data.get("chunk", event.data.get("message", ""))).rstrip()
+                print(f"   [event {event.seq}] {text}")
+
+            result = tools.call(tool_name=tool, arguments=arguments, streaming=True, on_event=show,
+                                timeout=timeout)
+            if result.success:
+                print(f"   -> ok in {result.duration_ms} ms: {json.dumps(result.data)[:300]}")
+            else:
+                print(f"   -> {result.error_code}: {result.error}")
+                if result.data:
+                    print(f"      partial data: {json.dumps(result.data)[:200]}")
+            print()
+        count, started = 200, time.perf_counter()
+        for _ in range(count):
+            tools.call(tool_name="python_eval", arguments={"code": "1 + 1"})
+        elapsed = time.perf_counter() - started
+        print(f"== {count} sequential python_eval calls, each in a fresh sandboxed process: "
+              f"{count / elapsed:.0f} calls/s ({elapsed / count * 1000:.1f} ms per call)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="a2e", description="Sandboxed tool execution engine")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run a short tour of the engine")
+    _add_engine_options(demo)
+    demo.set_defaults(func=cmd_demo)
+    serve = sub.add_parser("serve", help="serve the A2E tools protocol")
+    serve.add_argument("--stdio", action="store_true", help="JSON lines on stdin/stdout")
+    _add_engine_options(serve)
+    serve.set_defaults(func=cmd_serve)
+    lister = sub.add_parser("list", help="list (or search) the tools")
+    lister.add_argument("--query", default="", help="search instead of listing")
+    lister.add_argument("--all", action="store_true", help="include deferred tools in a search")
+    lister.add_argument("--json", dest="json_output", action="store_true", help="print JSON")
+    _add_engine_options(lister)
+    lister.set_defaults(func=cmd_list)
+    call = sub.add_parser("call", help="call one tool and print its result")
+    call.add_argument("tool")
+    call.add_argument("--json", default=None, help="arguments as a JSON object")
+    call.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                      help="one argument (value parsed as JSON when it can be)")
+    call.add_argument("--stream", action="store_true", help="print events as they arrive")
+    call.add_argument("--timeout", type=float, default=30.0)
+    _add_engine_options(call)
+    call.set_defaults(func=cmd_call)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
