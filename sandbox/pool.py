@@ -148,6 +148,8 @@ class _FrameReader:
                 log.debug("reading worker %d: %s", self.worker.pid, exc)
             if not data:
                 self.eof = True
+                if self.decoder.pending_bytes:
+                    self.violation = "the worker's last frame was cut short"
                 self.stop()
                 self._finish()
                 return
@@ -208,8 +210,6 @@ class _FrameReader:
         if self.eof or self.violation is not None:
             return
         self.on_readable(budget=self.config.max_output_bytes)
-        if not self.eof and self.violation is None and self.decoder.pending_bytes:
-            self.violation = "the worker's last frame was cut short"
 
 
 class WorkerPool:

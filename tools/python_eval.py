@@ -30,12 +30,10 @@ _FILENAME = "<python_eval>"
 class _EventStream(io.TextIOBase):
     """A text stream that forwards what is written as ``artifact`` events and keeps a copy.
 
-    Streaming calls get one event per line. Otherwise lines are coalesced, and a small timer
-    thread flushes what is pending every ``FLUSH_INTERVAL_S``: output printed just before the
-    code hangs still leaves the worker before the deadline kills it.
+    Streaming calls get one event per line. Otherwise lines are coalesced and ``_Flusher``
+    sends what is pending every ``FLUSH_INTERVAL_S``, so output printed just before the code
+    hangs still leaves the worker before the deadline kills it.
     """
-
-    FLUSH_INTERVAL_S = 0.1
 
     def __init__(self, plugin: ToolPlugin, name: str, line_by_line: bool) -> None:
         self.plugin = plugin
@@ -47,8 +45,6 @@ class _EventStream(io.TextIOBase):
         self._pending: list[str] = []
         self._pending_chars = 0
         self._lock = threading.RLock()
-        self._timer_started = False
-        self._stopped = threading.Event()
 
     def writable(self) -> bool:
         return True
@@ -69,14 +65,7 @@ class _EventStream(io.TextIOBase):
             self._pending_chars += len(piece)
             if self.line_by_line and "\n" in piece or self._pending_chars > 65536:
                 self.flush()
-            elif not self._timer_started:
-                self._timer_started = True
-                threading.Thread(target=self._flush_periodically, daemon=True).start()
         return len(text)
-
-    def _flush_periodically(self) -> None:
-        while not self._stopped.wait(self.FLUSH_INTERVAL_S):
-            self.flush()
 
     def flush(self) -> None:
         with self._lock:
@@ -88,12 +77,30 @@ class _EventStream(io.TextIOBase):
             self.plugin.emit("artifact", {"name": self.name, "mime": "text/plain", "chunk": chunk,
                                           "final": False})
 
-    def close(self) -> None:
-        self._stopped.set()
-        self.flush()
-
     def getvalue(self) -> str:
         return "".join(self.kept)
+
+
+class _Flusher(threading.Thread):
+    """Flushes the streams periodically. Started before user code runs: a memory bomb that
+    later makes thread creation fail must not take our error reporting down with it."""
+
+    INTERVAL_S = 0.1
+
+    def __init__(self, *streams: _EventStream) -> None:
+        super().__init__(daemon=True, name="python_eval-flusher")
+        self.streams = streams
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.INTERVAL_S):
+            for stream in self.streams:
+                stream.flush()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        for stream in self.streams:
+            stream.flush()
 
 
 def _split_final_expression(code: str) -> tuple[ast.Module, ast.Expression | None]:
@@ -153,6 +160,8 @@ class PythonEval(ToolPlugin):
         line_by_line = bool(self.context and self.context.streaming)
         out = _EventStream(self, "stdout", line_by_line)
         err = _EventStream(self, "stderr", line_by_line)
+        flusher = _Flusher(out, err)
+        flusher.start()
         saved = sys.stdout, sys.stderr, sys.stdin
         sys.stdout, sys.stderr = out, err
         sys.stdin = io.StringIO(arguments.get("stdin") or "")
@@ -170,8 +179,7 @@ class PythonEval(ToolPlugin):
             failure = exc
             err.write(_user_traceback(exc))
         finally:
-            out.close()
-            err.close()
+            flusher.stop()
             sys.stdout, sys.stderr, sys.stdin = saved
         result: dict[str, Any] = {"stdout": out.getvalue(), "stderr": err.getvalue()}
         if out.truncated or err.truncated:

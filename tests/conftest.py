@@ -1,0 +1,50 @@
+"""Shared fixtures: one real engine per test module (zygote, seccomp, namespaces and all)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from a2e.caps.tools.client import ToolAPI
+from engine import Engine, EngineConfig
+from tests.hostile_plugin import HostileTools
+
+SECRET = "a2e-test-secret-7f3d"
+os.environ["A2E_TEST_SECRET"] = SECRET  # set before any engine starts: it must never leak
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    audit = tmp_path_factory.mktemp("audit") / "audit.jsonl"
+    config = EngineConfig(max_workers=4, prefork=2, read_roots=("/etc",), audit_path=str(audit),
+                          max_timeout=60)
+    with Engine(plugins=[HostileTools()], config=config) as running:
+        yield running
+
+
+@pytest.fixture
+def tools(engine: Engine) -> Iterator[ToolAPI]:
+    client = engine.connect(client_name="pytest")
+    yield ToolAPI(client)
+    client.close()
+
+
+def processes_in(directory: str) -> list[psutil.Process]:
+    """Processes whose working directory is under ``directory`` (how tests find survivors)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.cwd().startswith(directory):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def workspace_of(engine: Engine, tools: ToolAPI) -> str:
+    result = tools.call(tool_name="python_eval", arguments={"code": "import os\nos.getcwd()"})
+    assert result.success, result.error
+    return str(result.data["value"])

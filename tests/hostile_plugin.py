@@ -1,0 +1,130 @@
+"""Tools that misbehave on purpose, run under the ``process`` profile (fork and exec allowed).
+
+The security tests drive them through the public interface, exactly like any other tool.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+from a2e.caps.tools.models import ToolDefinition, ToolParameter
+from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+
+
+def _tool(name: str, *params: ToolParameter, idempotent: bool = False,
+          defer: bool = False, tags: tuple[str, ...] = ("test",)) -> ToolDefinition:
+    return ToolDefinition(name=name, description=f"test tool {name}", input_parameters=list(params),
+                          idempotent=idempotent, defer_loading=defer, tags=list(tags))
+
+
+def _param(name: str, type_: str = "string", required: bool = False) -> ToolParameter:
+    return ToolParameter(name=name, type=type_, description=name, required=required)  # type: ignore[arg-type]
+
+
+class HostileTools(ToolPlugin):
+    name = "hostile"
+    sandbox_profile = SandboxProfile.PROCESS
+
+    def _list_tools(self) -> list[ToolDefinition]:
+        return [
+            _tool("escape_double_fork", _param("marker", required=True)),
+            _tool("stubborn_children", _param("marker", required=True)),
+            _tool("fork_storm", _param("count", "integer", required=True)),
+            _tool("sleep", _param("seconds", "number", required=True)),
+            _tool("flaky", _param("fail_times", "integer", required=True), idempotent=True),
+            _tool("flaky_once_not_idempotent", _param("fail_times", "integer", required=True)),
+            _tool("emit", _param("count", "integer", required=True), _param("kind")),
+            _tool("crash", _param("how", required=True), idempotent=True),
+            _tool("deferred_helper", defer=True, tags=("test", "rare")),
+        ]
+
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return getattr(self, f"_{tool_name}")(**arguments)  # type: ignore[no-any-return]
+
+    def _escape_double_fork(self, marker: str) -> dict[str, Any]:
+        """Daemonise a grandchild (fork, setsid, fork) that would live forever, then return."""
+        os.mkdir(marker)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.chdir(marker)  # the test finds survivors by this working directory
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                while True:
+                    time.sleep(1)
+            os._exit(0)
+        time.sleep(0.2)  # let the grandchild settle in
+        return {"escaped": True}
+
+    def _stubborn_children(self, marker: str) -> dict[str, Any]:
+        """Children that ignore SIGTERM or stop themselves, while the tool hangs."""
+        os.mkdir(marker)
+        for stop_self in (False, True):
+            if os.fork() == 0:
+                os.chdir(marker)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                if stop_self:
+                    os.kill(os.getpid(), signal.SIGSTOP)
+                while True:
+                    time.sleep(1)
+        while True:
+            time.sleep(1)
+
+    def _fork_storm(self, count: int) -> dict[str, Any]:
+        children = 0
+        for _ in range(count):
+            try:
+                if os.fork() == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                children += 1
+            except OSError:
+                break
+        time.sleep(60)
+        return {"children": children}
+
+    def _sleep(self, seconds: float) -> dict[str, Any]:
+        self.emit("status", {"message": "sleeping"})
+        time.sleep(seconds)
+        return {"slept": seconds}
+
+    def _count_attempt(self) -> int:
+        path = "attempts.txt"
+        count = int(open(path).read()) + 1 if os.path.exists(path) else 1
+        with open(path, "w") as fh:
+            fh.write(str(count))
+        return count
+
+    def _flaky(self, fail_times: int) -> dict[str, Any]:
+        attempt = self._count_attempt()
+        if attempt <= fail_times:
+            os._exit(3)
+        return {"attempt": attempt}
+
+    def _flaky_once_not_idempotent(self, fail_times: int) -> dict[str, Any]:
+        return self._flaky(fail_times)
+
+    def _emit(self, count: int, kind: str = "progress") -> dict[str, Any]:
+        for i in range(count):
+            if kind == "progress":
+                self.emit("progress", {"pct": min(100, i), "message": f"step {i}"})
+            else:
+                self.emit("log", {"level": "info", "message": f"line {i}"})
+        return {"emitted": count}
+
+    def _crash(self, how: str) -> dict[str, Any]:
+        if how == "segfault":
+            import ctypes
+
+            ctypes.string_at(0)
+        if how == "exit":
+            os._exit(7)
+        if how == "kill_self":
+            os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(9)  # pid 1 of a namespace ignores its own SIGKILL; end anyway
+        raise RuntimeError(f"unknown crash {how!r}")
+
+    def _deferred_helper(self) -> dict[str, Any]:
+        return {}

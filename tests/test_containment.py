@@ -1,0 +1,280 @@
+"""Attacks through the public interface. Each asserts what "contained" means for it, that the
+call returned within its timeout plus a grace, and that the engine still answers afterwards."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import psutil
+import pytest
+
+from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolResult
+from engine import Engine
+from tests.conftest import SECRET, processes_in, workspace_of
+
+GRACE_S = 3.0
+
+
+def run(tools: ToolAPI, code: str, timeout: float = 10) -> ToolResult:
+    started = time.monotonic()
+    result = tools.call(tool_name="python_eval", arguments={"code": code}, timeout=timeout)
+    assert time.monotonic() - started < timeout + GRACE_S
+    return result
+
+
+def still_serving(tools: ToolAPI) -> None:
+    result = tools.call(tool_name="python_eval", arguments={"code": "21 * 2"})
+    assert result.success and result.data["value"] == 42, result.error
+
+
+@pytest.mark.parametrize("code", ["while True: pass", "import time\ntime.sleep(60)"])
+def test_spin_and_sleep_are_killed_at_the_deadline(tools: ToolAPI, code: str) -> None:
+    started = time.monotonic()
+    result = run(tools, code, timeout=1)
+    assert time.monotonic() - started >= 0.9
+    assert not result.success and result.error_code == "tool_error"
+    assert "timed out after 1 s" in (result.error or "")
+    assert result.usage is not None and result.usage.signal == "SIGKILL"
+    still_serving(tools)
+
+
+def test_partial_output_survives_a_timeout(tools: ToolAPI) -> None:
+    result = run(tools, "print('so far, so good')\nwhile True: pass", timeout=1)
+    assert not result.success and result.data == {"stdout": "so far, so good\n"}
+
+
+def test_double_fork_setsid_escaper_is_dead_after_the_call(engine: Engine, tools: ToolAPI) -> None:
+    marker = f"escaper-{uuid.uuid4().hex[:8]}"
+    workspace = workspace_of(engine, tools)
+    result = tools.call(tool_name="escape_double_fork", arguments={"marker": marker}, timeout=10)
+    assert result.success, result.error
+    assert processes_in(os.path.join(workspace, marker)) == []
+    still_serving(tools)
+
+
+def test_stopped_and_sigterm_ignoring_children_die_with_the_call(engine: Engine,
+                                                                  tools: ToolAPI) -> None:
+    marker = f"stubborn-{uuid.uuid4().hex[:8]}"
+    workspace = workspace_of(engine, tools)
+    result = tools.call(tool_name="stubborn_children", arguments={"marker": marker}, timeout=2)
+    assert not result.success and "timed out" in (result.error or "")
+    assert processes_in(os.path.join(workspace, marker)) == []
+
+
+def test_fork_storm_is_killed_whole_at_the_deadline(tools: ToolAPI) -> None:
+    before = len(psutil.pids())
+    started = time.monotonic()
+    result = tools.call(tool_name="fork_storm", arguments={"count": 50}, timeout=2)
+    assert time.monotonic() - started < 2 + GRACE_S
+    assert not result.success and "timed out" in (result.error or "")
+    assert len(psutil.pids()) < before + 10  # the 50 children are gone
+    still_serving(tools)
+
+
+def test_fork_bomb_in_python_eval_is_refused(tools: ToolAPI) -> None:
+    result = run(tools, "import os\nwhile True:\n    os.fork()", timeout=5)
+    assert not result.success and "PermissionError" in (result.error or "")
+    result = run(tools, "import subprocess\nsubprocess.run(['true'])", timeout=5)
+    assert not result.success and "PermissionError" in (result.error or "")
+
+
+def test_thread_bomb_hits_the_memory_limit_not_the_host(tools: ToolAPI) -> None:
+    code = ("import threading, time\nthreads = []\n"
+            "while True:\n    t = threading.Thread(target=time.sleep, args=(30,), daemon=True)\n"
+            "    t.start()\n    threads.append(t)")
+    result = run(tools, code, timeout=10)
+    assert not result.success and "can't start new thread" in (result.error or "")
+    still_serving(tools)
+
+
+@pytest.mark.parametrize("code", [
+    "x = bytearray(8 * 1024**3)",
+    "chunks = []\nwhile True:\n    chunks.append(bytearray(10 * 1024**2))",
+    "chunks = []\nwhile True:\n    chunks.append('x' * 100000)",
+])
+def test_memory_bombs_get_a_memory_error(tools: ToolAPI, code: str) -> None:
+    result = run(tools, code, timeout=20)
+    assert not result.success and result.error == "out of memory (MemoryError)"
+    assert result.usage is not None and result.usage.peak_rss_kb
+    assert result.usage.peak_rss_kb < 1100 * 1024  # never past the 1 GiB cap
+    still_serving(tools)
+
+
+@pytest.mark.parametrize("code", [
+    "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_STREAM)",
+    "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
+    "import socket\nsocket.socket(socket.AF_UNIX)",
+    "import socket\nsocket.getaddrinfo('example.com', 80)",  # DNS needs a socket
+    "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:1')",
+])
+def test_no_sockets_for_python_eval(tools: ToolAPI, code: str) -> None:
+    result = run(tools, code)
+    assert not result.success
+    assert any(word in (result.error or "") for word in (
+        "PermissionError", "Operation not permitted", "gaierror")), result.error
+
+
+def test_the_supervisors_environment_is_out_of_reach(tools: ToolAPI) -> None:
+    assert os.environ["A2E_TEST_SECRET"] == SECRET
+    code = f"""
+import os, glob
+found = [k for k, v in os.environ.items() if {SECRET!r} in v]
+for path in glob.glob('/proc/*/environ') + ['/proc/self/environ']:
+    try:
+        if {SECRET!r}.encode() in open(path, 'rb').read():
+            found.append(path)
+    except OSError:
+        pass
+pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+(found, pids, os.path.exists('/proc/{os.getpid()}/environ'))
+"""
+    result = run(tools, code)
+    assert result.success, result.error
+    found, pids, supervisor_visible = result.data["value"]
+    assert found == []
+    assert pids == [1]  # only the worker itself is visible
+    assert supervisor_visible is False
+
+
+def _pipe_attack(write: str) -> str:
+    return f"""
+import os, struct
+pipes = []
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        if int(fd) > 2 and os.readlink(f'/proc/self/fd/{{fd}}').startswith('pipe:'):
+            pipes.append(int(fd))
+    except OSError:
+        pass  # listdir's own descriptor, already closed
+for fd in pipes:
+    try:
+        os.write(fd, {write})
+    except OSError:
+        pass
+"""
+
+
+@pytest.mark.parametrize(("payload", "why"), [
+    ("b'\\xff\\xff\\xff\\xff' + b'x' * 100", "exceeds the limit"),
+    ("struct.pack('>I', 7) + b'garbage'", "not valid UTF-8 JSON"),
+    ("struct.pack('>I', 20) + b'\\x80\\x04\\x95' + b'cos\\nsystem\\n.' + b'\\x00' * 5",
+     "not valid UTF-8 JSON"),
+    ("struct.pack('>I', 2) + b'[]'", "must hold a JSON object"),
+    ("(lambda b: struct.pack('>I', len(b)) + b)(b'{\"t\": \"event\", \"kind\": \"progress\", "
+     "\"data\": {\"pct\": 500}}')", "invalid event"),
+    ("(lambda b: struct.pack('>I', len(b)) + b)(b'{\"t\": \"shell\"}')", "unknown type"),
+    ("(lambda b: struct.pack('>I', len(b)) + b)(b'{\"t\": \"result\", \"ok\": true, "
+     "\"data\": {\"forged\": true}}')", "after its result"),
+    ("struct.pack('>I', 100) + b'{\"t\"'", "cut short"),
+])
+def test_hostile_frames_on_the_workers_pipe_fail_only_that_call(
+    tools: ToolAPI, payload: str, why: str
+) -> None:
+    result = run(tools, _pipe_attack(payload))
+    assert not result.success and result.error_code == "tool_error"
+    assert why in (result.error or ""), result.error
+    assert result.data is None or "forged" not in str(result.data)
+    still_serving(tools)
+
+
+def test_closing_or_replacing_the_pipe_fds(tools: ToolAPI) -> None:
+    close_all = "import os\nos.closerange(3, 1 << 20)"
+    result = run(tools, close_all)
+    assert not result.success and "before sending a result" in (result.error or "")
+    replace = ("import os\nr, w = os.pipe()\nfor fd in os.listdir('/proc/self/fd'):\n"
+               "    if int(fd) > 2 and int(fd) not in (r, w):\n"
+               "        try: os.dup2(r, int(fd))\n        except OSError: pass")
+    result = run(tools, replace)
+    assert not result.success and "before sending a result" in (result.error or "")
+    still_serving(tools)
+
+
+@pytest.mark.parametrize(("code", "why"), [
+    ("import ctypes\nctypes.string_at(0)", "segmentation fault (SIGSEGV)"),
+    ("import os\nos._exit(3)", "exited with code 3 before sending a result"),
+    # pid 1 of a PID namespace ignores signals it sends itself; glibc's abort() then faults.
+    ("import os\nos.abort()", "(SIG"),
+    ("import ctypes\nctypes.CDLL(None).syscall(246, 0, 0, 0, 0)", "seccomp"),  # kexec_load
+    ("import ctypes\nctypes.CDLL(None).syscall(175, 0, 0, 0)", "seccomp"),  # init_module
+])
+def test_worker_deaths_are_reported_clearly(tools: ToolAPI, code: str, why: str) -> None:
+    result = run(tools, code)
+    assert not result.success and why in (result.error or ""), result.error
+    still_serving(tools)
+
+
+def test_deep_recursion_is_contained(tools: ToolAPI) -> None:
+    result = run(tools, "import sys\nsys.setrecursionlimit(10**7)\ndef f(n): return f(n + 1)\nf(0)")
+    assert not result.success  # RecursionError, MemoryError or SIGSEGV: all contained
+    still_serving(tools)
+
+
+@pytest.mark.parametrize("code", [
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "assert libc.ptrace(0, 0, 0, 0) == -1\nctypes.get_errno()",
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "assert libc.unshare(0x10000000) == -1\nctypes.get_errno()",
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "assert libc.mount(b'none', b'/mnt', b'tmpfs', 0, None) == -1\nctypes.get_errno()",
+    "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "assert libc.setns(os.open('/proc/self/ns/net', 0), 0) == -1\nctypes.get_errno()",
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "assert libc.syscall(425, 8, 0) == -1\nctypes.get_errno()",  # io_uring_setup
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "assert libc.syscall(323, 0) == -1\nctypes.get_errno()",  # userfaultfd
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "assert libc.mknod(b'disk', 0o60600, 0x0801) == -1\nctypes.get_errno()",
+])
+def test_dangerous_syscalls_fail_with_eperm(tools: ToolAPI, code: str) -> None:
+    result = run(tools, code)
+    assert result.success, result.error
+    assert result.data["value"] == 1  # EPERM
+
+
+def test_rlimits_cannot_be_raised_back(tools: ToolAPI) -> None:
+    code = ("import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_AS)\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (hard, hard))\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))")
+    result = run(tools, code)
+    assert not result.success and "not allowed to raise" in (result.error or ""), result.error
+    raw = run(tools, "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                     "new = (ctypes.c_uint64 * 2)(2**62, 2**62)\n"
+                     "assert libc.prlimit(0, 9, new, None) == -1\nctypes.get_errno()")
+    assert raw.data["value"] == 1  # EPERM from the seccomp filter
+    limits = run(tools, "import resource\nresource.getrlimit(resource.RLIMIT_AS)")
+    assert limits.data["value"] == [1024 * 1024**2, 1024 * 1024**2]
+
+
+def test_no_core_dumps_and_capped_file_size(tools: ToolAPI) -> None:
+    result = run(tools, "import resource\n[resource.getrlimit(resource.RLIMIT_CORE), "
+                        "resource.getrlimit(resource.RLIMIT_FSIZE)[0]]")
+    assert result.data["value"] == [[0, 0], 256 * 1024**2]
+
+
+def test_inherited_fds_are_closed(tools: ToolAPI) -> None:
+    result = run(tools, "import os\nsorted(int(fd) for fd in os.listdir('/proc/self/fd'))")
+    fds = result.data["value"]
+    assert fds[:3] == [0, 1, 2] and len(fds) <= 5, fds  # stdio, the result pipe, listdir's own fd
+
+
+def test_the_zygote_restarts_and_in_flight_calls_fail_cleanly(engine: Engine,
+                                                             tools: ToolAPI) -> None:
+    assert engine.pool is not None
+    pending = tools.start(tool_name="sleep", arguments={"seconds": 20}, timeout=30)
+    time.sleep(0.5)
+    old = engine.pool.zygote_pid
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    result = pending.result()
+    assert not result.success and "zygote died" in (result.error or ""), result.error
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if engine.pool.zygote_pid not in (None, old):
+            break
+        time.sleep(0.1)
+    assert engine.pool.zygote_pid not in (None, old)
+    still_serving(tools)

@@ -1,0 +1,266 @@
+"""The engine end to end through ``ToolAPI``: real zygote, real workers, real seccomp."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolDefinition, ToolEvent, ToolParameter
+from a2e.caps.tools.plugin import ToolPlugin
+from engine import Engine, EngineConfig, ToolPolicy
+
+
+def test_the_readme_example(engine: Engine) -> None:
+    client = engine.connect(capabilities=["tools"])
+    tools = ToolAPI(client)
+    result = tools.call(tool_name="python_eval", arguments={"code": "print(1 + 1)"})
+    assert result.success, result.error
+    assert result.data["stdout"] == "2\n"
+    assert result.exit_code == 0 and result.duration_ms >= 0
+    assert result.usage is not None and result.usage.attempts == 1
+    assert result.usage.cpu_ms is not None and result.usage.peak_rss_kb and result.usage.peak_rss_kb > 1000
+    client.close()
+
+
+def test_list_hides_deferred_tools_and_search_finds_them(tools: ToolAPI) -> None:
+    names = {t.name for t in tools.list()}
+    assert {"python_eval", "read_file", "sleep"} <= names
+    assert "deferred_helper" not in names
+    assert [t.name for t in tools.list(query="deferred", include_deferred=True)] == ["deferred_helper"]
+    assert tools.list(query="deferred") == []
+    assert {t.name for t in tools.list(tags=["fs"])} == {"read_file"}
+    assert tools.client._tools_cache  # the spec's cache
+
+
+def test_python_eval_value_errors_and_stdin(tools: ToolAPI) -> None:
+    value = tools.call(tool_name="python_eval", arguments={"code": "x = 6\nx * 7"})
+    assert value.data["value"] == 42 and value.data["value_repr"] == "42"
+    stdin = tools.call(tool_name="python_eval",
+                       arguments={"code": "import sys\nsys.stdin.read().upper()", "stdin": "abc"})
+    assert stdin.data["value"] == "ABC"
+    failed = tools.call(tool_name="python_eval", arguments={"code": "print('before')\n1/0"})
+    assert not failed.success and failed.error_code == "tool_error"
+    assert failed.error == "ZeroDivisionError: division by zero"
+    assert failed.data["stdout"] == "before\n"
+    assert 'File "<python_eval>", line 2' in failed.data["stderr"]
+    assert "python_eval.py" not in failed.data["stderr"]  # the traceback shows user code only
+    syntax = tools.call(tool_name="python_eval", arguments={"code": "def ("})
+    assert not syntax.success and "SyntaxError" in (syntax.error or "")
+    exits = tools.call(tool_name="python_eval", arguments={"code": "raise SystemExit(0)"})
+    assert not exits.success and "SystemExit" in (exits.error or "")
+
+
+def test_streaming_events_arrive_in_order_while_the_call_runs(tools: ToolAPI) -> None:
+    seen: list[tuple[int, float]] = []
+    code = "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.3)\n"
+    started = time.monotonic()
+    result = tools.call(tool_name="python_eval", arguments={"code": code}, streaming=True,
+                        on_event=lambda e: seen.append((e.seq, time.monotonic() - started)))
+    finished = time.monotonic() - started
+    assert result.success
+    assert [s for s, _ in seen] == [0, 1, 2]
+    assert seen[0][1] < finished - 0.4  # the first line arrived long before the end
+    assert [e.data["chunk"] for e in result.events] == ["0\n", "1\n", "2\n"]
+    assert all(e.req_id == result.events[0].req_id for e in result.events)
+
+
+def test_non_streaming_calls_keep_their_events_in_the_result(tools: ToolAPI) -> None:
+    result = tools.call(tool_name="emit", arguments={"count": 5})
+    assert result.success
+    assert [e.data["message"] for e in result.events] == [f"step {i}" for i in range(5)]
+    assert [e.seq for e in result.events] == list(range(5))
+
+
+def test_workspace_is_shared_within_a_session_and_private_across(engine: Engine) -> None:
+    first, second = ToolAPI(engine.connect()), ToolAPI(engine.connect())
+    wrote = first.call(tool_name="python_eval",
+                       arguments={"code": "open('shared.txt','w').write('hello')"})
+    assert wrote.success
+    assert first.call(tool_name="read_file", arguments={"path": "shared.txt"}).data == {
+        "content": "hello"}
+    other = second.call(tool_name="read_file", arguments={"path": "shared.txt"})
+    assert not other.success and "No such file" in (other.error or "")
+    ws = first.call(tool_name="python_eval", arguments={"code": "import os\nos.getcwd()"}).data["value"]
+    peek = second.call(tool_name="read_file", arguments={"path": f"{ws}/shared.txt"})
+    assert not peek.success and "outside the allowed roots" in (peek.error or "")
+    first.client.close()
+    second.client.close()
+
+
+def test_read_file_roots_and_escapes(tools: ToolAPI) -> None:
+    hostname = tools.call(tool_name="read_file", arguments={"path": "/etc/hostname"})
+    assert hostname.success and hostname.data["content"] == open("/etc/hostname").read()
+    made = tools.call(tool_name="python_eval", arguments={
+        "code": "import os\nos.symlink('/root', 'link')\nos.symlink('/etc/passwd', 'ok')"})
+    assert made.success, made.error
+    for path in ("../../../../../../root/.bashrc", "link/.bashrc", "/root/.bashrc", "/proc/1/environ"):
+        result = tools.call(tool_name="read_file", arguments={"path": path})
+        assert not result.success and "outside the allowed roots" in (result.error or ""), path
+        assert result.usage is not None and result.usage.attempts == 1  # deterministic: no retry
+    assert tools.call(tool_name="read_file", arguments={"path": "ok"}).success
+
+
+def test_unknown_tool_denied_tool_and_invalid_arguments(engine: Engine) -> None:
+    tools = ToolAPI(engine.connect(policy=ToolPolicy(deny=["read_*"])))
+    unknown = tools.call(tool_name="no_such_tool", arguments={})
+    assert unknown.error_code == "unknown_tool" and "python_eval" in (unknown.error or "")
+    denied = tools.call(tool_name="read_file", arguments={"path": "x"})
+    assert denied.error_code == "tool_denied" and "denied by policy" in (denied.error or "")
+    assert "read_file" not in {t.name for t in tools.list()}
+    invalid = tools.call(tool_name="python_eval", arguments={"code": 5, "extra": True})
+    assert invalid.error_code == "tool_error"
+    assert "'code' must be of type string" in (invalid.error or "")
+    assert "unexpected argument 'extra'" in (invalid.error or "")
+    tools.client.close()
+
+
+def test_a_session_without_the_tools_capability_is_denied(engine: Engine) -> None:
+    client = engine.connect(capabilities=["skills"])
+    assert client.capabilities == []
+    result = ToolAPI(client).call(tool_name="python_eval", arguments={"code": "1"})
+    assert not result.success and result.error_code == "tool_denied"
+    client.close()
+
+
+def test_policy_function_sees_the_session(tmp_path: Any) -> None:
+    def only_for_trusted(session: Any, tool: str) -> str | None:
+        return None if session.client == "trusted" else f"{session.client} may not run {tool}"
+
+    with Engine(policy=only_for_trusted, config=EngineConfig(prefork=1)) as engine:
+        trusted = ToolAPI(engine.connect(client_name="trusted"))
+        assert trusted.call(tool_name="python_eval", arguments={"code": "1"}).success
+        other = ToolAPI(engine.connect(client_name="guest")).call(
+            tool_name="python_eval", arguments={"code": "1"})
+        assert other.error_code == "tool_denied" and other.error == "guest may not run python_eval"
+
+
+def test_idempotent_tools_are_retried_in_fresh_workers(tools: ToolAPI) -> None:
+    events: list[ToolEvent] = []
+    result = tools.call(tool_name="flaky", arguments={"fail_times": 2}, streaming=True,
+                        on_event=events.append)
+    assert result.success, result.error
+    assert result.data == {"attempt": 3} and result.usage is not None
+    assert result.usage.attempts == 3
+    assert [e.kind for e in events] == ["status", "status"]
+    assert "attempt 1 failed" in events[0].data["message"]
+
+
+def test_retries_stop_at_the_attempt_limit(tools: ToolAPI) -> None:
+    result = tools.call(tool_name="flaky", arguments={"fail_times": 10})
+    assert not result.success and result.usage is not None and result.usage.attempts == 3
+    assert "exited with code 3" in (result.error or "") and "after 3 attempts" in (result.error or "")
+
+
+def test_tools_not_marked_idempotent_are_not_retried(tools: ToolAPI) -> None:
+    result = tools.call(tool_name="flaky_once_not_idempotent", arguments={"fail_times": 1})
+    assert not result.success and result.usage is not None and result.usage.attempts == 1
+
+
+def test_retries_never_run_past_the_deadline(tools: ToolAPI) -> None:
+    started = time.monotonic()
+    result = tools.call(tool_name="crash", arguments={"how": "exit"}, timeout=1)
+    assert not result.success and time.monotonic() - started < 3
+
+
+def test_cancellation_ends_a_call_mid_flight(tools: ToolAPI) -> None:
+    started = time.monotonic()
+    pending = tools.start(tool_name="sleep", arguments={"seconds": 30}, timeout=60)
+    time.sleep(0.5)
+    pending.cancel()
+    result = pending.result()
+    assert not result.success and result.error_code == "tool_error"
+    assert "cancelled" in (result.error or "")
+    assert time.monotonic() - started < 5
+
+
+def test_many_calls_in_flight_none_lost(tools: ToolAPI) -> None:
+    pendings = [tools.start(tool_name="python_eval", arguments={"code": f"{i} * 2"}, timeout=120)
+                for i in range(200)]
+    results = [p.result() for p in pendings]
+    assert all(r.success for r in results), [r.error for r in results if not r.success][:3]
+    assert [r.data["value"] for r in results] == [i * 2 for i in range(200)]
+
+
+def test_the_client_is_safe_from_many_threads(tools: ToolAPI) -> None:
+    def work(i: int) -> Any:
+        return tools.call(tool_name="python_eval", arguments={"code": f"print({i})"}).data["stdout"]
+
+    with ThreadPoolExecutor(16) as pool:
+        outputs = list(pool.map(work, range(64)))
+    assert outputs == [f"{i}\n" for i in range(64)]
+
+
+def test_audit_trail_has_one_line_per_call(engine: Engine, tools: ToolAPI) -> None:
+    path = engine.config.audit_path
+    assert path is not None
+    before = len(open(path).readlines())
+    tools.call(tool_name="python_eval", arguments={"code": "1"}, correlation_id="turn-7")
+    tools.call(tool_name="nope", arguments={})
+    lines = [json.loads(line) for line in open(path).readlines()[before:]]
+    assert len(lines) == 2
+    ok, unknown = lines
+    assert ok["tool"] == "python_eval" and ok["correlation_id"] == "turn-7"
+    assert ok["outcome"] == "ok" and ok["attempts"] == 1 and ok["session"]
+    assert unknown["error_code"] == "unknown_tool" and unknown["outcome"] == "refused"
+
+
+def test_a_plugin_defined_inside_a_test_works() -> None:
+    greeting = "hello from a local class"
+
+    class LocalPlugin(ToolPlugin):
+        name = "local"
+
+        def _list_tools(self) -> list[ToolDefinition]:
+            return [ToolDefinition(name="greet", description="greets", input_parameters=[
+                ToolParameter(name="who", type="string", description="who", required=True)])]
+
+        def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            import os
+
+            return {"text": f"{greeting}, {arguments['who']}", "pid": os.getpid()}
+
+    with Engine(plugins=[LocalPlugin()], builtin_tools=False, config=EngineConfig(prefork=1)) as engine:
+        result = ToolAPI(engine.connect()).call(tool_name="greet", arguments={"who": "zygote"})
+        assert result.success, result.error
+        assert result.data["text"] == "hello from a local class, zygote"
+
+
+def test_duplicate_tool_names_are_refused() -> None:
+    from tools import PythonEval
+
+    try:
+        Engine(plugins=[PythonEval()])
+    except ValueError as exc:
+        assert "python_eval" in str(exc) and "unique" in str(exc)
+    else:
+        raise AssertionError("duplicate tool names were accepted")
+
+
+def test_calls_queue_when_all_workers_are_busy() -> None:
+    with Engine(config=EngineConfig(max_workers=1, prefork=1)) as engine:
+        tools = ToolAPI(engine.connect())
+        code = "import time\ntime.sleep(0.3)"
+        started = time.monotonic()
+        results = [p.result() for p in [tools.start(tool_name="python_eval", arguments={"code": code})
+                                        for _ in range(3)]]
+        assert all(r.success for r in results)
+        assert time.monotonic() - started >= 0.85  # one at a time
+        assert max(r.usage.queued_ms for r in results if r.usage) >= 500
+        waiting = tools.start(tool_name="python_eval", arguments={"code": "import time\ntime.sleep(3)"},
+                              timeout=5)
+        queued = tools.call(tool_name="python_eval", arguments={"code": "1"}, timeout=1)
+        assert not queued.success and "while waiting" in (queued.error or "")
+        assert waiting.result().success
+
+
+def test_engine_stop_removes_workspaces(tmp_path: Any) -> None:
+    engine = Engine(config=EngineConfig(prefork=1, state_dir=str(tmp_path)))
+    with engine:
+        ToolAPI(engine.connect()).call(tool_name="python_eval", arguments={"code": "open('f','w')"})
+        assert any(tmp_path.iterdir())
+    assert not any(p for p in tmp_path.iterdir() if p.name.startswith("a2e-"))
+    assert threading.active_count() < 50
