@@ -86,7 +86,9 @@ class A2EClient:
         self._pending: dict[str, PendingReply] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self._reader = threading.Thread(target=self._read_loop, name="a2e-client-reader", daemon=True)
+        self._reader = threading.Thread(
+            target=self._read_loop, name="a2e-client-reader", daemon=True
+        )
         self._reader.start()
         if handshake:
             self.handshake(list(capabilities), token=token, timeout=handshake_timeout)
@@ -185,7 +187,9 @@ class A2EClient:
                 del self._pending[req_id]
         if pending is None:
             if isinstance(message, A2EError):
-                log.warning("host error not tied to a request: %s: %s", message.code, message.message)
+                log.warning(
+                    "host error not tied to a request: %s: %s", message.code, message.message
+                )
             else:
                 log.debug("dropping %s for unknown request %r", message.type, req_id)
             return

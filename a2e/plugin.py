@@ -11,7 +11,7 @@ from a2e.messages import A2ECapability
 __all__ = ["A2EPlugin"]
 
 
-class A2EPlugin(ABC):  # noqa: B024 - a marker base; capabilities add the abstract methods
+class A2EPlugin(ABC):
     """What all plugins share: a name, the capability they serve, and an audit logger."""
 
     name: ClassVar[str] = "base"

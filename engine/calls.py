@@ -89,12 +89,18 @@ class CallEvents:
 
 
 def _failure(name: str, code: ToolErrorCode, error: str, started: float) -> ToolResult:
-    return ToolResult(success=False, tool_name=name, error=error, error_code=code,
-                      duration_ms=int((time.monotonic() - started) * 1000))
+    return ToolResult(
+        success=False,
+        tool_name=name,
+        error=error,
+        error_code=code,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
 
 
-def _gate(ctx: CallContext, session: Session, request: ToolCallRequest,
-          tool: RegisteredTool | None) -> tuple[ToolErrorCode, str] | None:
+def _gate(
+    ctx: CallContext, session: Session, request: ToolCallRequest, tool: RegisteredTool | None
+) -> tuple[ToolErrorCode, str] | None:
     if A2ECapability.TOOLS not in session.capabilities:
         return ToolErrorCode.TOOL_DENIED, "this session did not negotiate the 'tools' capability"
     if tool is None:
@@ -106,12 +112,19 @@ def _gate(ctx: CallContext, session: Session, request: ToolCallRequest,
         return ToolErrorCode.TOOL_DENIED, reason
     problems = validate_arguments(tool.definition.input_parameters, request.arguments)
     if problems:
-        return ToolErrorCode.TOOL_ERROR, f"invalid arguments for {tool.name}: " + "; ".join(problems)
+        return ToolErrorCode.TOOL_ERROR, f"invalid arguments for {tool.name}: " + "; ".join(
+            problems
+        )
     return None
 
 
-async def run_call(ctx: CallContext, session: Session, request: ToolCallRequest,
-                   send_event: Callable[[ToolEvent], None], cancelled: asyncio.Event) -> ToolResult:
+async def run_call(
+    ctx: CallContext,
+    session: Session,
+    request: ToolCallRequest,
+    send_event: Callable[[ToolEvent], None],
+    cancelled: asyncio.Event,
+) -> ToolResult:
     started = time.monotonic()
     tool = ctx.registry.get(request.tool_name)
     refused = _gate(ctx, session, request, tool)
@@ -130,12 +143,20 @@ async def run_call(ctx: CallContext, session: Session, request: ToolCallRequest,
         nonlocal attempts
         attempts += 1
         call_id = f"{request.id[:40]}-{attempts}-{uuid.uuid4().hex[:6]}"
-        tmp_dir = os.path.join(session.tmp_root, "".join(c for c in call_id if c.isalnum() or c in "-_"))
+        tmp_dir = os.path.join(
+            session.tmp_root, "".join(c for c in call_id if c.isalnum() or c in "-_")
+        )
         os.mkdir(tmp_dir, 0o700)
         job = Job(
-            plugin=tool.plugin_index, tool=tool.name, arguments=request.arguments,
-            profile=tool.profile, workspace=session.workspace, tmp_dir=tmp_dir,
-            streaming=request.streaming, read_roots=list(ctx.config.read_roots), call_id=call_id,
+            plugin=tool.plugin_index,
+            tool=tool.name,
+            arguments=request.arguments,
+            profile=tool.profile,
+            workspace=session.workspace,
+            tmp_dir=tmp_dir,
+            streaming=request.streaming,
+            read_roots=list(ctx.config.read_roots),
+            call_id=call_id,
         )
         try:
             return await ctx.pool.run(job, deadline, events.on_event, cancelled)
@@ -155,10 +176,21 @@ async def run_call(ctx: CallContext, session: Session, request: ToolCallRequest,
     return result
 
 
-def _to_result(name: str, outcome: WorkerOutcome, events: CallEvents, attempts: int,
-               started: float, timeout: int) -> ToolResult:
-    usage = ToolUsage(attempts=attempts, cpu_ms=outcome.cpu_ms, peak_rss_kb=outcome.peak_rss_kb,
-                      signal=outcome.signal, queued_ms=outcome.queued_ms)
+def _to_result(
+    name: str,
+    outcome: WorkerOutcome,
+    events: CallEvents,
+    attempts: int,
+    started: float,
+    timeout: int,
+) -> ToolResult:
+    usage = ToolUsage(
+        attempts=attempts,
+        cpu_ms=outcome.cpu_ms,
+        peak_rss_kb=outcome.peak_rss_kb,
+        signal=outcome.signal,
+        queued_ms=outcome.queued_ms,
+    )
     truncated = bool(events.dropped or outcome.events_dropped)
     common: dict[str, Any] = {
         "tool_name": name,
@@ -178,20 +210,35 @@ def _to_result(name: str, outcome: WorkerOutcome, events: CallEvents, attempts: 
     if attempts > 1:
         error = f"{error} (after {attempts} attempts)"
     data = outcome.data if outcome.data is not None else events.partial_output()
-    return ToolResult(success=False, data=data, truncated=truncated, error=error,
-                      error_code=ToolErrorCode.TOOL_ERROR, **common)
+    return ToolResult(
+        success=False,
+        data=data,
+        truncated=truncated,
+        error=error,
+        error_code=ToolErrorCode.TOOL_ERROR,
+        **common,
+    )
 
 
-def _audit(ctx: CallContext, session: Session, request: ToolCallRequest, result: ToolResult,
-           outcome: str) -> None:
+def _audit(
+    ctx: CallContext, session: Session, request: ToolCallRequest, result: ToolResult, outcome: str
+) -> None:
     if ctx.audit is None:
         return
     usage = result.usage
     ctx.audit.record(
-        session=session.id, client=session.client, tool=request.tool_name, req_id=request.id,
-        correlation_id=request.correlation_id, outcome=outcome, success=result.success,
-        error_code=result.error_code, error=result.error, duration_ms=result.duration_ms,
+        session=session.id,
+        client=session.client,
+        tool=request.tool_name,
+        req_id=request.id,
+        correlation_id=request.correlation_id,
+        outcome=outcome,
+        success=result.success,
+        error_code=result.error_code,
+        error=result.error,
+        duration_ms=result.duration_ms,
         attempts=usage.attempts if usage else 0,
-        cpu_ms=usage.cpu_ms if usage else None, peak_rss_kb=usage.peak_rss_kb if usage else None,
+        cpu_ms=usage.cpu_ms if usage else None,
+        peak_rss_kb=usage.peak_rss_kb if usage else None,
         exit_code=result.exit_code,
     )

@@ -53,18 +53,33 @@ def _engine_from_args(args: argparse.Namespace) -> Engine:
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("engine")
-    group.add_argument("--plugin", action="append", default=[], metavar="MODULE:CLASS",
-                       help="load an extra ToolPlugin (repeatable)")
-    group.add_argument("--read-root", action="append", default=[], metavar="DIR",
-                       help="a directory tools may read besides the workspace (repeatable)")
+    group.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE:CLASS",
+        help="load an extra ToolPlugin (repeatable)",
+    )
+    group.add_argument(
+        "--read-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory tools may read besides the workspace (repeatable)",
+    )
     group.add_argument("--max-workers", type=int, default=4, help="calls running at once")
     group.add_argument("--prefork", type=int, default=2, help="hardened workers kept waiting")
     group.add_argument("--max-timeout", type=int, default=300, help="cap on any call's timeout (s)")
     group.add_argument("--memory-mb", type=int, default=1024, help="address-space limit per worker")
     group.add_argument("--token", default=None, help="require this token in the handshake")
-    group.add_argument("--audit", default=None, metavar="PATH", help="append one JSON line per call")
-    group.add_argument("--no-namespaces", action="store_true",
-                       help="do not use PID/mount namespaces even where available")
+    group.add_argument(
+        "--audit", default=None, metavar="PATH", help="append one JSON line per call"
+    )
+    group.add_argument(
+        "--no-namespaces",
+        action="store_true",
+        help="do not use PID/mount namespaces even where available",
+    )
 
 
 def _print_event(event: ToolEvent) -> None:
@@ -96,8 +111,13 @@ def cmd_call(args: argparse.Namespace) -> int:
     arguments = _parse_arguments(args)
     with _engine_from_args(args) as engine:
         tools = ToolAPI(engine.connect())
-        result = tools.call(tool_name=args.tool, arguments=arguments, streaming=args.stream,
-                            on_event=_print_event if args.stream else None, timeout=args.timeout)
+        result = tools.call(
+            tool_name=args.tool,
+            arguments=arguments,
+            streaming=args.stream,
+            on_event=_print_event if args.stream else None,
+            timeout=args.timeout,
+        )
     output = result.model_dump(mode="json", exclude={"events"} if args.stream else None)
     print(json.dumps(output, indent=2, ensure_ascii=False))
     return 0 if result.success else 1
@@ -143,24 +163,56 @@ def _layer_summary(engine: Engine) -> str:
 
 
 DEMO_STEPS: list[tuple[str, str, dict[str, Any], float]] = [
-    ("Stream output while the code runs", "python_eval",
-     {"code": "import time\nfor i in range(1, 4):\n    print(f'step {i}')\n    time.sleep(0.2)\n"
-              "sum(range(10**6))"}, 10),
-    ("The network is closed to python_eval", "python_eval",
-     {"code": "import socket\nsocket.create_connection(('127.0.0.1', 9))"}, 10),
-    ("New processes are refused under the compute profile", "python_eval",
-     {"code": "import os\nos.fork()"}, 10),
-    ("The supervisor's environment is not visible", "python_eval",
-     {"code": "import os\nprint(sorted(os.listdir('/proc'))[-3:])\n"
-              "print(repr(open('/proc/1/environ','rb').read().strip(b'\\0')))\ndict(os.environ)"}, 10),
-    ("A runaway loop is killed at its deadline", "python_eval",
-     {"code": "print('spinning...')\nwhile True: pass"}, 2),
-    ("Memory is capped (catchable MemoryError)", "python_eval",
-     {"code": "x = bytearray(4 * 1024**3)"}, 10),
-    ("Files: the workspace is shared by a session's calls", "python_eval",
-     {"code": "open('notes.txt', 'w').write('written by an earlier call\\n')"}, 10),
+    (
+        "Stream output while the code runs",
+        "python_eval",
+        {
+            "code": "import time\nfor i in range(1, 4):\n    print(f'step {i}')\n"
+            "    time.sleep(0.2)\nsum(range(10**6))"
+        },
+        10,
+    ),
+    (
+        "The network is closed to python_eval",
+        "python_eval",
+        {"code": "import socket\nsocket.create_connection(('127.0.0.1', 9))"},
+        10,
+    ),
+    (
+        "New processes are refused under the compute profile",
+        "python_eval",
+        {"code": "import os\nos.fork()"},
+        10,
+    ),
+    (
+        "The supervisor's environment is not visible",
+        "python_eval",
+        {
+            "code": "import os\nprint([p for p in os.listdir('/proc') if p.isdigit()])\n"
+            "print(repr(open('/proc/1/environ','rb').read().strip(b'\\0')))\ndict(os.environ)"
+        },
+        10,
+    ),
+    (
+        "A runaway loop is killed at its deadline",
+        "python_eval",
+        {"code": "print('spinning...')\nwhile True: pass"},
+        2,
+    ),
+    (
+        "Memory is capped (catchable MemoryError)",
+        "python_eval",
+        {"code": "x = bytearray(4 * 1024**3)"},
+        10,
+    ),
+    (
+        "Files: the workspace is shared by a session's calls",
+        "python_eval",
+        {"code": "open('notes.txt', 'w').write('written by an earlier call\\n')"},
+        10,
+    ),
     ("... and read_file stays inside its roots", "read_file", {"path": "notes.txt"}, 10),
-    ("... even through '..'", "read_file", {"path": "../../../etc/shadow"}, 10),
+    ("... even through '..'", "read_file", {"path": "../../../../../../etc/shadow"}, 10),
 ]
 
 
@@ -177,8 +229,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 text = str(event.data.get("chunk", event.data.get("message", ""))).rstrip()
                 print(f"   [event {event.seq}] {text}")
 
-            result = tools.call(tool_name=tool, arguments=arguments, streaming=True, on_event=show,
-                                timeout=timeout)
+            result = tools.call(
+                tool_name=tool, arguments=arguments, streaming=True, on_event=show, timeout=timeout
+            )
             if result.success:
                 print(f"   -> ok in {result.duration_ms} ms: {json.dumps(result.data)[:300]}")
             else:
@@ -190,8 +243,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for _ in range(count):
             tools.call(tool_name="python_eval", arguments={"code": "1 + 1"})
         elapsed = time.perf_counter() - started
-        print(f"== {count} sequential python_eval calls, each in a fresh sandboxed process: "
-              f"{count / elapsed:.0f} calls/s ({elapsed / count * 1000:.1f} ms per call)")
+        print(
+            f"== {count} sequential python_eval calls, each in a fresh sandboxed process: "
+            f"{count / elapsed:.0f} calls/s ({elapsed / count * 1000:.1f} ms per call)"
+        )
     return 0
 
 
@@ -215,8 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
     call = sub.add_parser("call", help="call one tool and print its result")
     call.add_argument("tool")
     call.add_argument("--json", default=None, help="arguments as a JSON object")
-    call.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
-                      help="one argument (value parsed as JSON when it can be)")
+    call.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one argument (value parsed as JSON when it can be)",
+    )
     call.add_argument("--stream", action="store_true", help="print events as they arrive")
     call.add_argument("--timeout", type=float, default=30.0)
     _add_engine_options(call)
@@ -226,8 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

@@ -113,18 +113,24 @@ class Engine:
         self._thread.start()
         ready.wait()
         self._loop = loop
-        audit = (AuditTrail(self.config.audit_path, self._audit_logger)
-                 if self.config.audit_path or self._audit_logger else None)
-        pool = WorkerPool(self._plugins_blob, PoolConfig(
-            max_workers=self.config.max_workers,
-            prefork=self.config.prefork,
-            limits=self.config.limits,
-            profiles=self.registry.profiles,
-            namespaces=self.config.namespaces,
-            max_frame=self.config.max_frame,
-            max_output_bytes=self.config.max_output_bytes,
-            max_events=self.config.max_events,
-        ))
+        audit = (
+            AuditTrail(self.config.audit_path, self._audit_logger)
+            if self.config.audit_path or self._audit_logger
+            else None
+        )
+        pool = WorkerPool(
+            self._plugins_blob,
+            PoolConfig(
+                max_workers=self.config.max_workers,
+                prefork=self.config.prefork,
+                limits=self.config.limits,
+                profiles=self.registry.profiles,
+                namespaces=self.config.namespaces,
+                max_frame=self.config.max_frame,
+                max_output_bytes=self.config.max_output_bytes,
+                max_events=self.config.max_events,
+            ),
+        )
         try:
             self.run(pool.start())
         except BaseException:
@@ -191,8 +197,9 @@ class Engine:
 
     # -- connections and sessions --
 
-    def open_connection(self, send: Callable[[Any], None], policy: Policy | None = None,
-                        name: str = "") -> Connection:
+    def open_connection(
+        self, send: Callable[[Any], None], policy: Policy | None = None, name: str = ""
+    ) -> Connection:
         """For transports: a new connection whose replies go to ``send`` (on the loop thread)."""
         connection = Connection(self, send, policy=policy, name=name)
         self.connections.add(connection)
@@ -216,11 +223,16 @@ class Engine:
         transport = InProcessTransport(self, as_policy(policy) if policy is not None else None)
         return A2EClient(transport, client_name=client_name, capabilities=capabilities, token=token)
 
-    def _new_session(self, client: str, capabilities: frozenset[str],
-                     policies: list[Policy]) -> Session:
+    def _new_session(
+        self, client: str, capabilities: frozenset[str], policies: list[Policy]
+    ) -> Session:
         self._session_counter += 1
-        session = Session(client=client, capabilities=capabilities, policies=policies,
-                          root=os.path.join(self.state_dir, f"s{self._session_counter:06d}"))
+        session = Session(
+            client=client,
+            capabilities=capabilities,
+            policies=policies,
+            root=os.path.join(self.state_dir, f"s{self._session_counter:06d}"),
+        )
         session.create_dirs()
         return session
 

@@ -56,8 +56,13 @@ class _Call:
 
 
 class Connection:
-    def __init__(self, engine: Engine, send: Callable[[A2EMessage], None],
-                 policy: Policy | None = None, name: str = "") -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        send: Callable[[A2EMessage], None],
+        policy: Policy | None = None,
+        name: str = "",
+    ) -> None:
         self.engine = engine
         self._send = send
         self.policy = policy
@@ -77,7 +82,9 @@ class Connection:
             log.exception("connection %s: sending %s failed; closing", self.name, message.type)
             self.close()
 
-    def error(self, req_id: str, code: ErrorCode | str, message: str, retryable: bool = False) -> None:
+    def error(
+        self, req_id: str, code: ErrorCode | str, message: str, retryable: bool = False
+    ) -> None:
         self.send(A2EError(req_id=req_id, code=code, message=message, retryable=retryable))
 
     def receive(self, message: A2EMessage | ProtocolError) -> None:
@@ -96,8 +103,11 @@ class Connection:
             elif isinstance(message, ToolCancelRequest):
                 self._cancel(message)
             else:
-                self.error(message.id, ErrorCode.INVALID_MESSAGE,
-                           f"{message.type} is sent by hosts, not to them")
+                self.error(
+                    message.id,
+                    ErrorCode.INVALID_MESSAGE,
+                    f"{message.type} is sent by hosts, not to them",
+                )
         except Exception as exc:
             log.exception("connection %s: handling %s failed", self.name, type(message).__name__)
             req_id = getattr(message, "id", "") if not isinstance(message, ProtocolError) else ""
@@ -129,19 +139,31 @@ class Connection:
             policies.append(self.policy)
         session = self.engine._new_session(request.client, frozenset(granted), policies)
         self.sessions[session.id] = session
-        self.send(HandshakeResponse(req_id=request.id, session_id=session.id,
-                                    capabilities=granted, server=self.engine.config.server_name))
+        self.send(
+            HandshakeResponse(
+                req_id=request.id,
+                session_id=session.id,
+                capabilities=granted,
+                server=self.engine.config.server_name,
+            )
+        )
 
     def _session_for(self, req_id: str, session_id: str) -> Session | None:
         if session_id:
             session = self.sessions.get(session_id)
             if session is None:
-                self.error(req_id, ErrorCode.UNKNOWN_SESSION,
-                           f"no session {session_id!r} on this connection; send handshake/req first")
+                self.error(
+                    req_id,
+                    ErrorCode.UNKNOWN_SESSION,
+                    f"no session {session_id!r} on this connection; send handshake/req first",
+                )
             return session
         if not self.sessions:
-            self.error(req_id, ErrorCode.HANDSHAKE_REQUIRED,
-                       "no session yet: send handshake/req before other messages")
+            self.error(
+                req_id,
+                ErrorCode.HANDSHAKE_REQUIRED,
+                "no session yet: send handshake/req before other messages",
+            )
             return None
         return list(self.sessions.values())[-1]
 
@@ -150,11 +172,17 @@ class Connection:
         if session is None:
             return
         if A2ECapability.TOOLS not in session.capabilities:
-            self.error(request.id, ToolErrorCode.TOOL_DENIED,
-                       "this session did not negotiate the 'tools' capability")
+            self.error(
+                request.id,
+                ToolErrorCode.TOOL_DENIED,
+                "this session did not negotiate the 'tools' capability",
+            )
             return
-        tools = [t for t in self.engine.registry.select(request)
-                 if check_policies(session.policies, session, t.name) is None]
+        tools = [
+            t
+            for t in self.engine.registry.select(request)
+            if check_policies(session.policies, session, t.name) is None
+        ]
         self.send(ToolListResponse(req_id=request.id, tools=tools))
 
     def _call(self, request: ToolCallRequest) -> None:
@@ -162,13 +190,19 @@ class Connection:
         if session is None:
             return
         if request.id in self.calls:
-            self.error(request.id, ErrorCode.DUPLICATE_REQUEST,
-                       f"a call with id {request.id!r} is already in flight on this connection")
+            self.error(
+                request.id,
+                ErrorCode.DUPLICATE_REQUEST,
+                f"a call with id {request.id!r} is already in flight on this connection",
+            )
             return
         if self.engine.pending_calls >= self.engine.config.max_pending_calls:
-            self.error(request.id, ErrorCode.OVERLOADED,
-                       f"{self.engine.pending_calls} calls are pending; try again later",
-                       retryable=True)
+            self.error(
+                request.id,
+                ErrorCode.OVERLOADED,
+                f"{self.engine.pending_calls} calls are pending; try again later",
+                retryable=True,
+            )
             return
         task = asyncio.get_running_loop().create_task(self._run(request, session))
         self.calls[request.id] = _Call(session, task)
@@ -178,12 +212,15 @@ class Connection:
         await asyncio.sleep(0)  # let _call register us first
         call = self.calls[request.id]
         try:
-            result = await run_call(self.engine.call_context, session, request, self.send,
-                                    call.cancelled)
+            result = await run_call(
+                self.engine.call_context, session, request, self.send, call.cancelled
+            )
             self.send(ToolCallResponse(req_id=request.id, data=result))
         except Exception as exc:  # the engine's own bug: still answer the caller
             log.exception("call %s (%s) failed inside the engine", request.id, request.tool_name)
-            self.error(request.id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+            self.error(
+                request.id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
+            )
         finally:
             self.engine.pending_calls -= 1
             self.calls.pop(request.id, None)
@@ -191,8 +228,10 @@ class Connection:
     def _cancel(self, request: ToolCancelRequest) -> None:
         call = self.calls.get(request.req_id)
         if call is None or (request.session_id and call.session.id != request.session_id):
-            self.error(request.id, ErrorCode.UNKNOWN_REQUEST,
-                       f"no call {request.req_id!r} in flight on this connection")
+            self.error(
+                request.id,
+                ErrorCode.UNKNOWN_REQUEST,
+                f"no call {request.req_id!r} in flight on this connection",
+            )
             return
         call.cancelled.set()
-

@@ -1,7 +1,7 @@
 """The retry policy of idempotent tools, composed from tenacity's strategy objects.
 
 Read it as a sentence: retry *if the attempt failed with a retryable tool_error* (a crash, a
-broken frame, a failed sandbox set-up, or an exception the tool did not mark as deterministic), waiting
+broken frame, a failed sandbox set-up, or an exception that is not deterministic), waiting
 *exponentially longer* between attempts, and stop *after N attempts*, *when the next attempt
 could not start before the call's deadline*, or *when the call was cancelled*.
 """
@@ -28,13 +28,17 @@ __all__ = ["RETRYABLE", "run_with_retries"]
 
 #: Outcomes worth another attempt. A timeout used up the deadline and a cancel is the caller's
 #: wish; neither is retried.
-RETRYABLE = frozenset({
-    OutcomeStatus.FAILED, OutcomeStatus.CRASHED, OutcomeStatus.VIOLATION,
-    OutcomeStatus.SETUP_FAILED,
-})
+RETRYABLE = frozenset(
+    {
+        OutcomeStatus.FAILED,
+        OutcomeStatus.CRASHED,
+        OutcomeStatus.VIOLATION,
+        OutcomeStatus.SETUP_FAILED,
+    }
+)
 
 
-class stop_before_deadline(stop_base):  # noqa: N801 - named like tenacity's own strategies
+class stop_before_deadline(stop_base):
     """Stop when the next attempt would start after ``deadline`` (loop time)."""
 
     def __init__(self, deadline: float, loop: asyncio.AbstractEventLoop) -> None:
@@ -45,7 +49,7 @@ class stop_before_deadline(stop_base):  # noqa: N801 - named like tenacity's own
         return self.loop.time() + retry_state.upcoming_sleep >= self.deadline
 
 
-class stop_when_set(stop_base):  # noqa: N801
+class stop_when_set(stop_base):
     def __init__(self, event: asyncio.Event) -> None:
         self.event = event
 

@@ -33,13 +33,22 @@ def _type_ok(expected: str, value: Any) -> bool:
 
 
 def _json_type(value: Any) -> str:
-    names = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
-             dict: "object", type(None): "null"}
+    names = {
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        str: "string",
+        list: "array",
+        dict: "object",
+        type(None): "null",
+    }
     return names.get(type(value), type(value).__name__)
 
 
 def validate_arguments(
-    params: list[ToolParameter] | dict[str, ToolParameter], arguments: dict[str, Any], path: str = ""
+    params: list[ToolParameter] | dict[str, ToolParameter],
+    arguments: dict[str, Any],
+    path: str = "",
 ) -> list[str]:
     """All problems found, each a sentence naming the field; empty when the arguments are valid."""
     if isinstance(params, dict):
@@ -50,11 +59,15 @@ def validate_arguments(
         where = f"{path}{param.name}"
         if param.name not in arguments:
             if param.required:
-                problems.append(f"missing required argument '{where}' ({param.type}: {param.description})")
+                problems.append(
+                    f"missing required argument '{where}' ({param.type}: {param.description})"
+                )
             continue
         value = arguments[param.name]
         if not _type_ok(param.type, value):
-            problems.append(f"argument '{where}' must be of type {param.type}, not {_json_type(value)}")
+            problems.append(
+                f"argument '{where}' must be of type {param.type}, not {_json_type(value)}"
+            )
             continue
         if param.enum is not None and value not in param.enum:
             problems.append(f"argument '{where}' must be one of {param.enum}, not {value!r}")

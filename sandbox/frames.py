@@ -13,7 +13,14 @@ import os
 import struct
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_FRAME", "FrameDecoder", "FrameError", "encode_frame", "read_frame", "write_frame"]
+__all__ = [
+    "DEFAULT_MAX_FRAME",
+    "FrameDecoder",
+    "FrameError",
+    "encode_frame",
+    "read_frame",
+    "write_frame",
+]
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 _HEADER = struct.Struct(">I")
@@ -32,7 +39,9 @@ def _decode_body(body: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise FrameError(f"frame is not valid UTF-8 JSON ({exc.__class__.__name__}: {exc})") from None
+        raise FrameError(
+            f"frame is not valid UTF-8 JSON ({exc.__class__.__name__}: {exc})"
+        ) from None
     if not isinstance(obj, dict):
         raise FrameError(f"frame must hold a JSON object, not {type(obj).__name__}")
     return obj
@@ -51,7 +60,9 @@ class FrameDecoder:
         while len(self._buf) >= _HEADER.size:
             (length,) = _HEADER.unpack_from(self._buf)
             if length > self.max_frame:
-                raise FrameError(f"frame of {length} bytes exceeds the limit of {self.max_frame} bytes")
+                raise FrameError(
+                    f"frame of {length} bytes exceeds the limit of {self.max_frame} bytes"
+                )
             end = _HEADER.size + length
             if len(self._buf) < end:
                 break

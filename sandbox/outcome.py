@@ -61,7 +61,9 @@ def describe_exit(status: int) -> tuple[int, str | None, str]:
     """(exit_code, signal name, sentence) for a raw wait status; exit_code is -signo on a signal."""
     if os.WIFSIGNALED(status):
         signo = os.WTERMSIG(status)
-        name = signal.Signals(signo).name if signo in signal.Signals._value2member_map_ else str(signo)
+        name = (
+            signal.Signals(signo).name if signo in signal.Signals._value2member_map_ else str(signo)
+        )
         meaning = _SIGNAL_MEANING.get(signal.Signals(signo)) if name != str(signo) else None
         return -signo, name, f"the worker {meaning or f'was killed by signal {name}'}"
     code = os.waitstatus_to_exitcode(status)

@@ -63,7 +63,9 @@ class PoolConfig:
             raise ValueError("max_workers must be >= 1 and prefork >= 0")
         unknown = set(self.profiles) - set(PROFILES)
         if unknown:
-            raise ValueError(f"unknown sandbox profiles {sorted(unknown)}; known: {sorted(PROFILES)}")
+            raise ValueError(
+                f"unknown sandbox profiles {sorted(unknown)}; known: {sorted(PROFILES)}"
+            )
 
 
 @dataclass
@@ -112,8 +114,13 @@ class _Worker:
 class _FrameReader:
     """Reads one worker's result pipe on the event loop; all caps are enforced here."""
 
-    def __init__(self, worker: _Worker, config: PoolConfig, on_event: EventSink,
-                 loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        worker: _Worker,
+        config: PoolConfig,
+        on_event: EventSink,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         self.worker = worker
         self.config = config
         self.on_event = on_event
@@ -327,7 +334,9 @@ class WorkerPool:
         if op == "ready" and self._zygote_ready and not self._zygote_ready.done():
             self._zygote_ready.set_result(message)
         elif op == "fatal":
-            error = SandboxUnavailable(f"the sandbox zygote failed to start: {message.get('error')}")
+            error = SandboxUnavailable(
+                f"the sandbox zygote failed to start: {message.get('error')}"
+            )
             log.error("%s\n%s", error, message.get("traceback", ""))
             if self._zygote_ready and not self._zygote_ready.done():
                 self._zygote_ready.set_exception(error)
@@ -380,7 +389,9 @@ class WorkerPool:
         now = time.monotonic()
         self._restarts = [t for t in self._restarts if now - t < 60] + [now]
         if len(self._restarts) > 5:
-            self._broken = f"the sandbox zygote died {len(self._restarts)} times within a minute ({why})"
+            self._broken = (
+                f"the sandbox zygote died {len(self._restarts)} times within a minute ({why})"
+            )
             for waiters in self._waiters.values():
                 for waiter in waiters:
                     if not waiter.done():
@@ -408,7 +419,9 @@ class WorkerPool:
             return
         self._spawning[profile] += count
         try:
-            self._sock.send(json.dumps({"op": "spawn", "profile": profile, "count": count}).encode())
+            self._sock.send(
+                json.dumps({"op": "spawn", "profile": profile, "count": count}).encode()
+            )
         except OSError as exc:
             self._spawning[profile] -= count
             self._on_zygote_lost(f"sending to it failed: {exc}")
@@ -421,7 +434,9 @@ class WorkerPool:
                 waiter.set_result(None)
                 break
 
-    async def _take_worker(self, profile: str, deadline: float, stop: asyncio.Event) -> _Worker | None:
+    async def _take_worker(
+        self, profile: str, deadline: float, stop: asyncio.Event
+    ) -> _Worker | None:
         assert self._loop is not None
         while True:
             if self._broken:
@@ -446,15 +461,17 @@ class WorkerPool:
 
     # -- running a job --
 
-    async def run(self, job: Job, deadline: float, on_event: EventSink,
-                  stop: asyncio.Event | None = None) -> WorkerOutcome:
+    async def run(
+        self, job: Job, deadline: float, on_event: EventSink, stop: asyncio.Event | None = None
+    ) -> WorkerOutcome:
         """Run ``job`` in a fresh worker; ``deadline`` is in ``loop.time()`` seconds."""
         loop = asyncio.get_running_loop()
         stop = stop or asyncio.Event()
         queued_at = loop.time()
         if job.profile not in self._ready:
-            return WorkerOutcome(OutcomeStatus.SETUP_FAILED,
-                                 error=f"sandbox profile {job.profile!r} is not enabled")
+            return WorkerOutcome(
+                OutcomeStatus.SETUP_FAILED, error=f"sandbox profile {job.profile!r} is not enabled"
+            )
         assert self._slots is not None
         acquire = loop.create_task(self._slots.acquire())
         if not await _race(acquire, deadline, stop, loop):
@@ -485,12 +502,15 @@ class WorkerPool:
             return WorkerOutcome(OutcomeStatus.CANCELLED, error=f"cancelled while {what}")
         detail = f"; last fork error: {self._last_spawn_error}" if self._last_spawn_error else ""
         return WorkerOutcome(
-            OutcomeStatus.TIMEOUT, queued_ms=int(waited * 1000),
-            error=f"timed out after {waited:.1f} s while {what} ({self.in_flight} calls running){detail}",
+            OutcomeStatus.TIMEOUT,
+            queued_ms=int(waited * 1000),
+            error=f"timed out after {waited:.1f} s while {what} "
+            f"({self.in_flight} calls running){detail}",
         )
 
-    async def _drive(self, worker: _Worker, job: Job, deadline: float, on_event: EventSink,
-                     stop: asyncio.Event) -> WorkerOutcome:
+    async def _drive(
+        self, worker: _Worker, job: Job, deadline: float, on_event: EventSink, stop: asyncio.Event
+    ) -> WorkerOutcome:
         loop = asyncio.get_running_loop()
         started = loop.time()
         reader = _FrameReader(worker, self.config, on_event, loop)
@@ -522,10 +542,11 @@ class WorkerPool:
                 data = data[written:]
             except BlockingIOError:
                 writable: asyncio.Future[None] = loop.create_future()
-                loop.add_writer(worker.job_fd, lambda: writable.done() or writable.set_result(None))
+                loop.add_writer(worker.job_fd, _resolve, writable)
                 try:
-                    if not await _race(writable, loop.time() + 5.0, asyncio.Event(), loop,
-                                       also=worker.exited):
+                    if not await _race(
+                        writable, loop.time() + 5.0, asyncio.Event(), loop, also=worker.exited
+                    ):
                         return
                 finally:
                     loop.remove_writer(worker.job_fd)
@@ -538,8 +559,14 @@ class WorkerPool:
         os.close(worker.job_fd)
         worker.job_fd = -1
 
-    def _outcome(self, worker: _Worker, reader: _FrameReader, ended_by: OutcomeStatus | None,
-                 deadline: float, started: float) -> WorkerOutcome:
+    def _outcome(
+        self,
+        worker: _Worker,
+        reader: _FrameReader,
+        ended_by: OutcomeStatus | None,
+        deadline: float,
+        started: float,
+    ) -> WorkerOutcome:
         info = worker.exited.result() if worker.exited.done() else {"zygote_died": True}
         outcome = WorkerOutcome(OutcomeStatus.CRASHED, events_dropped=reader.dropped)
         sentence = ""
@@ -560,9 +587,11 @@ class WorkerPool:
             tb = result.get("traceback")
             outcome.traceback = tb if isinstance(tb, str) else None
         elif ended_by is OutcomeStatus.TIMEOUT:
-            assert self._loop is not None
             outcome.status = ended_by
-            outcome.error = f"timed out after {deadline - started:.1f} s; the worker and all its processes were killed"
+            outcome.error = (
+                f"timed out after {deadline - started:.1f} s; "
+                "the worker and all its processes were killed"
+            )
         elif ended_by is OutcomeStatus.CANCELLED:
             outcome.status = ended_by
             outcome.error = "cancelled; the worker and all its processes were killed"
@@ -577,8 +606,11 @@ class WorkerPool:
 
 
 async def _race(
-    awaitable: asyncio.Future[Any], deadline: float, stop: asyncio.Event,
-    loop: asyncio.AbstractEventLoop, also: asyncio.Future[Any] | None = None,
+    awaitable: asyncio.Future[Any],
+    deadline: float,
+    stop: asyncio.Event,
+    loop: asyncio.AbstractEventLoop,
+    also: asyncio.Future[Any] | None = None,
 ) -> bool:
     """Wait for ``awaitable`` (or ``also``) until ``deadline`` or ``stop``; True if it finished."""
     if awaitable.done() or (also is not None and also.done()):
@@ -629,6 +661,11 @@ def _spawn_zygote(ctrl: socket.socket, config_json: str, plugins_blob: bytes) ->
         finally:
             mp_spawn.get_preparation_data = original
     return process
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _join_or_kill(process: Any) -> None:

@@ -32,7 +32,12 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 CLONE_THREAD = 0x00010000
 NAMESPACE_FLAGS = (
-    CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+    CLONE_NEWNS,
+    CLONE_NEWCGROUP,
+    CLONE_NEWUTS,
+    CLONE_NEWIPC,
+    CLONE_NEWUSER,
+    CLONE_NEWPID,
     CLONE_NEWNET,
 )
 
@@ -60,8 +65,11 @@ def _check(result: int, what: str) -> int:
 def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
     return _check(
         _libc.prctl(
-            ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3),
-            ctypes.c_ulong(arg4), ctypes.c_ulong(arg5),
+            ctypes.c_int(option),
+            ctypes.c_ulong(arg2),
+            ctypes.c_ulong(arg3),
+            ctypes.c_ulong(arg4),
+            ctypes.c_ulong(arg5),
         ),
         f"prctl({option})",
     )
@@ -75,11 +83,16 @@ def setns(fd: int, nstype: int) -> None:
     _check(_libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), f"setns({nstype:#x})")
 
 
-def mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+def mount(
+    source: str, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
     _check(
         _libc.mount(
-            source.encode(), target.encode(), fstype.encode() if fstype else None,
-            ctypes.c_ulong(flags), data.encode() if data else None,
+            source.encode(),
+            target.encode(),
+            fstype.encode() if fstype else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
         ),
         f"mount({source!r}, {target!r})",
     )
@@ -96,12 +109,19 @@ def install_seccomp_bpf(program: bytes) -> None:
     installs the bytes, ~0.1 ms.
     """
     if not program or len(program) % 8:
-        raise ValueError(f"seccomp program must be a non-empty multiple of 8 bytes, got {len(program)}")
+        raise ValueError(
+            f"seccomp program must be a non-empty multiple of 8 bytes, got {len(program)}"
+        )
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     _check(
-        _libc.prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER),
-                    ctypes.byref(fprog), ctypes.c_ulong(0), ctypes.c_ulong(0)),
+        _libc.prctl(
+            ctypes.c_int(PR_SET_SECCOMP),
+            ctypes.c_ulong(SECCOMP_MODE_FILTER),
+            ctypes.byref(fprog),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        ),
         "prctl(PR_SET_SECCOMP)",
     )

@@ -31,21 +31,45 @@ EXIT_SETUP_FAILED = 70
 
 #: Failures that depend only on the arguments: retrying the same call cannot help.
 DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
-    ValueError, TypeError, KeyError, LookupError, PermissionError, FileNotFoundError,
-    IsADirectoryError, NotADirectoryError, FileExistsError, NotImplementedError, SyntaxError,
+    ValueError,
+    TypeError,
+    KeyError,
+    LookupError,
+    PermissionError,
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    FileExistsError,
+    NotImplementedError,
+    SyntaxError,
 )
 
 
 def _failure_frame(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, ToolExecutionError):
-        return {"t": "result", "ok": False, "error": str(exc), "exc_type": "ToolExecutionError",
-                "data": exc.data, "retryable": exc.retryable}
+        return {
+            "t": "result",
+            "ok": False,
+            "error": str(exc),
+            "exc_type": "ToolExecutionError",
+            "data": exc.data,
+            "retryable": exc.retryable,
+        }
     if isinstance(exc, MemoryError):
-        return {"t": "result", "ok": False, "error": "out of memory (MemoryError)",
-                "exc_type": "MemoryError", "data": None, "retryable": True}
+        return {
+            "t": "result",
+            "ok": False,
+            "error": "out of memory (MemoryError)",
+            "exc_type": "MemoryError",
+            "data": None,
+            "retryable": True,
+        }
     return {
-        "t": "result", "ok": False, "error": f"{type(exc).__name__}: {exc}",
-        "exc_type": type(exc).__name__, "data": None,
+        "t": "result",
+        "ok": False,
+        "error": f"{type(exc).__name__}: {exc}",
+        "exc_type": type(exc).__name__,
+        "data": None,
         "retryable": not isinstance(exc, DETERMINISTIC_ERRORS),
         "traceback": "".join(traceback.format_exception(exc, limit=20))[-8000:],
     }
@@ -55,11 +79,21 @@ def _result_frame(data: Any, max_frame: int) -> dict[str, Any]:
     try:
         size = len(json.dumps(data, ensure_ascii=False, allow_nan=False).encode())
     except (TypeError, ValueError) as exc:
-        return {"t": "result", "ok": False, "exc_type": "TypeError", "data": None,
-                "error": f"tool returned a result that is not JSON-serialisable: {exc}"}
+        return {
+            "t": "result",
+            "ok": False,
+            "exc_type": "TypeError",
+            "data": None,
+            "error": f"tool returned a result that is not JSON-serialisable: {exc}",
+        }
     if size > max_frame - 1024:
-        return {"t": "result", "ok": False, "exc_type": "ResultTooLarge", "data": None,
-                "error": f"tool result of {size} bytes exceeds the limit of {max_frame - 1024} bytes"}
+        return {
+            "t": "result",
+            "ok": False,
+            "exc_type": "ResultTooLarge",
+            "data": None,
+            "error": f"tool result of {size} bytes exceeds the limit of {max_frame - 1024} bytes",
+        }
     return {"t": "result", "ok": True, "data": data}
 
 
@@ -91,7 +125,10 @@ def run_job(plugin: ToolPlugin, job: dict[str, Any], result_fd: int, max_frame: 
 
 
 def run_worker(
-    setup: Hardening, job_fd: int, result_fd: int, plugins: list[ToolPlugin],
+    setup: Hardening,
+    job_fd: int,
+    result_fd: int,
+    plugins: list[ToolPlugin],
     max_frame: int = DEFAULT_MAX_FRAME,
 ) -> None:
     """Entry point in the forked child. Never returns."""

@@ -144,13 +144,15 @@ class Zygote:
                 continue  # an adopted orphan we killed
             self.workers.discard(pid)
             self.kill_adopted_orphans()
-            self.send({
-                "op": "exit",
-                "pid": pid,
-                "status": status,
-                "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
-                "maxrss_kb": int(usage.ru_maxrss),
-            })
+            self.send(
+                {
+                    "op": "exit",
+                    "pid": pid,
+                    "status": status,
+                    "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
+                    "maxrss_kb": int(usage.ru_maxrss),
+                }
+            )
 
     def kill_adopted_orphans(self) -> None:
         """Kill and reap every child we did not fork ourselves, until none is left."""
@@ -243,8 +245,15 @@ def zygote_main(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> N
         zygote.prepare()
     except BaseException as exc:
         try:
-            ctrl.send(json.dumps({"op": "fatal", "error": f"{type(exc).__name__}: {exc}",
-                                  "traceback": traceback.format_exc()[-4000:]}).encode())
+            ctrl.send(
+                json.dumps(
+                    {
+                        "op": "fatal",
+                        "error": f"{type(exc).__name__}: {exc}",
+                        "traceback": traceback.format_exc()[-4000:],
+                    }
+                ).encode()
+            )
         finally:
             sys.exit(1)
     try:

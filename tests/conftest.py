@@ -19,8 +19,9 @@ os.environ["A2E_TEST_SECRET"] = SECRET  # set before any engine starts: it must 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     audit = tmp_path_factory.mktemp("audit") / "audit.jsonl"
-    config = EngineConfig(max_workers=4, prefork=2, read_roots=("/etc",), audit_path=str(audit),
-                          max_timeout=60)
+    config = EngineConfig(
+        max_workers=4, prefork=2, read_roots=("/etc",), audit_path=str(audit), max_timeout=60
+    )
     with Engine(plugins=[HostileTools()], config=config) as running:
         yield running
 

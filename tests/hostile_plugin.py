@@ -14,10 +14,21 @@ from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 
 
-def _tool(name: str, *params: ToolParameter, idempotent: bool = False,
-          defer: bool = False, tags: tuple[str, ...] = ("test",)) -> ToolDefinition:
-    return ToolDefinition(name=name, description=f"test tool {name}", input_parameters=list(params),
-                          idempotent=idempotent, defer_loading=defer, tags=list(tags))
+def _tool(
+    name: str,
+    *params: ToolParameter,
+    idempotent: bool = False,
+    defer: bool = False,
+    tags: tuple[str, ...] = ("test",),
+) -> ToolDefinition:
+    return ToolDefinition(
+        name=name,
+        description=f"test tool {name}",
+        input_parameters=list(params),
+        idempotent=idempotent,
+        defer_loading=defer,
+        tags=list(tags),
+    )
 
 
 def _param(name: str, type_: str = "string", required: bool = False) -> ToolParameter:

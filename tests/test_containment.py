@@ -56,8 +56,9 @@ def test_double_fork_setsid_escaper_is_dead_after_the_call(engine: Engine, tools
     still_serving(tools)
 
 
-def test_stopped_and_sigterm_ignoring_children_die_with_the_call(engine: Engine,
-                                                                  tools: ToolAPI) -> None:
+def test_stopped_and_sigterm_ignoring_children_die_with_the_call(
+    engine: Engine, tools: ToolAPI
+) -> None:
     marker = f"stubborn-{uuid.uuid4().hex[:8]}"
     workspace = workspace_of(engine, tools)
     result = tools.call(tool_name="stubborn_children", arguments={"marker": marker}, timeout=2)
@@ -83,19 +84,24 @@ def test_fork_bomb_in_python_eval_is_refused(tools: ToolAPI) -> None:
 
 
 def test_thread_bomb_hits_the_memory_limit_not_the_host(tools: ToolAPI) -> None:
-    code = ("import threading, time\nthreads = []\n"
-            "while True:\n    t = threading.Thread(target=time.sleep, args=(30,), daemon=True)\n"
-            "    t.start()\n    threads.append(t)")
+    code = (
+        "import threading, time\nthreads = []\n"
+        "while True:\n    t = threading.Thread(target=time.sleep, args=(30,), daemon=True)\n"
+        "    t.start()\n    threads.append(t)"
+    )
     result = run(tools, code, timeout=10)
     assert not result.success and "can't start new thread" in (result.error or "")
     still_serving(tools)
 
 
-@pytest.mark.parametrize("code", [
-    "x = bytearray(8 * 1024**3)",
-    "chunks = []\nwhile True:\n    chunks.append(bytearray(10 * 1024**2))",
-    "chunks = []\nwhile True:\n    chunks.append('x' * 100000)",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "x = bytearray(8 * 1024**3)",
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(10 * 1024**2))",
+        "chunks = []\nwhile True:\n    chunks.append('x' * 100000)",
+    ],
+)
 def test_memory_bombs_get_a_memory_error(tools: ToolAPI, code: str) -> None:
     result = run(tools, code, timeout=20)
     assert not result.success and result.error == "out of memory (MemoryError)"
@@ -104,18 +110,23 @@ def test_memory_bombs_get_a_memory_error(tools: ToolAPI, code: str) -> None:
     still_serving(tools)
 
 
-@pytest.mark.parametrize("code", [
-    "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_STREAM)",
-    "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
-    "import socket\nsocket.socket(socket.AF_UNIX)",
-    "import socket\nsocket.getaddrinfo('example.com', 80)",  # DNS needs a socket
-    "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:1')",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_STREAM)",
+        "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
+        "import socket\nsocket.socket(socket.AF_UNIX)",
+        "import socket\nsocket.getaddrinfo('example.com', 80)",  # DNS needs a socket
+        "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:1')",
+    ],
+)
 def test_no_sockets_for_python_eval(tools: ToolAPI, code: str) -> None:
     result = run(tools, code)
     assert not result.success
-    assert any(word in (result.error or "") for word in (
-        "PermissionError", "Operation not permitted", "gaierror")), result.error
+    assert any(
+        word in (result.error or "")
+        for word in ("PermissionError", "Operation not permitted", "gaierror")
+    ), result.error
 
 
 def test_the_supervisors_environment_is_out_of_reach(tools: ToolAPI) -> None:
@@ -158,19 +169,30 @@ for fd in pipes:
 """
 
 
-@pytest.mark.parametrize(("payload", "why"), [
-    ("b'\\xff\\xff\\xff\\xff' + b'x' * 100", "exceeds the limit"),
-    ("struct.pack('>I', 7) + b'garbage'", "not valid UTF-8 JSON"),
-    ("struct.pack('>I', 20) + b'\\x80\\x04\\x95' + b'cos\\nsystem\\n.' + b'\\x00' * 5",
-     "not valid UTF-8 JSON"),
-    ("struct.pack('>I', 2) + b'[]'", "must hold a JSON object"),
-    ("(lambda b: struct.pack('>I', len(b)) + b)(b'{\"t\": \"event\", \"kind\": \"progress\", "
-     "\"data\": {\"pct\": 500}}')", "invalid event"),
-    ("(lambda b: struct.pack('>I', len(b)) + b)(b'{\"t\": \"shell\"}')", "unknown type"),
-    ("(lambda b: struct.pack('>I', len(b)) + b)(b'{\"t\": \"result\", \"ok\": true, "
-     "\"data\": {\"forged\": true}}')", "after its result"),
-    ("struct.pack('>I', 100) + b'{\"t\"'", "cut short"),
-])
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        ("b'\\xff\\xff\\xff\\xff' + b'x' * 100", "exceeds the limit"),
+        ("struct.pack('>I', 7) + b'garbage'", "not valid UTF-8 JSON"),
+        (
+            "struct.pack('>I', 20) + b'\\x80\\x04\\x95' + b'cos\\nsystem\\n.' + b'\\x00' * 5",
+            "not valid UTF-8 JSON",
+        ),
+        ("struct.pack('>I', 2) + b'[]'", "must hold a JSON object"),
+        (
+            '(lambda b: struct.pack(\'>I\', len(b)) + b)(b\'{"t": "event", "kind": "progress", '
+            '"data": {"pct": 500}}\')',
+            "invalid event",
+        ),
+        ("(lambda b: struct.pack('>I', len(b)) + b)(b'{\"t\": \"shell\"}')", "unknown type"),
+        (
+            '(lambda b: struct.pack(\'>I\', len(b)) + b)(b\'{"t": "result", "ok": true, '
+            '"data": {"forged": true}}\')',
+            "after its result",
+        ),
+        ("struct.pack('>I', 100) + b'{\"t\"'", "cut short"),
+    ],
+)
 def test_hostile_frames_on_the_workers_pipe_fail_only_that_call(
     tools: ToolAPI, payload: str, why: str
 ) -> None:
@@ -185,26 +207,46 @@ def test_closing_or_replacing_the_pipe_fds(tools: ToolAPI) -> None:
     close_all = "import os\nos.closerange(3, 1 << 20)"
     result = run(tools, close_all)
     assert not result.success and "before sending a result" in (result.error or "")
-    replace = ("import os\nr, w = os.pipe()\nfor fd in os.listdir('/proc/self/fd'):\n"
-               "    if int(fd) > 2 and int(fd) not in (r, w):\n"
-               "        try: os.dup2(r, int(fd))\n        except OSError: pass")
+    replace = (
+        "import os\nr, w = os.pipe()\nfor fd in os.listdir('/proc/self/fd'):\n"
+        "    if int(fd) > 2 and int(fd) not in (r, w):\n"
+        "        try: os.dup2(r, int(fd))\n        except OSError: pass"
+    )
     result = run(tools, replace)
     assert not result.success and "before sending a result" in (result.error or "")
     still_serving(tools)
 
 
-@pytest.mark.parametrize(("code", "why"), [
-    ("import ctypes\nctypes.string_at(0)", "segmentation fault (SIGSEGV)"),
-    ("import os\nos._exit(3)", "exited with code 3 before sending a result"),
-    # pid 1 of a PID namespace ignores signals it sends itself; glibc's abort() then faults.
-    ("import os\nos.abort()", "(SIG"),
-    ("import ctypes\nctypes.CDLL(None).syscall(246, 0, 0, 0, 0)", "seccomp"),  # kexec_load
-    ("import ctypes\nctypes.CDLL(None).syscall(175, 0, 0, 0)", "seccomp"),  # init_module
-])
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        ("import ctypes\nctypes.string_at(0)", "segmentation fault (SIGSEGV)"),
+        ("import os\nos._exit(3)", "exited with code 3 before sending a result"),
+        # pid 1 of a PID namespace ignores signals it sends itself; glibc's abort() then faults.
+        ("import os\nos.abort()", "(SIG"),
+        ("import ctypes\nctypes.CDLL(None).syscall(246, 0, 0, 0, 0)", "seccomp"),  # kexec_load
+        ("import ctypes\nctypes.CDLL(None).syscall(175, 0, 0, 0)", "seccomp"),  # init_module
+    ],
+)
 def test_worker_deaths_are_reported_clearly(tools: ToolAPI, code: str, why: str) -> None:
     result = run(tools, code)
     assert not result.success and why in (result.error or ""), result.error
     still_serving(tools)
+
+
+def test_32_bit_syscalls_kill_the_worker(tools: ToolAPI) -> None:
+    code = """
+import ctypes, mmap
+# mov eax, 20 (getpid on i386); int 0x80; ret
+machine = b"\\xb8\\x14\\x00\\x00\\x00\\xcd\\x80\\xc3"
+page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(machine)
+address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+ctypes.CFUNCTYPE(ctypes.c_int)(address)()
+"""
+    result = run(tools, code)
+    assert not result.success and "seccomp" in (result.error or ""), result.error
+    assert result.usage is not None and result.usage.signal == "SIGSYS"
 
 
 def test_deep_recursion_is_contained(tools: ToolAPI) -> None:
@@ -213,45 +255,58 @@ def test_deep_recursion_is_contained(tools: ToolAPI) -> None:
     still_serving(tools)
 
 
-@pytest.mark.parametrize("code", [
-    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-    "assert libc.ptrace(0, 0, 0, 0) == -1\nctypes.get_errno()",
-    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-    "assert libc.unshare(0x10000000) == -1\nctypes.get_errno()",
-    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-    "assert libc.mount(b'none', b'/mnt', b'tmpfs', 0, None) == -1\nctypes.get_errno()",
-    "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-    "assert libc.setns(os.open('/proc/self/ns/net', 0), 0) == -1\nctypes.get_errno()",
-    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-    "assert libc.syscall(425, 8, 0) == -1\nctypes.get_errno()",  # io_uring_setup
-    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-    "assert libc.syscall(323, 0) == -1\nctypes.get_errno()",  # userfaultfd
-    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-    "assert libc.mknod(b'disk', 0o60600, 0x0801) == -1\nctypes.get_errno()",
-])
-def test_dangerous_syscalls_fail_with_eperm(tools: ToolAPI, code: str) -> None:
+#: (what, libc call) pairs; each must fail with EPERM (1). Without the filter, root would get
+#: success or a different errno for every one of them.
+DENIED_CALLS = [
+    ("ptrace", "libc.ptrace(0, 0, 0, 0)"),
+    ("unshare(CLONE_NEWUSER)", "libc.unshare(0x10000000)"),
+    ("mount", "libc.mount(b'none', b'/mnt', b'tmpfs', 0, None)"),
+    ("setns", "libc.setns(os.open('/proc/self/ns/net', 0), 0)"),
+    ("clone(CLONE_NEWUSER)", "libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)"),
+    ("io_uring_setup", "libc.syscall(425, 8, 0)"),
+    ("userfaultfd", "libc.syscall(323, 0)"),
+    ("bpf", "libc.syscall(321, 0, 0, 0)"),
+    ("perf_event_open", "libc.syscall(298, 0, 0, -1, -1, 0)"),
+    ("keyctl", "libc.syscall(250, 0, 0, 0)"),
+    ("mknod a block device", "libc.mknod(b'disk', 0o60600, 0x0801)"),
+    ("ioctl TIOCSTI", "libc.ioctl(0, 0x5412, b'x')"),
+    ("prctl PR_SET_MM", "libc.prctl(35, 15, ctypes.byref(ctypes.c_uint()), 0, 0)"),
+]
+
+
+@pytest.mark.parametrize(("what", "call"), DENIED_CALLS, ids=[w for w, _ in DENIED_CALLS])
+def test_dangerous_syscalls_fail_with_eperm(tools: ToolAPI, what: str, call: str) -> None:
+    code = f"import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nassert {call} == -1\nctypes.get_errno()"
     result = run(tools, code)
-    assert result.success, result.error
-    assert result.data["value"] == 1  # EPERM
+    assert result.success, f"{what}: {result.error}"
+    assert result.data["value"] == 1, what  # EPERM
 
 
 def test_rlimits_cannot_be_raised_back(tools: ToolAPI) -> None:
-    code = ("import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_AS)\n"
-            "resource.setrlimit(resource.RLIMIT_AS, (hard, hard))\n"
-            "resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))")
+    code = (
+        "import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_AS)\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (hard, hard))\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))"
+    )
     result = run(tools, code)
     assert not result.success and "not allowed to raise" in (result.error or ""), result.error
-    raw = run(tools, "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-                     "new = (ctypes.c_uint64 * 2)(2**62, 2**62)\n"
-                     "assert libc.prlimit(0, 9, new, None) == -1\nctypes.get_errno()")
+    raw = run(
+        tools,
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "new = (ctypes.c_uint64 * 2)(2**62, 2**62)\n"
+        "assert libc.prlimit(0, 9, new, None) == -1\nctypes.get_errno()",
+    )
     assert raw.data["value"] == 1  # EPERM from the seccomp filter
     limits = run(tools, "import resource\nresource.getrlimit(resource.RLIMIT_AS)")
     assert limits.data["value"] == [1024 * 1024**2, 1024 * 1024**2]
 
 
 def test_no_core_dumps_and_capped_file_size(tools: ToolAPI) -> None:
-    result = run(tools, "import resource\n[resource.getrlimit(resource.RLIMIT_CORE), "
-                        "resource.getrlimit(resource.RLIMIT_FSIZE)[0]]")
+    result = run(
+        tools,
+        "import resource\n[resource.getrlimit(resource.RLIMIT_CORE), "
+        "resource.getrlimit(resource.RLIMIT_FSIZE)[0]]",
+    )
     assert result.data["value"] == [[0, 0], 256 * 1024**2]
 
 
@@ -261,8 +316,9 @@ def test_inherited_fds_are_closed(tools: ToolAPI) -> None:
     assert fds[:3] == [0, 1, 2] and len(fds) <= 5, fds  # stdio, the result pipe, listdir's own fd
 
 
-def test_the_zygote_restarts_and_in_flight_calls_fail_cleanly(engine: Engine,
-                                                             tools: ToolAPI) -> None:
+def test_the_zygote_restarts_and_in_flight_calls_fail_cleanly(
+    engine: Engine, tools: ToolAPI
+) -> None:
     assert engine.pool is not None
     pending = tools.start(tool_name="sleep", arguments={"seconds": 20}, timeout=30)
     time.sleep(0.5)

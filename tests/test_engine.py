@@ -22,7 +22,11 @@ def test_the_readme_example(engine: Engine) -> None:
     assert result.data["stdout"] == "2\n"
     assert result.exit_code == 0 and result.duration_ms >= 0
     assert result.usage is not None and result.usage.attempts == 1
-    assert result.usage.cpu_ms is not None and result.usage.peak_rss_kb and result.usage.peak_rss_kb > 1000
+    assert (
+        result.usage.cpu_ms is not None
+        and result.usage.peak_rss_kb
+        and result.usage.peak_rss_kb > 1000
+    )
     client.close()
 
 
@@ -30,7 +34,9 @@ def test_list_hides_deferred_tools_and_search_finds_them(tools: ToolAPI) -> None
     names = {t.name for t in tools.list()}
     assert {"python_eval", "read_file", "sleep"} <= names
     assert "deferred_helper" not in names
-    assert [t.name for t in tools.list(query="deferred", include_deferred=True)] == ["deferred_helper"]
+    assert [t.name for t in tools.list(query="deferred", include_deferred=True)] == [
+        "deferred_helper"
+    ]
     assert tools.list(query="deferred") == []
     assert {t.name for t in tools.list(tags=["fs"])} == {"read_file"}
     assert tools.client._tools_cache  # the spec's cache
@@ -39,8 +45,10 @@ def test_list_hides_deferred_tools_and_search_finds_them(tools: ToolAPI) -> None
 def test_python_eval_value_errors_and_stdin(tools: ToolAPI) -> None:
     value = tools.call(tool_name="python_eval", arguments={"code": "x = 6\nx * 7"})
     assert value.data["value"] == 42 and value.data["value_repr"] == "42"
-    stdin = tools.call(tool_name="python_eval",
-                       arguments={"code": "import sys\nsys.stdin.read().upper()", "stdin": "abc"})
+    stdin = tools.call(
+        tool_name="python_eval",
+        arguments={"code": "import sys\nsys.stdin.read().upper()", "stdin": "abc"},
+    )
     assert stdin.data["value"] == "ABC"
     failed = tools.call(tool_name="python_eval", arguments={"code": "print('before')\n1/0"})
     assert not failed.success and failed.error_code == "tool_error"
@@ -58,8 +66,12 @@ def test_streaming_events_arrive_in_order_while_the_call_runs(tools: ToolAPI) ->
     seen: list[tuple[int, float]] = []
     code = "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.3)\n"
     started = time.monotonic()
-    result = tools.call(tool_name="python_eval", arguments={"code": code}, streaming=True,
-                        on_event=lambda e: seen.append((e.seq, time.monotonic() - started)))
+    result = tools.call(
+        tool_name="python_eval",
+        arguments={"code": code},
+        streaming=True,
+        on_event=lambda e: seen.append((e.seq, time.monotonic() - started)),
+    )
     finished = time.monotonic() - started
     assert result.success
     assert [s for s, _ in seen] == [0, 1, 2]
@@ -77,14 +89,18 @@ def test_non_streaming_calls_keep_their_events_in_the_result(tools: ToolAPI) -> 
 
 def test_workspace_is_shared_within_a_session_and_private_across(engine: Engine) -> None:
     first, second = ToolAPI(engine.connect()), ToolAPI(engine.connect())
-    wrote = first.call(tool_name="python_eval",
-                       arguments={"code": "open('shared.txt','w').write('hello')"})
+    wrote = first.call(
+        tool_name="python_eval", arguments={"code": "open('shared.txt','w').write('hello')"}
+    )
     assert wrote.success
     assert first.call(tool_name="read_file", arguments={"path": "shared.txt"}).data == {
-        "content": "hello"}
+        "content": "hello"
+    }
     other = second.call(tool_name="read_file", arguments={"path": "shared.txt"})
     assert not other.success and "No such file" in (other.error or "")
-    ws = first.call(tool_name="python_eval", arguments={"code": "import os\nos.getcwd()"}).data["value"]
+    ws = first.call(tool_name="python_eval", arguments={"code": "import os\nos.getcwd()"}).data[
+        "value"
+    ]
     peek = second.call(tool_name="read_file", arguments={"path": f"{ws}/shared.txt"})
     assert not peek.success and "outside the allowed roots" in (peek.error or "")
     first.client.close()
@@ -94,10 +110,19 @@ def test_workspace_is_shared_within_a_session_and_private_across(engine: Engine)
 def test_read_file_roots_and_escapes(tools: ToolAPI) -> None:
     hostname = tools.call(tool_name="read_file", arguments={"path": "/etc/hostname"})
     assert hostname.success and hostname.data["content"] == open("/etc/hostname").read()
-    made = tools.call(tool_name="python_eval", arguments={
-        "code": "import os\nos.symlink('/root', 'link')\nos.symlink('/etc/passwd', 'ok')"})
+    made = tools.call(
+        tool_name="python_eval",
+        arguments={
+            "code": "import os\nos.symlink('/root', 'link')\nos.symlink('/etc/passwd', 'ok')"
+        },
+    )
     assert made.success, made.error
-    for path in ("../../../../../../root/.bashrc", "link/.bashrc", "/root/.bashrc", "/proc/1/environ"):
+    for path in (
+        "../../../../../../root/.bashrc",
+        "link/.bashrc",
+        "/root/.bashrc",
+        "/proc/1/environ",
+    ):
         result = tools.call(tool_name="read_file", arguments={"path": path})
         assert not result.success and "outside the allowed roots" in (result.error or ""), path
         assert result.usage is not None and result.usage.attempts == 1  # deterministic: no retry
@@ -134,14 +159,16 @@ def test_policy_function_sees_the_session(tmp_path: Any) -> None:
         trusted = ToolAPI(engine.connect(client_name="trusted"))
         assert trusted.call(tool_name="python_eval", arguments={"code": "1"}).success
         other = ToolAPI(engine.connect(client_name="guest")).call(
-            tool_name="python_eval", arguments={"code": "1"})
+            tool_name="python_eval", arguments={"code": "1"}
+        )
         assert other.error_code == "tool_denied" and other.error == "guest may not run python_eval"
 
 
 def test_idempotent_tools_are_retried_in_fresh_workers(tools: ToolAPI) -> None:
     events: list[ToolEvent] = []
-    result = tools.call(tool_name="flaky", arguments={"fail_times": 2}, streaming=True,
-                        on_event=events.append)
+    result = tools.call(
+        tool_name="flaky", arguments={"fail_times": 2}, streaming=True, on_event=events.append
+    )
     assert result.success, result.error
     assert result.data == {"attempt": 3} and result.usage is not None
     assert result.usage.attempts == 3
@@ -152,7 +179,9 @@ def test_idempotent_tools_are_retried_in_fresh_workers(tools: ToolAPI) -> None:
 def test_retries_stop_at_the_attempt_limit(tools: ToolAPI) -> None:
     result = tools.call(tool_name="flaky", arguments={"fail_times": 10})
     assert not result.success and result.usage is not None and result.usage.attempts == 3
-    assert "exited with code 3" in (result.error or "") and "after 3 attempts" in (result.error or "")
+    assert "exited with code 3" in (result.error or "") and "after 3 attempts" in (
+        result.error or ""
+    )
 
 
 def test_tools_not_marked_idempotent_are_not_retried(tools: ToolAPI) -> None:
@@ -178,8 +207,10 @@ def test_cancellation_ends_a_call_mid_flight(tools: ToolAPI) -> None:
 
 
 def test_many_calls_in_flight_none_lost(tools: ToolAPI) -> None:
-    pendings = [tools.start(tool_name="python_eval", arguments={"code": f"{i} * 2"}, timeout=120)
-                for i in range(200)]
+    pendings = [
+        tools.start(tool_name="python_eval", arguments={"code": f"{i} * 2"}, timeout=120)
+        for i in range(200)
+    ]
     results = [p.result() for p in pendings]
     assert all(r.success for r in results), [r.error for r in results if not r.success][:3]
     assert [r.data["value"] for r in results] == [i * 2 for i in range(200)]
@@ -215,15 +246,24 @@ def test_a_plugin_defined_inside_a_test_works() -> None:
         name = "local"
 
         def _list_tools(self) -> list[ToolDefinition]:
-            return [ToolDefinition(name="greet", description="greets", input_parameters=[
-                ToolParameter(name="who", type="string", description="who", required=True)])]
+            return [
+                ToolDefinition(
+                    name="greet",
+                    description="greets",
+                    input_parameters=[
+                        ToolParameter(name="who", type="string", description="who", required=True)
+                    ],
+                )
+            ]
 
         def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
             import os
 
             return {"text": f"{greeting}, {arguments['who']}", "pid": os.getpid()}
 
-    with Engine(plugins=[LocalPlugin()], builtin_tools=False, config=EngineConfig(prefork=1)) as engine:
+    with Engine(
+        plugins=[LocalPlugin()], builtin_tools=False, config=EngineConfig(prefork=1)
+    ) as engine:
         result = ToolAPI(engine.connect()).call(tool_name="greet", arguments={"who": "zygote"})
         assert result.success, result.error
         assert result.data["text"] == "hello from a local class, zygote"
@@ -245,13 +285,18 @@ def test_calls_queue_when_all_workers_are_busy() -> None:
         tools = ToolAPI(engine.connect())
         code = "import time\ntime.sleep(0.3)"
         started = time.monotonic()
-        results = [p.result() for p in [tools.start(tool_name="python_eval", arguments={"code": code})
-                                        for _ in range(3)]]
+        results = [
+            p.result()
+            for p in [
+                tools.start(tool_name="python_eval", arguments={"code": code}) for _ in range(3)
+            ]
+        ]
         assert all(r.success for r in results)
         assert time.monotonic() - started >= 0.85  # one at a time
         assert max(r.usage.queued_ms for r in results if r.usage) >= 500
-        waiting = tools.start(tool_name="python_eval", arguments={"code": "import time\ntime.sleep(3)"},
-                              timeout=5)
+        waiting = tools.start(
+            tool_name="python_eval", arguments={"code": "import time\ntime.sleep(3)"}, timeout=5
+        )
         queued = tools.call(tool_name="python_eval", arguments={"code": "1"}, timeout=1)
         assert not queued.success and "while waiting" in (queued.error or "")
         assert waiting.result().success

@@ -13,7 +13,7 @@ def test_frames_survive_arbitrary_splits() -> None:
     decoder = FrameDecoder()
     frames = []
     for i in range(0, len(stream), 7):
-        frames.extend(decoder.feed(stream[i:i + 7]))
+        frames.extend(decoder.feed(stream[i : i + 7]))
     assert [f["n"] for f in frames] == list(range(20))
     assert decoder.pending_bytes == 0
 

@@ -48,8 +48,10 @@ def _contains(expected: object, actual: object) -> bool:
             k in actual and _contains(v, actual[k]) for k, v in expected.items()
         )
     if isinstance(expected, list):
-        return isinstance(actual, list) and len(expected) == len(actual) and all(
-            _contains(e, a) for e, a in zip(expected, actual, strict=True)
+        return (
+            isinstance(actual, list)
+            and len(expected) == len(actual)
+            and all(_contains(e, a) for e, a in zip(expected, actual, strict=True))
         )
     return expected == actual
 
@@ -65,18 +67,36 @@ def test_spec_examples_round_trip(line: str) -> None:
 def test_defaults_match_the_spec() -> None:
     call = ToolCallRequest(tool_name="x", arguments={})
     assert (call.version, call.timeout, call.streaming, call.correlation_id, call.session_id) == (
-        "1.0", 30, False, "", "")
+        "1.0",
+        30,
+        False,
+        "",
+        "",
+    )
     assert re.fullmatch(r"[0-9a-f-]{36}", call.id) and call.ts > 1e9
     assert ToolCallRequest(tool_name="x", arguments={}).id != call.id
     listing = ToolListRequest()
     assert (listing.query, listing.include_deferred, listing.filter_tags, listing.filter_kind) == (
-        "", False, [], "")
+        "",
+        False,
+        [],
+        "",
+    )
     tool = ToolDefinition(name="t", description="d")
     assert (tool.streaming, tool.idempotent, tool.defer_loading, tool.version, tool.toolkit) == (
-        True, False, False, "1.0.0", None)
+        True,
+        False,
+        False,
+        "1.0.0",
+        None,
+    )
     result = ToolResult(success=True, tool_name="t", duration_ms=1)
     assert (result.truncated, result.events, result.error_code, result.exit_code) == (
-        False, [], None, None)
+        False,
+        [],
+        None,
+        None,
+    )
 
 
 def test_error_codes_know_which_is_retryable() -> None:
@@ -86,19 +106,30 @@ def test_error_codes_know_which_is_retryable() -> None:
 
 
 def test_tool_parameter_is_recursive() -> None:
-    param = ToolParameter.model_validate({
-        "name": "opts", "type": "object", "description": "options",
-        "properties": {"depth": {"name": "depth", "type": "object", "description": "d",
-                                 "properties": {"n": {"name": "n", "type": "integer",
-                                                      "description": "n"}}}},
-    })
+    param = ToolParameter.model_validate(
+        {
+            "name": "opts",
+            "type": "object",
+            "description": "options",
+            "properties": {
+                "depth": {
+                    "name": "depth",
+                    "type": "object",
+                    "description": "d",
+                    "properties": {"n": {"name": "n", "type": "integer", "description": "n"}},
+                }
+            },
+        }
+    )
     assert param.properties is not None
     inner = param.properties["depth"].properties
     assert inner is not None and inner["n"].type == "integer"
 
 
 def test_event_data_is_typed_by_kind() -> None:
-    ToolEvent(kind="artifact", data={"name": "out", "mime": "text/plain", "chunk": "x", "final": True})
+    ToolEvent(
+        kind="artifact", data={"name": "out", "mime": "text/plain", "chunk": "x", "final": True}
+    )
     with pytest.raises(ValueError, match="pct"):
         ToolEvent(kind="progress", data={"message": "no pct"})
     with pytest.raises(ValueError):
@@ -116,7 +147,15 @@ def test_handshake_error_and_cancel_wire_forms() -> None:
         assert {"type", "id", "version", "ts"} <= set(wire)
         assert decode(encode(message)) == message
     assert set(json.loads(encode(A2EError(code="c", message="m")))) == {
-        "type", "id", "version", "ts", "req_id", "code", "message", "retryable"}
+        "type",
+        "id",
+        "version",
+        "ts",
+        "req_id",
+        "code",
+        "message",
+        "retryable",
+    }
 
 
 def test_usage_extension_only_on_the_wire_when_present() -> None:
@@ -131,15 +170,26 @@ def test_usage_extension_only_on_the_wire_when_present() -> None:
         ("[1, 2]", ErrorCode.INVALID_MESSAGE, "JSON object"),
         ('{"id": "x"}', ErrorCode.INVALID_MESSAGE, "'type'"),
         ('{"type": "tool/teleport", "id": "x"}', ErrorCode.UNKNOWN_TYPE, "tool/teleport"),
-        ('{"type": "tool/call/req", "id": "x", "tool_name": 5, "arguments": {}}',
-         ErrorCode.INVALID_MESSAGE, "tool_name"),
-        ('{"type": "tool/call/req", "id": "x", "tool_name": "t", "arguments": []}',
-         ErrorCode.INVALID_MESSAGE, "arguments"),
-        ('{"type": "tool/call/req", "id": "x", "tool_name": "t", "arguments": {}, "timeout": -1}',
-         ErrorCode.INVALID_MESSAGE, "timeout"),
+        (
+            '{"type": "tool/call/req", "id": "x", "tool_name": 5, "arguments": {}}',
+            ErrorCode.INVALID_MESSAGE,
+            "tool_name",
+        ),
+        (
+            '{"type": "tool/call/req", "id": "x", "tool_name": "t", "arguments": []}',
+            ErrorCode.INVALID_MESSAGE,
+            "arguments",
+        ),
+        (
+            '{"type": "tool/call/req", "id": "x", "tool_name": "t", "arguments": {}, "timeout": -1}',
+            ErrorCode.INVALID_MESSAGE,
+            "timeout",
+        ),
     ],
 )
-def test_bad_lines_get_errors_that_name_the_problem(line: str, code: ErrorCode, needle: str) -> None:
+def test_bad_lines_get_errors_that_name_the_problem(
+    line: str, code: ErrorCode, needle: str
+) -> None:
     with pytest.raises(ProtocolError) as caught:
         decode(line)
     assert caught.value.code == code

@@ -15,12 +15,18 @@ class Catalog(ToolPlugin):
 
     def _list_tools(self) -> list[ToolDefinition]:
         return [
-            ToolDefinition(name="read_file", description="Read a file", tags=["fs", "read"],
-                           toolkit="fs"),
-            ToolDefinition(name="write_file", description="Write a file", tags=["fs", "write"],
-                           toolkit="fs"),
-            ToolDefinition(name="github_search", description="Search GitHub issues",
-                           tags=["network", "github"], defer_loading=True),
+            ToolDefinition(
+                name="read_file", description="Read a file", tags=["fs", "read"], toolkit="fs"
+            ),
+            ToolDefinition(
+                name="write_file", description="Write a file", tags=["fs", "write"], toolkit="fs"
+            ),
+            ToolDefinition(
+                name="github_search",
+                description="Search GitHub issues",
+                tags=["network", "github"],
+                defer_loading=True,
+            ),
             ToolDefinition(name="http_get", description="Fetch a URL", tags=["network"]),
         ]
 
@@ -46,24 +52,39 @@ def test_search_mode_finds_deferred_only_when_asked() -> None:
     assert names(plugin.handle_list(ToolListRequest(query="github")).tools) == []
     found = plugin.handle_list(ToolListRequest(query="github", include_deferred=True)).tools
     assert names(found) == ["github_search"]
-    assert names(plugin.handle_list(ToolListRequest(query="FILE")).tools) == ["read_file", "write_file"]
+    assert names(plugin.handle_list(ToolListRequest(query="FILE")).tools) == [
+        "read_file",
+        "write_file",
+    ]
 
 
 def test_filter_tags_are_anded_in_both_modes() -> None:
     plugin = Catalog()
     assert names(plugin.handle_list(ToolListRequest(filter_tags=["fs"])).tools) == [
-        "read_file", "write_file"]
+        "read_file",
+        "write_file",
+    ]
     assert names(plugin.handle_list(ToolListRequest(filter_tags=["fs", "write"])).tools) == [
-        "write_file"]
-    assert names(plugin.handle_list(
-        ToolListRequest(query="search", include_deferred=True, filter_tags=["network", "fs"])
-    ).tools) == []
+        "write_file"
+    ]
+    assert (
+        names(
+            plugin.handle_list(
+                ToolListRequest(
+                    query="search", include_deferred=True, filter_tags=["network", "fs"]
+                )
+            ).tools
+        )
+        == []
+    )
 
 
 def test_filter_kind_matches_toolkit_or_tag() -> None:
     plugin = Catalog()
     assert names(plugin.handle_list(ToolListRequest(filter_kind="fs")).tools) == [
-        "read_file", "write_file"]
+        "read_file",
+        "write_file",
+    ]
     assert names(plugin.handle_list(ToolListRequest(filter_kind="network")).tools) == ["http_get"]
 
 

@@ -7,20 +7,28 @@ PARAMS = [
     ToolParameter(name="path", type="string", description="p", required=True),
     ToolParameter(name="count", type="integer", description="c"),
     ToolParameter(name="mode", type="string", description="m", enum=["r", "w"]),
-    ToolParameter(name="opts", type="object", description="o", properties={
-        "depth": ToolParameter(name="depth", type="number", description="d", required=True),
-    }),
+    ToolParameter(
+        name="opts",
+        type="object",
+        description="o",
+        properties={
+            "depth": ToolParameter(name="depth", type="number", description="d", required=True),
+        },
+    ),
 ]
 
 
 def test_valid_arguments_pass() -> None:
-    assert validate_arguments(PARAMS, {"path": "a", "count": 2, "mode": "r",
-                                       "opts": {"depth": 1.5}}) == []
+    assert (
+        validate_arguments(PARAMS, {"path": "a", "count": 2, "mode": "r", "opts": {"depth": 1.5}})
+        == []
+    )
 
 
 def test_each_problem_names_its_field() -> None:
-    problems = validate_arguments(PARAMS, {"count": True, "mode": "x", "opts": {"depth": "deep"},
-                                           "extra": 1})
+    problems = validate_arguments(
+        PARAMS, {"count": True, "mode": "x", "opts": {"depth": "deep"}, "extra": 1}
+    )
     text = " | ".join(problems)
     assert "missing required argument 'path'" in text
     assert "'count' must be of type integer, not boolean" in text
@@ -28,4 +36,5 @@ def test_each_problem_names_its_field() -> None:
     assert "'opts.depth' must be of type number, not string" in text
     assert "unexpected argument 'extra'" in text
     assert validate_arguments(PARAMS, {"path": "a", "opts": {}}) == [
-        "missing required argument 'opts.depth' (number: d)"]
+        "missing required argument 'opts.depth' (number: d)"
+    ]

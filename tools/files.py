@@ -43,8 +43,12 @@ class FileTools(ToolPlugin):
                 description="Read a UTF-8 text file from the session workspace or an allowed "
                 "read-only root.",
                 input_parameters=[
-                    ToolParameter(name="path", type="string", required=True,
-                                  description="File path, relative to the workspace or absolute"),
+                    ToolParameter(
+                        name="path",
+                        type="string",
+                        required=True,
+                        description="File path, relative to the workspace or absolute",
+                    ),
                 ],
                 output_parameters=[
                     ToolParameter(name="content", type="string", description="The file's text"),
@@ -65,7 +69,9 @@ class FileTools(ToolPlugin):
         real = resolve_confined(arguments["path"], workspace, roots)
         size = os.path.getsize(real)
         if size > MAX_READ_BYTES:
-            raise ValueError(f"{arguments['path']!r} is {size} bytes; the limit is {MAX_READ_BYTES}")
+            raise ValueError(
+                f"{arguments['path']!r} is {size} bytes; the limit is {MAX_READ_BYTES}"
+            )
         with open(real, "rb") as fh:
             raw = fh.read(MAX_READ_BYTES + 1)
         try:

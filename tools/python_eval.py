@@ -63,7 +63,7 @@ class _EventStream(io.TextIOBase):
             self.kept_chars += len(piece)
             self._pending.append(piece)
             self._pending_chars += len(piece)
-            if self.line_by_line and "\n" in piece or self._pending_chars > 65536:
+            if (self.line_by_line and "\n" in piece) or self._pending_chars > 65536:
                 self.flush()
         return len(text)
 
@@ -74,8 +74,10 @@ class _EventStream(io.TextIOBase):
             chunk = "".join(self._pending)
             self._pending.clear()
             self._pending_chars = 0
-            self.plugin.emit("artifact", {"name": self.name, "mime": "text/plain", "chunk": chunk,
-                                          "final": False})
+            self.plugin.emit(
+                "artifact",
+                {"name": self.name, "mime": "text/plain", "chunk": chunk, "final": False},
+            )
 
     def getvalue(self) -> str:
         return "".join(self.kept)
@@ -139,16 +141,30 @@ class PythonEval(ToolPlugin):
                 description="Run Python code in a sandboxed process and return its stdout, stderr "
                 "and the value of a final expression.",
                 input_parameters=[
-                    ToolParameter(name="code", type="string", description="Python source to run",
-                                  required=True),
-                    ToolParameter(name="stdin", type="string",
-                                  description="Text the code reads from sys.stdin"),
+                    ToolParameter(
+                        name="code",
+                        type="string",
+                        description="Python source to run",
+                        required=True,
+                    ),
+                    ToolParameter(
+                        name="stdin",
+                        type="string",
+                        description="Text the code reads from sys.stdin",
+                    ),
                 ],
                 output_parameters=[
-                    ToolParameter(name="stdout", type="string", description="What the code printed"),
-                    ToolParameter(name="stderr", type="string", description="What it wrote to stderr"),
-                    ToolParameter(name="value", type="string",
-                                  description="The final expression's value (JSON when possible)"),
+                    ToolParameter(
+                        name="stdout", type="string", description="What the code printed"
+                    ),
+                    ToolParameter(
+                        name="stderr", type="string", description="What it wrote to stderr"
+                    ),
+                    ToolParameter(
+                        name="value",
+                        type="string",
+                        description="The final expression's value (JSON when possible)",
+                    ),
                 ],
                 streaming=True,
                 tags=["code", "python"],

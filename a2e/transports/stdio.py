@@ -21,11 +21,21 @@ log = logging.getLogger("a2e.transports.stdio")
 
 
 class StdioTransport:
-    def __init__(self, command: Sequence[str], *, env: Mapping[str, str] | None = None,
-                 cwd: str | None = None, stderr: int | None = None) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stderr: int | None = None,
+    ) -> None:
         self.process = subprocess.Popen(
-            list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            env=dict(env) if env is not None else None, cwd=cwd,
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self._stdin = self.process.stdin

@@ -40,10 +40,12 @@ def _read_lines(stream: BinaryIO, deliver: callable, done: callable) -> None:  #
                     rest = stream.readline(1 << 20)
                     if not rest or rest.endswith(b"\n"):
                         break
-                deliver(ProtocolError(
-                    ErrorCode.MESSAGE_TOO_LARGE,
-                    f"line longer than the limit of {MAX_MESSAGE_BYTES} bytes; skipped",
-                ))
+                deliver(
+                    ProtocolError(
+                        ErrorCode.MESSAGE_TOO_LARGE,
+                        f"line longer than the limit of {MAX_MESSAGE_BYTES} bytes; skipped",
+                    )
+                )
                 continue
             if not line.strip():
                 continue
@@ -72,8 +74,9 @@ def _write_lines(stream: BinaryIO, outbox: queue.SimpleQueue[object]) -> None:
             log.warning("stdout write failed: %s", exc)
 
 
-async def serve_stdio(engine: Engine, stdin: BinaryIO | None = None,
-                      stdout: BinaryIO | None = None) -> None:
+async def serve_stdio(
+    engine: Engine, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+) -> None:
     """Serve one connection on stdin/stdout until end of input and the last reply."""
     loop = asyncio.get_running_loop()
     stdin = stdin or os.fdopen(0, "rb", closefd=False)
@@ -87,13 +90,17 @@ async def serve_stdio(engine: Engine, stdin: BinaryIO | None = None,
     ended = asyncio.Event()
     reader = threading.Thread(
         target=_read_lines,
-        args=(stdin,
-              lambda m: loop.call_soon_threadsafe(connection.receive, m),
-              lambda: loop.call_soon_threadsafe(ended.set)),
-        name="a2e-stdio-reader", daemon=True,
+        args=(
+            stdin,
+            lambda m: loop.call_soon_threadsafe(connection.receive, m),
+            lambda: loop.call_soon_threadsafe(ended.set),
+        ),
+        name="a2e-stdio-reader",
+        daemon=True,
     )
-    writer = threading.Thread(target=_write_lines, args=(stdout, outbox), name="a2e-stdio-writer",
-                              daemon=True)
+    writer = threading.Thread(
+        target=_write_lines, args=(stdout, outbox), name="a2e-stdio-writer", daemon=True
+    )
     reader.start()
     writer.start()
     await ended.wait()

@@ -108,7 +108,9 @@ class ToolAPI:
         if not refresh and key in cache:
             return list(cache[key])
         request = ToolListRequest(
-            query=query, include_deferred=include_deferred, filter_tags=list(tags or ()),
+            query=query,
+            include_deferred=include_deferred,
+            filter_tags=list(tags or ()),
             filter_kind=kind,
         )
         reply = self.client.request(request, timeout=30.0)

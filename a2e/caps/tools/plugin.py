@@ -105,7 +105,9 @@ def select_tools(
     """
     if not request.query:
         candidates = [t for t in tools if not t.defer_loading]
-        return [t for t in candidates if matches_filters(t, request.filter_tags, request.filter_kind)]
+        return [
+            t for t in candidates if matches_filters(t, request.filter_tags, request.filter_kind)
+        ]
     pool = tools if request.include_deferred else [t for t in tools if not t.defer_loading]
     found = search(request.query, request.filter_tags, pool)
     return [t for t in found if matches_filters(t, request.filter_tags, request.filter_kind)]
@@ -118,8 +120,9 @@ class ToolExecutionError(Exception):
     the same way, so an idempotent tool is not retried.
     """
 
-    def __init__(self, message: str, data: dict[str, Any] | None = None,
-                 retryable: bool = True) -> None:
+    def __init__(
+        self, message: str, data: dict[str, Any] | None = None, retryable: bool = True
+    ) -> None:
         super().__init__(message)
         self.data = data
         self.retryable = retryable
@@ -213,7 +216,9 @@ class ToolPlugin(A2EPlugin):
                 events=events,
             )
         except Exception as exc:
-            self.audit_handle().debug("tool %s failed:\n%s", request.tool_name, traceback.format_exc())
+            self.audit_handle().debug(
+                "tool %s failed:\n%s", request.tool_name, traceback.format_exc()
+            )
             result = ToolResult(
                 success=False,
                 tool_name=request.tool_name,

@@ -1,0 +1,145 @@
+"""``a2e serve --stdio`` as a real subprocess, driven by raw lines and by ``A2EClient``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from a2e.caps.tools.client import ToolAPI
+from a2e.client import A2EClient
+from a2e.codec import MAX_MESSAGE_BYTES
+from a2e.transports.stdio import StdioTransport
+
+SERVE = [sys.executable, "-m", "engine.cli", "serve", "--stdio", "--prefork", "1"]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[StdioTransport]:
+    transport = StdioTransport(SERVE, stderr=subprocess.DEVNULL)
+    yield transport
+    transport.close()
+
+
+@pytest.fixture(scope="module")
+def client(server: StdioTransport) -> Iterator[A2EClient]:
+    client = A2EClient(server, client_name="stdio-test")
+    yield client
+
+
+def test_handshake_gives_a_session(client: A2EClient) -> None:
+    assert client.session_id and client.capabilities == ["tools"]
+    assert client.server.startswith("a2e-engine")
+
+
+def test_calls_over_stdio(client: A2EClient) -> None:
+    tools = ToolAPI(client)
+    assert "python_eval" in {t.name for t in tools.list()}
+    events = []
+    result = tools.call(
+        tool_name="python_eval",
+        arguments={"code": "print('hi')\n2 + 3"},
+        streaming=True,
+        on_event=events.append,
+    )
+    assert result.success and result.data["value"] == 5
+    assert [e.data["chunk"] for e in events] == ["hi\n"]
+
+
+def test_several_calls_in_flight_replies_as_each_finishes(client: A2EClient) -> None:
+    tools = ToolAPI(client)
+    slow = tools.start(
+        tool_name="python_eval", arguments={"code": "import time\ntime.sleep(1.5)\n'slow'"}
+    )
+    fast = tools.start(tool_name="python_eval", arguments={"code": "'fast'"})
+    assert fast.result().data["value"] == "fast"
+    assert not slow._pending.done  # the fast reply did not wait for the slow one
+    assert slow.result().data["value"] == "slow"
+
+
+def _exchange(lines: list[bytes], expect: int) -> list[dict]:
+    proc = subprocess.Popen(
+        SERVE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    out, _ = proc.communicate(b"".join(lines), timeout=60)
+    replies = [json.loads(line) for line in out.splitlines()]
+    assert len(replies) == expect, replies
+    return replies
+
+
+def test_bad_lines_get_errors_and_the_connection_goes_on() -> None:
+    handshake = json.dumps({"type": "handshake/req", "id": "h1", "capabilities": ["tools"]})
+    call = json.dumps(
+        {
+            "type": "tool/call/req",
+            "id": "c1",
+            "tool_name": "python_eval",
+            "arguments": {"code": "6 * 7"},
+        }
+    )
+    replies = _exchange(
+        [
+            b'{"type": "tool/list/req", "id": "early"}\n',
+            b"this is not json\n",
+            handshake.encode() + b"\n",
+            b'{"type": "tool/dance", "id": "u1"}\n',
+            b'{"type": "tool/call/req", "id": "w1", "tool_name": 7, "arguments": {}}\n',
+            b"\n",
+            b"x" * (MAX_MESSAGE_BYTES + 10) + b"\n",
+            b'{"type": "tool/cancel/req", "id": "k1", "req_id": "nothing"}\n',
+            call.encode() + b"\n",
+        ],
+        expect=8,
+    )
+    by_id = {r.get("req_id"): r for r in replies}
+    assert by_id["early"]["code"] == "handshake_required"
+    assert by_id["h1"]["type"] == "handshake/resp"
+    assert by_id["u1"]["code"] == "unknown_type"
+    assert by_id["w1"]["code"] == "invalid_message" and "tool_name" in by_id["w1"]["message"]
+    assert by_id["k1"]["code"] == "unknown_request"
+    assert by_id["c1"]["data"]["data"]["value"] == 42
+    no_id = [r for r in replies if r.get("req_id") == ""]
+    assert sorted(r["code"] for r in no_id) == ["invalid_json", "message_too_large"]
+
+
+def test_end_of_input_finishes_calls_in_flight_first() -> None:
+    lines = [json.dumps({"type": "handshake/req", "id": "h", "capabilities": ["tools"]}).encode()]
+    for i in range(5):
+        lines.append(
+            json.dumps(
+                {
+                    "type": "tool/call/req",
+                    "id": f"c{i}",
+                    "tool_name": "python_eval",
+                    "arguments": {"code": f"import time\ntime.sleep(0.2)\n{i}"},
+                }
+            ).encode()
+        )
+    started = time.monotonic()
+    replies = _exchange([line + b"\n" for line in lines], expect=6)
+    assert sorted(r["data"]["data"]["value"] for r in replies[1:]) == list(range(5))
+    assert time.monotonic() - started < 30
+
+
+def test_wrong_token_is_refused() -> None:
+    proc = subprocess.Popen(
+        [*SERVE, "--token", "s3cret"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    lines = b"".join(
+        json.dumps(
+            {"type": "handshake/req", "id": i, "capabilities": ["tools"], "token": t}
+        ).encode()
+        + b"\n"
+        for i, t in (("bad", "guess"), ("good", "s3cret"))
+    )
+    out, _ = proc.communicate(lines, timeout=60)
+    replies = {r["req_id"]: r for r in map(json.loads, out.splitlines())}
+    assert replies["bad"]["code"] == "unauthorized"
+    assert replies["good"]["type"] == "handshake/resp"
