@@ -33,6 +33,19 @@ def tools(engine: Engine) -> Iterator[ToolAPI]:
     client.close()
 
 
+#: Python source run inside a worker: ``pipes`` = the pipe fds it holds (its result pipe).
+FIND_PIPES = """
+import os, struct
+pipes = []
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        if int(fd) > 2 and os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:'):
+            pipes.append(int(fd))
+    except OSError:
+        pass  # listdir's own descriptor, already closed
+"""
+
+
 def processes_in(directory: str) -> list[psutil.Process]:
     """Processes whose working directory is under ``directory`` (how tests find survivors)."""
     found = []

@@ -14,7 +14,7 @@ import pytest
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolResult
 from engine import Engine
-from tests.conftest import SECRET, processes_in, workspace_of
+from tests.conftest import FIND_PIPES, SECRET, processes_in, workspace_of
 
 GRACE_S = 3.0
 
@@ -152,15 +152,7 @@ pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
 
 
 def _pipe_attack(write: str) -> str:
-    return f"""
-import os, struct
-pipes = []
-for fd in os.listdir('/proc/self/fd'):
-    try:
-        if int(fd) > 2 and os.readlink(f'/proc/self/fd/{{fd}}').startswith('pipe:'):
-            pipes.append(int(fd))
-    except OSError:
-        pass  # listdir's own descriptor, already closed
+    return FIND_PIPES + f"""
 for fd in pipes:
     try:
         os.write(fd, {write})

@@ -1,0 +1,98 @@
+"""Caps that protect the supervisor: deadlines, event floods, output floods, pending calls."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolCallRequest
+from engine import Engine, EngineConfig
+from tests.conftest import FIND_PIPES
+from tests.hostile_plugin import HostileTools
+
+
+@pytest.fixture(scope="module")
+def tight() -> Iterator[Engine]:
+    config = EngineConfig(max_workers=2, prefork=1, max_timeout=1, max_events=100,
+                          max_result_events=50, max_output_bytes=2 * 1024 * 1024,
+                          max_pending_calls=3)
+    with Engine(plugins=[HostileTools()], config=config) as engine:
+        yield engine
+
+
+def test_the_engine_caps_a_calls_timeout(tight: Engine) -> None:
+    tools = ToolAPI(tight.connect())
+    started = time.monotonic()
+    result = tools.call(tool_name="sleep", arguments={"seconds": 20}, timeout=30)
+    assert time.monotonic() - started < 4
+    assert not result.success and "timed out after 1 s" in (result.error or "")
+
+
+def test_an_event_flood_is_cut_and_marked_truncated(tight: Engine) -> None:
+    tools = ToolAPI(tight.connect())
+    result = tools.call(tool_name="emit", arguments={"count": 5000, "kind": "log"})
+    assert result.success and result.data == {"emitted": 5000}
+    assert result.truncated
+    assert len(result.events) == 50  # kept in the result
+    streamed: list[int] = []
+    result = tools.call(tool_name="emit", arguments={"count": 5000, "kind": "log"}, streaming=True,
+                        on_event=lambda e: streamed.append(e.seq))
+    assert result.success and result.truncated
+    assert streamed == list(range(100))  # the pool's cap: the rest never left the supervisor
+
+
+def test_python_eval_truncates_its_own_output(tight: Engine) -> None:
+    tools = ToolAPI(tight.connect())
+    code = "import sys\nfor _ in range(40):\n    sys.stdout.write('x' * 65536)"
+    result = tools.call(tool_name="python_eval", arguments={"code": code})
+    assert result.success and result.truncated
+    assert len(result.data["stdout"]) == 1_000_000
+
+
+def test_an_output_flood_kills_the_worker(tight: Engine) -> None:
+    tools = ToolAPI(tight.connect())
+    # Valid event frames written straight to the result pipe, past every tool-level cap.
+    code = FIND_PIPES + """
+import json
+body = json.dumps({"t": "event", "kind": "artifact",
+                   "data": {"name": "x", "chunk": "x" * 500_000}}).encode()
+while True:
+    os.write(pipes[0], struct.pack('>I', len(body)) + body)
+"""
+    result = tools.call(tool_name="python_eval", arguments={"code": code})
+    assert not result.success
+    assert "more than 2097152 bytes of output" in (result.error or ""), result.error
+    assert ToolAPI(tight.connect()).call(tool_name="python_eval", arguments={"code": "1"}).success
+
+
+def test_too_many_pending_calls_are_refused_retryably(tight: Engine) -> None:
+    tools = ToolAPI(tight.connect())
+    pendings = [tools.start(tool_name="sleep", arguments={"seconds": 0.1}) for _ in range(6)]
+    results = [p.result() for p in pendings]
+    refused = [r for r in results if r.error_code == "overloaded"]
+    assert len(refused) == 3 and "pending" in (refused[0].error or "")
+    assert sum(r.success for r in results) == 3
+
+
+def test_host_errors_become_tool_results(tight: Engine) -> None:
+    client = tight.connect()
+    tools = ToolAPI(client)
+    client.session_id = "not-a-session"
+    result = tools.call(tool_name="python_eval", arguments={"code": "1"})
+    assert not result.success and result.error_code == "unknown_session"
+    assert "not-a-session" in (result.error or "")
+
+
+def test_a_duplicate_request_id_is_refused(tight: Engine) -> None:
+    client = tight.connect()
+    request = ToolCallRequest(session_id=client.session_id, tool_name="sleep",
+                              arguments={"seconds": 0.5})
+    first = client.start(request)
+    client._forget(request.id)  # let the client send the same id again
+    second = client.start(request)
+    replies = [first.wait(10), second.wait(10)]
+    codes = sorted(getattr(r, "code", "") or r.type for r in replies if r is not None)
+    assert "duplicate_request" in codes
