@@ -89,7 +89,8 @@ def from_dict(obj: Any) -> A2EMessage:
         raise ProtocolError(
             ErrorCode.INVALID_MESSAGE, f"a message must be a JSON object, not {type(obj).__name__}"
         )
-    req_id = obj.get("id") if isinstance(obj.get("id"), str) else ""
+    raw_id = obj.get("id")
+    req_id = raw_id if isinstance(raw_id, str) else ""
     msg_type = obj.get("type")
     if not isinstance(msg_type, str):
         raise ProtocolError(ErrorCode.INVALID_MESSAGE, "missing or non-string field 'type'", req_id)

@@ -155,7 +155,7 @@ class Engine:
         self.pool = None
 
     async def _shutdown(self) -> None:
-        tasks = []
+        tasks: list[asyncio.Task[None]] = []
         for connection in list(self.connections):
             tasks.extend(call.task for call in connection.calls.values())
             connection.close()

@@ -348,12 +348,12 @@ class WorkerPool:
             self._ready[worker.profile].append(worker)
             self._wake(worker.profile)
         elif op == "exit":
-            worker = self._workers.pop(int(message["pid"]), None)
-            if worker is None:
+            exited = self._workers.pop(int(message["pid"]), None)
+            if exited is None:
                 return
-            worker.exited.set_result(message)
-            if not worker.busy:
-                self._discard_idle(worker)
+            exited.exited.set_result(message)
+            if not exited.busy:
+                self._discard_idle(exited)
         elif op == "spawn_failed":
             profile = str(message["profile"])
             self._spawning[profile] = max(0, self._spawning[profile] - 1)
@@ -499,7 +499,9 @@ class WorkerPool:
         assert self._loop is not None
         waited = self._loop.time() - queued_at
         if stop.is_set():
-            return WorkerOutcome(OutcomeStatus.CANCELLED, error=f"cancelled while {what}")
+            return WorkerOutcome(
+                OutcomeStatus.CANCELLED, error=f"cancelled before the tool started ({what})"
+            )
         detail = f"; last fork error: {self._last_spawn_error}" if self._last_spawn_error else ""
         return WorkerOutcome(
             OutcomeStatus.TIMEOUT,

@@ -152,13 +152,16 @@ pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
 
 
 def _pipe_attack(write: str) -> str:
-    return FIND_PIPES + f"""
+    return (
+        FIND_PIPES
+        + f"""
 for fd in pipes:
     try:
         os.write(fd, {write})
     except OSError:
         pass
 """
+    )
 
 
 @pytest.mark.parametrize(
@@ -326,3 +329,25 @@ def test_the_zygote_restarts_and_in_flight_calls_fail_cleanly(
         time.sleep(0.1)
     assert engine.pool.zygote_pid not in (None, old)
     still_serving(tools)
+
+
+def test_without_namespaces_the_layers_say_so_and_the_tree_still_dies() -> None:
+    from engine import EngineConfig
+    from tests.hostile_plugin import HostileTools
+
+    with Engine(plugins=[HostileTools()], config=EngineConfig(namespaces=False, prefork=1)) as eng:
+        assert eng.layers["pid_namespace"] == {
+            "active": False,
+            "reason": "disabled by configuration",
+        }
+        assert eng.layers["subreaper"]["active"] is True
+        tools = ToolAPI(eng.connect())
+        workspace = workspace_of(eng, tools)
+        marker = f"escaper-{uuid.uuid4().hex[:8]}"
+        result = tools.call(tool_name="escape_double_fork", arguments={"marker": marker})
+        assert result.success, result.error
+        assert processes_in(os.path.join(workspace, marker)) == []
+        marker = f"stubborn-{uuid.uuid4().hex[:8]}"
+        result = tools.call(tool_name="stubborn_children", arguments={"marker": marker}, timeout=2)
+        assert "timed out" in (result.error or "")
+        assert processes_in(os.path.join(workspace, marker)) == []

@@ -16,9 +16,15 @@ from tests.hostile_plugin import HostileTools
 
 @pytest.fixture(scope="module")
 def tight() -> Iterator[Engine]:
-    config = EngineConfig(max_workers=2, prefork=1, max_timeout=1, max_events=100,
-                          max_result_events=50, max_output_bytes=2 * 1024 * 1024,
-                          max_pending_calls=3)
+    config = EngineConfig(
+        max_workers=2,
+        prefork=1,
+        max_timeout=1,
+        max_events=100,
+        max_result_events=50,
+        max_output_bytes=2 * 1024 * 1024,
+        max_pending_calls=3,
+    )
     with Engine(plugins=[HostileTools()], config=config) as engine:
         yield engine
 
@@ -38,8 +44,12 @@ def test_an_event_flood_is_cut_and_marked_truncated(tight: Engine) -> None:
     assert result.truncated
     assert len(result.events) == 50  # kept in the result
     streamed: list[int] = []
-    result = tools.call(tool_name="emit", arguments={"count": 5000, "kind": "log"}, streaming=True,
-                        on_event=lambda e: streamed.append(e.seq))
+    result = tools.call(
+        tool_name="emit",
+        arguments={"count": 5000, "kind": "log"},
+        streaming=True,
+        on_event=lambda e: streamed.append(e.seq),
+    )
     assert result.success and result.truncated
     assert streamed == list(range(100))  # the pool's cap: the rest never left the supervisor
 
@@ -55,13 +65,16 @@ def test_python_eval_truncates_its_own_output(tight: Engine) -> None:
 def test_an_output_flood_kills_the_worker(tight: Engine) -> None:
     tools = ToolAPI(tight.connect())
     # Valid event frames written straight to the result pipe, past every tool-level cap.
-    code = FIND_PIPES + """
+    code = (
+        FIND_PIPES
+        + """
 import json
 body = json.dumps({"t": "event", "kind": "artifact",
                    "data": {"name": "x", "chunk": "x" * 500_000}}).encode()
 while True:
     os.write(pipes[0], struct.pack('>I', len(body)) + body)
 """
+    )
     result = tools.call(tool_name="python_eval", arguments={"code": code})
     assert not result.success
     assert "more than 2097152 bytes of output" in (result.error or ""), result.error
@@ -88,8 +101,9 @@ def test_host_errors_become_tool_results(tight: Engine) -> None:
 
 def test_a_duplicate_request_id_is_refused(tight: Engine) -> None:
     client = tight.connect()
-    request = ToolCallRequest(session_id=client.session_id, tool_name="sleep",
-                              arguments={"seconds": 0.5})
+    request = ToolCallRequest(
+        session_id=client.session_id, tool_name="sleep", arguments={"seconds": 0.5}
+    )
     first = client.start(request)
     client._forget(request.id)  # let the client send the same id again
     second = client.start(request)

@@ -14,6 +14,7 @@ import logging
 import os
 import queue
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
 from a2e.codec import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
@@ -28,7 +29,11 @@ log = logging.getLogger("a2e.stdio")
 _EOF = object()
 
 
-def _read_lines(stream: BinaryIO, deliver: callable, done: callable) -> None:  # type: ignore[valid-type]
+def _read_lines(
+    stream: BinaryIO,
+    deliver: Callable[[A2EMessage | ProtocolError], None],
+    done: Callable[[], None],
+) -> None:
     """Reader thread: one message (or ProtocolError) per line, over-long lines skipped."""
     try:
         while True:
