@@ -132,7 +132,7 @@ class _FrameReader:
         self.setup_error: str | None = None
         self.violation: str | None = None
         self.eof = False
-        self.finished: asyncio.Future[None] = loop.create_future()  # result, violation or EOF
+        self.finished: asyncio.Future[None] = loop.create_future()  # end of stream or violation
         self.loop = loop
         loop.add_reader(worker.result_fd, self.on_readable)
 
@@ -197,13 +197,13 @@ class _FrameReader:
         elif kind == "result":
             ok = frame.get("ok")
             if ok is True or (ok is False and isinstance(frame.get("error"), str)):
+                # Not finished yet: only end of stream proves no (forged or genuine) second
+                # result follows; the worker closes its end right after its result.
                 self.result = frame
-                self._finish()
             else:
                 self._violate("the worker wrote a malformed result frame")
         elif kind == "setup_error" and isinstance(frame.get("error"), str):
             self.setup_error = frame["error"]
-            self._finish()
         else:
             self._violate(f"the worker wrote a frame of unknown type {str(kind)[:40]!r}")
 
@@ -517,21 +517,28 @@ class WorkerPool:
         started = loop.time()
         reader = _FrameReader(worker, self.config, on_event, loop)
         ended_by: OutcomeStatus | None = None
+        exit_awaited = True
         try:
             await self._send_job(worker, job)
             if not await _race(reader.finished, deadline, stop, loop, also=worker.exited):
                 ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
             if ended_by is not None or reader.violation is not None:
                 worker.kill()
-            # The result is in; the worker is exiting. Wait for its status (and rusage).
-            if not await _race(worker.exited, loop.time() + 10.0, asyncio.Event(), loop):
+            elif reader.result is not None and not PROFILES[worker.profile].allow_processes:
+                # A worker that cannot fork has nothing that could outlive it: kill it now
+                # (no user code runs after SIGKILL is queued) and let it exit off our path.
+                worker.kill()
+                exit_awaited = False
+            if exit_awaited and not await _race(
+                worker.exited, loop.time() + 10.0, asyncio.Event(), loop
+            ):
                 worker.kill()
                 await _race(worker.exited, loop.time() + 10.0, asyncio.Event(), loop)
             reader.drain()
         finally:
             reader.stop()
             worker.close()
-        outcome = self._outcome(worker, reader, ended_by, deadline, started)
+        outcome = self._outcome(worker, reader, ended_by, deadline, started, exit_awaited)
         outcome.run_ms = int((loop.time() - started) * 1000)
         return outcome
 
@@ -568,15 +575,26 @@ class WorkerPool:
         ended_by: OutcomeStatus | None,
         deadline: float,
         started: float,
+        exit_awaited: bool,
     ) -> WorkerOutcome:
-        info = worker.exited.result() if worker.exited.done() else {"zygote_died": True}
         outcome = WorkerOutcome(OutcomeStatus.CRASHED, events_dropped=reader.dropped)
+        result = reader.result
         sentence = ""
+        if not exit_awaited and result is not None:
+            # Exited off the path: its own account of itself is all there is (and it only
+            # concerns itself).
+            usage = result.get("usage")
+            usage = usage if isinstance(usage, dict) else {}
+            outcome.exit_code = 0
+            outcome.cpu_ms = _int_or_none(usage.get("cpu_ms"))
+            outcome.peak_rss_kb = _int_or_none(usage.get("maxrss_kb"))
+            info: dict[str, Any] = {}
+        else:
+            info = worker.exited.result() if worker.exited.done() else {"zygote_died": True}
         if "status" in info:
             outcome.exit_code, outcome.signal, sentence = describe_exit(int(info["status"]))
             outcome.cpu_ms = int(info.get("cpu_ms", 0))
             outcome.peak_rss_kb = int(info.get("maxrss_kb", 0))
-        result = reader.result
         if reader.violation is not None:
             outcome.status = OutcomeStatus.VIOLATION
             outcome.error = f"{reader.violation}; it was killed"
@@ -663,6 +681,10 @@ def _spawn_zygote(ctrl: socket.socket, config_json: str, plugins_blob: bytes) ->
         finally:
             mp_spawn.get_preparation_data = original
     return process
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

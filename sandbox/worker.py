@@ -5,7 +5,8 @@ Everything the worker says travels as frames on its result pipe (``sandbox.frame
 * ``{"t": "setup_error", "error": str}`` - a layer could not be applied; no job was run.
 * ``{"t": "event", "kind": str, "data": dict}`` - a streaming event, in emission order.
 * ``{"t": "result", "ok": true, "data": ...}`` or
-  ``{"t": "result", "ok": false, "error": str, "exc_type": str, "data": ...}`` - the end.
+  ``{"t": "result", "ok": false, "error": str, "exc_type": str, "data": ...}`` - the end; both
+  carry ``"usage": {"cpu_ms", "maxrss_kb"}``, the worker's own account of itself.
 
 The supervisor treats all of this as hostile input: tool code runs in this process and can
 write anything to the pipe.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import resource
 import traceback
 from typing import Any
 
@@ -121,6 +123,11 @@ def run_job(plugin: ToolPlugin, job: dict[str, Any], result_fd: int, max_frame: 
     except BaseException as exc:  # SystemExit from tool code is a failure, not an exit
         frame = _failure_frame(exc)
         del exc
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    frame["usage"] = {
+        "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
+        "maxrss_kb": int(usage.ru_maxrss),
+    }
     write_frame(result_fd, frame)
 
 

@@ -185,7 +185,7 @@ for fd in pipes:
             '"data": {"forged": true}}\')',
             "after its result",
         ),
-        ("struct.pack('>I', 100) + b'{\"t\"'", "cut short"),
+        ("struct.pack('>I', 100_000) + b'{\"t\"'", "cut short"),
     ],
 )
 def test_hostile_frames_on_the_workers_pipe_fail_only_that_call(
