@@ -35,7 +35,7 @@ from engine.retry import run_with_retries
 from engine.session import Session
 from engine.validation import validate_arguments
 from sandbox.outcome import OutcomeStatus, WorkerOutcome
-from sandbox.pool import Job, WorkerPool
+from sandbox.pool import Job, StopSignal, WorkerPool
 
 __all__ = ["CallContext", "run_call"]
 
@@ -123,7 +123,7 @@ async def run_call(
     session: Session,
     request: ToolCallRequest,
     send_event: Callable[[ToolEvent], None],
-    cancelled: asyncio.Event,
+    cancelled: StopSignal,
 ) -> ToolResult:
     started = time.monotonic()
     tool = ctx.registry.get(request.tool_name)

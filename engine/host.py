@@ -37,6 +37,7 @@ from a2e.messages import (
 from engine.calls import run_call
 from engine.policy import Policy, check_policies
 from engine.session import Session
+from sandbox.pool import StopSignal
 
 if TYPE_CHECKING:
     from engine.engine import Engine
@@ -52,7 +53,7 @@ SUPPORTED_CAPABILITIES = frozenset(c.value for c in A2ECapability)
 class _Call:
     session: Session
     task: asyncio.Task[None]
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled: StopSignal = field(default_factory=StopSignal)
 
 
 class Connection:

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import multiprocess
@@ -35,11 +35,38 @@ from sandbox.outcome import OutcomeStatus, WorkerOutcome, describe_exit
 from sandbox.seccomp import PROFILES
 from sandbox.zygote import CONTROL_MAX, zygote_main
 
-__all__ = ["Job", "PoolConfig", "SandboxUnavailable", "WorkerPool"]
+__all__ = ["Job", "PoolConfig", "SandboxUnavailable", "StopSignal", "WorkerPool"]
 
 log = logging.getLogger("a2e.sandbox")
 
 EventSink = Callable[[str, dict[str, Any]], None]
+
+
+class StopSignal(asyncio.Event):
+    """An ``asyncio.Event`` that also calls back when set, so a wait on it needs no task.
+
+    The engine sets it to cancel a call; the pool then kills the call's worker.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        super().set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def add_callback(self, callback: Callable[[], None]) -> None:
+        if self.is_set():
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def remove_callback(self, callback: Callable[[], None]) -> None:
+        if callback in self._callbacks:
+            self._callbacks.remove(callback)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -434,9 +461,7 @@ class WorkerPool:
                 waiter.set_result(None)
                 break
 
-    async def _take_worker(
-        self, profile: str, deadline: float, stop: asyncio.Event
-    ) -> _Worker | None:
+    async def _take_worker(self, profile: str, deadline: float, stop: StopSignal) -> _Worker | None:
         assert self._loop is not None
         while True:
             if self._broken:
@@ -453,7 +478,7 @@ class WorkerPool:
             self._waiters[profile].append(waiter)
             self._ensure_supply(profile)
             try:
-                if not await _race(waiter, deadline, stop, self._loop):
+                if not await _race(deadline, waiter, stop=stop):
                     return None
             finally:
                 with contextlib.suppress(ValueError):
@@ -462,23 +487,26 @@ class WorkerPool:
     # -- running a job --
 
     async def run(
-        self, job: Job, deadline: float, on_event: EventSink, stop: asyncio.Event | None = None
+        self, job: Job, deadline: float, on_event: EventSink, stop: StopSignal | None = None
     ) -> WorkerOutcome:
         """Run ``job`` in a fresh worker; ``deadline`` is in ``loop.time()`` seconds."""
         loop = asyncio.get_running_loop()
-        stop = stop or asyncio.Event()
+        stop = stop or StopSignal()
         queued_at = loop.time()
         if job.profile not in self._ready:
             return WorkerOutcome(
                 OutcomeStatus.SETUP_FAILED, error=f"sandbox profile {job.profile!r} is not enabled"
             )
         assert self._slots is not None
-        acquire = loop.create_task(self._slots.acquire())
-        if not await _race(acquire, deadline, stop, loop):
-            if acquire.done() and not acquire.cancelled():
-                self._slots.release()
-            acquire.cancel()
-            return self._not_started(stop, queued_at, "waiting for a free worker slot")
+        if self._slots.locked() or stop.is_set():
+            acquire = loop.create_task(self._slots.acquire())
+            if not await _race(deadline, acquire, stop=stop):
+                acquire.cancel()
+                if acquire.done() and not acquire.cancelled():
+                    self._slots.release()
+                return self._not_started(stop, queued_at, "waiting for a free worker slot")
+        else:
+            await self._slots.acquire()  # free: returns at once
         self.in_flight += 1
         try:
             try:
@@ -495,7 +523,7 @@ class WorkerPool:
             self.in_flight -= 1
             self._slots.release()
 
-    def _not_started(self, stop: asyncio.Event, queued_at: float, what: str) -> WorkerOutcome:
+    def _not_started(self, stop: StopSignal, queued_at: float, what: str) -> WorkerOutcome:
         assert self._loop is not None
         waited = self._loop.time() - queued_at
         if stop.is_set():
@@ -511,7 +539,7 @@ class WorkerPool:
         )
 
     async def _drive(
-        self, worker: _Worker, job: Job, deadline: float, on_event: EventSink, stop: asyncio.Event
+        self, worker: _Worker, job: Job, deadline: float, on_event: EventSink, stop: StopSignal
     ) -> WorkerOutcome:
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -520,7 +548,7 @@ class WorkerPool:
         exit_awaited = True
         try:
             await self._send_job(worker, job)
-            if not await _race(reader.finished, deadline, stop, loop, also=worker.exited):
+            if not await _race(deadline, reader.finished, worker.exited, stop=stop):
                 ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
             if ended_by is not None or reader.violation is not None:
                 worker.kill()
@@ -529,11 +557,9 @@ class WorkerPool:
                 # (no user code runs after SIGKILL is queued) and let it exit off our path.
                 worker.kill()
                 exit_awaited = False
-            if exit_awaited and not await _race(
-                worker.exited, loop.time() + 10.0, asyncio.Event(), loop
-            ):
+            if exit_awaited and not await _race(loop.time() + 10.0, worker.exited):
                 worker.kill()
-                await _race(worker.exited, loop.time() + 10.0, asyncio.Event(), loop)
+                await _race(loop.time() + 10.0, worker.exited)
             reader.drain()
         finally:
             reader.stop()
@@ -543,7 +569,7 @@ class WorkerPool:
         return outcome
 
     async def _send_job(self, worker: _Worker, job: Job) -> None:
-        data = memoryview(encode_frame(asdict(job)))
+        data = memoryview(encode_frame(vars(job)))
         loop = asyncio.get_running_loop()
         while data:
             try:
@@ -553,9 +579,7 @@ class WorkerPool:
                 writable: asyncio.Future[None] = loop.create_future()
                 loop.add_writer(worker.job_fd, _resolve, writable)
                 try:
-                    if not await _race(
-                        writable, loop.time() + 5.0, asyncio.Event(), loop, also=worker.exited
-                    ):
+                    if not await _race(loop.time() + 5.0, writable, worker.exited):
                         return
                 finally:
                     loop.remove_writer(worker.job_fd)
@@ -626,27 +650,35 @@ class WorkerPool:
 
 
 async def _race(
-    awaitable: asyncio.Future[Any],
-    deadline: float,
-    stop: asyncio.Event,
-    loop: asyncio.AbstractEventLoop,
-    also: asyncio.Future[Any] | None = None,
+    deadline: float, *futures: asyncio.Future[Any], stop: StopSignal | None = None
 ) -> bool:
-    """Wait for ``awaitable`` (or ``also``) until ``deadline`` or ``stop``; True if it finished."""
-    if awaitable.done() or (also is not None and also.done()):
+    """Wait until one of ``futures`` is done (True), or ``deadline`` (loop time) or ``stop``
+    comes first (False). Callbacks only, no helper tasks: this runs several times per call."""
+    loop = asyncio.get_running_loop()
+    if any(f.done() for f in futures):
         return True
-    timeout = deadline - loop.time()
-    if timeout <= 0 or stop.is_set():
+    if deadline <= loop.time() or (stop is not None and stop.is_set()):
         return False
-    stopper = loop.create_task(stop.wait())
-    waits: set[asyncio.Future[Any]] = {awaitable, stopper}
-    if also is not None:
-        waits.add(also)
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(*_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    for future in futures:
+        future.add_done_callback(wake)
+    timer = loop.call_at(deadline, wake)
+    if stop is not None:
+        stop.add_callback(wake)
     try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await waiter
     finally:
-        stopper.cancel()
-    return awaitable.done() or (also is not None and also.done())
+        timer.cancel()
+        for future in futures:
+            future.remove_done_callback(wake)
+        if stop is not None:
+            stop.remove_callback(wake)
+    return any(f.done() for f in futures)
 
 
 _SPAWN_LOCK = threading.Lock()
