@@ -86,6 +86,7 @@ class A2EClient:
         self._pending: dict[str, PendingReply] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._closed_reason = "client closed"
         self._reader = threading.Thread(
             target=self._read_loop, name="a2e-client-reader", daemon=True
         )
@@ -137,7 +138,7 @@ class A2EClient:
         pending = PendingReply(message.id, on_event)
         with self._lock:
             if self._closed:
-                pending._resolve(None, "client closed")
+                pending._resolve(None, self._closed_reason)
                 return pending
             if message.id in self._pending:
                 raise ValueError(f"a request with id {message.id!r} is already in flight")
@@ -177,6 +178,9 @@ class A2EClient:
         except Exception as exc:  # a broken transport must not leave callers waiting forever
             log.exception("client reader stopped")
             reason = f"connection failed: {exc}"
+        with self._lock:
+            self._closed = True  # later requests fail at once instead of waiting for nothing
+            self._closed_reason = reason
         self._fail_all(reason)
 
     def _dispatch(self, message: A2EMessage) -> None:

@@ -110,6 +110,10 @@ def from_dict(obj: Any) -> A2EMessage:
     return message
 
 
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def decode(line: str | bytes) -> A2EMessage:
     """Parse one wire line (JSON text) into its message model."""
     if len(line) > MAX_MESSAGE_BYTES:
@@ -118,9 +122,11 @@ def decode(line: str | bytes) -> A2EMessage:
             f"message of {len(line)} bytes exceeds the limit of {MAX_MESSAGE_BYTES} bytes",
         )
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(ErrorCode.INVALID_JSON, f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError(ErrorCode.INVALID_JSON, "not valid JSON: nested too deeply") from None
     return from_dict(obj)
 
 
@@ -133,5 +139,7 @@ def to_dict(message: A2EMessage) -> dict[str, Any]:
 
 
 def encode(message: A2EMessage) -> str:
-    """One line of compact JSON, no newline inside (JSON escapes them)."""
-    return json.dumps(to_dict(message), separators=(",", ":"), ensure_ascii=False)
+    """One line of compact JSON, no newline inside (JSON escapes them); raises ValueError for
+    values JSON cannot carry (NaN, infinities) and RecursionError for absurd nesting."""
+    # ASCII escapes keep any string (even a lone surrogate a tool produced) encodable.
+    return json.dumps(to_dict(message), separators=(",", ":"), allow_nan=False)

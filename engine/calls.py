@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import time
@@ -110,6 +111,10 @@ def _gate(
     reason = check_policies(session.policies, session, tool.name)
     if reason:
         return ToolErrorCode.TOOL_DENIED, reason
+    try:
+        json.dumps(request.arguments, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return ToolErrorCode.TOOL_ERROR, f"arguments must be plain JSON values: {exc}"
     problems = validate_arguments(tool.definition.input_parameters, request.arguments)
     if problems:
         return ToolErrorCode.TOOL_ERROR, f"invalid arguments for {tool.name}: " + "; ".join(
@@ -161,7 +166,9 @@ async def run_call(
         try:
             return await ctx.pool.run(job, deadline, events.on_event, cancelled)
         finally:
-            await loop.run_in_executor(None, shutil.rmtree, tmp_dir, True)
+            # In the background: a tool that filled its tmp with a million files must not hold
+            # up its reply (the directory is private to this attempt and already unused).
+            loop.run_in_executor(None, shutil.rmtree, tmp_dir, True)
 
     def on_retry(next_attempt: int, outcome: WorkerOutcome) -> None:
         with contextlib.suppress(ValueError):

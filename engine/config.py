@@ -53,6 +53,7 @@ class EngineConfig:
     max_events: int = 10_000
     max_result_events: int = 1_000
     max_pending_calls: int = 10_000
+    max_sessions_per_connection: int = 16
     server_name: str = "a2e-engine/0.1.0"
 
     def __post_init__(self) -> None:

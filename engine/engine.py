@@ -71,6 +71,7 @@ class Engine:
         self.connections: set[Connection] = set()
         self.pending_calls = 0
         self._session_counter = 0
+        self._background: set[asyncio.Task[None]] = set()
 
     @staticmethod
     def _serialise_plugins(plugins: list[ToolPlugin]) -> bytes:
@@ -129,6 +130,7 @@ class Engine:
                 max_frame=self.config.max_frame,
                 max_output_bytes=self.config.max_output_bytes,
                 max_events=self.config.max_events,
+                writable_paths=(self.state_dir,),
             ),
         )
         try:
@@ -139,6 +141,12 @@ class Engine:
             raise
         self.pool = pool
         self.call_context = CallContext(self.config, self.registry, pool, audit)
+        if os.geteuid() == 0 and not pool.layers.get("pid_namespace", {}).get("active"):
+            log.warning(
+                "running as root without PID namespaces (%s): workers share the host's process "
+                "table and /proc and can signal or inspect host processes; only run trusted code",
+                pool.layers.get("pid_namespace", {}).get("reason", "unknown reason"),
+            )
         return self
 
     def stop(self) -> None:
@@ -244,7 +252,9 @@ class Engine:
                 await asyncio.wait(after)
             await asyncio.get_running_loop().run_in_executor(None, session.remove_dirs)
 
-        self.loop.create_task(remove())
+        task = self.loop.create_task(remove())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     @property
     def layers(self) -> dict[str, Any]:

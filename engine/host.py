@@ -22,8 +22,10 @@ from a2e.caps.tools.models import (
     ToolCallResponse,
     ToolCancelRequest,
     ToolErrorCode,
+    ToolEvent,
     ToolListRequest,
     ToolListResponse,
+    ToolResult,
 )
 from a2e.codec import ProtocolError
 from a2e.messages import (
@@ -75,13 +77,43 @@ class Connection:
     # -- plumbing --
 
     def send(self, message: A2EMessage) -> None:
+        """Hand a message to the transport. One message that cannot be serialised (a tool's
+        result nested deeper than JSON encoders go, say) fails that reply, never the connection."""
         if self.closed:
             return
         try:
             self._send(message)
+        except Exception as exc:
+            log.warning("connection %s: cannot send %s: %s", self.name, message.type, exc)
+            self._send_fallback(message, f"{type(exc).__name__}: {exc}")
+
+    def _send_fallback(self, message: A2EMessage, why: str) -> None:
+        if isinstance(message, ToolEvent):
+            return  # the event is lost; the result will still come
+        if isinstance(message, ToolCallResponse):
+            result = message.data
+            replacement: A2EMessage = ToolCallResponse(
+                req_id=message.req_id,
+                data=ToolResult(
+                    success=False,
+                    tool_name=result.tool_name,
+                    error_code=ToolErrorCode.TOOL_ERROR,
+                    error=f"the tool's result could not be sent ({why})",
+                    duration_ms=result.duration_ms,
+                    exit_code=result.exit_code,
+                    usage=result.usage,
+                ),
+            )
+        else:
+            replacement = A2EError(
+                req_id=getattr(message, "req_id", ""),
+                code=ErrorCode.INTERNAL,
+                message=f"a {message.type} reply could not be sent ({why})",
+            )
+        try:
+            self._send(replacement)
         except Exception:
-            log.exception("connection %s: sending %s failed; closing", self.name, message.type)
-            self.close()
+            log.exception("connection %s: even the fallback reply failed", self.name)
 
     def error(
         self, req_id: str, code: ErrorCode | str, message: str, retryable: bool = False
@@ -133,6 +165,14 @@ class Connection:
             (request.token or "").encode(), expected.encode()
         ):
             self.error(request.id, ErrorCode.UNAUTHORIZED, "handshake token missing or wrong")
+            return
+        limit = self.engine.config.max_sessions_per_connection
+        if len(self.sessions) >= limit:
+            self.error(
+                request.id,
+                ErrorCode.OVERLOADED,
+                f"this connection already has {limit} sessions; open another connection",
+            )
             return
         granted = [c for c in dict.fromkeys(request.capabilities) if c in SUPPORTED_CAPABILITIES]
         policies: list[Policy] = [self.engine.policy]

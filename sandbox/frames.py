@@ -31,17 +31,24 @@ class FrameError(ValueError):
 
 
 def encode_frame(obj: dict[str, Any]) -> bytes:
-    body = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    # ASCII escapes: any Python string, even a lone surrogate, encodes.
+    body = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
     return _HEADER.pack(len(body)) + body
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _decode_body(body: bytes) -> dict[str, Any]:
     try:
-        obj = json.loads(body)
+        obj = json.loads(body, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise FrameError(
             f"frame is not valid UTF-8 JSON ({exc.__class__.__name__}: {exc})"
         ) from None
+    except RecursionError:
+        raise FrameError("frame is nested too deeply") from None
     if not isinstance(obj, dict):
         raise FrameError(f"frame must hold a JSON object, not {type(obj).__name__}")
     return obj

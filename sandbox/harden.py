@@ -1,9 +1,9 @@
 """The hardening of a freshly forked worker, one layer after another, in one visible order.
 
 The order matters: fds are closed first so that nothing below runs with the zygote's control
-socket open; the mount namespace needs privileges that seccomp later removes; rlimits go before
-seccomp because seccomp forbids changing them; seccomp is last, after which the process can only
-lose privileges.
+socket open; the mount namespace (private ``/proc``, read-only tree) needs the capabilities that
+are dropped afterwards; rlimits go before seccomp because seccomp forbids changing them; seccomp
+is last, after which the process can only lose privileges.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sandbox import syscalls
 from sandbox.limits import Limits, apply_rlimits
-from sandbox.namespaces import mount_private_proc
+from sandbox.namespaces import make_filesystem_read_only, mount_private_proc
 
 __all__ = ["SAFE_PATH", "Hardening", "harden_worker", "zero_initial_environ"]
 
@@ -30,6 +30,7 @@ class Hardening:
     limits: Limits
     seccomp_bpf: bytes
     private_proc: bool
+    writable_paths: tuple[str, ...] = ()
 
 
 def close_inherited_fds(keep: tuple[int, ...]) -> None:
@@ -89,6 +90,8 @@ def harden_worker(setup: Hardening) -> None:
         os._exit(0)  # the zygote died between fork and prctl: nobody is waiting for us
     if setup.private_proc:
         mount_private_proc()
+        make_filesystem_read_only(setup.writable_paths)
     scrub_environment()
     apply_rlimits(setup.limits)
+    syscalls.drop_all_capabilities()
     syscalls.install_seccomp_bpf(setup.seccomp_bpf)

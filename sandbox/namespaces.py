@@ -19,7 +19,12 @@ from dataclasses import dataclass
 
 from sandbox import syscalls
 
-__all__ = ["PidNamespaces", "mount_private_proc", "probe_pid_namespaces"]
+__all__ = [
+    "PidNamespaces",
+    "make_filesystem_read_only",
+    "mount_private_proc",
+    "probe_pid_namespaces",
+]
 
 
 @dataclass
@@ -48,6 +53,21 @@ def mount_private_proc() -> None:
     )
 
 
+def make_filesystem_read_only(writable: tuple[str, ...]) -> None:
+    """In the worker's mount namespace: every mount read-only except ``writable`` trees.
+
+    Without it a root worker could rewrite the host: ``/proc/sys/kernel/core_pattern`` (code
+    run as root on the next crash), cgroup ``release_agent``, ``.pth`` files and sources that the
+    next Python start executes. Each writable path gets its own bind mount first, so that it can
+    keep write access while everything around it loses it.
+    """
+    for path in writable:
+        syscalls.mount(path, path, None, syscalls.MS_BIND | syscalls.MS_REC)
+    syscalls.mount_setattr_recursive("/", attr_set=syscalls.MOUNT_ATTR_RDONLY)
+    for path in writable:
+        syscalls.mount_setattr_recursive(path, attr_clr=syscalls.MOUNT_ATTR_RDONLY)
+
+
 def probe_pid_namespaces() -> str | None:
     """Try the whole sequence once in a throw-away child. ``None`` if it works, else why not."""
     try:
@@ -66,6 +86,7 @@ def probe_pid_namespaces() -> str | None:
                 mount_private_proc()
                 if os.getpid() != 1:
                     code = 3
+                make_filesystem_read_only(())
             except OSError:
                 code = 4
             os._exit(code)
@@ -73,7 +94,7 @@ def probe_pid_namespaces() -> str | None:
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)
         if code == 4:
-            return "mounting a private /proc in a new mount namespace failed"
+            return "a private /proc or a read-only mount tree failed in a new mount namespace"
         if code != 0:
             return f"PID namespace probe child failed (exit {code})"
         return None

@@ -41,6 +41,14 @@ log = logging.getLogger("a2e.sandbox")
 
 EventSink = Callable[[str, dict[str, Any]], None]
 
+#: How long a worker that sent its result may take to exit before it is killed.
+EXIT_GRACE_S = 5.0
+#: How long a worker that closed its pipe without a result may take to exit (it is probably
+#: dying already: os._exit, a signal) before it is killed as unresponsive.
+NO_RESULT_GRACE_S = 0.5
+#: How long to wait for the exit report after SIGKILL.
+KILL_WAIT_S = 10.0
+
 
 class StopSignal(asyncio.Event):
     """An ``asyncio.Event`` that also calls back when set, so a wait on it needs no task.
@@ -84,6 +92,7 @@ class PoolConfig:
     max_output_bytes: int = 64 * 1024 * 1024
     max_events: int = 10_000
     start_timeout: float = 60.0
+    writable_paths: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_workers < 1 or self.prefork < 0:
@@ -159,6 +168,7 @@ class _FrameReader:
         self.setup_error: str | None = None
         self.violation: str | None = None
         self.eof = False
+        self.unresponsive = False  # ended its stream without a result, then would not exit
         self.finished: asyncio.Future[None] = loop.create_future()  # end of stream or violation
         self.loop = loop
         loop.add_reader(worker.result_fd, self.on_readable)
@@ -266,6 +276,7 @@ class WorkerPool:
         }
         self._slots: asyncio.Semaphore | None = None
         self._restarts: list[float] = []
+        self._restart_task: asyncio.Task[None] | None = None
         self._broken: str | None = None
         self._stopping = False
         self._last_spawn_error = ""
@@ -288,6 +299,7 @@ class WorkerPool:
             "profiles": list(self.config.profiles),
             "namespaces": self.config.namespaces,
             "max_frame": self.config.max_frame,
+            "writable_paths": list(self.config.writable_paths),
         }
         process = _spawn_zygote(child, json.dumps(config), self._plugins_blob)
         child.close()
@@ -299,6 +311,7 @@ class WorkerPool:
             hello = await asyncio.wait_for(self._zygote_ready, self.config.start_timeout)
         except (TimeoutError, SandboxUnavailable):
             self._drop_zygote()
+            await asyncio.get_running_loop().run_in_executor(None, _join_or_kill, process, 0.0)
             raise
         self.layers = hello["layers"]
         self.zygote_pid = hello["pid"]
@@ -347,6 +360,8 @@ class WorkerPool:
                     os.close(fd)
                 self._on_zygote_lost("its control socket closed")
                 return
+            for fd in fds:
+                os.set_inheritable(fd, False)
             try:
                 message = json.loads(data)
                 self._on_message(message, fds)
@@ -409,29 +424,39 @@ class WorkerPool:
     def _on_zygote_lost(self, why: str) -> None:
         if self._stopping:
             return
+        if self._zygote_ready is not None and not self._zygote_ready.done():
+            # It died while starting: the restart loop waiting for it sees this and retries.
+            self._zygote_ready.set_exception(SandboxUnavailable(f"the new zygote died: {why}"))
+            return
         log.error("the sandbox zygote died (%s); calls in flight fail, restarting it", why)
         for worker in self._workers.values():
             worker.kill()
         self._drop_zygote()
-        now = time.monotonic()
-        self._restarts = [t for t in self._restarts if now - t < 60] + [now]
-        if len(self._restarts) > 5:
-            self._broken = (
-                f"the sandbox zygote died {len(self._restarts)} times within a minute ({why})"
-            )
-            for waiters in self._waiters.values():
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_result(None)
-            return
-        assert self._loop is not None
-        self._loop.create_task(self._restart_zygote())
+        if self._restart_task is None or self._restart_task.done():
+            assert self._loop is not None
+            self._restart_task = self._loop.create_task(self._restart_zygote(why))
 
-    async def _restart_zygote(self) -> None:
-        try:
-            await self._start_zygote()
-        except Exception as exc:
-            self._on_zygote_lost(f"restart failed: {exc}")
+    async def _restart_zygote(self, why: str) -> None:
+        """One restart loop at a time; more than five deaths a minute marks the pool broken."""
+        while not self._stopping:
+            now = time.monotonic()
+            self._restarts = [t for t in self._restarts if now - t < 60] + [now]
+            if len(self._restarts) > 5:
+                self._broken = (
+                    f"the sandbox zygote died {len(self._restarts)} times within a minute ({why})"
+                )
+                for waiters in self._waiters.values():
+                    for waiter in waiters:
+                        if not waiter.done():
+                            waiter.set_result(None)
+                return
+            try:
+                await self._start_zygote()
+                return
+            except Exception as exc:
+                why = f"restart failed: {exc}"
+                log.error("%s", why)
+                await asyncio.sleep(0.5)
 
     # -- supply of ready workers --
 
@@ -547,7 +572,7 @@ class WorkerPool:
         ended_by: OutcomeStatus | None = None
         exit_awaited = True
         try:
-            await self._send_job(worker, job)
+            await self._send_job(worker, job, deadline, stop)
             if not await _race(deadline, reader.finished, worker.exited, stop=stop):
                 ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
             if ended_by is not None or reader.violation is not None:
@@ -557,9 +582,17 @@ class WorkerPool:
                 # (no user code runs after SIGKILL is queued) and let it exit off our path.
                 worker.kill()
                 exit_awaited = False
-            if exit_awaited and not await _race(loop.time() + 10.0, worker.exited):
-                worker.kill()
-                await _race(loop.time() + 10.0, worker.exited)
+            else:
+                # It finished its stream; it should be exiting. Give it a moment (within the
+                # call's own budget) to report how it ended, then make sure it is gone.
+                grace = loop.time() + (EXIT_GRACE_S if reader.result else NO_RESULT_GRACE_S)
+                if not await _race(min(deadline, grace), worker.exited, stop=stop):
+                    if reader.result is None:
+                        reader.unresponsive = True
+                    worker.kill()
+            if exit_awaited:
+                # After SIGKILL the exit report follows at once (or the zygote died: resolved).
+                await _race(loop.time() + KILL_WAIT_S, worker.exited)
             reader.drain()
         finally:
             reader.stop()
@@ -568,7 +601,7 @@ class WorkerPool:
         outcome.run_ms = int((loop.time() - started) * 1000)
         return outcome
 
-    async def _send_job(self, worker: _Worker, job: Job) -> None:
+    async def _send_job(self, worker: _Worker, job: Job, deadline: float, stop: StopSignal) -> None:
         data = memoryview(encode_frame(vars(job)))
         loop = asyncio.get_running_loop()
         while data:
@@ -579,8 +612,8 @@ class WorkerPool:
                 writable: asyncio.Future[None] = loop.create_future()
                 loop.add_writer(worker.job_fd, _resolve, writable)
                 try:
-                    if not await _race(loop.time() + 5.0, writable, worker.exited):
-                        return
+                    if not await _race(deadline, writable, worker.exited, stop=stop):
+                        return  # the deadline or the cancel is handled by the caller
                 finally:
                     loop.remove_writer(worker.job_fd)
                 if worker.exited.done():
@@ -639,6 +672,11 @@ class WorkerPool:
         elif ended_by is OutcomeStatus.CANCELLED:
             outcome.status = ended_by
             outcome.error = "cancelled; the worker and all its processes were killed"
+        elif reader.unresponsive:
+            outcome.error = (
+                "the worker closed its result pipe without sending a result and did not exit; "
+                "it was killed"
+            )
         elif reader.setup_error is not None:
             outcome.status = OutcomeStatus.SETUP_FAILED
             outcome.error = f"the sandbox could not be set up: {reader.setup_error}"
@@ -700,12 +738,17 @@ def _spawn_zygote(ctrl: socket.socket, config_json: str, plugins_blob: bytes) ->
         data = original(name)
         data.pop("init_main_from_path", None)
         data.pop("init_main_from_name", None)
+        # Nothing of the host's command line (it may hold a --token) or its multiprocessing
+        # key reaches the zygote, whose memory every worker inherits.
+        data["sys_argv"] = ["a2e-zygote"]
+        data["authkey"] = os.urandom(32)
         return data
 
     ctx = multiprocess.get_context("spawn")
     process = ctx.Process(
         target=zygote_main, args=(ctrl, config_json, plugins_blob), name="a2e-zygote", daemon=True
     )
+    process.authkey = os.urandom(32)
     with _SPAWN_LOCK:
         mp_spawn.get_preparation_data = without_main
         try:
@@ -724,8 +767,8 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def _join_or_kill(process: Any) -> None:
-    process.join(5)
+def _join_or_kill(process: Any, grace: float = 5.0) -> None:
+    process.join(grace)
     if process.is_alive():
         process.kill()
         process.join(5)

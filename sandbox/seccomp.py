@@ -87,6 +87,7 @@ DENY_KILL: tuple[str, ...] = (
 _TIOCSTI = 0x5412
 _TIOCLINUX = 0x541C
 _PR_SET_MM = 35
+_F_SETPIPE_SZ = 1031
 _S_IFMT = 0o170000
 
 
@@ -132,10 +133,15 @@ def build_filter(profile: SeccompProfile) -> sc.SyscallFilter:
     for kind in (stat.S_IFCHR, stat.S_IFBLK):
         _add(filt, eperm, "mknod", sc.Arg(1, sc.MASKED_EQ, _S_IFMT, kind))
         _add(filt, eperm, "mknodat", sc.Arg(2, sc.MASKED_EQ, _S_IFMT, kind))
-    # Typing into the controlling terminal, rewriting our own memory map layout.
-    _add(filt, eperm, "ioctl", sc.Arg(1, sc.EQ, _TIOCSTI))
-    _add(filt, eperm, "ioctl", sc.Arg(1, sc.EQ, _TIOCLINUX))
-    _add(filt, eperm, "prctl", sc.Arg(0, sc.EQ, _PR_SET_MM))
+    # Typing into a terminal, rewriting our memory map layout, growing a pipe past its default,
+    # signalling every process. The kernel reads these arguments as 32-bit ints, so compare the
+    # low 32 bits only: 0x1_0000_5412 is still TIOCSTI to the kernel.
+    low32 = 0xFFFFFFFF
+    _add(filt, eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, low32, _TIOCSTI))
+    _add(filt, eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, low32, _TIOCLINUX))
+    _add(filt, eperm, "prctl", sc.Arg(0, sc.MASKED_EQ, low32, _PR_SET_MM))
+    _add(filt, eperm, "fcntl", sc.Arg(1, sc.MASKED_EQ, low32, _F_SETPIPE_SZ))
+    _add(filt, eperm, "kill", sc.Arg(0, sc.MASKED_EQ, low32, low32))
     if not profile.allow_processes:
         for name in ("fork", "vfork", "execve", "execveat"):
             _add(filt, eperm, name)

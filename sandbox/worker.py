@@ -18,6 +18,7 @@ import gc
 import json
 import os
 import resource
+import threading
 import traceback
 from typing import Any
 
@@ -79,7 +80,7 @@ def _failure_frame(exc: BaseException) -> dict[str, Any]:
 
 def _result_frame(data: Any, max_frame: int) -> dict[str, Any]:
     try:
-        size = len(json.dumps(data, ensure_ascii=False, allow_nan=False).encode())
+        size = len(json.dumps(data, allow_nan=False).encode())
     except (TypeError, ValueError) as exc:
         return {
             "t": "result",
@@ -113,8 +114,15 @@ def run_job(plugin: ToolPlugin, job: dict[str, Any], result_fd: int, max_frame: 
         options=job.get("options") or {},
     )
 
+    # Tool code may emit from several threads; frames larger than PIPE_BUF would interleave.
+    # Once the result is written, late events (a lingering thread) are dropped, not sent.
+    lock = threading.Lock()
+    finished = False
+
     def send_event(event: ToolEvent) -> None:
-        write_frame(result_fd, {"t": "event", "kind": str(event.kind), "data": event.data})
+        with lock:
+            if not finished:
+                write_frame(result_fd, {"t": "event", "kind": str(event.kind), "data": event.data})
 
     plugin.set_event_callback(send_event)
     try:
@@ -128,7 +136,9 @@ def run_job(plugin: ToolPlugin, job: dict[str, Any], result_fd: int, max_frame: 
         "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
         "maxrss_kb": int(usage.ru_maxrss),
     }
-    write_frame(result_fd, frame)
+    with lock:
+        finished = True
+        write_frame(result_fd, frame)
 
 
 def run_worker(

@@ -51,6 +51,7 @@ class Zygote:
         self.plugins = plugins
         self.limits = Limits(**config["limits"])
         self.max_frame = int(config["max_frame"])
+        self.writable_paths = tuple(str(p) for p in config.get("writable_paths", ()))
         self.filters: dict[str, bytes] = {}
         self.workers: set[int] = set()
         self.pidns: PidNamespaces | None = None
@@ -71,6 +72,12 @@ class Zygote:
             self.pidns = PidNamespaces.open()
         self.layers["pid_namespace"] = {"active": why_not is None, "reason": why_not or ""}
         self.layers["private_proc"] = {"active": why_not is None, "reason": why_not or ""}
+        self.layers["readonly_filesystem"] = {
+            "active": why_not is None,
+            "reason": why_not or "",
+            "writable": list(self.writable_paths),
+        }
+        self.layers["no_capabilities"] = {"active": True, "reason": ""}
         self.layers["subreaper"] = {"active": True, "reason": ""}
         self.layers["rlimits"] = {"active": True, "limits": self.limits.to_dict()}
         zero_initial_environ()
@@ -98,6 +105,7 @@ class Zygote:
             limits=self.limits,
             seccomp_bpf=self.filters[profile],
             private_proc=self.pidns is not None,
+            writable_paths=self.writable_paths,
         )
         try:
             pid = self.fork()
@@ -218,7 +226,10 @@ class Zygote:
                         pass
                     self.reap()
                     continue
-                data = self.ctrl.recv(CONTROL_MAX)
+                try:
+                    data = self.ctrl.recv(CONTROL_MAX)
+                except OSError:
+                    data = b""
                 if not data:
                     running = False  # the supervisor is gone: take every worker with us
                     break

@@ -186,6 +186,7 @@ for fd in pipes:
             "after its result",
         ),
         ("struct.pack('>I', 100_000) + b'{\"t\"'", "cut short"),
+        ("struct.pack('>I', 100_000) + b'[' * 100_000", "nested too deeply"),
     ],
 )
 def test_hostile_frames_on_the_workers_pipe_fail_only_that_call(
@@ -266,6 +267,10 @@ DENIED_CALLS = [
     ("mknod a block device", "libc.mknod(b'disk', 0o60600, 0x0801)"),
     ("ioctl TIOCSTI", "libc.ioctl(0, 0x5412, b'x')"),
     ("prctl PR_SET_MM", "libc.prctl(35, 15, ctypes.byref(ctypes.c_uint()), 0, 0)"),
+    ("ioctl TIOCSTI with high bits", "libc.ioctl(0, ctypes.c_ulong(0x1_0000_5412), b'x')"),
+    ("kill(-1)", "libc.kill(-1, 0)"),
+    ("fcntl F_SETPIPE_SZ", "libc.fcntl(1, 1031, 1 << 20)"),
+    ("sched_setscheduler FIFO", "libc.sched_setscheduler(0, 1, ctypes.byref(ctypes.c_int(1)))"),
 ]
 
 
@@ -351,3 +356,73 @@ def test_without_namespaces_the_layers_say_so_and_the_tree_still_dies() -> None:
         result = tools.call(tool_name="stubborn_children", arguments={"marker": marker}, timeout=2)
         assert "timed out" in (result.error or "")
         assert processes_in(os.path.join(workspace, marker)) == []
+
+
+WRITE_TARGETS = [
+    "/proc/sys/kernel/core_pattern",  # would run a program as root on the next crash
+    "/sys/fs/cgroup/pids/release_agent",  # the same, through cgroup v1
+    "/etc/a2e-attack",
+    "/root/.bashrc",
+]
+
+
+@pytest.mark.parametrize("target", WRITE_TARGETS)
+def test_the_host_filesystem_is_read_only(tools: ToolAPI, target: str) -> None:
+    result = run(tools, f"open({target!r}, 'a').write('pwned')")
+    assert not result.success
+    assert "Read-only file system" in (result.error or ""), result.error
+    assert not os.path.exists("/etc/a2e-attack")
+
+
+def test_site_packages_and_sources_cannot_be_planted(tools: ToolAPI) -> None:
+    import pyseccomp
+
+    for directory in (
+        os.path.dirname(os.__file__),
+        os.path.dirname(pyseccomp.__file__),
+        os.path.dirname(os.path.dirname(__file__)),
+    ):
+        result = run(tools, f"open({directory!r} + '/a2e_attack.pth', 'w').write('import os')")
+        assert not result.success and "Read-only file system" in (result.error or "")
+        assert not os.path.exists(os.path.join(directory, "a2e_attack.pth"))
+    assert run(tools, "open('mine.txt', 'w').write('the workspace stays writable')").success
+
+
+def test_workers_hold_no_capabilities(tools: ToolAPI) -> None:
+    result = run(tools, "[l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]")
+    assert result.data["value"] == ["0000000000000000"] * 5
+
+
+def test_the_zygote_inherits_nothing_of_the_hosts_command_line(tools: ToolAPI) -> None:
+    import multiprocess
+
+    result = run(
+        tools, "import sys, multiprocess\n[sys.argv, multiprocess.current_process().authkey.hex()]"
+    )
+    argv, authkey = result.data["value"]
+    assert argv == ["a2e-zygote"]
+    assert authkey != bytes(multiprocess.current_process().authkey).hex()
+
+
+def test_threads_writing_output_at_once_do_not_corrupt_frames(tools: ToolAPI) -> None:
+    code = (
+        "import sys, threading\n"
+        "def noise():\n"
+        "    for _ in range(2000): sys.stderr.write('e' * 300 + '\\n')\n"
+        "t = threading.Thread(target=noise); t.start()\n"
+        "for _ in range(2000): print('o' * 300)\n"
+        "t.join()"
+    )
+    for _ in range(3):
+        result = run(tools, code)
+        assert result.success, result.error
+        assert result.data["stdout"].count("\n") == 2000
+
+
+def test_a_worker_that_hides_its_pipe_and_hangs_is_killed_quickly(tools: ToolAPI) -> None:
+    started = time.monotonic()
+    result = run(tools, "import os, time\nos.closerange(3, 1 << 20)\ntime.sleep(60)", timeout=10)
+    assert time.monotonic() - started < 3
+    assert not result.success and "without sending a result and did not exit" in (
+        result.error or ""
+    )

@@ -110,3 +110,29 @@ def test_a_duplicate_request_id_is_refused(tight: Engine) -> None:
     replies = [first.wait(10), second.wait(10)]
     codes = sorted(getattr(r, "code", "") or r.type for r in replies if r is not None)
     assert "duplicate_request" in codes
+
+
+def test_non_json_arguments_are_refused_before_any_worker(tight: Engine) -> None:
+    tools = ToolAPI(tight.connect())
+    result = tools.call(tool_name="python_eval", arguments={"code": float("nan")})
+    assert result.error_code == "tool_error" and "plain JSON values" in (result.error or "")
+    result = tools.call(tool_name="python_eval", arguments={"code": object()})
+    assert result.error_code == "tool_error" and "plain JSON values" in (result.error or "")
+
+
+def test_sessions_per_connection_are_capped(tight: Engine) -> None:
+    from a2e.client import HandshakeFailed
+
+    client = tight.connect()
+    for _ in range(tight.config.max_sessions_per_connection - 1):
+        client.handshake(["tools"])
+    with pytest.raises(HandshakeFailed, match="overloaded"):
+        client.handshake(["tools"])
+
+
+def test_polling_a_pending_call_does_not_cancel_it(tight: Engine) -> None:
+    tools = ToolAPI(tight.connect())
+    pending = tools.start(tool_name="sleep", arguments={"seconds": 0.5})
+    with pytest.raises(TimeoutError):
+        pending.result(timeout=0.05)
+    assert pending.result().success

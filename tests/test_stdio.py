@@ -91,9 +91,12 @@ def test_bad_lines_get_errors_and_the_connection_goes_on() -> None:
             b"\n",
             b"x" * (MAX_MESSAGE_BYTES + 10) + b"\n",
             b'{"type": "tool/cancel/req", "id": "k1", "req_id": "nothing"}\n',
+            b"[" * 100_000 + b"\n",
+            b'{"type": "tool/call/req", "id": "n1", "tool_name": "python_eval", '
+            b'"arguments": {"code": NaN}}\n',
             call.encode() + b"\n",
         ],
-        expect=8,
+        expect=10,
     )
     by_id = {r.get("req_id"): r for r in replies}
     assert by_id["early"]["code"] == "handshake_required"
@@ -103,7 +106,14 @@ def test_bad_lines_get_errors_and_the_connection_goes_on() -> None:
     assert by_id["k1"]["code"] == "unknown_request"
     assert by_id["c1"]["data"]["data"]["value"] == 42
     no_id = [r for r in replies if r.get("req_id") == ""]
-    assert sorted(r["code"] for r in no_id) == ["invalid_json", "message_too_large"]
+    assert sorted(r["code"] for r in no_id) == [
+        "invalid_json",
+        "invalid_json",
+        "invalid_json",
+        "message_too_large",
+    ]
+    assert any("nested too deeply" in r["message"] for r in no_id)
+    assert any("NaN is not a JSON value" in r["message"] for r in no_id)
 
 
 def test_end_of_input_finishes_calls_in_flight_first() -> None:
@@ -143,3 +153,28 @@ def test_wrong_token_is_refused() -> None:
     replies = {r["req_id"]: r for r in map(json.loads, out.splitlines())}
     assert replies["bad"]["code"] == "unauthorized"
     assert replies["good"]["type"] == "handshake/resp"
+
+
+def test_a_result_that_cannot_be_serialised_fails_only_that_call(client: A2EClient) -> None:
+    tools = ToolAPI(client)
+    deep = tools.call(
+        tool_name="python_eval", arguments={"code": "x = []\nfor _ in range(300): x = [x]\nx"}
+    )
+    assert not deep.success and "could not be sent" in (deep.error or "")
+    odd = tools.call(tool_name="python_eval", arguments={"code": "'\\ud800'"})
+    assert odd.success and odd.data["value"] == "\ud800"
+    assert tools.call(tool_name="python_eval", arguments={"code": "1"}).success
+
+
+def test_a_dead_host_fails_calls_at_once() -> None:
+    transport = StdioTransport(SERVE, stderr=subprocess.DEVNULL)
+    client = A2EClient(transport)
+    tools = ToolAPI(client)
+    transport.process.kill()
+    transport.process.wait()
+    started = time.monotonic()
+    first = tools.call(tool_name="python_eval", arguments={"code": "1"})
+    second = tools.call(tool_name="python_eval", arguments={"code": "1"})
+    assert not first.success and not second.success
+    assert time.monotonic() - started < 5
+    transport.close()

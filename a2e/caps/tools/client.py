@@ -52,10 +52,18 @@ class PendingCall:
         self._api.cancel(self.request.id)
 
     def result(self, timeout: float | None = None) -> ToolResult:
+        """The call's result. With no ``timeout``, waits the call's own timeout plus a grace and
+        then gives up (cancelling the call); with one, raises ``TimeoutError`` if the call is
+        still running after it, and the call goes on."""
         if self._result is not None:
             return self._result
         wait = self.request.timeout + REPLY_GRACE_S if timeout is None else timeout
         reply = self._pending.wait(wait)
+        if reply is None and not self._pending.done:
+            if timeout is not None:
+                raise TimeoutError(f"call {self.req_id} still running after {timeout} s")
+            self.cancel()
+            self._api.client._forget(self.req_id)
         self._result = self._to_result(reply)
         return self._result
 
@@ -80,7 +88,6 @@ class PendingCall:
         if reply is None and self._pending.done:
             return self._failure(self._pending.closed_reason or "connection closed", "tool_error")
         if reply is None:
-            self.cancel()
             return self._failure(
                 f"no reply from the host within {self.request.timeout + REPLY_GRACE_S:.0f} s",
                 ToolErrorCode.TOOL_ERROR,
