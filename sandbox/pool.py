@@ -29,6 +29,7 @@ from typing import Any
 import multiprocess
 from multiprocess import spawn as mp_spawn
 
+from sandbox.cgroups import remove_cgroup
 from sandbox.frames import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode_frame
 from sandbox.limits import Limits
 from sandbox.outcome import OutcomeStatus, WorkerOutcome, describe_exit
@@ -93,6 +94,7 @@ class PoolConfig:
     max_events: int = 10_000
     start_timeout: float = 60.0
     writable_paths: tuple[str, ...] = ()
+    max_processes: int = 2048  # all workers and their children together; 0 = no cgroup
 
     def __post_init__(self) -> None:
         if self.max_workers < 1 or self.prefork < 0:
@@ -277,6 +279,7 @@ class WorkerPool:
         self._slots: asyncio.Semaphore | None = None
         self._restarts: list[float] = []
         self._restart_task: asyncio.Task[None] | None = None
+        self._cgroups: list[str] = []  # one per zygote started; removed at stop
         self._broken: str | None = None
         self._stopping = False
         self._last_spawn_error = ""
@@ -300,6 +303,7 @@ class WorkerPool:
             "namespaces": self.config.namespaces,
             "max_frame": self.config.max_frame,
             "writable_paths": list(self.config.writable_paths),
+            "max_processes": self.config.max_processes,
         }
         process = _spawn_zygote(child, json.dumps(config), self._plugins_blob)
         child.close()
@@ -315,6 +319,9 @@ class WorkerPool:
             raise
         self.layers = hello["layers"]
         self.zygote_pid = hello["pid"]
+        cgroup = self.layers.get("pids_cgroup", {})
+        if cgroup.get("active"):
+            self._cgroups.append(cgroup["path"])
         for profile in self.config.profiles:
             self._ensure_supply(profile)
 
@@ -329,6 +336,8 @@ class WorkerPool:
         self._drop_zygote()
         if process is not None:
             await asyncio.get_running_loop().run_in_executor(None, _join_or_kill, process)
+        for path in self._cgroups:
+            remove_cgroup(path)
 
     def _drop_zygote(self) -> None:
         if self._sock is not None and self._loop is not None:

@@ -29,6 +29,7 @@ import traceback
 from typing import Any
 
 from sandbox import syscalls
+from sandbox.cgroups import SandboxPidsCgroup
 from sandbox.harden import Hardening, zero_initial_environ
 from sandbox.limits import Limits
 from sandbox.namespaces import PidNamespaces, probe_pid_namespaces
@@ -78,6 +79,19 @@ class Zygote:
             "writable": list(self.writable_paths),
         }
         self.layers["no_capabilities"] = {"active": True, "reason": ""}
+        limit = int(self.config.get("max_processes", 0))
+        try:
+            if limit <= 0:
+                raise OSError("disabled by configuration")
+            group = SandboxPidsCgroup.enter(limit)
+            self.layers["pids_cgroup"] = {
+                "active": True,
+                "reason": "",
+                "path": group.path,
+                "max": limit,
+            }
+        except OSError as exc:
+            self.layers["pids_cgroup"] = {"active": False, "reason": str(exc)}
         self.layers["subreaper"] = {"active": True, "reason": ""}
         self.layers["rlimits"] = {"active": True, "limits": self.limits.to_dict()}
         zero_initial_environ()

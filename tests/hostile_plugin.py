@@ -43,7 +43,9 @@ class HostileTools(ToolPlugin):
         return [
             _tool("escape_double_fork", _param("marker", required=True)),
             _tool("stubborn_children", _param("marker", required=True)),
-            _tool("fork_storm", _param("count", "integer", required=True)),
+            _tool(
+                "fork_storm", _param("count", "integer", required=True), _param("hold", "boolean")
+            ),
             _tool("sleep", _param("seconds", "number", required=True)),
             _tool("flaky", _param("fail_times", "integer", required=True), idempotent=True),
             _tool("flaky_once_not_idempotent", _param("fail_times", "integer", required=True)),
@@ -83,18 +85,20 @@ class HostileTools(ToolPlugin):
         while True:
             time.sleep(1)
 
-    def _fork_storm(self, count: int) -> dict[str, Any]:
-        children = 0
+    def _fork_storm(self, count: int, hold: bool = True) -> dict[str, Any]:
+        children, refused = 0, ""
         for _ in range(count):
             try:
                 if os.fork() == 0:
                     time.sleep(60)
                     os._exit(0)
                 children += 1
-            except OSError:
+            except OSError as exc:
+                refused = str(exc)
                 break
-        time.sleep(60)
-        return {"children": children}
+        if hold:
+            time.sleep(60)
+        return {"children": children, "refused": refused}
 
     def _sleep(self, seconds: float) -> dict[str, Any]:
         self.emit("status", {"message": "sleeping"})

@@ -76,6 +76,24 @@ def test_fork_storm_is_killed_whole_at_the_deadline(tools: ToolAPI) -> None:
     still_serving(tools)
 
 
+def test_fork_bomb_hits_the_sandbox_process_cap(engine: Engine, tools: ToolAPI) -> None:
+    cgroup = engine.layers["pids_cgroup"]
+    if not cgroup["active"]:
+        pytest.skip(f"no pids cgroup here: {cgroup['reason']}")
+    before = len(psutil.pids())
+    result = tools.call(
+        tool_name="fork_storm", arguments={"count": 10_000, "hold": False}, timeout=30
+    )
+    assert result.success, result.error
+    assert result.data["children"] < cgroup["max"]
+    assert "Resource temporarily unavailable" in result.data["refused"]
+    deadline = time.monotonic() + 5
+    while len(psutil.pids()) > before + 20 and time.monotonic() < deadline:
+        time.sleep(0.1)  # the namespace's teardown reaps them
+    assert len(psutil.pids()) <= before + 20
+    still_serving(tools)
+
+
 def test_fork_bomb_in_python_eval_is_refused(tools: ToolAPI) -> None:
     result = run(tools, "import os\nwhile True:\n    os.fork()", timeout=5)
     assert not result.success and "PermissionError" in (result.error or "")
