@@ -7,6 +7,7 @@ import asyncio
 import importlib
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -71,7 +72,11 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--prefork", type=int, default=2, help="hardened workers kept waiting")
     group.add_argument("--max-timeout", type=int, default=300, help="cap on any call's timeout (s)")
     group.add_argument("--memory-mb", type=int, default=1024, help="address-space limit per worker")
-    group.add_argument("--token", default=None, help="require this token in the handshake")
+    group.add_argument(
+        "--token",
+        default=os.environ.get("A2E_TOKEN"),
+        help="require this token in the handshake (default: $A2E_TOKEN)",
+    )
     group.add_argument(
         "--audit", default=None, metavar="PATH", help="append one JSON line per call"
     )
