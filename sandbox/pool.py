@@ -18,29 +18,25 @@ import errno
 import json
 import logging
 import os
-import signal
 import socket
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import multiprocess
-from multiprocess import spawn as mp_spawn
-
 from sandbox.cgroups import remove_cgroup
-from sandbox.frames import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode_frame
+from sandbox.frames import DEFAULT_MAX_FRAME, FrameDecoder, encode_frame
+from sandbox.handle import WorkerHandle
+from sandbox.launch import join_or_kill, spawn_zygote
 from sandbox.limits import Limits
 from sandbox.outcome import OutcomeStatus, WorkerOutcome, describe_exit
 from sandbox.seccomp import PROFILES
-from sandbox.zygote import CONTROL_MAX, zygote_main
+from sandbox.stream import EventSink, ResultReader
+from sandbox.waiting import StopSignal, race
+from sandbox.zygote import CONTROL_MAX
 
 __all__ = ["Job", "PoolConfig", "SandboxUnavailable", "StopSignal", "WorkerPool"]
 
 log = logging.getLogger("a2e.sandbox")
-
-EventSink = Callable[[str, dict[str, Any]], None]
 
 #: How long a worker that sent its result may take to exit before it is killed.
 EXIT_GRACE_S = 5.0
@@ -49,33 +45,6 @@ EXIT_GRACE_S = 5.0
 NO_RESULT_GRACE_S = 0.5
 #: How long to wait for the exit report after SIGKILL.
 KILL_WAIT_S = 10.0
-
-
-class StopSignal(asyncio.Event):
-    """An ``asyncio.Event`` that also calls back when set, so a wait on it needs no task.
-
-    The engine sets it to cancel a call; the pool then kills the call's worker.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._callbacks: list[Callable[[], None]] = []
-
-    def set(self) -> None:
-        super().set()
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            callback()
-
-    def add_callback(self, callback: Callable[[], None]) -> None:
-        if self.is_set():
-            callback()
-        else:
-            self._callbacks.append(callback)
-
-    def remove_callback(self, callback: Callable[[], None]) -> None:
-        if callback in self._callbacks:
-            self._callbacks.remove(callback)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -122,142 +91,6 @@ class Job:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-class _Worker:
-    """A forked worker as the supervisor sees it: its pipes, its pidfd, its exit."""
-
-    def __init__(self, pid: int, profile: str, fds: list[int], loop: asyncio.AbstractEventLoop):
-        self.pid = pid
-        self.profile = profile
-        self.job_fd, self.result_fd, self.pidfd = fds
-        self.exited: asyncio.Future[dict[str, Any]] = loop.create_future()
-        self.busy = False
-        os.set_blocking(self.job_fd, False)
-        os.set_blocking(self.result_fd, False)
-
-    def kill(self) -> None:
-        if self.pidfd < 0:
-            return
-        with contextlib.suppress(ProcessLookupError, OSError):
-            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-
-    def close(self) -> None:
-        for name in ("job_fd", "result_fd", "pidfd"):
-            fd = getattr(self, name)
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-                setattr(self, name, -1)
-
-
-class _FrameReader:
-    """Reads one worker's result pipe on the event loop; all caps are enforced here."""
-
-    def __init__(
-        self,
-        worker: _Worker,
-        config: PoolConfig,
-        on_event: EventSink,
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        self.worker = worker
-        self.config = config
-        self.on_event = on_event
-        self.decoder = FrameDecoder(config.max_frame)
-        self.bytes_read = 0
-        self.events = 0
-        self.dropped = 0
-        self.result: dict[str, Any] | None = None
-        self.setup_error: str | None = None
-        self.violation: str | None = None
-        self.eof = False
-        self.unresponsive = False  # ended its stream without a result, then would not exit
-        self.finished: asyncio.Future[None] = loop.create_future()  # end of stream or violation
-        self.loop = loop
-        loop.add_reader(worker.result_fd, self.on_readable)
-
-    def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self.loop.remove_reader(self.worker.result_fd)
-
-    def _finish(self) -> None:
-        if not self.finished.done():
-            self.finished.set_result(None)
-
-    def on_readable(self, budget: int = 1 << 20) -> None:
-        while budget > 0 and not self.eof and self.violation is None:
-            try:
-                data = os.read(self.worker.result_fd, 256 * 1024)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                data = b""
-                log.debug("reading worker %d: %s", self.worker.pid, exc)
-            if not data:
-                self.eof = True
-                if self.decoder.pending_bytes:
-                    self.violation = "the worker's last frame was cut short"
-                self.stop()
-                self._finish()
-                return
-            budget -= len(data)
-            self.feed(data)
-
-    def feed(self, data: bytes) -> None:
-        self.bytes_read += len(data)
-        if self.bytes_read > self.config.max_output_bytes:
-            return self._violate(
-                f"the worker wrote more than {self.config.max_output_bytes} bytes of output"
-            )
-        try:
-            frames = self.decoder.feed(data)
-        except FrameError as exc:
-            return self._violate(f"the worker wrote an invalid frame: {exc}")
-        for frame in frames:
-            self._frame(frame)
-            if self.violation is not None:
-                return
-
-    def _frame(self, frame: dict[str, Any]) -> None:
-        kind = frame.get("t")
-        if self.result is not None or self.setup_error is not None:
-            return self._violate("the worker wrote a frame after its result")
-        if kind == "event":
-            if self.events >= self.config.max_events:
-                self.dropped += 1
-                return
-            self.events += 1
-            event_kind, data = frame.get("kind"), frame.get("data")
-            if not isinstance(event_kind, str) or not isinstance(data, dict):
-                return self._violate("the worker wrote an event frame without kind and data")
-            try:
-                self.on_event(event_kind, data)
-            except ValueError as exc:
-                return self._violate(f"the worker wrote an invalid event: {exc}")
-        elif kind == "result":
-            ok = frame.get("ok")
-            if ok is True or (ok is False and isinstance(frame.get("error"), str)):
-                # Not finished yet: only end of stream proves no (forged or genuine) second
-                # result follows; the worker closes its end right after its result.
-                self.result = frame
-            else:
-                self._violate("the worker wrote a malformed result frame")
-        elif kind == "setup_error" and isinstance(frame.get("error"), str):
-            self.setup_error = frame["error"]
-        else:
-            self._violate(f"the worker wrote a frame of unknown type {str(kind)[:40]!r}")
-
-    def _violate(self, reason: str) -> None:
-        self.violation = reason
-        self.stop()
-        self._finish()
-
-    def drain(self) -> None:
-        """After the worker died: read what is left (every writer is gone, so this ends)."""
-        if self.eof or self.violation is not None:
-            return
-        self.on_readable(budget=self.config.max_output_bytes)
-
-
 class WorkerPool:
     """Runs jobs in fresh sandboxed workers. Create, ``await start()``, ``run()``, ``stop()``."""
 
@@ -268,8 +101,8 @@ class WorkerPool:
         self._process: Any = None
         self._sock: socket.socket | None = None
         self._zygote_ready: asyncio.Future[dict[str, Any]] | None = None
-        self._workers: dict[int, _Worker] = {}
-        self._ready: dict[str, collections.deque[_Worker]] = {
+        self._workers: dict[int, WorkerHandle] = {}
+        self._ready: dict[str, collections.deque[WorkerHandle]] = {
             p: collections.deque() for p in self.config.profiles
         }
         self._spawning: dict[str, int] = dict.fromkeys(self.config.profiles, 0)
@@ -305,7 +138,7 @@ class WorkerPool:
             "writable_paths": list(self.config.writable_paths),
             "max_processes": self.config.max_processes,
         }
-        process = _spawn_zygote(child, json.dumps(config), self._plugins_blob)
+        process = spawn_zygote(child, json.dumps(config), self._plugins_blob)
         child.close()
         parent.setblocking(False)
         self._process, self._sock = process, parent
@@ -315,7 +148,7 @@ class WorkerPool:
             hello = await asyncio.wait_for(self._zygote_ready, self.config.start_timeout)
         except (TimeoutError, SandboxUnavailable):
             self._drop_zygote()
-            await asyncio.get_running_loop().run_in_executor(None, _join_or_kill, process, 0.0)
+            await asyncio.get_running_loop().run_in_executor(None, join_or_kill, process, 0.0)
             raise
         self.layers = hello["layers"]
         self.zygote_pid = hello["pid"]
@@ -335,7 +168,7 @@ class WorkerPool:
         process = self._process
         self._drop_zygote()
         if process is not None:
-            await asyncio.get_running_loop().run_in_executor(None, _join_or_kill, process)
+            await asyncio.get_running_loop().run_in_executor(None, join_or_kill, process)
         for path in self._cgroups:
             remove_cgroup(path)
 
@@ -393,7 +226,7 @@ class WorkerPool:
                 self._zygote_ready.set_exception(error)
         elif op == "worker":
             assert self._loop is not None
-            worker = _Worker(int(message["pid"]), str(message["profile"]), fds, self._loop)
+            worker = WorkerHandle(int(message["pid"]), str(message["profile"]), fds, self._loop)
             self._workers[worker.pid] = worker
             self._spawning[worker.profile] = max(0, self._spawning[worker.profile] - 1)
             self._ready[worker.profile].append(worker)
@@ -413,7 +246,7 @@ class WorkerPool:
             assert self._loop is not None
             self._loop.call_later(0.05, self._ensure_supply, profile)
 
-    def _discard_idle(self, worker: _Worker) -> None:
+    def _discard_idle(self, worker: WorkerHandle) -> None:
         """A waiting worker died before it got a job: log why, replace it."""
         with contextlib.suppress(ValueError):
             self._ready[worker.profile].remove(worker)
@@ -495,7 +328,9 @@ class WorkerPool:
                 waiter.set_result(None)
                 break
 
-    async def _take_worker(self, profile: str, deadline: float, stop: StopSignal) -> _Worker | None:
+    async def _take_worker(
+        self, profile: str, deadline: float, stop: StopSignal
+    ) -> WorkerHandle | None:
         assert self._loop is not None
         while True:
             if self._broken:
@@ -512,7 +347,7 @@ class WorkerPool:
             self._waiters[profile].append(waiter)
             self._ensure_supply(profile)
             try:
-                if not await _race(deadline, waiter, stop=stop):
+                if not await race(deadline, waiter, stop=stop):
                     return None
             finally:
                 with contextlib.suppress(ValueError):
@@ -534,7 +369,7 @@ class WorkerPool:
         assert self._slots is not None
         if self._slots.locked() or stop.is_set():
             acquire = loop.create_task(self._slots.acquire())
-            if not await _race(deadline, acquire, stop=stop):
+            if not await race(deadline, acquire, stop=stop):
                 acquire.cancel()
                 if acquire.done() and not acquire.cancelled():
                     self._slots.release()
@@ -573,16 +408,16 @@ class WorkerPool:
         )
 
     async def _drive(
-        self, worker: _Worker, job: Job, deadline: float, on_event: EventSink, stop: StopSignal
+        self, worker: WorkerHandle, job: Job, deadline: float, on_event: EventSink, stop: StopSignal
     ) -> WorkerOutcome:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        reader = _FrameReader(worker, self.config, on_event, loop)
+        reader = ResultReader(worker, self.config, on_event, loop)
         ended_by: OutcomeStatus | None = None
         exit_awaited = True
         try:
             await self._send_job(worker, job, deadline, stop)
-            if not await _race(deadline, reader.finished, worker.exited, stop=stop):
+            if not await race(deadline, reader.finished, worker.exited, stop=stop):
                 ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
             if ended_by is not None or reader.violation is not None:
                 worker.kill()
@@ -595,13 +430,13 @@ class WorkerPool:
                 # It finished its stream; it should be exiting. Give it a moment (within the
                 # call's own budget) to report how it ended, then make sure it is gone.
                 grace = loop.time() + (EXIT_GRACE_S if reader.result else NO_RESULT_GRACE_S)
-                if not await _race(min(deadline, grace), worker.exited, stop=stop):
+                if not await race(min(deadline, grace), worker.exited, stop=stop):
                     if reader.result is None:
                         reader.unresponsive = True
                     worker.kill()
             if exit_awaited:
                 # After SIGKILL the exit report follows at once (or the zygote died: resolved).
-                await _race(loop.time() + KILL_WAIT_S, worker.exited)
+                await race(loop.time() + KILL_WAIT_S, worker.exited)
             reader.drain()
         finally:
             reader.stop()
@@ -610,7 +445,9 @@ class WorkerPool:
         outcome.run_ms = int((loop.time() - started) * 1000)
         return outcome
 
-    async def _send_job(self, worker: _Worker, job: Job, deadline: float, stop: StopSignal) -> None:
+    async def _send_job(
+        self, worker: WorkerHandle, job: Job, deadline: float, stop: StopSignal
+    ) -> None:
         data = memoryview(encode_frame(vars(job)))
         loop = asyncio.get_running_loop()
         while data:
@@ -621,7 +458,7 @@ class WorkerPool:
                 writable: asyncio.Future[None] = loop.create_future()
                 loop.add_writer(worker.job_fd, _resolve, writable)
                 try:
-                    if not await _race(deadline, writable, worker.exited, stop=stop):
+                    if not await race(deadline, writable, worker.exited, stop=stop):
                         return  # the deadline or the cancel is handled by the caller
                 finally:
                     loop.remove_writer(worker.job_fd)
@@ -636,8 +473,8 @@ class WorkerPool:
 
     def _outcome(
         self,
-        worker: _Worker,
-        reader: _FrameReader,
+        worker: WorkerHandle,
+        reader: ResultReader,
         ended_by: OutcomeStatus | None,
         deadline: float,
         started: float,
@@ -696,77 +533,6 @@ class WorkerPool:
         return outcome
 
 
-async def _race(
-    deadline: float, *futures: asyncio.Future[Any], stop: StopSignal | None = None
-) -> bool:
-    """Wait until one of ``futures`` is done (True), or ``deadline`` (loop time) or ``stop``
-    comes first (False). Callbacks only, no helper tasks: this runs several times per call."""
-    loop = asyncio.get_running_loop()
-    if any(f.done() for f in futures):
-        return True
-    if deadline <= loop.time() or (stop is not None and stop.is_set()):
-        return False
-    waiter: asyncio.Future[None] = loop.create_future()
-
-    def wake(*_: object) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    for future in futures:
-        future.add_done_callback(wake)
-    timer = loop.call_at(deadline, wake)
-    if stop is not None:
-        stop.add_callback(wake)
-    try:
-        await waiter
-    finally:
-        timer.cancel()
-        for future in futures:
-            future.remove_done_callback(wake)
-        if stop is not None:
-            stop.remove_callback(wake)
-    return any(f.done() for f in futures)
-
-
-_SPAWN_LOCK = threading.Lock()
-
-
-def _spawn_zygote(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> Any:
-    """Start the zygote as a fresh interpreter (``multiprocess`` spawn) *without* re-running
-    the host's ``__main__``.
-
-    Spawn normally re-executes the parent's main script in the child so that pickled references
-    to ``__main__`` resolve. The zygote needs none of that (its target is importable and plugins
-    arrive by value through dill), and re-running a host script that has no
-    ``if __name__ == "__main__"`` guard would start a second engine inside the zygote. So the
-    main-module entries are dropped from the preparation data of this one spawn.
-    """
-    original = mp_spawn.get_preparation_data
-
-    def without_main(name: str) -> dict[str, Any]:
-        data = original(name)
-        data.pop("init_main_from_path", None)
-        data.pop("init_main_from_name", None)
-        # Nothing of the host's command line (it may hold a --token) or its multiprocessing
-        # key reaches the zygote, whose memory every worker inherits.
-        data["sys_argv"] = ["a2e-zygote"]
-        data["authkey"] = os.urandom(32)
-        return data
-
-    ctx = multiprocess.get_context("spawn")
-    process = ctx.Process(
-        target=zygote_main, args=(ctrl, config_json, plugins_blob), name="a2e-zygote", daemon=True
-    )
-    process.authkey = os.urandom(32)
-    with _SPAWN_LOCK:
-        mp_spawn.get_preparation_data = without_main
-        try:
-            process.start()
-        finally:
-            mp_spawn.get_preparation_data = original
-    return process
-
-
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
@@ -774,10 +540,3 @@ def _int_or_none(value: Any) -> int | None:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-def _join_or_kill(process: Any, grace: float = 5.0) -> None:
-    process.join(grace)
-    if process.is_alive():
-        process.kill()
-        process.join(5)

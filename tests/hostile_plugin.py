@@ -85,7 +85,9 @@ class HostileTools(ToolPlugin):
         while True:
             time.sleep(1)
 
-    def _fork_storm(self, count: int, hold: bool = True) -> dict[str, Any]:
+    def _fork_storm(self, count: int, marker: str, hold: bool = True) -> dict[str, Any]:
+        os.mkdir(marker)
+        os.chdir(marker)  # every child inherits it: the test finds survivors by it
         children, refused = 0, ""
         for _ in range(count):
             try:
