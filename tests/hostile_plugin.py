@@ -44,7 +44,10 @@ class HostileTools(ToolPlugin):
             _tool("escape_double_fork", _param("marker", required=True)),
             _tool("stubborn_children", _param("marker", required=True)),
             _tool(
-                "fork_storm", _param("count", "integer", required=True), _param("hold", "boolean")
+                "fork_storm",
+                _param("count", "integer", required=True),
+                _param("marker", required=True),
+                _param("hold", "boolean"),
             ),
             _tool("sleep", _param("seconds", "number", required=True)),
             _tool("flaky", _param("fail_times", "integer", required=True), idempotent=True),
