@@ -199,6 +199,12 @@ DEMO_STEPS: list[tuple[str, str, dict[str, Any], float]] = [
         10,
     ),
     (
+        "The host's filesystem is read-only; only the session workspace is writable",
+        "python_eval",
+        {"code": "open('/etc/a2e-demo', 'w')"},
+        10,
+    ),
+    (
         "A runaway loop is killed at its deadline",
         "python_eval",
         {"code": "print('spinning...')\nwhile True: pass"},

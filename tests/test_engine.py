@@ -309,3 +309,24 @@ def test_engine_stop_removes_workspaces(tmp_path: Any) -> None:
         assert any(tmp_path.iterdir())
     assert not any(p for p in tmp_path.iterdir() if p.name.startswith("a2e-"))
     assert threading.active_count() < 50
+
+
+def test_audit_to_a_logger() -> None:
+    import logging
+
+    records: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    logger = logging.getLogger("a2e.test.audit")
+    logger.addHandler(Collect())
+    logger.setLevel(logging.INFO)
+    with Engine(audit_logger=logger, config=EngineConfig(prefork=1)) as engine:
+        ToolAPI(engine.connect(client_name="audited")).call(
+            tool_name="python_eval", arguments={"code": "1"}
+        )
+    entry = json.loads(records[-1])
+    assert entry["client"] == "audited" and entry["tool"] == "python_eval"
+    assert entry["outcome"] == "ok" and entry["success"] is True

@@ -138,7 +138,6 @@ class ToolUsage(_Model):
     peak_rss_kb: int | None = None
     signal: str | None = None
     queued_ms: int | None = None
-    output_path: str | None = None
 
 
 class ToolResult(_Model):
