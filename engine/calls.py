@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -147,11 +145,8 @@ async def run_call(
     async def attempt() -> WorkerOutcome:
         nonlocal attempts
         attempts += 1
-        call_id = f"{request.id[:40]}-{attempts}-{uuid.uuid4().hex[:6]}"
-        tmp_dir = os.path.join(
-            session.tmp_root, "".join(c for c in call_id if c.isalnum() or c in "-_")
-        )
-        os.mkdir(tmp_dir, 0o700)
+        call_id = f"{attempts}-{uuid.uuid4().hex}"
+        tmp_dir = session.make_call_dir(call_id)
         job = Job(
             plugin=tool.plugin_index,
             tool=tool.name,
@@ -168,7 +163,7 @@ async def run_call(
         finally:
             # In the background: a tool that filled its tmp with a million files must not hold
             # up its reply (the directory is private to this attempt and already unused).
-            loop.run_in_executor(None, shutil.rmtree, tmp_dir, True)
+            loop.run_in_executor(None, session.remove_call_dir, call_id)
 
     def on_retry(next_attempt: int, outcome: WorkerOutcome) -> None:
         with contextlib.suppress(ValueError):

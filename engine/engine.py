@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -70,7 +71,6 @@ class Engine:
         self.call_context: CallContext
         self.connections: set[Connection] = set()
         self.pending_calls = 0
-        self._session_counter = 0
         self._background: set[asyncio.Task[None]] = set()
 
     @staticmethod
@@ -234,12 +234,13 @@ class Engine:
     def _new_session(
         self, client: str, capabilities: frozenset[str], policies: list[Policy]
     ) -> Session:
-        self._session_counter += 1
+        session_id = uuid.uuid4().hex  # also the directory name: unguessable by workers
         session = Session(
             client=client,
             capabilities=capabilities,
             policies=policies,
-            root=os.path.join(self.state_dir, f"s{self._session_counter:06d}"),
+            id=session_id,
+            root=os.path.join(self.state_dir, session_id),
         )
         session.create_dirs()
         return session

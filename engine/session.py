@@ -12,6 +12,8 @@ from engine.policy import Policy
 
 __all__ = ["Session"]
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
 
 @dataclass
 class Session:
@@ -36,9 +38,33 @@ class Session:
     def tmp_root(self) -> str:
         return os.path.join(self.root, "tmp")
 
+    _tmp_fd: int = -1
+
+    # Workers can write inside the engine's state directory (that is where workspaces live), so
+    # the supervisor never follows a path there that a worker could have replaced with a
+    # symlink: names are unguessable, and per-call directories are made and removed relative
+    # to a descriptor of the session's tmp directory opened when the session was created.
+
     def create_dirs(self) -> None:
-        os.makedirs(self.workspace, mode=0o700)
-        os.makedirs(self.tmp_root, mode=0o700)
+        os.mkdir(self.root, 0o700)
+        root_fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            os.mkdir("workspace", 0o700, dir_fd=root_fd)
+            os.mkdir("tmp", 0o700, dir_fd=root_fd)
+            self._tmp_fd = os.open("tmp", _DIR_FLAGS, dir_fd=root_fd)
+        finally:
+            os.close(root_fd)
+
+    def make_call_dir(self, name: str) -> str:
+        """A fresh private tmp directory for one call; its path, for the worker."""
+        os.mkdir(name, 0o700, dir_fd=self._tmp_fd)
+        return os.path.join(self.tmp_root, name)
+
+    def remove_call_dir(self, name: str) -> None:
+        shutil.rmtree(name, ignore_errors=True, dir_fd=self._tmp_fd)
 
     def remove_dirs(self) -> None:
+        if self._tmp_fd >= 0:
+            os.close(self._tmp_fd)
+            self._tmp_fd = -1
         shutil.rmtree(self.root, ignore_errors=True)

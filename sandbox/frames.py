@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_MAX_FRAME",
+    "SKIPPED_EVENT",
     "FrameDecoder",
     "FrameError",
     "encode_frame",
@@ -24,6 +25,9 @@ __all__ = [
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 _HEADER = struct.Struct(">I")
+_EVENT_PREFIX = b'{"t":"event",'
+#: Stands for an event frame that was counted but not decoded (see ``skip_events``).
+SKIPPED_EVENT: dict[str, Any] = {"t": "event", "skipped": True}
 
 
 class FrameError(ValueError):
@@ -59,6 +63,9 @@ class FrameDecoder:
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
+        #: Once set, frames written as our worker writes events are counted, not decoded:
+        #: a flood past the event cap then costs a prefix compare per frame, not a JSON parse.
+        self.skip_events = False
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
@@ -73,6 +80,10 @@ class FrameDecoder:
             end = _HEADER.size + length
             if len(self._buf) < end:
                 break
+            if self.skip_events and self._buf.startswith(_EVENT_PREFIX, _HEADER.size):
+                del self._buf[:end]
+                frames.append(SKIPPED_EVENT)
+                continue
             body = bytes(self._buf[_HEADER.size : end])
             del self._buf[:end]
             frames.append(_decode_body(body))

@@ -13,6 +13,7 @@ import signal
 from dataclasses import dataclass
 
 from sandbox import syscalls
+from sandbox.cgroups import join_cgroup
 from sandbox.limits import Limits, apply_rlimits
 from sandbox.namespaces import make_filesystem_read_only, mount_private_proc
 
@@ -31,6 +32,7 @@ class Hardening:
     seccomp_bpf: bytes
     private_proc: bool
     writable_paths: tuple[str, ...] = ()
+    cgroup: str | None = None
 
 
 def close_inherited_fds(keep: tuple[int, ...]) -> None:
@@ -83,6 +85,8 @@ def zero_initial_environ() -> None:
 def harden_worker(setup: Hardening) -> None:
     """Apply every layer; raise on the first that fails (the caller reports it and exits)."""
     close_inherited_fds(setup.keep_fds)
+    if setup.cgroup is not None:
+        join_cgroup(setup.cgroup)  # first: everything below, and every child, counts
     reset_signals()
     os.setsid()
     syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)

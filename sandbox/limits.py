@@ -2,9 +2,9 @@
 
 ``memory_mb`` is ``RLIMIT_AS``: Python code sees a catchable ``MemoryError`` rather than an OOM
 kill. ``cpu_seconds`` is ``RLIMIT_CPU`` (SIGXCPU, then SIGKILL a second later); the wall-clock
-deadline is enforced separately by the supervisor. There is no process-count limit here on
-purpose: ``RLIMIT_NPROC`` is ignored for root and counts every process of the uid otherwise;
-profiles that may fork rely on the wall-clock kill of the whole PID namespace. Workers cannot
+deadline is enforced separately by the supervisor. ``processes`` caps processes and threads of
+one call through a pids cgroup (``sandbox.cgroups``), not ``RLIMIT_NPROC``, which is ignored for
+root and counts every process of the uid otherwise. Workers cannot
 raise any of these back: the seccomp filter refuses ``setrlimit`` and ``prlimit64`` with a new
 limit.
 """
@@ -26,6 +26,7 @@ class Limits:
     cpu_seconds: int = 300
     open_files: int = 256
     file_size_mb: int = 256
+    processes: int = 512  # processes + threads of one call (pids cgroup, where available)
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

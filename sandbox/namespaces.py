@@ -15,6 +15,7 @@ call's path.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 from sandbox import syscalls
@@ -44,13 +45,48 @@ class PidNamespaces:
         syscalls.setns(self.own_ns_fd, syscalls.CLONE_NEWPID)
 
 
+#: The device nodes a worker gets in its private ``/dev``; every other host device (disks, loop
+#: devices, /dev/kvm, /dev/kmsg, consoles, /dev/userfaultfd) simply does not exist there.
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
+
+
 def mount_private_proc() -> None:
-    """In the child: own mount namespace (changes stay private), ``/proc`` of our PID namespace."""
-    syscalls.unshare(syscalls.CLONE_NEWNS)
+    """In the child: own mount and IPC namespaces (changes and SysV/POSIX IPC objects stay
+    private and die with the worker), ``/proc`` of our PID namespace, a minimal ``/dev``."""
+    syscalls.unshare(syscalls.CLONE_NEWNS | syscalls.CLONE_NEWIPC)
     syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
     syscalls.mount(
         "proc", "/proc", "proc", syscalls.MS_NOSUID | syscalls.MS_NODEV | syscalls.MS_NOEXEC
     )
+    mount_minimal_dev()
+
+
+def mount_minimal_dev() -> None:
+    """A fresh tmpfs on ``/dev`` holding only harmless devices, bind-mounted from the host's.
+
+    A read-only mount does not stop writes *to a device*: a uid-0 worker could otherwise open a
+    disk or loop device and rewrite the host below any filesystem.
+    """
+    nodes = []
+    for name in DEVICES:
+        try:
+            info = os.stat(f"/dev/{name}")
+        except OSError:
+            continue  # the host has none (no /dev/tty in a detached container, say)
+        if stat.S_ISCHR(info.st_mode):
+            nodes.append((name, info.st_mode, info.st_rdev))
+    syscalls.mount("tmpfs", "/dev", "tmpfs", syscalls.MS_NOSUID | syscalls.MS_NOEXEC, "mode=755")
+    for name, mode, rdev in nodes:
+        os.mknod(f"/dev/{name}", mode, rdev)
+        os.chmod(f"/dev/{name}", stat.S_IMODE(mode))
+    for name, target in DEV_LINKS.items():
+        os.symlink(target, f"/dev/{name}")
 
 
 def make_filesystem_read_only(writable: tuple[str, ...]) -> None:
@@ -65,7 +101,12 @@ def make_filesystem_read_only(writable: tuple[str, ...]) -> None:
         syscalls.mount(path, path, None, syscalls.MS_BIND | syscalls.MS_REC)
     syscalls.mount_setattr_recursive("/", attr_set=syscalls.MOUNT_ATTR_RDONLY)
     for path in writable:
-        syscalls.mount_setattr_recursive(path, attr_clr=syscalls.MOUNT_ATTR_RDONLY)
+        # Writable, but no device nodes and no setuid programs can take effect there.
+        syscalls.mount_setattr_recursive(
+            path,
+            attr_set=syscalls.MOUNT_ATTR_NOSUID | syscalls.MOUNT_ATTR_NODEV,
+            attr_clr=syscalls.MOUNT_ATTR_RDONLY,
+        )
 
 
 def probe_pid_namespaces() -> str | None:

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.cgroups import remove_cgroup
+from sandbox.cgroups import remove_cgroup_tree
 from sandbox.frames import DEFAULT_MAX_FRAME, FrameDecoder, encode_frame
 from sandbox.handle import WorkerHandle
 from sandbox.launch import join_or_kill, spawn_zygote
@@ -63,7 +63,7 @@ class PoolConfig:
     max_events: int = 10_000
     start_timeout: float = 60.0
     writable_paths: tuple[str, ...] = ()
-    max_processes: int = 2048  # all workers and their children together; 0 = no cgroup
+    max_processes: int = 4096  # all workers and their children together; 0 = no cgroup
 
     def __post_init__(self) -> None:
         if self.max_workers < 1 or self.prefork < 0:
@@ -170,7 +170,7 @@ class WorkerPool:
         if process is not None:
             await asyncio.get_running_loop().run_in_executor(None, join_or_kill, process)
         for path in self._cgroups:
-            remove_cgroup(path)
+            remove_cgroup_tree(path)
 
     def _drop_zygote(self) -> None:
         if self._sock is not None and self._loop is not None:

@@ -142,6 +142,12 @@ def build_filter(profile: SeccompProfile) -> sc.SyscallFilter:
     _add(filt, eperm, "prctl", sc.Arg(0, sc.MASKED_EQ, low32, _PR_SET_MM))
     _add(filt, eperm, "fcntl", sc.Arg(1, sc.MASKED_EQ, low32, _F_SETPIPE_SZ))
     _add(filt, eperm, "kill", sc.Arg(0, sc.MASKED_EQ, low32, low32))
+    # Setuid and setgid bits: no_new_privs already makes them inert here, but a file left in the
+    # state directory must not become a trap for whoever runs it outside the sandbox.
+    for bit in (stat.S_ISUID, stat.S_ISGID):
+        _add(filt, eperm, "chmod", sc.Arg(1, sc.MASKED_EQ, bit, bit))
+        _add(filt, eperm, "fchmod", sc.Arg(1, sc.MASKED_EQ, bit, bit))
+        _add(filt, eperm, "fchmodat", sc.Arg(2, sc.MASKED_EQ, bit, bit))
     if not profile.allow_processes:
         for name in ("fork", "vfork", "execve", "execveat"):
             _add(filt, eperm, name)
@@ -149,6 +155,11 @@ def build_filter(profile: SeccompProfile) -> sc.SyscallFilter:
         _add(filt, eperm, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
     if not profile.allow_sockets:
         _add(filt, eperm, "socket")
+    if not profile.allow_processes:
+        # Memory that escapes RLIMIT_AS (memfd pages, SysV segments detached after filling) is
+        # refused where nothing needs it; the other profiles wait for a memory cgroup.
+        for name in ("memfd_create", "shmget", "msgget", "semget", "mq_open"):
+            _add(filt, eperm, name)
     return filt
 
 

@@ -25,6 +25,9 @@ log = logging.getLogger("a2e.sandbox")
 
 EventSink = Callable[[str, dict[str, Any]], None]
 
+#: Events past the cap are dropped; this many times the cap more and the worker is killed.
+EVENT_FLOOD_FACTOR = 10
+
 
 class ResultReader:
     """Reads one worker's result pipe on the event loop; all caps are enforced here."""
@@ -101,6 +104,12 @@ class ResultReader:
         if kind == "event":
             if self.events >= self.config.max_events:
                 self.dropped += 1
+                self.decoder.skip_events = True
+                if self.dropped > EVENT_FLOOD_FACTOR * self.config.max_events:
+                    return self._violate(
+                        f"the worker wrote more than {EVENT_FLOOD_FACTOR + 1} times the "
+                        f"{self.config.max_events}-event cap"
+                    )
                 return
             self.events += 1
             event_kind, data = frame.get("kind"), frame.get("data")

@@ -29,7 +29,7 @@ import traceback
 from typing import Any
 
 from sandbox import syscalls
-from sandbox.cgroups import SandboxPidsCgroup
+from sandbox.cgroups import PidsCgroups
 from sandbox.harden import Hardening, zero_initial_environ
 from sandbox.limits import Limits
 from sandbox.namespaces import PidNamespaces, probe_pid_namespaces
@@ -55,6 +55,8 @@ class Zygote:
         self.writable_paths = tuple(str(p) for p in config.get("writable_paths", ()))
         self.filters: dict[str, bytes] = {}
         self.workers: set[int] = set()
+        self.slots: dict[int, str] = {}  # worker pid -> its pids cgroup
+        self.cgroups: PidsCgroups | None = None
         self.pidns: PidNamespaces | None = None
         self.layers: dict[str, Any] = {}
 
@@ -79,19 +81,22 @@ class Zygote:
             "writable": list(self.writable_paths),
         }
         self.layers["no_capabilities"] = {"active": True, "reason": ""}
-        limit = int(self.config.get("max_processes", 0))
+        total = int(self.config.get("max_processes", 0))
         try:
-            if limit <= 0:
+            if total <= 0:
                 raise OSError("disabled by configuration")
-            group = SandboxPidsCgroup.enter(limit)
+            self.cgroups = PidsCgroups.create(total, self.limits.processes)
             self.layers["pids_cgroup"] = {
                 "active": True,
                 "reason": "",
-                "path": group.path,
-                "max": limit,
+                "path": self.cgroups.path,
+                "per_call": self.limits.processes,
+                "total": total,
             }
         except OSError as exc:
             self.layers["pids_cgroup"] = {"active": False, "reason": str(exc)}
+        self.layers["ipc_namespace"] = {"active": why_not is None, "reason": why_not or ""}
+        self.layers["minimal_dev"] = {"active": why_not is None, "reason": why_not or ""}
         self.layers["subreaper"] = {"active": True, "reason": ""}
         self.layers["rlimits"] = {"active": True, "limits": self.limits.to_dict()}
         zero_initial_environ()
@@ -111,6 +116,11 @@ class Zygote:
             raise SupervisorGone from None
 
     def spawn(self, profile: str) -> None:
+        try:
+            slot = self.cgroups.take_slot() if self.cgroups is not None else None
+        except OSError as exc:
+            self.send({"op": "spawn_failed", "profile": profile, "error": f"cgroup: {exc}"})
+            return
         job_r, job_w = os.pipe2(os.O_CLOEXEC)
         res_r, res_w = os.pipe2(os.O_CLOEXEC)
         setup = Hardening(
@@ -120,12 +130,15 @@ class Zygote:
             seccomp_bpf=self.filters[profile],
             private_proc=self.pidns is not None,
             writable_paths=self.writable_paths,
+            cgroup=slot,
         )
         try:
             pid = self.fork()
         except OSError as exc:
             for fd in (job_r, job_w, res_r, res_w):
                 os.close(fd)
+            if slot is not None and self.cgroups is not None:
+                self.cgroups.release_slot(slot)
             self.send({"op": "spawn_failed", "profile": profile, "error": str(exc)})
             return
         if pid == 0:  # pragma: no cover - the child never returns from run_worker
@@ -133,6 +146,8 @@ class Zygote:
         os.close(job_r)
         os.close(res_w)
         self.workers.add(pid)
+        if slot is not None:
+            self.slots[pid] = slot
         pidfd = os.pidfd_open(pid)
         try:
             self.send({"op": "worker", "pid": pid, "profile": profile}, [job_w, res_r, pidfd])
@@ -166,6 +181,9 @@ class Zygote:
                 continue  # an adopted orphan we killed
             self.workers.discard(pid)
             self.kill_adopted_orphans()
+            slot = self.slots.pop(pid, None)
+            if slot is not None and self.cgroups is not None:
+                self.cgroups.release_slot(slot)  # its whole tree is gone: reuse the group
             self.send(
                 {
                     "op": "exit",

@@ -90,10 +90,37 @@ def test_fork_bomb_hits_the_sandbox_process_cap(engine: Engine, tools: ToolAPI) 
         timeout=30,
     )
     assert result.success, result.error
-    assert result.data["children"] < cgroup["max"]
+    assert result.data["children"] < cgroup["per_call"]
     assert "Resource temporarily unavailable" in result.data["refused"]
     assert processes_in(os.path.join(workspace, marker)) == []
     still_serving(tools)
+
+
+def test_a_thread_bomb_in_one_call_does_not_starve_another(engine: Engine, tools: ToolAPI) -> None:
+    if not engine.layers["pids_cgroup"]["active"]:
+        pytest.skip("no pids cgroup here")
+    bomb = (
+        "import ctypes, threading, time\nctypes.CDLL(None).mallopt(-8, 1)\n"
+        "threading.stack_size(64 * 1024)\nn = 0\n"
+        "try:\n    while True:\n"
+        "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "        n += 1\nexcept RuntimeError:\n    pass\nprint(n, flush=True)\ntime.sleep(30)"
+    )
+    pending = tools.start(tool_name="python_eval", arguments={"code": bomb}, timeout=4)
+    time.sleep(1.0)
+    other = ToolAPI(engine.connect(client_name="bystander"))
+    result = other.call(
+        tool_name="python_eval",
+        arguments={
+            "code": "import threading\nt = threading.Thread(target=print)"
+            "\nt.start()\nt.join()\n'fine'"
+        },
+    )
+    assert result.success and result.data["value"] == "fine", result.error
+    bombed = pending.result()
+    assert not bombed.success and "timed out" in (bombed.error or "")
+    assert int(bombed.data["stdout"]) < engine.layers["pids_cgroup"]["per_call"]
+    other.client.close()
 
 
 def test_fork_bomb_in_python_eval_is_refused(tools: ToolAPI) -> None:
@@ -446,3 +473,54 @@ def test_a_worker_that_hides_its_pipe_and_hangs_is_killed_quickly(tools: ToolAPI
     assert not result.success and "without sending a result and did not exit" in (
         result.error or ""
     )
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        "/dev/loop0",
+        "/dev/kvm",
+        "/dev/kmsg",
+        "/dev/console",
+        "/dev/userfaultfd",
+        "/dev/tty1",
+        "/dev/vda",
+        "/dev/sda",
+    ],
+)
+def test_host_devices_do_not_exist_in_workers(tools: ToolAPI, device: str) -> None:
+    result = run(tools, f"import os\nos.open({device!r}, os.O_RDWR)")
+    assert not result.success and "No such file or directory" in (result.error or "")
+
+
+def test_the_few_devices_workers_get_work(tools: ToolAPI) -> None:
+    code = (
+        "import os\n[sorted(os.listdir('/dev')), open('/dev/null', 'w').write('x'), "
+        "len(open('/dev/urandom', 'rb').read(8)), open('/dev/zero', 'rb').read(2).hex()]"
+    )
+    result = run(tools, code)
+    assert result.success, result.error
+    names, written, random_bytes, _ = result.data["value"]
+    assert {"null", "zero", "urandom", "random", "fd"} <= set(names) and len(names) <= 10
+    assert (written, random_bytes) == (1, 8)
+
+
+def test_ipc_objects_are_private_to_the_call(tools: ToolAPI) -> None:
+    code = (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "assert libc.shmget(0x5A2E, 1 << 20, 0o1666) == -1\nctypes.get_errno()"
+    )
+    assert run(tools, code).data["value"] == 1  # refused under the compute profile
+    ipc = run(tools, "import os\nos.readlink('/proc/self/ns/ipc')").data["value"]
+    assert ipc != os.readlink("/proc/self/ns/ipc")
+
+
+def test_memfd_cannot_hold_memory_outside_the_limit(tools: ToolAPI) -> None:
+    result = run(tools, "import os\nos.memfd_create('x')")
+    assert not result.success and "PermissionError" in (result.error or "")
+
+
+def test_setuid_bits_cannot_be_set(tools: ToolAPI) -> None:
+    result = run(tools, "import os\nopen('suid', 'w').close()\nos.chmod('suid', 0o4755)")
+    assert not result.success and "PermissionError" in (result.error or "")
+    assert run(tools, "import os\nos.chmod('suid', 0o755)").success

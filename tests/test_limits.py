@@ -39,14 +39,14 @@ def test_the_engine_caps_a_calls_timeout(tight: Engine) -> None:
 
 def test_an_event_flood_is_cut_and_marked_truncated(tight: Engine) -> None:
     tools = ToolAPI(tight.connect())
-    result = tools.call(tool_name="emit", arguments={"count": 5000, "kind": "log"})
-    assert result.success and result.data == {"emitted": 5000}
+    result = tools.call(tool_name="emit", arguments={"count": 1000, "kind": "log"})
+    assert result.success and result.data == {"emitted": 1000}
     assert result.truncated
     assert len(result.events) == 50  # kept in the result
     streamed: list[int] = []
     result = tools.call(
         tool_name="emit",
-        arguments={"count": 5000, "kind": "log"},
+        arguments={"count": 1000, "kind": "log"},
         streaming=True,
         on_event=lambda e: streamed.append(e.seq),
     )
@@ -136,3 +136,20 @@ def test_polling_a_pending_call_does_not_cancel_it(tight: Engine) -> None:
     with pytest.raises(TimeoutError):
         pending.result(timeout=0.05)
     assert pending.result().success
+
+
+def test_an_event_flood_past_ten_times_the_cap_kills_the_worker(tight: Engine) -> None:
+    tools = ToolAPI(tight.connect())
+    result = tools.call(tool_name="emit", arguments={"count": 1000, "kind": "log"})
+    assert result.success  # 10 x the cap of 100 is dropped, not fatal...
+    code = (
+        FIND_PIPES
+        + """
+body = b'{"t":"event","kind":"log","data":{"level":"info","message":"x"}}'
+frame = struct.pack('>I', len(body)) + body
+while True:
+    os.write(pipes[0], frame * 100)
+"""
+    )
+    result = tools.call(tool_name="python_eval", arguments={"code": code})
+    assert not result.success and "times the 100-event cap" in (result.error or ""), result.error
