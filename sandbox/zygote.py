@@ -68,40 +68,38 @@ class Zygote:
         syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
         for name in self.config["profiles"]:
             self.filters[name] = compile_profile(PROFILES[name])
-        self.layers["seccomp"] = {"active": True, "profiles": sorted(self.filters)}
+        self._report("seccomp", None, profiles=sorted(self.filters))
         want_ns = bool(self.config.get("namespaces", True))
-        why_not = probe_pid_namespaces() if want_ns else "disabled by configuration"
-        if why_not is None:
+        no_ns = probe_pid_namespaces() if want_ns else "disabled by configuration"
+        if no_ns is None:
             self.pidns = PidNamespaces.open()
-        self.layers["pid_namespace"] = {"active": why_not is None, "reason": why_not or ""}
-        self.layers["private_proc"] = {"active": why_not is None, "reason": why_not or ""}
-        self.layers["readonly_filesystem"] = {
-            "active": why_not is None,
-            "reason": why_not or "",
-            "writable": list(self.writable_paths),
-        }
-        self.layers["no_capabilities"] = {"active": True, "reason": ""}
+        # One probe covers the layers set up together in the worker's new namespaces.
+        for layer in ("pid_namespace", "private_proc", "ipc_namespace", "minimal_dev"):
+            self._report(layer, no_ns)
+        self._report("readonly_filesystem", no_ns, writable=list(self.writable_paths))
+        self._report("no_capabilities", None)
+        self._report("subreaper", None)
+        self._report("rlimits", None, limits=self.limits.to_dict())
         total = int(self.config.get("max_processes", 0))
         try:
             if total <= 0:
                 raise OSError("disabled by configuration")
             self.cgroups = PidsCgroups.create(total, self.limits.processes)
-            self.layers["pids_cgroup"] = {
-                "active": True,
-                "reason": "",
-                "path": self.cgroups.path,
-                "per_call": self.limits.processes,
-                "total": total,
-            }
+            self._report(
+                "pids_cgroup",
+                None,
+                path=self.cgroups.path,
+                per_call=self.limits.processes,
+                total=total,
+            )
         except OSError as exc:
-            self.layers["pids_cgroup"] = {"active": False, "reason": str(exc)}
-        self.layers["ipc_namespace"] = {"active": why_not is None, "reason": why_not or ""}
-        self.layers["minimal_dev"] = {"active": why_not is None, "reason": why_not or ""}
-        self.layers["subreaper"] = {"active": True, "reason": ""}
-        self.layers["rlimits"] = {"active": True, "limits": self.limits.to_dict()}
+            self._report("pids_cgroup", str(exc))
         zero_initial_environ()
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
+
+    def _report(self, layer: str, why_not: str | None, **facts: Any) -> None:
+        self.layers[layer] = {"active": why_not is None, "reason": why_not or "", **facts}
 
     # -- the loop --
 
