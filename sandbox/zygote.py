@@ -29,7 +29,7 @@ import traceback
 from typing import Any
 
 from sandbox import syscalls
-from sandbox.cgroups import PidsCgroups
+from sandbox.cgroups import PidsCgroups, remove_cgroup_tree
 from sandbox.harden import Hardening, zero_initial_environ
 from sandbox.limits import Limits
 from sandbox.namespaces import PidNamespaces, probe_pid_namespaces
@@ -237,6 +237,9 @@ class Zygote:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
+        self.kill_adopted_orphans()
+        if self.cgroups is not None:
+            remove_cgroup_tree(self.cgroups.path)  # empty now; the supervisor may be gone
 
     def serve(self) -> None:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)

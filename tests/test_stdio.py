@@ -178,3 +178,38 @@ def test_a_dead_host_fails_calls_at_once() -> None:
     assert not first.success and not second.success
     assert time.monotonic() - started < 5
     transport.close()
+
+
+def test_a_killed_host_leaves_no_sandbox_behind() -> None:
+    import glob
+    import os
+    import signal
+
+    import psutil
+
+    transport = StdioTransport(SERVE, stderr=subprocess.DEVNULL)
+    client = A2EClient(transport)
+    pending = ToolAPI(client).start(
+        tool_name="python_eval", arguments={"code": "import time\ntime.sleep(60)"}, timeout=60
+    )
+    time.sleep(1.0)
+    host = psutil.Process(transport.process.pid)
+    sandbox = host.children(recursive=True)
+    assert sandbox, "the host should have a zygote"
+    cgroups = glob.glob("/sys/fs/cgroup/*/a2e-sandbox-*") + glob.glob(
+        "/sys/fs/cgroup/a2e-sandbox-*"
+    )
+    os.kill(transport.process.pid, signal.SIGKILL)
+    transport.process.wait()
+    assert not pending.result().success
+    _gone, alive = psutil.wait_procs(sandbox, timeout=10)
+    assert alive == [], alive
+    pids = {str(p.pid) for p in sandbox}
+    mine = [c for c in cgroups if c.rsplit("-", 1)[-1] in pids]
+    if os.geteuid() == 0 and os.path.isdir("/sys/fs/cgroup/pids"):
+        assert mine, "the zygote should have made a pids cgroup"
+    deadline = time.monotonic() + 5
+    while any(os.path.exists(c) for c in mine) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(os.path.exists(c) for c in mine)
+    transport.close()
