@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -330,3 +331,42 @@ def test_audit_to_a_logger() -> None:
     entry = json.loads(records[-1])
     assert entry["client"] == "audited" and entry["tool"] == "python_eval"
     assert entry["outcome"] == "ok" and entry["success"] is True
+
+
+def test_the_zygote_is_single_threaded(engine: Engine) -> None:
+    import psutil
+
+    assert engine.pool is not None and engine.pool.zygote_pid is not None
+    assert psutil.Process(engine.pool.zygote_pid).num_threads() == 1
+
+
+def test_a_plugin_in_a_scripts_main_works_and_the_script_runs_once(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "host.py"
+    script.write_text(
+        "print('script top level ran')\n"
+        "from typing import Any\n"
+        "from a2e.caps.tools.client import ToolAPI\n"
+        "from a2e.caps.tools.models import ToolDefinition\n"
+        "from a2e.caps.tools.plugin import ToolPlugin\n"
+        "from engine import Engine, EngineConfig\n"
+        "class Shout(ToolPlugin):\n"
+        "    name = 'shout'\n"
+        "    def _list_tools(self) -> list[ToolDefinition]:\n"
+        "        return [ToolDefinition(name='shout', description='upper-cases')]\n"
+        "    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:\n"
+        "        return {'text': 'hello'.upper()}\n"
+        "with Engine(plugins=[Shout()], config=EngineConfig(prefork=1)) as engine:\n"
+        "    print(ToolAPI(engine.connect()).call(tool_name='shout', arguments={}).data)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["script top level ran", "{'text': 'HELLO'}"]
