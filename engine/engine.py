@@ -103,6 +103,11 @@ class Engine:
             self.state_dir = tempfile.mkdtemp(prefix="a2e-engine-")
         self._own_state_dir = True
         loop = asyncio.new_event_loop()
+        # Blocking chores (removing directories, joining the zygote) run here; two threads are
+        # plenty and keep the engine's thread count fixed however busy it gets.
+        loop.set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="a2e-chores")
+        )
         ready = threading.Event()
 
         def run_loop() -> None:

@@ -370,3 +370,34 @@ def test_a_plugin_in_a_scripts_main_works_and_the_script_runs_once(tmp_path: Any
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["script top level ran", "{'text': 'HELLO'}"]
+
+
+def test_no_fd_process_or_thread_leaks_over_many_calls(engine: Engine, tools: ToolAPI) -> None:
+    import psutil
+
+    assert engine.pool is not None and engine.pool.zygote_pid is not None
+    me, zygote = psutil.Process(), psutil.Process(engine.pool.zygote_pid)
+
+    def snapshot() -> tuple[int, int, int, int]:
+        time.sleep(0.3)  # let the last exits be reported and refills settle
+        return me.num_fds(), me.num_threads(), zygote.num_fds(), len(zygote.children())
+
+    def burst() -> None:
+        pendings = [
+            tools.start(tool_name="python_eval", arguments={"code": "1"}) for _ in range(50)
+        ]
+        assert all(p.result().success for p in pendings)
+        assert tools.call(tool_name="crash", arguments={"how": "segfault"}).success is False
+        assert not tools.call(
+            tool_name="python_eval", arguments={"code": "while 1: pass"}, timeout=1
+        ).success
+
+    burst()
+    before = snapshot()
+    for _ in range(3):
+        burst()
+    after = snapshot()
+    assert after[0] <= before[0] + 2, (before, after)  # supervisor fds
+    assert after[1] <= before[1] + 2, (before, after)  # supervisor threads
+    assert after[2] <= before[2] + 2, (before, after)  # zygote fds
+    assert after[3] <= before[3] + 2, (before, after)  # waiting workers only
