@@ -1,0 +1,38 @@
+"""The names hosts import are the contract: each package exports exactly what ``__all__`` says."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC = {
+    "a2e": ["A2EClient", "A2ECapability", "A2EError", "ErrorCode", "decode", "encode"],
+    "a2e.caps.tools": ["ToolDefinition", "ToolParameter", "ToolResult", "ToolErrorCode"],
+    "a2e.caps.tools.client": ["ToolAPI", "PendingCall"],
+    "a2e.caps.tools.plugin": ["ToolPlugin", "ToolContext", "ToolExecutionError", "SandboxProfile"],
+    "a2e.transports": ["StdioTransport"],
+    "engine": ["Engine", "EngineConfig", "Limits", "RetryPolicy", "ToolPolicy"],
+    "sandbox": ["WorkerPool", "PoolConfig", "Job", "Limits", "WorkerOutcome", "OutcomeStatus"],
+    "tools": ["PythonEval", "FileTools", "BUILTIN_PLUGINS"],
+}
+
+
+@pytest.mark.parametrize("module_name", sorted(PUBLIC))
+def test_exports(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    assert set(PUBLIC[module_name]) <= set(module.__all__)
+    for name in module.__all__:
+        assert hasattr(module, name), f"{module_name}.__all__ names missing {name}"
+
+
+def test_the_protocol_package_does_not_import_the_engine() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, a2e, a2e.caps.tools.client, a2e.transports\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('engine', 'sandbox')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
