@@ -33,6 +33,7 @@ class Hardening:
     private_proc: bool
     writable_paths: tuple[str, ...] = ()
     cgroup: str | None = None
+    net_ns_fd: int | None = None  # join this (empty) network namespace
 
 
 def close_inherited_fds(keep: tuple[int, ...]) -> None:
@@ -84,6 +85,8 @@ def zero_initial_environ() -> None:
 
 def harden_worker(setup: Hardening) -> None:
     """Apply every layer; raise on the first that fails (the caller reports it and exits)."""
+    if setup.net_ns_fd is not None:
+        syscalls.setns(setup.net_ns_fd, syscalls.CLONE_NEWNET)  # before its fd is closed
     close_inherited_fds(setup.keep_fds)
     if setup.cgroup is not None:
         join_cgroup(setup.cgroup)  # first: everything below, and every child, counts

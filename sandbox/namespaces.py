@@ -22,6 +22,7 @@ from sandbox import syscalls
 
 __all__ = [
     "PidNamespaces",
+    "create_empty_network_namespace",
     "make_filesystem_read_only",
     "mount_private_proc",
     "probe_pid_namespaces",
@@ -43,6 +44,25 @@ class PidNamespaces:
 
     def after_fork_in_parent(self) -> None:
         syscalls.setns(self.own_ns_fd, syscalls.CLONE_NEWPID)
+
+
+def create_empty_network_namespace() -> int:
+    """An fd to a new network namespace with nothing in it but a down loopback.
+
+    Created once by the zygote (about 0.5 ms and a global kernel lock, too dear per call) and
+    joined by every worker whose profile has no business on the network: on top of the seccomp
+    rule against ``socket()``, such a worker has no route anywhere even if a socket slipped
+    through. The zygote itself returns to the host's namespace, for the network profile.
+    """
+    host = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        syscalls.unshare(syscalls.CLONE_NEWNET)
+        try:
+            return os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            syscalls.setns(host, syscalls.CLONE_NEWNET)
+    finally:
+        os.close(host)
 
 
 #: The device nodes a worker gets in its private ``/dev``; every other host device (disks, loop

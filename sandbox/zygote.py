@@ -32,7 +32,11 @@ from sandbox import syscalls
 from sandbox.cgroups import PidsCgroups, remove_cgroup_tree
 from sandbox.harden import Hardening, zero_initial_environ
 from sandbox.limits import Limits
-from sandbox.namespaces import PidNamespaces, probe_pid_namespaces
+from sandbox.namespaces import (
+    PidNamespaces,
+    create_empty_network_namespace,
+    probe_pid_namespaces,
+)
 from sandbox.seccomp import PROFILES, compile_profile
 from sandbox.worker import run_worker
 
@@ -57,6 +61,7 @@ class Zygote:
         self.workers: set[int] = set()
         self.slots: dict[int, str] = {}  # worker pid -> its pids cgroup
         self.cgroups: PidsCgroups | None = None
+        self.empty_net_fd: int | None = None
         self.pidns: PidNamespaces | None = None
         self.layers: dict[str, Any] = {}
 
@@ -78,6 +83,15 @@ class Zygote:
             self._report(layer, no_ns)
         self._report("readonly_filesystem", no_ns, writable=list(self.writable_paths))
         self._report("no_capabilities", None)
+        try:
+            self.empty_net_fd = create_empty_network_namespace()
+            self._report(
+                "network_namespace",
+                None,
+                profiles=[p for p in self.filters if not PROFILES[p].allow_sockets],
+            )
+        except OSError as exc:
+            self._report("network_namespace", f"cannot create one: {exc.strerror}")
         self._report("subreaper", None)
         self._report("rlimits", None, limits=self.limits.to_dict())
         total = int(self.config.get("max_processes", 0))
@@ -129,6 +143,7 @@ class Zygote:
             private_proc=self.pidns is not None,
             writable_paths=self.writable_paths,
             cgroup=slot,
+            net_ns_fd=None if PROFILES[profile].allow_sockets else self.empty_net_fd,
         )
         try:
             pid = self.fork()

@@ -55,6 +55,7 @@ class HostileTools(ToolPlugin):
             _tool("emit", _param("count", "integer", required=True), _param("kind")),
             _tool("crash", _param("how", required=True), idempotent=True),
             _tool("deferred_helper", defer=True, tags=("test", "rare")),
+            _tool("network_view"),
         ]
 
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -148,3 +149,8 @@ class HostileTools(ToolPlugin):
 
     def _deferred_helper(self) -> dict[str, Any]:
         return {}
+
+    def _network_view(self) -> dict[str, Any]:
+        with open("/proc/net/dev") as fh:
+            interfaces = [line.split(":")[0].strip() for line in fh.readlines()[2:]]
+        return {"netns": os.readlink("/proc/self/ns/net"), "interfaces": interfaces}

@@ -524,3 +524,25 @@ def test_setuid_bits_cannot_be_set(tools: ToolAPI) -> None:
     result = run(tools, "import os\nopen('suid', 'w').close()\nos.chmod('suid', 0o4755)")
     assert not result.success and "PermissionError" in (result.error or "")
     assert run(tools, "import os\nos.chmod('suid', 0o755)").success
+
+
+@pytest.mark.parametrize("tool", ["python_eval", "network_view"])
+def test_tools_without_the_network_profile_have_no_network(
+    engine: Engine, tools: ToolAPI, tool: str
+) -> None:
+    if not engine.layers["network_namespace"]["active"]:
+        pytest.skip(engine.layers["network_namespace"]["reason"])
+    if tool == "python_eval":
+        code = (
+            "import os\nwith open('/proc/net/dev') as fh:\n"
+            "    names = [l.split(':')[0].strip() for l in fh.readlines()[2:]]\n"
+            "{'netns': os.readlink('/proc/self/ns/net'), 'interfaces': names}"
+        )
+        result = run(tools, code)
+        view = result.data["value"]
+    else:  # the process profile: fork and exec allowed, sockets refused, no network either
+        result = tools.call(tool_name=tool, arguments={})
+        view = result.data
+    assert result.success, result.error
+    assert view["netns"] != os.readlink("/proc/self/ns/net")
+    assert view["interfaces"] == ["lo"]
