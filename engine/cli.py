@@ -18,6 +18,7 @@ from a2e.caps.tools.models import ToolEvent
 from a2e.caps.tools.plugin import ToolPlugin
 from engine.config import EngineConfig
 from engine.engine import Engine
+from sandbox.layers import LAYERS, missing_layers
 from sandbox.limits import Limits
 
 __all__ = ["main"]
@@ -38,8 +39,9 @@ def load_plugin(spec: str) -> ToolPlugin:
     return cls()
 
 
-def _engine_from_args(args: argparse.Namespace) -> Engine:
+def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -> Engine:
     config = EngineConfig(
+        require=tuple(args.require) if enforce_required else (),
         max_workers=args.max_workers,
         prefork=args.prefork,
         max_timeout=args.max_timeout,
@@ -79,6 +81,14 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--audit", default=None, metavar="PATH", help="append one JSON line per call"
+    )
+    group.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="LAYER",
+        choices=sorted(LAYERS),
+        help="refuse to start without this isolation layer (repeatable; see a2e doctor)",
     )
     group.add_argument(
         "--no-namespaces",
@@ -261,6 +271,35 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Which layers this host gives the sandbox, why not where not, and the limits per call."""
+    with _engine_from_args(args, enforce_required=False) as engine:
+        layers = engine.layers
+        limits = engine.config.limits
+    missing = missing_layers(tuple(args.require), layers)
+    if args.json_output:
+        print(
+            json.dumps({"layers": layers, "limits": limits.to_dict(), "missing": missing}, indent=2)
+        )
+        return 1 if missing else 0
+    print(f"a2e doctor: kernel {os.uname().release}, euid {os.geteuid()}\n")
+    for name, what in LAYERS.items():
+        info = layers.get(name, {"active": False, "reason": "not reported"})
+        state = "on " if info.get("active") else "OFF"
+        print(f"  {state}  {name:20} {what}")
+        if not info.get("active"):
+            print(f"       {'':20} why not: {info.get('reason')}")
+    print(
+        f"\nlimits per call: address space {limits.memory_mb} MiB, CPU {limits.cpu_seconds} s, "
+        f"{limits.open_files} open files, files up to {limits.file_size_mb} MiB, "
+        f"{limits.processes} processes and threads"
+    )
+    if missing:
+        print(f"\nmissing required layers: {'; '.join(missing)}")
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="a2e", description="Sandboxed tool execution engine")
     parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
@@ -278,6 +317,10 @@ def build_parser() -> argparse.ArgumentParser:
     lister.add_argument("--json", dest="json_output", action="store_true", help="print JSON")
     _add_engine_options(lister)
     lister.set_defaults(func=cmd_list)
+    doctor = sub.add_parser("doctor", help="which isolation layers this host has, and why not")
+    doctor.add_argument("--json", dest="json_output", action="store_true", help="print JSON")
+    _add_engine_options(doctor)
+    doctor.set_defaults(func=cmd_doctor)
     call = sub.add_parser("call", help="call one tool and print its result")
     call.add_argument("tool")
     call.add_argument("--json", default=None, help="arguments as a JSON object")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sandbox.frames import DEFAULT_MAX_FRAME
+from sandbox.layers import LAYERS
 from sandbox.limits import Limits
 
 __all__ = ["EngineConfig", "RetryPolicy"]
@@ -30,8 +31,9 @@ class RetryPolicy:
 class EngineConfig:
     """Everything that shapes an engine; every field has a safe default.
 
-    ``max_workers`` bounds the calls running at once (the rest queue, each within its own
-    timeout); ``prefork`` is how many hardened workers wait per sandbox profile;
+    ``require`` names isolation layers (``sandbox.layers.LAYERS``) without which the engine
+    refuses to start. ``max_workers`` bounds the calls running at once (the rest queue, each
+    within its own timeout); ``prefork`` is how many hardened workers wait per sandbox profile;
     ``max_timeout`` caps any call's ``timeout``; ``read_roots`` are directories tools may read
     besides the session workspace (e.g. ``("/etc",)``); ``state_dir`` holds session workspaces
     (a fresh temporary directory when ``None``); ``token``, when set, must be presented in the
@@ -55,9 +57,15 @@ class EngineConfig:
     max_pending_calls: int = 10_000
     max_sessions_per_connection: int = 16
     server_name: str = "a2e-engine/0.1.0"
+    require: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_timeout < 1:
             raise ValueError("EngineConfig.max_timeout must be at least 1 second")
         if self.max_pending_calls < 1:
             raise ValueError("EngineConfig.max_pending_calls must be at least 1")
+        unknown = [name for name in self.require if name not in LAYERS]
+        if unknown:
+            raise ValueError(
+                f"EngineConfig.require names unknown layers {unknown}; known: {sorted(LAYERS)}"
+            )

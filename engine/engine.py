@@ -31,9 +31,10 @@ from engine.host import Connection
 from engine.policy import Policy, PolicyFunction, as_policy
 from engine.registry import ToolRegistry
 from engine.session import Session
+from sandbox.layers import missing_layers
 from sandbox.pool import PoolConfig, WorkerPool
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "IsolationUnavailable"]
 
 log = logging.getLogger("a2e.engine")
 T = TypeVar("T")
@@ -43,6 +44,10 @@ def _builtin_plugins() -> list[ToolPlugin]:
     from tools import BUILTIN_PLUGINS
 
     return [cls() for cls in BUILTIN_PLUGINS]
+
+
+class IsolationUnavailable(RuntimeError):
+    """A layer named in ``EngineConfig.require`` is not available here; the engine did not start."""
 
 
 class Engine:
@@ -140,6 +145,13 @@ class Engine:
         )
         try:
             self.run(pool.start())
+            missing = missing_layers(self.config.require, pool.layers)
+            if missing:
+                self.run(pool.stop())
+                raise IsolationUnavailable(
+                    "required isolation layers are not available on this host: "
+                    + "; ".join(missing)
+                )
         except BaseException:
             self._stop_loop()
             shutil.rmtree(self.state_dir, ignore_errors=True)

@@ -64,3 +64,17 @@ def test_the_demo_runs_and_shows_containment() -> None:
     assert "outside the allowed roots" in out
     assert "Read-only file system: '/etc/a2e-demo'" in out
     assert "calls/s" in out
+
+
+def test_doctor_lists_every_layer_and_fails_on_a_missing_required_one() -> None:
+    from sandbox.layers import LAYERS
+
+    out = a2e("doctor").stdout
+    for name in LAYERS:
+        assert name in out
+    report = json.loads(a2e("doctor", "--json").stdout)
+    assert report["missing"] == [] and report["layers"]["seccomp"]["active"]
+    proc = a2e("doctor", "--no-namespaces", "--require", "pid_namespace", check=False)
+    assert proc.returncode == 1
+    assert "missing required layers: pid_namespace (disabled by configuration)" in proc.stdout
+    assert "why not: disabled by configuration" in proc.stdout

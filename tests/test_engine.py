@@ -401,3 +401,20 @@ def test_no_fd_process_or_thread_leaks_over_many_calls(engine: Engine, tools: To
     assert after[1] <= before[1] + 2, (before, after)  # supervisor threads
     assert after[2] <= before[2] + 2, (before, after)  # zygote fds
     assert after[3] <= before[3] + 2, (before, after)  # waiting workers only
+
+
+def test_a_required_layer_that_is_missing_stops_the_engine_from_starting() -> None:
+    import pytest
+
+    from engine import IsolationUnavailable
+
+    engine = Engine(
+        config=EngineConfig(namespaces=False, prefork=1, require=("seccomp", "pid_namespace"))
+    )
+    with pytest.raises(IsolationUnavailable, match="pid_namespace \\(disabled by configuration\\)"):
+        engine.start()
+    assert not engine.running
+    with pytest.raises(ValueError, match="unknown layers"):
+        EngineConfig(require=("moat",))
+    with Engine(config=EngineConfig(prefork=1, require=("seccomp", "pid_namespace"))) as ok:
+        assert ok.running
