@@ -49,6 +49,7 @@ def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -
         token=args.token,
         audit_path=args.audit,
         namespaces=not args.no_namespaces,
+        landlock=not args.no_landlock,
         limits=Limits(memory_mb=args.memory_mb),
     )
     return Engine(plugins=[load_plugin(spec) for spec in args.plugin], config=config)
@@ -89,6 +90,9 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         metavar="LAYER",
         choices=sorted(LAYERS),
         help="refuse to start without this isolation layer (repeatable; see a2e doctor)",
+    )
+    group.add_argument(
+        "--no-landlock", action="store_true", help="do not restrict workers with Landlock"
     )
     group.add_argument(
         "--no-namespaces",

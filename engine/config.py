@@ -49,6 +49,7 @@ class EngineConfig:
     token: str | None = None
     audit_path: str | None = None
     namespaces: bool = True
+    landlock: bool = True
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_frame: int = DEFAULT_MAX_FRAME
     max_output_bytes: int = 64 * 1024 * 1024

@@ -137,6 +137,7 @@ class Engine:
                 limits=self.config.limits,
                 profiles=self.registry.profiles,
                 namespaces=self.config.namespaces,
+                landlock=self.config.landlock,
                 max_frame=self.config.max_frame,
                 max_output_bytes=self.config.max_output_bytes,
                 max_events=self.config.max_events,

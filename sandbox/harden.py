@@ -34,6 +34,8 @@ class Hardening:
     writable_paths: tuple[str, ...] = ()
     cgroup: str | None = None
     net_ns_fd: int | None = None  # join this (empty) network namespace
+    landlock_abi: int = 0  # 0: no Landlock; applied per job (it needs the job's directories)
+    read_paths: tuple[str, ...] = ()
 
 
 def close_inherited_fds(keep: tuple[int, ...]) -> None:

@@ -58,6 +58,7 @@ class PoolConfig:
     limits: Limits = field(default_factory=Limits)
     profiles: tuple[str, ...] = tuple(PROFILES)
     namespaces: bool = True
+    landlock: bool = True
     max_frame: int = DEFAULT_MAX_FRAME
     max_output_bytes: int = 64 * 1024 * 1024
     max_events: int = 10_000
@@ -134,6 +135,7 @@ class WorkerPool:
             "limits": self.config.limits.to_dict(),
             "profiles": list(self.config.profiles),
             "namespaces": self.config.namespaces,
+            "landlock": self.config.landlock,
             "max_frame": self.config.max_frame,
             "writable_paths": list(self.config.writable_paths),
             "max_processes": self.config.max_processes,

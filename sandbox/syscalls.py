@@ -117,7 +117,7 @@ class _MountAttr(ctypes.Structure):
     ]
 
 
-def _syscall_number(name: str) -> int:
+def syscall_number(name: str) -> int:
     import pyseccomp
 
     number = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
@@ -131,7 +131,7 @@ def mount_setattr_recursive(path: str, attr_set: int = 0, attr_clr: int = 0) -> 
     attr = _MountAttr(attr_set, attr_clr, 0, 0)
     _check(
         _libc.syscall(
-            ctypes.c_long(_syscall_number("mount_setattr")),
+            ctypes.c_long(syscall_number("mount_setattr")),
             ctypes.c_int(AT_FDCWD),
             path.encode(),
             ctypes.c_uint(AT_RECURSIVE),

@@ -18,6 +18,7 @@ import gc
 import json
 import os
 import resource
+import tempfile
 import threading
 import traceback
 from typing import Any
@@ -26,6 +27,7 @@ from a2e.caps.tools.models import ToolEvent
 from a2e.caps.tools.plugin import ToolContext, ToolExecutionError, ToolPlugin
 from sandbox.frames import DEFAULT_MAX_FRAME, read_frame, write_frame
 from sandbox.harden import Hardening, harden_worker
+from sandbox.landlock import restrict_filesystem
 
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
 
@@ -100,11 +102,22 @@ def _result_frame(data: Any, max_frame: int) -> dict[str, Any]:
     return {"t": "result", "ok": True, "data": data}
 
 
-def run_job(plugin: ToolPlugin, job: dict[str, Any], result_fd: int, max_frame: int) -> None:
+def run_job(
+    plugin: ToolPlugin, job: dict[str, Any], result_fd: int, max_frame: int, setup: Hardening
+) -> None:
     workspace = job["workspace"]
+    if setup.landlock_abi:
+        # Now that the job names its directories; before any tool code or thread runs.
+        restrict_filesystem(
+            setup.landlock_abi,
+            read=(*setup.read_paths, *job.get("read_roots", ())),
+            write=(workspace, job["tmp_dir"]),
+            devices=("/dev",),
+        )
     os.chdir(workspace)
     os.environ["HOME"] = workspace
     os.environ["TMPDIR"] = job["tmp_dir"]
+    tempfile.tempdir = job["tmp_dir"]  # the zygote may have cached the host's /tmp already
     plugin.context = ToolContext(
         workspace=workspace,
         tmp_dir=job["tmp_dir"],
@@ -163,7 +176,7 @@ def run_worker(
             os._exit(0)  # never used: the supervisor shut down or discarded us
         os.close(job_fd)
         gc.enable()
-        run_job(plugins[job["plugin"]], job, result_fd, max_frame)
+        run_job(plugins[job["plugin"]], job, result_fd, max_frame, setup)
     except BaseException:
         code = 1
     finally:

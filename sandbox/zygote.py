@@ -28,7 +28,7 @@ import sys
 import traceback
 from typing import Any
 
-from sandbox import syscalls
+from sandbox import landlock, syscalls
 from sandbox.cgroups import PidsCgroups, remove_cgroup_tree
 from sandbox.harden import Hardening, zero_initial_environ
 from sandbox.limits import Limits
@@ -62,6 +62,8 @@ class Zygote:
         self.slots: dict[int, str] = {}  # worker pid -> its pids cgroup
         self.cgroups: PidsCgroups | None = None
         self.empty_net_fd: int | None = None
+        self.landlock_abi = 0
+        self.read_paths: tuple[str, ...] = ()
         self.pidns: PidNamespaces | None = None
         self.layers: dict[str, Any] = {}
 
@@ -83,6 +85,20 @@ class Zygote:
             self._report(layer, no_ns)
         self._report("readonly_filesystem", no_ns, writable=list(self.writable_paths))
         self._report("no_capabilities", None)
+        self.landlock_abi = landlock.abi_version() if self.config.get("landlock", True) else 0
+        if self.landlock_abi:
+            self.read_paths = (
+                *landlock.SYSTEM_READ_PATHS,
+                *landlock.readable_code_paths(self._code_modules()),
+            )
+            self._report("landlock", None, abi=self.landlock_abi, read=list(self.read_paths))
+        else:
+            why = (
+                "disabled by configuration"
+                if not self.config.get("landlock", True)
+                else ("the kernel has no Landlock (or it is disabled)")
+            )
+            self._report("landlock", why)
         try:
             self.empty_net_fd = create_empty_network_namespace()
             self._report(
@@ -111,6 +127,12 @@ class Zygote:
         zero_initial_environ()
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
+
+    def _code_modules(self) -> list[Any]:
+        """Top-level packages a worker may import from lazily: ours and the plugins'."""
+        names = {"a2e", "sandbox", "tools"}
+        names.update(type(p).__module__.split(".")[0] for p in self.plugins)
+        return [sys.modules[n] for n in sorted(names) if n in sys.modules and n != "__main__"]
 
     def _report(self, layer: str, why_not: str | None, **facts: Any) -> None:
         self.layers[layer] = {"active": why_not is None, "reason": why_not or "", **facts}
@@ -144,6 +166,8 @@ class Zygote:
             writable_paths=self.writable_paths,
             cgroup=slot,
             net_ns_fd=None if PROFILES[profile].allow_sockets else self.empty_net_fd,
+            landlock_abi=self.landlock_abi,
+            read_paths=self.read_paths,
         )
         try:
             pid = self.fork()

@@ -387,12 +387,15 @@ def test_without_namespaces_the_layers_say_so_and_the_tree_still_dies() -> None:
     from engine import EngineConfig
     from tests.hostile_plugin import HostileTools
 
-    with Engine(plugins=[HostileTools()], config=EngineConfig(namespaces=False, prefork=1)) as eng:
+    with Engine(
+        plugins=[HostileTools()], config=EngineConfig(namespaces=False, landlock=False, prefork=1)
+    ) as eng:
         assert eng.layers["pid_namespace"] == {
             "active": False,
             "reason": "disabled by configuration",
         }
         assert eng.layers["subreaper"]["active"] is True
+        assert eng.layers["landlock"]["reason"] == "disabled by configuration"
         tools = ToolAPI(eng.connect())
         workspace = workspace_of(eng, tools)
         marker = f"escaper-{uuid.uuid4().hex[:8]}"
@@ -546,3 +549,47 @@ def test_tools_without_the_network_profile_have_no_network(
     assert result.success, result.error
     assert view["netns"] != os.readlink("/proc/self/ns/net")
     assert view["interfaces"] == ["lo"]
+
+
+def test_another_sessions_workspace_is_out_of_reach(engine: Engine, tools: ToolAPI) -> None:
+    if not engine.layers["landlock"]["active"]:
+        pytest.skip(engine.layers["landlock"]["reason"])
+    victim = ToolAPI(engine.connect(client_name="victim"))
+    secret = victim.call(
+        tool_name="python_eval",
+        arguments={
+            "code": "import os\nopen('secret.txt', 'w').write('s3cret')\nos.path.abspath('secret.txt')"
+        },
+    )
+    path = secret.data["value"]
+    read = run(tools, f"open({path!r}).read()")
+    assert not read.success and "Permission denied" in (read.error or ""), read.error
+    write = run(tools, f"open({os.path.dirname(path)!r} + '/planted.txt', 'w')")
+    assert not write.success and "Permission denied" in (write.error or "")
+    listing = run(tools, f"import os\nos.listdir({os.path.dirname(os.path.dirname(path))!r})")
+    assert not listing.success
+    victim.client.close()
+
+
+def test_what_an_earlier_call_left_in_tmp_is_gone(tools: ToolAPI) -> None:
+    first = run(
+        tools,
+        "import tempfile\nf = tempfile.NamedTemporaryFile(delete=False)\n"
+        "f.write(b'left behind')\nf.close()\nf.name",
+    )
+    assert first.success and "/tmp/" in first.data["value"]
+    second = run(tools, f"open({first.data['value']!r}).read()")
+    assert not second.success
+    assert "No such file" in (second.error or "") or "Permission denied" in (second.error or "")
+
+
+def test_the_hosts_files_outside_the_allowlist_cannot_be_read(
+    engine: Engine, tools: ToolAPI
+) -> None:
+    if not engine.layers["landlock"]["active"]:
+        pytest.skip(engine.layers["landlock"]["reason"])
+    repo_readme = os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")
+    for path in (repo_readme, "/root/.bashrc", "/root/.profile"):
+        result = run(tools, f"open({path!r}).read()")
+        assert not result.success and "Permission denied" in (result.error or ""), path
+    assert run(tools, "import json, decimal, sqlite3, email.mime.text\n1").success
