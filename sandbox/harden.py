@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sandbox import syscalls
 from sandbox.cgroups import join_cgroup
+from sandbox.landlock import Ruleset
 from sandbox.limits import Limits, apply_rlimits
 from sandbox.namespaces import make_filesystem_read_only, mount_private_proc
 
@@ -85,8 +86,11 @@ def zero_initial_environ() -> None:
         ctypes.memset(start, 0, end - start)
 
 
-def harden_worker(setup: Hardening) -> None:
-    """Apply every layer; raise on the first that fails (the caller reports it and exits)."""
+def harden_worker(setup: Hardening) -> Ruleset | None:
+    """Apply every layer; raise on the first that fails (the caller reports it and exits).
+
+    Returns the Landlock ruleset with its fixed rules in place, for ``run_job`` to complete
+    with the job's directories and enforce (``None`` without Landlock)."""
     if setup.net_ns_fd is not None:
         syscalls.setns(setup.net_ns_fd, syscalls.CLONE_NEWNET)  # before its fd is closed
     close_inherited_fds(setup.keep_fds)
@@ -100,7 +104,13 @@ def harden_worker(setup: Hardening) -> None:
     if setup.private_proc:
         mount_private_proc()
         make_filesystem_read_only(setup.writable_paths)
+    ruleset = None
+    if setup.landlock_abi:
+        ruleset = Ruleset(setup.landlock_abi)
+        ruleset.allow_read(setup.read_paths)
+        ruleset.allow_devices(("/dev",))
     scrub_environment()
     apply_rlimits(setup.limits)
     syscalls.drop_all_capabilities()
     syscalls.install_seccomp_bpf(setup.seccomp_bpf)
+    return ruleset

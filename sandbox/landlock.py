@@ -17,7 +17,13 @@ from collections.abc import Iterable
 
 from sandbox import syscalls
 
-__all__ = ["SYSTEM_READ_PATHS", "abi_version", "readable_code_paths", "restrict_filesystem"]
+__all__ = [
+    "SYSTEM_READ_PATHS",
+    "Ruleset",
+    "abi_version",
+    "readable_code_paths",
+    "restrict_filesystem",
+]
 
 #: What any program needs to run. ``/etc`` is included whole; keeping root-only files there
 #: (``/etc/shadow``) out of reach is the job of the uid drop.
@@ -57,8 +63,14 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+_NUMBERS: dict[str, int] = {}
+
+
 def _syscall(name: str, *args: object) -> int:
-    result = int(_libc.syscall(ctypes.c_long(syscalls.syscall_number(name)), *args))
+    number = _NUMBERS.get(name)
+    if number is None:
+        number = _NUMBERS[name] = syscalls.syscall_number(name)  # resolved once, in the zygote
+    result = int(_libc.syscall(ctypes.c_long(number), *args))
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{name}: {os.strerror(err)}")
@@ -66,8 +78,11 @@ def _syscall(name: str, *args: object) -> int:
 
 
 def abi_version() -> int:
-    """The kernel's Landlock ABI (0 when it has none or it is disabled)."""
+    """The kernel's Landlock ABI (0 when it has none or it is disabled). Resolves the system
+    call numbers too, so that forked workers inherit them."""
     try:
+        for name in ("landlock_add_rule", "landlock_restrict_self"):
+            _NUMBERS[name] = syscalls.syscall_number(name)
         return _syscall(
             "landlock_create_ruleset",
             None,
@@ -107,29 +122,51 @@ def _handled(abi: int) -> int:
     return rights
 
 
+class Ruleset:
+    """A ruleset built in two steps: the fixed rules while the worker waits (off the call's
+    path), the job's directories and ``restrict`` when the job arrives."""
+
+    def __init__(self, abi: int) -> None:
+        self.handled = _handled(abi)
+        attr = _RulesetAttr(self.handled)
+        self.fd = _syscall(
+            "landlock_create_ruleset",
+            ctypes.byref(attr),
+            ctypes.c_size_t(ctypes.sizeof(attr)),
+            ctypes.c_uint32(0),
+        )
+
+    def allow_read(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            _allow(self.fd, path, (EXECUTE | READ_FILE | READ_DIR) & self.handled)
+
+    def allow_write(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            _allow(self.fd, path, self.handled & ~(MAKE_CHAR | MAKE_BLOCK))
+
+    def allow_devices(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            _allow(self.fd, path, (READ_DIR | READ_FILE | WRITE_FILE | IOCTL_DEV) & self.handled)
+
+    def restrict(self) -> None:
+        """Enforce on this thread and what it starts later. Run it before any other thread
+        exists: Landlock binds the calling thread only."""
+        try:
+            _syscall("landlock_restrict_self", ctypes.c_int(self.fd), ctypes.c_uint32(0))
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+
 def restrict_filesystem(
     abi: int, read: Iterable[str], write: Iterable[str], devices: Iterable[str] = ()
 ) -> None:
-    """Restrict this thread (and what it starts later) to the given trees; missing paths are
-    skipped. Must run before any other thread exists: Landlock binds the calling thread."""
-    handled = _handled(abi)
-    read_rights = EXECUTE | READ_FILE | READ_DIR
-    write_rights = handled & ~(MAKE_CHAR | MAKE_BLOCK)
-    device_rights = (READ_DIR | READ_FILE | WRITE_FILE | IOCTL_DEV) & handled
-    attr = _RulesetAttr(handled)
-    ruleset = _syscall(
-        "landlock_create_ruleset",
-        ctypes.byref(attr),
-        ctypes.c_size_t(ctypes.sizeof(attr)),
-        ctypes.c_uint32(0),
-    )
-    try:
-        for paths, rights in ((read, read_rights), (write, write_rights), (devices, device_rights)):
-            for path in paths:
-                _allow(ruleset, path, rights & handled)
-        _syscall("landlock_restrict_self", ctypes.c_int(ruleset), ctypes.c_uint32(0))
-    finally:
-        os.close(ruleset)
+    """All in one go (tests and tools that build their own sandbox)."""
+    ruleset = Ruleset(abi)
+    ruleset.allow_read(read)
+    ruleset.allow_devices(devices)
+    ruleset.allow_write(write)
+    ruleset.restrict()
 
 
 def _allow(ruleset: int, path: str, rights: int) -> None:

@@ -27,7 +27,7 @@ from a2e.caps.tools.models import ToolEvent
 from a2e.caps.tools.plugin import ToolContext, ToolExecutionError, ToolPlugin
 from sandbox.frames import DEFAULT_MAX_FRAME, read_frame, write_frame
 from sandbox.harden import Hardening, harden_worker
-from sandbox.landlock import restrict_filesystem
+from sandbox.landlock import Ruleset
 
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
 
@@ -103,17 +103,18 @@ def _result_frame(data: Any, max_frame: int) -> dict[str, Any]:
 
 
 def run_job(
-    plugin: ToolPlugin, job: dict[str, Any], result_fd: int, max_frame: int, setup: Hardening
+    plugin: ToolPlugin,
+    job: dict[str, Any],
+    result_fd: int,
+    max_frame: int,
+    ruleset: Ruleset | None,
 ) -> None:
     workspace = job["workspace"]
-    if setup.landlock_abi:
+    if ruleset is not None:
         # Now that the job names its directories; before any tool code or thread runs.
-        restrict_filesystem(
-            setup.landlock_abi,
-            read=(*setup.read_paths, *job.get("read_roots", ())),
-            write=(workspace, job["tmp_dir"]),
-            devices=("/dev",),
-        )
+        ruleset.allow_read(job.get("read_roots", ()))
+        ruleset.allow_write((workspace, job["tmp_dir"]))
+        ruleset.restrict()
     os.chdir(workspace)
     os.environ["HOME"] = workspace
     os.environ["TMPDIR"] = job["tmp_dir"]
@@ -165,7 +166,7 @@ def run_worker(
     code = 0
     try:
         try:
-            harden_worker(setup)
+            ruleset = harden_worker(setup)
         except BaseException as exc:
             write_frame(result_fd, {"t": "setup_error", "error": f"{type(exc).__name__}: {exc}"})
             os._exit(EXIT_SETUP_FAILED)
@@ -176,7 +177,7 @@ def run_worker(
             os._exit(0)  # never used: the supervisor shut down or discarded us
         os.close(job_fd)
         gc.enable()
-        run_job(plugins[job["plugin"]], job, result_fd, max_frame, setup)
+        run_job(plugins[job["plugin"]], job, result_fd, max_frame, ruleset)
     except BaseException:
         code = 1
     finally:
