@@ -22,7 +22,6 @@ __all__ = [
     "Ruleset",
     "abi_version",
     "readable_code_paths",
-    "restrict_filesystem",
 ]
 
 #: What any program needs to run. ``/etc`` is included whole; keeping root-only files there
@@ -156,17 +155,6 @@ class Ruleset:
         finally:
             os.close(self.fd)
             self.fd = -1
-
-
-def restrict_filesystem(
-    abi: int, read: Iterable[str], write: Iterable[str], devices: Iterable[str] = ()
-) -> None:
-    """All in one go (tests and tools that build their own sandbox)."""
-    ruleset = Ruleset(abi)
-    ruleset.allow_read(read)
-    ruleset.allow_devices(devices)
-    ruleset.allow_write(write)
-    ruleset.restrict()
 
 
 def _allow(ruleset: int, path: str, rights: int) -> None:

@@ -89,7 +89,6 @@ class Job:
     streaming: bool = False
     read_roots: list[str] = field(default_factory=list)
     call_id: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 class WorkerPool:

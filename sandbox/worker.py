@@ -125,7 +125,6 @@ def run_job(
         read_roots=tuple(job.get("read_roots", ())),
         streaming=bool(job.get("streaming")),
         call_id=job.get("call_id", ""),
-        options=job.get("options") or {},
     )
 
     # Tool code may emit from several threads; frames larger than PIPE_BUF would interleave.

@@ -15,7 +15,7 @@ import time
 import traceback
 from abc import abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from a2e.caps.tools.models import (
@@ -71,7 +71,6 @@ class ToolContext:
     read_roots: tuple[str, ...] = ()
     streaming: bool = False
     call_id: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 def matches_filters(tool: ToolDefinition, filter_tags: Iterable[str], filter_kind: str) -> bool:
