@@ -1,71 +1,94 @@
-"""pids cgroups: a per-call cap on processes and threads, and a cap on the whole sandbox.
+"""Per-call cgroups: caps on processes (pids) and memory that no fork, thread, memfd or shared
+memory segment gets around, plus a pids cap on the whole sandbox.
 
-A fork or thread bomb in one call must neither exhaust the host's pid space
-(``kernel.pid_max`` is 32768 here) nor starve the other calls. The zygote creates one parent
-group for the sandbox (capped at ``total``) and, below it, reusable *slot* groups (each capped
-at ``per_call``). Each worker joins the slot the zygote assigned it, as the first step of its
-hardening, while it is pre-forked (joining costs ~0.4 ms, off the call's path); the slot is
-handed to a new worker once the previous one, and everything it started, is gone. The zygote
-itself stays outside, so it can always fork replacements. Workers see ``/sys`` read-only and
-cannot lift the caps.
+A fork bomb, a thread bomb or memory held outside ``RLIMIT_AS`` in one call must neither harm
+the host nor starve the other calls. For each controller the zygote creates one group for the
+sandbox and, below it, reusable *slot* groups with the per-call limits. Each worker joins the
+slots the zygote assigned it as the first step of its hardening, while it is pre-forked (each
+join costs ~0.4 ms, off the call's path); a slot goes to a new worker once the previous one and
+everything it started are gone. The zygote itself stays outside, so it can always fork
+replacements. Workers see ``/sys`` read-only and cannot lift the caps.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-__all__ = ["PidsCgroups", "join_cgroup", "remove_cgroup_tree"]
+__all__ = ["Slot", "SlotGroups", "join_cgroup", "remove_cgroup_tree"]
 
-_V1_ROOT = "/sys/fs/cgroup/pids"
-_V2_ROOT = "/sys/fs/cgroup"
+_ROOT = "/sys/fs/cgroup"
 
 
-class PidsCgroups:
-    """Zygote-side owner of the sandbox's parent group and its slots."""
+@dataclass
+class Slot:
+    path: str
+    oom_kills: int  # the group's OOM-kill count when the slot was handed out
 
-    def __init__(self, path: str, per_call: int) -> None:
+
+class SlotGroups:
+    """Zygote-side owner of one hierarchy's sandbox group and its slots."""
+
+    def __init__(self, path: str, slot_settings: dict[str, str], events: str | None) -> None:
         self.path = path
-        self.per_call = per_call
-        self._free: list[str] = []
+        self.slot_settings = slot_settings
+        self.events = events  # file with the "oom_kill N" counter, for memory
+        self._free: list[Slot] = []
         self._count = 0
 
     @classmethod
-    def create(cls, total: int, per_call: int) -> PidsCgroups:
-        """Raise ``OSError`` saying why when there is no writable pids hierarchy."""
-        if os.path.isfile(os.path.join(_V1_ROOT, "cgroup.procs")):
-            parent = os.path.join(_V1_ROOT, _own_path("pids").lstrip("/"))
-            v2 = False
-        elif os.path.isfile(os.path.join(_V2_ROOT, "cgroup.controllers")):
-            parent = os.path.join(_V2_ROOT, _own_path("").lstrip("/"))
-            with open(os.path.join(parent, "cgroup.subtree_control")) as fh:
-                if "pids" not in fh.read().split():
-                    raise OSError(f"the pids controller is not enabled below {parent}")
-            v2 = True
-        else:
-            raise OSError("no pids cgroup hierarchy is mounted")
+    def create(
+        cls, controller: str, sandbox_settings: dict[str, str], slot_settings: dict[str, str]
+    ) -> SlotGroups:
+        """One controller's groups (cgroup v1 layout). Raise ``OSError`` saying why not."""
+        base = os.path.join(_ROOT, controller)
+        if not os.path.isfile(os.path.join(base, "cgroup.procs")):
+            if os.path.isfile(os.path.join(_ROOT, "cgroup.controllers")):
+                raise OSError("cgroup v2 (unified) hierarchy: only v1 is supported so far")
+            raise OSError(f"no {controller} cgroup hierarchy is mounted")
+        parent = os.path.join(base, _own_path(controller).lstrip("/"))
         path = os.path.join(parent, f"a2e-sandbox-{os.getpid()}")
         os.mkdir(path)
         try:
-            _write(os.path.join(path, "pids.max"), str(total))
-            if v2:
-                _write(os.path.join(path, "cgroup.subtree_control"), "+pids")
+            for name, value in sandbox_settings.items():
+                _write(os.path.join(path, name), value)
         except OSError:
             os.rmdir(path)
             raise
-        return cls(path, per_call)
+        events = "memory.oom_control" if controller == "memory" else None
+        return cls(path, slot_settings, events)
 
-    def take_slot(self) -> str:
+    def take_slot(self) -> Slot:
         if self._free:
-            return self._free.pop()
+            slot = self._free.pop()
+            slot.oom_kills = self.oom_kills(slot.path)
+            return slot
         self._count += 1
-        slot = os.path.join(self.path, f"slot{self._count}")
-        os.mkdir(slot)
-        _write(os.path.join(slot, "pids.max"), str(self.per_call))
-        return slot
+        path = os.path.join(self.path, f"slot{self._count}")
+        os.mkdir(path)
+        for name, value in self.slot_settings.items():
+            _write(os.path.join(path, name), value)
+        return Slot(path, self.oom_kills(path))
 
-    def release_slot(self, slot: str) -> None:
-        """Only once the worker and its whole tree are gone (the zygote reaped it)."""
+    def release_slot(self, slot: Slot) -> bool:
+        """Only once the worker and its whole tree are gone. True if the kernel's OOM killer
+        struck in this slot while the worker had it."""
+        oom = self.oom_kills(slot.path) > slot.oom_kills
         self._free.append(slot)
+        return oom
+
+    def oom_kills(self, path: str) -> int:
+        if self.events is None:
+            return 0
+        try:
+            with open(os.path.join(path, self.events)) as fh:
+                for line in fh:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
 
 
 def join_cgroup(path: str) -> None:
@@ -79,13 +102,11 @@ def _write(path: str, value: str) -> None:
 
 
 def _own_path(controller: str) -> str:
-    """This process's cgroup path for ``controller`` (v1) or the unified one (``""``)."""
+    """This process's cgroup path for ``controller`` (v1)."""
     with open("/proc/self/cgroup") as fh:
         for line in fh:
             _, controllers, path = line.rstrip("\n").split(":", 2)
-            if controller and controller in controllers.split(","):
-                return path
-            if not controller and controllers == "":
+            if controller in controllers.split(","):
                 return path
     return "/"
 

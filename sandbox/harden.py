@@ -33,7 +33,7 @@ class Hardening:
     seccomp_bpf: bytes
     private_proc: bool
     writable_paths: tuple[str, ...] = ()
-    cgroup: str | None = None
+    cgroups: tuple[str, ...] = ()
     net_ns_fd: int | None = None  # join this (empty) network namespace
     landlock_abi: int = 0  # 0: no Landlock; applied per job (it needs the job's directories)
     read_paths: tuple[str, ...] = ()
@@ -94,8 +94,8 @@ def harden_worker(setup: Hardening) -> Ruleset | None:
     if setup.net_ns_fd is not None:
         syscalls.setns(setup.net_ns_fd, syscalls.CLONE_NEWNET)  # before its fd is closed
     close_inherited_fds(setup.keep_fds)
-    if setup.cgroup is not None:
-        join_cgroup(setup.cgroup)  # first: everything below, and every child, counts
+    for group in setup.cgroups:
+        join_cgroup(group)  # first: everything below, and every child, counts
     reset_signals()
     os.setsid()
     syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -20,6 +20,7 @@ LAYERS: dict[str, str] = {
     "readonly_filesystem": "every mount read-only except the engine's state directory",
     "network_namespace": "tools without the network profile see only a down loopback",
     "pids_cgroup": "processes and threads capped per call and for the whole sandbox",
+    "memory_cgroup": "all memory of a call (processes, memfd, shared memory) capped",
     "landlock": "a call reads only system and code paths, writes only its workspace and tmp",
 }
 

@@ -27,6 +27,7 @@ class Limits:
     open_files: int = 256
     file_size_mb: int = 256
     processes: int = 512  # processes + threads of one call (pids cgroup, where available)
+    call_memory_mb: int = 2048  # everything the call holds: all processes, memfd, shm (cgroup)
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

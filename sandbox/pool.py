@@ -153,9 +153,10 @@ class WorkerPool:
             raise
         self.layers = hello["layers"]
         self.zygote_pid = hello["pid"]
-        cgroup = self.layers.get("pids_cgroup", {})
-        if cgroup.get("active"):
-            self._cgroups.append(cgroup["path"])
+        for layer in ("pids_cgroup", "memory_cgroup"):
+            cgroup = self.layers.get(layer, {})
+            if cgroup.get("active"):
+                self._cgroups.append(cgroup["path"])
         for profile in self.config.profiles:
             self._ensure_supply(profile)
 
@@ -527,6 +528,11 @@ class WorkerPool:
         elif reader.setup_error is not None:
             outcome.status = OutcomeStatus.SETUP_FAILED
             outcome.error = f"the sandbox could not be set up: {reader.setup_error}"
+        elif info.get("oom"):
+            outcome.error = (
+                f"out of memory: the call went past its {self.config.limits.call_memory_mb} MiB "
+                "memory limit and the kernel killed it"
+            )
         elif info.get("zygote_died"):
             outcome.error = "the sandbox zygote died during the call; the call was aborted"
         else:

@@ -29,7 +29,7 @@ import traceback
 from typing import Any
 
 from sandbox import landlock, syscalls
-from sandbox.cgroups import PidsCgroups, remove_cgroup_tree
+from sandbox.cgroups import Slot, SlotGroups, remove_cgroup_tree
 from sandbox.harden import Hardening, zero_initial_environ
 from sandbox.limits import Limits
 from sandbox.namespaces import (
@@ -59,8 +59,8 @@ class Zygote:
         self.writable_paths = tuple(str(p) for p in config.get("writable_paths", ()))
         self.filters: dict[str, bytes] = {}
         self.workers: set[int] = set()
-        self.slots: dict[int, str] = {}  # worker pid -> its pids cgroup
-        self.cgroups: PidsCgroups | None = None
+        self.slots: dict[int, dict[str, Slot]] = {}  # worker pid -> its cgroup per controller
+        self.cgroups: dict[str, SlotGroups] = {}
         self.empty_net_fd: int | None = None
         self.landlock_abi = 0
         self.read_paths: tuple[str, ...] = ()
@@ -111,22 +111,45 @@ class Zygote:
         self._report("subreaper", None)
         self._report("rlimits", None, limits=self.limits.to_dict())
         total = int(self.config.get("max_processes", 0))
-        try:
-            if total <= 0:
-                raise OSError("disabled by configuration")
-            self.cgroups = PidsCgroups.create(total, self.limits.processes)
-            self._report(
-                "pids_cgroup",
-                None,
-                path=self.cgroups.path,
-                per_call=self.limits.processes,
-                total=total,
-            )
-        except OSError as exc:
-            self._report("pids_cgroup", str(exc))
+        self._cgroup(
+            "pids",
+            "pids_cgroup",
+            enabled=total > 0,
+            sandbox={"pids.max": str(total)},
+            slot={"pids.max": str(self.limits.processes)},
+            per_call=self.limits.processes,
+            total=total,
+        )
+        self._cgroup(
+            "memory",
+            "memory_cgroup",
+            enabled=bool(self.config.get("memory_cgroup", True)),
+            sandbox={},
+            slot={"memory.limit_in_bytes": str(self.limits.call_memory_mb << 20)},
+            per_call_mb=self.limits.call_memory_mb,
+        )
         zero_initial_environ()
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
+
+    def _cgroup(
+        self,
+        controller: str,
+        layer: str,
+        enabled: bool,
+        sandbox: dict[str, str],
+        slot: dict[str, str],
+        **facts: Any,
+    ) -> None:
+        try:
+            if not enabled:
+                raise OSError("disabled by configuration")
+            groups = SlotGroups.create(controller, sandbox, slot)
+        except OSError as exc:
+            self._report(layer, exc.strerror or str(exc))
+            return
+        self.cgroups[controller] = groups
+        self._report(layer, None, path=groups.path, **facts)
 
     def _code_modules(self) -> list[Any]:
         """Top-level packages a worker may import from lazily: ours and the plugins'."""
@@ -150,9 +173,12 @@ class Zygote:
             raise SupervisorGone from None
 
     def spawn(self, profile: str) -> None:
+        slots: dict[str, Slot] = {}
         try:
-            slot = self.cgroups.take_slot() if self.cgroups is not None else None
+            for controller, groups in self.cgroups.items():
+                slots[controller] = groups.take_slot()
         except OSError as exc:
+            self.release_slots(slots)
             self.send({"op": "spawn_failed", "profile": profile, "error": f"cgroup: {exc}"})
             return
         job_r, job_w = os.pipe2(os.O_CLOEXEC)
@@ -164,7 +190,7 @@ class Zygote:
             seccomp_bpf=self.filters[profile],
             private_proc=self.pidns is not None,
             writable_paths=self.writable_paths,
-            cgroup=slot,
+            cgroups=tuple(slot.path for slot in slots.values()),
             net_ns_fd=None if PROFILES[profile].allow_sockets else self.empty_net_fd,
             landlock_abi=self.landlock_abi,
             read_paths=self.read_paths,
@@ -174,8 +200,7 @@ class Zygote:
         except OSError as exc:
             for fd in (job_r, job_w, res_r, res_w):
                 os.close(fd)
-            if slot is not None and self.cgroups is not None:
-                self.cgroups.release_slot(slot)
+            self.release_slots(slots)
             self.send({"op": "spawn_failed", "profile": profile, "error": str(exc)})
             return
         if pid == 0:  # pragma: no cover - the child never returns from run_worker
@@ -183,8 +208,7 @@ class Zygote:
         os.close(job_r)
         os.close(res_w)
         self.workers.add(pid)
-        if slot is not None:
-            self.slots[pid] = slot
+        self.slots[pid] = slots
         pidfd = os.pidfd_open(pid)
         try:
             self.send({"op": "worker", "pid": pid, "profile": profile}, [job_w, res_r, pidfd])
@@ -218,9 +242,8 @@ class Zygote:
                 continue  # an adopted orphan we killed
             self.workers.discard(pid)
             self.kill_adopted_orphans()
-            slot = self.slots.pop(pid, None)
-            if slot is not None and self.cgroups is not None:
-                self.cgroups.release_slot(slot)  # its whole tree is gone: reuse the group
+            # Its whole tree is gone: the slots can take the next worker.
+            oom = self.release_slots(self.slots.pop(pid, {}))
             self.send(
                 {
                     "op": "exit",
@@ -228,8 +251,16 @@ class Zygote:
                     "status": status,
                     "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
                     "maxrss_kb": int(usage.ru_maxrss),
+                    "oom": oom,
                 }
             )
+
+    def release_slots(self, slots: dict[str, Slot]) -> bool:
+        """Give the slots back; True if the OOM killer struck in one of them meanwhile."""
+        oom = False
+        for controller, slot in slots.items():
+            oom |= self.cgroups[controller].release_slot(slot)
+        return oom
 
     def kill_adopted_orphans(self) -> None:
         """Kill and reap every child we did not fork ourselves, until none is left."""
@@ -277,8 +308,8 @@ class Zygote:
             except ChildProcessError:
                 pass
         self.kill_adopted_orphans()
-        if self.cgroups is not None:
-            remove_cgroup_tree(self.cgroups.path)  # empty now; the supervisor may be gone
+        for groups in self.cgroups.values():
+            remove_cgroup_tree(groups.path)  # empty now; the supervisor may be gone
 
     def serve(self) -> None:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)

@@ -56,6 +56,7 @@ class HostileTools(ToolPlugin):
             _tool("crash", _param("how", required=True), idempotent=True),
             _tool("deferred_helper", defer=True, tags=("test", "rare")),
             _tool("network_view"),
+            _tool("hold_memory", _param("mb", "integer", required=True)),
         ]
 
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -149,6 +150,14 @@ class HostileTools(ToolPlugin):
 
     def _deferred_helper(self) -> dict[str, Any]:
         return {}
+
+    def _hold_memory(self, mb: int) -> dict[str, Any]:
+        """Memory RLIMIT_AS does not see: pages of a memfd that is written, never mapped."""
+        fd = os.memfd_create("hog")
+        chunk = b"x" * (16 << 20)
+        for _ in range(mb // 16):
+            os.write(fd, chunk)
+        return {"held_mb": mb}
 
     def _network_view(self) -> dict[str, Any]:
         with open("/proc/net/dev") as fh:

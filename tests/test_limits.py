@@ -9,7 +9,7 @@ import pytest
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolCallRequest
-from engine import Engine, EngineConfig
+from engine import Engine, EngineConfig, Limits
 from tests.conftest import FIND_PIPES
 from tests.hostile_plugin import HostileTools
 
@@ -24,6 +24,7 @@ def tight() -> Iterator[Engine]:
         max_result_events=50,
         max_output_bytes=2 * 1024 * 1024,
         max_pending_calls=3,
+        limits=Limits(call_memory_mb=256),
     )
     with Engine(plugins=[HostileTools()], config=config) as engine:
         yield engine
@@ -153,3 +154,15 @@ while True:
     )
     result = tools.call(tool_name="python_eval", arguments={"code": code})
     assert not result.success and "times the 100-event cap" in (result.error or ""), result.error
+
+
+def test_memory_outside_rlimit_as_hits_the_calls_memory_cgroup(tight: Engine) -> None:
+    if not tight.layers["memory_cgroup"]["active"]:
+        pytest.skip(tight.layers["memory_cgroup"]["reason"])
+    tools = ToolAPI(tight.connect())
+    assert tools.call(tool_name="hold_memory", arguments={"mb": 64}).success
+    result = tools.call(tool_name="hold_memory", arguments={"mb": 1024})
+    assert not result.success
+    assert "out of memory: the call went past its 256 MiB memory limit" in (result.error or "")
+    assert result.usage is not None and result.usage.signal == "SIGKILL"
+    assert tools.call(tool_name="hold_memory", arguments={"mb": 64}).success  # slot reused
