@@ -1,0 +1,146 @@
+"""What each isolation layer costs per worker, measured side by side in one process.
+
+    python -m benchmarks.layer_costs [--workers N]
+
+Each row forks N children from this process; a child applies the layers of its row (each row
+adds one layer to the previous) and exits. The cost of a layer is its row minus the previous
+row. All of these are paid while a worker is pre-forked, off the call's path, except where the
+table says "on path". Must run as root (namespaces, cgroups); rows that cannot run here say why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import a2e
+import sandbox
+import tools
+from sandbox import landlock, syscalls
+from sandbox.cgroups import SlotGroups, join_cgroup, remove_cgroup_tree
+from sandbox.harden import close_inherited_fds, scrub_environment
+from sandbox.limits import Limits, apply_rlimits
+from sandbox.namespaces import (
+    PidNamespaces,
+    create_empty_network_namespace,
+    make_filesystem_read_only,
+    mount_private_proc,
+)
+from sandbox.seccomp import PROFILES, compile_profile
+
+Step = Callable[[], None]
+
+
+def time_forks(
+    steps: list[Step], workers: int, before_fork: Step | None = None, after_fork: Step | None = None
+) -> float:
+    """Milliseconds per fork + the steps in the child + exit + reap."""
+    started = time.perf_counter()
+    for _ in range(workers):
+        if before_fork:
+            before_fork()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                for step in steps:
+                    step()
+            except BaseException as exc:
+                with open(os.path.join(tempfile.gettempdir(), "a2e-layer-error.txt"), "w") as fh:
+                    fh.write(repr(exc))  # stderr is /dev/null by then
+                code = 1
+            os._exit(code)
+        if after_fork:
+            after_fork()
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError("a layer failed in the child; see a2e-layer-error.txt in tmp")
+    return (time.perf_counter() - started) / workers * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=100, help="forks per row and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    state_dir = tempfile.mkdtemp(prefix="a2e-bench-")
+    bpf = compile_profile(PROFILES["compute"])
+    pidns = PidNamespaces.open()
+    net_fd = create_empty_network_namespace()
+    abi = landlock.abi_version()
+    read_paths = (
+        *landlock.SYSTEM_READ_PATHS,
+        *landlock.readable_code_paths([a2e, sandbox, tools, sys.modules[__name__]]),
+    )
+    try:
+        groups: SlotGroups | None = SlotGroups.create(
+            "pids", {"pids.max": "4096"}, {"pids.max": "512"}
+        )
+    except OSError as exc:
+        print(f"(no pids cgroup row: {exc})")
+        groups = None
+    slot_path = groups.take_slot().path if groups else ""
+
+    def landlock_fixed() -> None:
+        ruleset = landlock.Ruleset(abi)
+        ruleset.allow_read(read_paths)
+        ruleset.allow_devices(("/dev",))
+        ruleset.allow_write((state_dir,))
+        ruleset.restrict()
+
+    def join_net() -> None:
+        syscalls.setns(net_fd, syscalls.CLONE_NEWNET)
+
+    # (row, steps it adds, in a fresh PID namespace): the order of sandbox.harden.
+    rows: list[tuple[str, list[Step], bool]] = [
+        ("fork + exit + reap (the floor)", [], False),
+        ("+ join the empty network namespace", [join_net], False),
+        ("+ close fds, stdio on /dev/null", [lambda: close_inherited_fds(())], False),
+        ("+ join a pids cgroup slot", [lambda: join_cgroup(slot_path)] if groups else [], False),
+        ("+ PID namespace (pid 1)", [], True),
+        ("+ mount+IPC namespaces, /proc, minimal /dev", [mount_private_proc], True),
+        ("+ read-only host tree", [lambda: make_filesystem_read_only((state_dir,))], True),
+        ("+ environment, rlimits", [scrub_environment, lambda: apply_rlimits(Limits())], True),
+        ("+ drop capabilities", [syscalls.drop_all_capabilities], True),
+        (
+            "+ seccomp (install the precompiled BPF)",
+            [lambda: syscalls.install_seccomp_bpf(bpf)],
+            True,
+        ),
+        ("+ Landlock (~0.2 ms of it on the call's path)", [landlock_fixed] if abi else [], True),
+    ]
+    if not abi:
+        print("(no Landlock here: its row adds nothing)")
+    print(f"{'layers (cumulative)':56} {'ms/worker':>10} {'+ms':>7}")
+    # Cumulative steps per row; rounds interleave the rows so that drift hits them all alike,
+    # and the best round of each row is kept.
+    plans: list[tuple[str, list[Step], bool]] = []
+    steps: list[Step] = []
+    for name, new_steps, in_pidns in rows:
+        steps = steps + new_steps
+        plans.append((name, steps, in_pidns))
+    best = [float("inf")] * len(plans)
+    try:
+        for _ in range(args.rounds):
+            for index, (_, row_steps, in_pidns) in enumerate(plans):
+                hooks = (
+                    (pidns.before_fork, pidns.after_fork_in_parent) if in_pidns else (None, None)
+                )
+                best[index] = min(best[index], time_forks(row_steps, args.workers, *hooks))
+        previous = None
+        for (name, _, _), cost in zip(plans, best, strict=True):
+            delta = "" if previous is None else f"{cost - previous:+7.3f}"
+            print(f"{name:56} {cost:10.3f} {delta:>7}")
+            previous = cost
+    finally:
+        if groups:
+            remove_cgroup_tree(groups.path)
+        os.rmdir(state_dir)
+
+
+if __name__ == "__main__":
+    main()
