@@ -49,6 +49,7 @@ class CallContext:
     registry: ToolRegistry
     pool: WorkerPool
     audit: AuditTrail | None
+    private_tmp: bool = False  # workers bring their own /tmp (see sandbox.namespaces)
 
 
 class CallEvents:
@@ -146,7 +147,8 @@ async def run_call(
         nonlocal attempts
         attempts += 1
         call_id = f"{attempts}-{uuid.uuid4().hex}"
-        tmp_dir = session.make_call_dir(call_id)
+        # A worker with its own /tmp (a tmpfs that dies with it) needs nothing from us.
+        tmp_dir = "/tmp" if ctx.private_tmp else session.make_call_dir(call_id)
         job = Job(
             plugin=tool.plugin_index,
             tool=tool.name,
@@ -157,13 +159,15 @@ async def run_call(
             streaming=request.streaming,
             read_roots=list(ctx.config.read_roots),
             call_id=call_id,
+            uid=session.uid,
         )
         try:
             return await ctx.pool.run(job, deadline, events.on_event, cancelled)
         finally:
-            # In the background: a tool that filled its tmp with a million files must not hold
-            # up its reply (the directory is private to this attempt and already unused).
-            loop.run_in_executor(None, session.remove_call_dir, call_id)
+            if not ctx.private_tmp:
+                # In the background: a tool that filled its tmp with a million files must not
+                # hold up its reply (the directory is private to this attempt, already unused).
+                loop.run_in_executor(None, session.remove_call_dir, call_id)
 
     def on_retry(next_attempt: int, outcome: WorkerOutcome) -> None:
         with contextlib.suppress(ValueError):

@@ -50,6 +50,9 @@ def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -
         audit_path=args.audit,
         namespaces=not args.no_namespaces,
         landlock=not args.no_landlock,
+        cgroups=not args.no_cgroups,
+        identity=not args.no_uid_drop,
+        allow_unprotected_root=args.allow_unprotected_root,
         limits=Limits(memory_mb=args.memory_mb),
     )
     return Engine(plugins=[load_plugin(spec) for spec in args.plugin], config=config)
@@ -98,6 +101,17 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--no-namespaces",
         action="store_true",
         help="do not use PID/mount namespaces even where available",
+    )
+    group.add_argument(
+        "--no-cgroups", action="store_true", help="no pids or memory cgroup per worker"
+    )
+    group.add_argument(
+        "--no-uid-drop", action="store_true", help="do not run calls as a uid per session"
+    )
+    group.add_argument(
+        "--allow-unprotected-root",
+        action="store_true",
+        help="run even if workers would be root with nothing keeping them off the host's files",
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sandbox.frames import DEFAULT_MAX_FRAME
+from sandbox.identity import DEFAULT_UID_RANGE
 from sandbox.layers import LAYERS
 from sandbox.limits import Limits
 
@@ -38,6 +39,15 @@ class EngineConfig:
     besides the session workspace (e.g. ``("/etc",)``); ``state_dir`` holds session workspaces
     (a fresh temporary directory when ``None``); ``token``, when set, must be presented in the
     handshake; ``audit_path`` receives one JSON line per call.
+
+    ``namespaces``, ``landlock``, ``cgroups`` and ``identity`` switch optional isolation layers
+    off (each is used where the host allows it; ``require`` makes one mandatory). ``identity``
+    runs each session's calls as a uid of its own, taken from ``uid_range`` (first uid, how
+    many), when the engine runs as root. ``workspace_mb`` caps what a session may store
+    (workspace and tmp) with a tmpfs per session, when the engine runs as root (0: no quota).
+    Running as root with none of the layers that keep a worker off root-owned files
+    (``identity``, ``readonly_filesystem``, ``landlock``) is refused unless
+    ``allow_unprotected_root`` says otherwise: such a worker could rewrite the host.
     """
 
     max_workers: int = 4
@@ -59,6 +69,11 @@ class EngineConfig:
     max_sessions_per_connection: int = 16
     server_name: str = "a2e-engine/0.1.0"
     require: tuple[str, ...] = ()
+    cgroups: bool = True
+    workspace_mb: int = 1024
+    allow_unprotected_root: bool = False
+    identity: bool = True
+    uid_range: tuple[int, int] = DEFAULT_UID_RANGE
 
     def __post_init__(self) -> None:
         if self.max_timeout < 1:

@@ -28,11 +28,13 @@ from engine.audit import AuditTrail
 from engine.calls import CallContext
 from engine.config import EngineConfig
 from engine.host import Connection
+from engine.identities import SessionUids
 from engine.policy import Policy, PolicyFunction, as_policy
 from engine.registry import ToolRegistry
 from engine.session import Session
 from sandbox.layers import missing_layers
 from sandbox.pool import PoolConfig, WorkerPool
+from sandbox.quota import share_state_dir, unmount_tree
 
 __all__ = ["Engine", "IsolationUnavailable"]
 
@@ -76,6 +78,8 @@ class Engine:
         self.call_context: CallContext
         self.connections: set[Connection] = set()
         self.pending_calls = 0
+        self._uids: SessionUids | None = None  # when calls run as session uids
+        self._quota_mb = 0  # each session's directory is a tmpfs of this size (0: no quota)
         self._background: set[asyncio.Task[None]] = set()
 
     @staticmethod
@@ -106,7 +110,10 @@ class Engine:
             self.state_dir = tempfile.mkdtemp(prefix="a2e-", dir=self.config.state_dir)
         else:
             self.state_dir = tempfile.mkdtemp(prefix="a2e-engine-")
+        # Session uids must pass through it, but not list it: session names stay secret.
+        os.chmod(self.state_dir, 0o711)
         self._own_state_dir = True
+        quota_off = self._share_state_dir()
         loop = asyncio.new_event_loop()
         # Blocking chores (removing directories, joining the zygote) run here; two threads are
         # plenty and keep the engine's thread count fixed however busy it gets.
@@ -142,23 +149,39 @@ class Engine:
                 max_output_bytes=self.config.max_output_bytes,
                 max_events=self.config.max_events,
                 writable_paths=(self.state_dir,),
+                identity=self.config.identity,
+                max_processes=PoolConfig.max_processes if self.config.cgroups else 0,
+                memory_cgroup=self.config.cgroups,
+                uid_range=self.config.uid_range,
+                read_roots=self.config.read_roots,
+                receive_mounts=() if quota_off else (self.state_dir,),
             ),
         )
         try:
             self.run(pool.start())
-            missing = missing_layers(self.config.require, pool.layers)
-            if missing:
+            pool.layers["disk_quota"] = {
+                "active": quota_off is None,
+                "reason": quota_off or "",
+                "workspace_mb": self.config.workspace_mb,
+            }
+            refusal = self._refusal(pool.layers)
+            if refusal:
                 self.run(pool.stop())
-                raise IsolationUnavailable(
-                    "required isolation layers are not available on this host: "
-                    + "; ".join(missing)
-                )
+                raise IsolationUnavailable(refusal)
         except BaseException:
             self._stop_loop()
-            shutil.rmtree(self.state_dir, ignore_errors=True)
+            self._remove_state_dir()
             raise
         self.pool = pool
-        self.call_context = CallContext(self.config, self.registry, pool, audit)
+        self.call_context = CallContext(
+            self.config,
+            self.registry,
+            pool,
+            audit,
+            private_tmp=bool(pool.layers.get("private_tmp", {}).get("active")),
+        )
+        if pool.layers.get("identity", {}).get("active"):
+            self._uids = SessionUids(*self.config.uid_range)
         if os.geteuid() == 0 and not pool.layers.get("pid_namespace", {}).get("active"):
             log.warning(
                 "running as root without PID namespaces (%s): workers share the host's process "
@@ -166,6 +189,42 @@ class Engine:
                 pool.layers.get("pid_namespace", {}).get("reason", "unknown reason"),
             )
         return self
+
+    def _share_state_dir(self) -> str | None:
+        """Prepare per-session quotas (``sandbox.quota``); why they are off, or ``None``."""
+        if not self.config.workspace_mb:
+            return "disabled by configuration"
+        if os.geteuid() != 0:
+            return "not running as root: no tmpfs per session"
+        try:
+            share_state_dir(self.state_dir)
+        except OSError as exc:
+            return f"cannot make the state directory a shared mount: {exc.strerror}"
+        self._quota_mb = self.config.workspace_mb
+        return None
+
+    def _remove_state_dir(self) -> None:
+        unmount_tree(self.state_dir)  # session quotas, then the state directory's own bind
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def _refusal(self, layers: dict[str, Any]) -> str:
+        """Why the engine must not run with these layers ('' when it may)."""
+        missing = missing_layers(self.config.require, layers)
+        if missing:
+            return "required isolation layers are not available on this host: " + "; ".join(missing)
+        guards = ("identity", "readonly_filesystem", "landlock")
+        if (
+            os.geteuid() == 0
+            and not self.config.allow_unprotected_root
+            and not any(layers.get(name, {}).get("active") for name in guards)
+        ):
+            reasons = "; ".join(f"{n} ({layers.get(n, {}).get('reason', '?')})" for n in guards)
+            return (
+                "workers would run as root with write access to root-owned host files (such as "
+                f"/proc/sys/kernel/core_pattern): none of {reasons} is active. Enable one, or "
+                "set allow_unprotected_root=True (--allow-unprotected-root) to accept that"
+            )
+        return ""
 
     def stop(self) -> None:
         if self._loop is None:
@@ -177,7 +236,7 @@ class Engine:
             self.call_context.audit.close()
         self._stop_loop()
         if self._own_state_dir:
-            shutil.rmtree(self.state_dir, ignore_errors=True)
+            self._remove_state_dir()
         self.pool = None
 
     async def _shutdown(self) -> None:
@@ -259,9 +318,20 @@ class Engine:
             policies=policies,
             id=session_id,
             root=os.path.join(self.state_dir, session_id),
+            uid=self._uids.take() if self._uids is not None else None,
+            quota_mb=self._quota_mb,
         )
-        session.create_dirs()
+        try:
+            session.create_dirs()
+        except OSError:
+            self._release_uid(session)
+            session.remove_dirs()
+            raise
         return session
+
+    def _release_uid(self, session: Session) -> None:
+        if self._uids is not None and session.uid is not None:
+            self._uids.give_back(session.uid)
 
     def _end_session(self, session: Session, after: list[asyncio.Task[None]]) -> None:
         """Remove the session's directories once its last calls are done."""
@@ -270,6 +340,7 @@ class Engine:
             if after:
                 await asyncio.wait(after)
             await asyncio.get_running_loop().run_in_executor(None, session.remove_dirs)
+            self._release_uid(session)  # no call of it runs, nothing of it is left
 
         task = self.loop.create_task(remove())
         self._background.add(task)

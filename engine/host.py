@@ -37,6 +37,7 @@ from a2e.messages import (
     HandshakeResponse,
 )
 from engine.calls import run_call
+from engine.identities import UidsExhausted
 from engine.policy import Policy, check_policies
 from engine.session import Session
 from sandbox.pool import StopSignal
@@ -178,7 +179,11 @@ class Connection:
         policies: list[Policy] = [self.engine.policy]
         if self.policy is not None:
             policies.append(self.policy)
-        session = self.engine._new_session(request.client, frozenset(granted), policies)
+        try:
+            session = self.engine._new_session(request.client, frozenset(granted), policies)
+        except (UidsExhausted, OSError) as exc:
+            self.error(request.id, ErrorCode.OVERLOADED, f"cannot open a session: {exc}")
+            return
         self.sessions[session.id] = session
         self.send(
             HandshakeResponse(

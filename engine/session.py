@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -9,6 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from engine.policy import Policy
+from sandbox.quota import mount_session_quota, unmount
 
 __all__ = ["Session"]
 
@@ -29,6 +31,8 @@ class Session:
     policies: list[Policy] = field(default_factory=list)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: float = field(default_factory=time.time)
+    uid: int | None = None  # the uid its calls run as (also its gid); None: the engine's own
+    quota_mb: int = 0  # its directory is a tmpfs of this size (sandbox.quota); 0: a plain one
 
     @property
     def workspace(self) -> str:
@@ -47,17 +51,31 @@ class Session:
 
     def create_dirs(self) -> None:
         os.mkdir(self.root, 0o700)
+        if self.quota_mb:
+            try:
+                mount_session_quota(self.root, self.quota_mb, self.uid)
+            except OSError:
+                os.rmdir(self.root)
+                raise
         root_fd = os.open(self.root, _DIR_FLAGS)
         try:
-            os.mkdir("workspace", 0o700, dir_fd=root_fd)
-            os.mkdir("tmp", 0o700, dir_fd=root_fd)
+            self._own(".", root_fd)
+            for name in ("workspace", "tmp"):
+                os.mkdir(name, 0o700, dir_fd=root_fd)
+                self._own(name, root_fd)
             self._tmp_fd = os.open("tmp", _DIR_FLAGS, dir_fd=root_fd)
         finally:
             os.close(root_fd)
 
+    def _own(self, name: str, dir_fd: int) -> None:
+        """Hand a directory the session just made to the session's uid (mode stays 0700)."""
+        if self.uid is not None:
+            os.chown(name, self.uid, self.uid, dir_fd=dir_fd, follow_symlinks=False)
+
     def make_call_dir(self, name: str) -> str:
         """A fresh private tmp directory for one call; its path, for the worker."""
         os.mkdir(name, 0o700, dir_fd=self._tmp_fd)
+        self._own(name, self._tmp_fd)
         return os.path.join(self.tmp_root, name)
 
     def remove_call_dir(self, name: str) -> None:
@@ -67,4 +85,7 @@ class Session:
         if self._tmp_fd >= 0:
             os.close(self._tmp_fd)
             self._tmp_fd = -1
+        if self.quota_mb:
+            with contextlib.suppress(OSError):
+                unmount(self.root)  # its files go with the tmpfs
         shutil.rmtree(self.root, ignore_errors=True)

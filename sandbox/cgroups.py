@@ -18,6 +18,8 @@ from dataclasses import dataclass
 __all__ = ["Slot", "SlotGroups", "join_cgroup", "remove_cgroup_tree"]
 
 _ROOT = "/sys/fs/cgroup"
+#: A released memory slot still charged with more than this is retired (see ``release_slot``).
+RETIRE_ABOVE_BYTES = 32 << 20
 
 
 @dataclass
@@ -72,10 +74,28 @@ class SlotGroups:
 
     def release_slot(self, slot: Slot) -> bool:
         """Only once the worker and its whole tree are gone. True if the kernel's OOM killer
-        struck in this slot while the worker had it."""
+        struck in this slot while the worker had it.
+
+        Memory the call left charged to its slot (files it wrote to a session's tmpfs outlive
+        it) would count against the next call there: such a slot is retired, not reused."""
         oom = self.oom_kills(slot.path) > slot.oom_kills
+        if self._still_charged(slot.path):
+            try:
+                os.rmdir(slot.path)
+                return oom
+            except OSError:
+                pass
         self._free.append(slot)
         return oom
+
+    def _still_charged(self, path: str) -> bool:
+        if self.events is None:  # only the memory controller carries charges
+            return False
+        try:
+            with open(os.path.join(path, "memory.usage_in_bytes")) as fh:
+                return int(fh.read()) > RETIRE_ABOVE_BYTES
+        except (OSError, ValueError):
+            return False
 
     def oom_kills(self, path: str) -> int:
         if self.events is None:

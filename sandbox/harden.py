@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from sandbox import syscalls
 from sandbox.cgroups import join_cgroup
+from sandbox.identity import Crossing, open_the_way
 from sandbox.landlock import Ruleset
 from sandbox.limits import Limits, apply_rlimits
-from sandbox.namespaces import make_filesystem_read_only, mount_private_proc
+from sandbox.namespaces import make_filesystem_read_only, mount_private_proc, mount_private_tmp
 
 __all__ = ["SAFE_PATH", "Hardening", "harden_worker", "zero_initial_environ"]
 
@@ -37,6 +38,9 @@ class Hardening:
     net_ns_fd: int | None = None  # join this (empty) network namespace
     landlock_abi: int = 0  # 0: no Landlock; applied per job (it needs the job's directories)
     read_paths: tuple[str, ...] = ()
+    change_identity: bool = False  # keep CAP_SETUID/CAP_SETGID until the job names the uid
+    crossings: tuple[Crossing, ...] = ()  # closed directories on the way to the interpreter
+    receive_mounts: tuple[str, ...] = ()  # host mounts appearing below these reach the worker
 
 
 def close_inherited_fds(keep: tuple[int, ...]) -> None:
@@ -102,8 +106,10 @@ def harden_worker(setup: Hardening) -> Ruleset | None:
     if os.getppid() != setup.parent_pid and os.getpid() != 1:
         os._exit(0)  # the zygote died between fork and prctl: nobody is waiting for us
     if setup.private_proc:
-        mount_private_proc()
-        make_filesystem_read_only(setup.writable_paths)
+        mount_private_proc(setup.receive_mounts)
+        open_the_way(list(setup.crossings))
+        mount_private_tmp(setup.limits.tmp_mb, keep=setup.writable_paths)
+        make_filesystem_read_only((*setup.writable_paths, "/tmp"))
     ruleset = None
     if setup.landlock_abi:
         ruleset = Ruleset(setup.landlock_abi)
@@ -111,6 +117,7 @@ def harden_worker(setup: Hardening) -> Ruleset | None:
         ruleset.allow_devices(("/dev",))
     scrub_environment()
     apply_rlimits(setup.limits)
-    syscalls.drop_all_capabilities()
+    keep = (syscalls.CAP_SETUID, syscalls.CAP_SETGID) if setup.change_identity else ()
+    syscalls.drop_all_capabilities(keep)
     syscalls.install_seccomp_bpf(setup.seccomp_bpf)
     return ruleset

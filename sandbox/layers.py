@@ -17,6 +17,8 @@ LAYERS: dict[str, str] = {
     "private_proc": "/proc shows only the worker's own processes",
     "ipc_namespace": "SysV and POSIX IPC objects private to the call",
     "minimal_dev": "/dev with null, zero, full, random, urandom, tty only",
+    "private_tmp": "each call has its own size-capped /tmp; the host's /tmp is out of sight",
+    "identity": "a call runs as its session's own uid: root's files, other sessions' files",
     "readonly_filesystem": "every mount read-only except the engine's state directory",
     "network_namespace": "tools without the network profile see only a down loopback",
     "pids_cgroup": "processes and threads capped per call and for the whole sandbox",

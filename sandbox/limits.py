@@ -28,6 +28,7 @@ class Limits:
     file_size_mb: int = 256
     processes: int = 512  # processes + threads of one call (pids cgroup, where available)
     call_memory_mb: int = 2048  # everything the call holds: all processes, memfd, shm (cgroup)
+    tmp_mb: int = 256  # the call's private /tmp (tmpfs, where the mount namespace is available)
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -46,6 +47,8 @@ def apply_rlimits(limits: Limits) -> None:
         (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
         (resource.RLIMIT_FSIZE, limits.file_size_mb * _MB, limits.file_size_mb * _MB),
         (resource.RLIMIT_CORE, 0, 0),
+        # Inert while the worker is root; binding once it becomes its session's uid.
+        (resource.RLIMIT_NPROC, limits.processes, limits.processes),
     ]
     for which, soft, hard in pairs:
         resource.setrlimit(which, (soft, hard))

@@ -19,12 +19,14 @@ import stat
 from dataclasses import dataclass
 
 from sandbox import syscalls
+from sandbox.quota import mount_points, under
 
 __all__ = [
     "PidNamespaces",
     "create_empty_network_namespace",
     "make_filesystem_read_only",
     "mount_private_proc",
+    "mount_private_tmp",
     "probe_pid_namespaces",
 ]
 
@@ -76,11 +78,24 @@ DEV_LINKS = {
 }
 
 
-def mount_private_proc() -> None:
+def mount_private_proc(receive: tuple[str, ...] = ()) -> None:
     """In the child: own mount and IPC namespaces (changes and SysV/POSIX IPC objects stay
-    private and die with the worker), ``/proc`` of our PID namespace, a minimal ``/dev``."""
+    private and die with the worker), ``/proc`` of our PID namespace, a minimal ``/dev``.
+
+    Nothing mounted here reaches the host. Of the host's later mounts only those below
+    ``receive`` reach the worker (the sessions' quota mounts, ``sandbox.quota``): a mount the
+    host makes anywhere else after the worker was forked would not be read-only in here."""
     syscalls.unshare(syscalls.CLONE_NEWNS | syscalls.CLONE_NEWIPC)
-    syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
+    if not receive:
+        syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
+    else:
+        syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_SLAVE)
+        for point in mount_points():
+            if not any(under(point, root) for root in receive):
+                try:
+                    syscalls.mount("none", point, None, syscalls.MS_PRIVATE)
+                except OSError:
+                    pass  # covered by a later mount on the same point: out of reach anyway
     syscalls.mount(
         "proc", "/proc", "proc", syscalls.MS_NOSUID | syscalls.MS_NODEV | syscalls.MS_NOEXEC
     )
@@ -127,6 +142,34 @@ def make_filesystem_read_only(writable: tuple[str, ...]) -> None:
             attr_set=syscalls.MOUNT_ATTR_NOSUID | syscalls.MOUNT_ATTR_NODEV,
             attr_clr=syscalls.MOUNT_ATTR_RDONLY,
         )
+
+
+def mount_private_tmp(size_mb: int, keep: tuple[str, ...] = ()) -> None:
+    """A fresh, size-capped tmpfs on ``/tmp``, private to the worker and gone with it.
+
+    The call's temporary files never touch the host's ``/tmp`` (which it cannot even see), the
+    next call finds nothing of this one's, and filling it ends in ``ENOSPC`` at ``size_mb``
+    (its pages also count against the call's memory cgroup). Paths of ``keep`` that lived under
+    the host's ``/tmp`` (the engine's state directory, by default) are bound back in place.
+    """
+    held = []
+    try:
+        for path in keep:
+            if os.path.commonpath([os.path.abspath(path), "/tmp"]) == "/tmp" and path != "/tmp":
+                held.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)))
+        syscalls.mount(
+            "tmpfs",
+            "/tmp",
+            "tmpfs",
+            syscalls.MS_NOSUID | syscalls.MS_NODEV,
+            f"mode=1777,size={size_mb}m,nr_inodes={max(1024, size_mb * 64)}",
+        )
+        for path, fd in held:
+            os.makedirs(path, 0o711, exist_ok=True)
+            syscalls.mount(f"/proc/self/fd/{fd}", path, None, syscalls.MS_BIND | syscalls.MS_REC)
+    finally:
+        for _, fd in held:
+            os.close(fd)
 
 
 def probe_pid_namespaces() -> str | None:

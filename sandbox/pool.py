@@ -26,6 +26,7 @@ from typing import Any
 from sandbox.cgroups import remove_cgroup_tree
 from sandbox.frames import DEFAULT_MAX_FRAME, FrameDecoder, encode_frame
 from sandbox.handle import WorkerHandle
+from sandbox.identity import DEFAULT_UID_RANGE
 from sandbox.launch import join_or_kill, spawn_zygote
 from sandbox.limits import Limits
 from sandbox.outcome import OutcomeStatus, WorkerOutcome, describe_exit
@@ -65,6 +66,11 @@ class PoolConfig:
     start_timeout: float = 60.0
     writable_paths: tuple[str, ...] = ()
     max_processes: int = 4096  # all workers and their children together; 0 = no cgroup
+    memory_cgroup: bool = True  # a memory cgroup per worker, where cgroups are writable
+    identity: bool = True  # calls run as their session's uid (when root; see sandbox.identity)
+    uid_range: tuple[int, int] = DEFAULT_UID_RANGE  # first uid, how many
+    read_roots: tuple[str, ...] = ()  # read by calls: must stay reachable for a session uid
+    receive_mounts: tuple[str, ...] = ()  # shared mounts whose later sub-mounts workers see
 
     def __post_init__(self) -> None:
         if self.max_workers < 1 or self.prefork < 0:
@@ -89,6 +95,7 @@ class Job:
     streaming: bool = False
     read_roots: list[str] = field(default_factory=list)
     call_id: str = ""
+    uid: int | None = None  # the session's uid, when the sandbox has the identity layer
 
 
 class WorkerPool:
@@ -120,6 +127,10 @@ class WorkerPool:
         self.zygote_pid: int | None = None
         self.in_flight = 0
 
+    def idle_worker_pids(self) -> set[int]:
+        """Pre-forked workers waiting for a job (for tests that look for leftover processes)."""
+        return {handle.pid for ready in self._ready.values() for handle in ready}
+
     # -- lifecycle --
 
     async def start(self) -> None:
@@ -138,6 +149,11 @@ class WorkerPool:
             "max_frame": self.config.max_frame,
             "writable_paths": list(self.config.writable_paths),
             "max_processes": self.config.max_processes,
+            "memory_cgroup": self.config.memory_cgroup,
+            "identity": self.config.identity,
+            "probe_uid": self.config.uid_range[0],
+            "read_roots": list(self.config.read_roots),
+            "receive_mounts": list(self.config.receive_mounts),
         }
         process = spawn_zygote(child, json.dumps(config), self._plugins_blob)
         child.close()

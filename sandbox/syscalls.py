@@ -18,6 +18,7 @@ __all__ = [
     "install_seccomp_bpf",
     "mount",
     "mount_setattr_recursive",
+    "permitted_capabilities",
     "prctl",
     "setns",
     "unshare",
@@ -55,6 +56,8 @@ MS_NODEV = 4
 MS_NOEXEC = 8
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+MS_SLAVE = 1 << 19
+MS_SHARED = 1 << 20
 
 
 def _check(result: int, what: str) -> int:
@@ -160,12 +163,19 @@ class _CapData(ctypes.Structure):
     ]
 
 
-def drop_all_capabilities() -> None:
-    """Empty the bounding, ambient, effective, permitted and inheritable sets.
+CAP_SETGID = 6
+CAP_SETUID = 7
+
+
+def drop_all_capabilities(keep: tuple[int, ...] = ()) -> None:
+    """Empty the bounding, ambient and inheritable sets; effective and permitted keep only
+    ``keep``.
 
     A uid-0 worker without capabilities cannot bypass file permissions, change the network,
     signal other users' processes, or raise its scheduling priority; and with the bounding set
-    empty, executing a setuid binary gives nothing back.
+    empty, executing a setuid binary gives nothing back. ``keep`` is for ``CAP_SETUID`` and
+    ``CAP_SETGID`` alone, held until the job names the uid to become: the change of uid then
+    clears them too (``identity.become``).
     """
     try:
         with open("/proc/sys/kernel/cap_last_cap") as fh:
@@ -175,9 +185,22 @@ def drop_all_capabilities() -> None:
     for cap in range(last + 1):
         prctl(PR_CAPBSET_DROP, cap)
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    mask = 0
+    for cap in keep:
+        mask |= 1 << cap
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
+    data[0].effective = data[0].permitted = mask & 0xFFFFFFFF
+    data[1].effective = data[1].permitted = mask >> 32
     _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+def permitted_capabilities() -> int:
+    """The permitted set of this thread, as a bit mask (0: nothing left to use)."""
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capget(ctypes.byref(header), ctypes.byref(data)), "capget")
+    return data[0].permitted | (data[1].permitted << 32)
 
 
 class _SockFprog(ctypes.Structure):

@@ -27,6 +27,7 @@ from a2e.caps.tools.models import ToolEvent
 from a2e.caps.tools.plugin import ToolContext, ToolExecutionError, ToolPlugin
 from sandbox.frames import DEFAULT_MAX_FRAME, read_frame, write_frame
 from sandbox.harden import Hardening, harden_worker
+from sandbox.identity import become
 from sandbox.landlock import Ruleset
 
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
@@ -108,8 +109,16 @@ def run_job(
     result_fd: int,
     max_frame: int,
     ruleset: Ruleset | None,
+    change_identity: bool = False,
 ) -> None:
     workspace = job["workspace"]
+    if change_identity:
+        # First: the workspace belongs to the session's uid, and root without capabilities
+        # could not even open it for the Landlock rule.
+        uid = job.get("uid")
+        if not isinstance(uid, int) or isinstance(uid, bool) or uid <= 0:
+            raise PermissionError("this sandbox runs calls as a session uid; the job names none")
+        become(uid, uid)
     if ruleset is not None:
         # Now that the job names its directories; before any tool code or thread runs.
         ruleset.allow_read(job.get("read_roots", ()))
@@ -176,9 +185,12 @@ def run_worker(
             os._exit(0)  # never used: the supervisor shut down or discarded us
         os.close(job_fd)
         gc.enable()
-        run_job(plugins[job["plugin"]], job, result_fd, max_frame, ruleset)
+        run_job(plugins[job["plugin"]], job, result_fd, max_frame, ruleset, setup.change_identity)
     except BaseException:
         code = 1
+        import traceback as _tb
+
+        write_frame(result_fd, {"t": "setup_error", "error": _tb.format_exc()})
     finally:
         # Closing first lets the supervisor see the end before the kernel tears down our memory.
         try:

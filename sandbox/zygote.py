@@ -22,6 +22,7 @@ import gc
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -31,12 +32,14 @@ from typing import Any
 from sandbox import landlock, syscalls
 from sandbox.cgroups import Slot, SlotGroups, remove_cgroup_tree
 from sandbox.harden import Hardening, zero_initial_environ
+from sandbox.identity import Crossing, closed_ancestors, probe_identity
 from sandbox.limits import Limits
 from sandbox.namespaces import (
     PidNamespaces,
     create_empty_network_namespace,
     probe_pid_namespaces,
 )
+from sandbox.quota import unmount_tree
 from sandbox.seccomp import PROFILES, compile_profile
 from sandbox.worker import run_worker
 
@@ -66,6 +69,9 @@ class Zygote:
         self.read_paths: tuple[str, ...] = ()
         self.pidns: PidNamespaces | None = None
         self.layers: dict[str, Any] = {}
+        self.change_identity = False
+        self.supervisor_pid = os.getppid()
+        self.crossings: tuple[Crossing, ...] = ()
 
     # -- start-up --
 
@@ -83,8 +89,10 @@ class Zygote:
         # One probe covers the layers set up together in the worker's new namespaces.
         for layer in ("pid_namespace", "private_proc", "ipc_namespace", "minimal_dev"):
             self._report(layer, no_ns)
+        self._report("private_tmp", no_ns, size_mb=self.limits.tmp_mb)
         self._report("readonly_filesystem", no_ns, writable=list(self.writable_paths))
         self._report("no_capabilities", None)
+        self._prepare_identity(no_ns is None)
         self.landlock_abi = landlock.abi_version() if self.config.get("landlock", True) else 0
         if self.landlock_abi:
             self.read_paths = (
@@ -131,6 +139,33 @@ class Zygote:
         zero_initial_environ()
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
+
+    def _prepare_identity(self, have_mount_ns: bool) -> None:
+        """Calls as a session uid, where the interpreter and the state directory stay reachable
+        for it (through the worker's mount namespace, if a directory on the way is closed)."""
+        if not self.config.get("identity", True):
+            self._report("identity", "disabled by configuration")
+            return
+        read = [
+            *landlock.SYSTEM_READ_PATHS,
+            *landlock.readable_code_paths(self._code_modules()),
+            *self.config.get("read_roots", ()),
+        ]
+        crossings = closed_ancestors([*read, *self.writable_paths])
+        if crossings and not have_mount_ns:
+            closed = ", ".join(c.directory for c in crossings)
+            self._report(
+                "identity",
+                f"{closed} may not be entered by other users and there is no mount namespace "
+                "to open the way to the interpreter",
+            )
+            return
+        uid = int(self.config.get("probe_uid", 0))
+        why_not = probe_identity(crossings, read, self.writable_paths, uid)
+        if why_not is None:
+            self.crossings = tuple(crossings)
+            self.change_identity = True
+        self._report("identity", why_not, first_uid=uid, opened=[c.directory for c in crossings])
 
     def _cgroup(
         self,
@@ -194,6 +229,9 @@ class Zygote:
             net_ns_fd=None if PROFILES[profile].allow_sockets else self.empty_net_fd,
             landlock_abi=self.landlock_abi,
             read_paths=self.read_paths,
+            change_identity=self.change_identity,
+            crossings=self.crossings,
+            receive_mounts=tuple(self.config.get("receive_mounts", ())),
         )
         try:
             pid = self.fork()
@@ -310,6 +348,12 @@ class Zygote:
         self.kill_adopted_orphans()
         for groups in self.cgroups.values():
             remove_cgroup_tree(groups.path)  # empty now; the supervisor may be gone
+        if os.getppid() != self.supervisor_pid:
+            # The supervisor died without cleaning up: its session mounts and workspaces
+            # would stay forever.
+            for path in self.writable_paths:
+                unmount_tree(path)
+                shutil.rmtree(path, ignore_errors=True)
 
     def serve(self) -> None:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)

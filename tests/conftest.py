@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-import psutil
 import pytest
 
 from a2e.caps.tools.client import ToolAPI
@@ -31,34 +30,3 @@ def tools(engine: Engine) -> Iterator[ToolAPI]:
     client = engine.connect(client_name="pytest")
     yield ToolAPI(client)
     client.close()
-
-
-#: Python source run inside a worker: ``pipes`` = the pipe fds it holds (its result pipe).
-FIND_PIPES = """
-import os, struct
-pipes = []
-for fd in os.listdir('/proc/self/fd'):
-    try:
-        if int(fd) > 2 and os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:'):
-            pipes.append(int(fd))
-    except OSError:
-        pass  # listdir's own descriptor, already closed
-"""
-
-
-def processes_in(directory: str) -> list[psutil.Process]:
-    """Processes whose working directory is under ``directory`` (how tests find survivors)."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.cwd().startswith(directory):
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return found
-
-
-def workspace_of(engine: Engine, tools: ToolAPI) -> str:
-    result = tools.call(tool_name="python_eval", arguments={"code": "import os\nos.getcwd()"})
-    assert result.success, result.error
-    return str(result.data["value"])

@@ -57,6 +57,9 @@ class HostileTools(ToolPlugin):
             _tool("deferred_helper", defer=True, tags=("test", "rare")),
             _tool("network_view"),
             _tool("hold_memory", _param("mb", "integer", required=True)),
+            _tool("background_holder"),
+            _tool("connect_tcp", _param("port", "integer", required=True)),
+            _tool("run_program", _param("argv", "array", required=True)),
         ]
 
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -153,13 +156,71 @@ class HostileTools(ToolPlugin):
 
     def _hold_memory(self, mb: int) -> dict[str, Any]:
         """Memory RLIMIT_AS does not see: pages of a memfd that is written, never mapped."""
-        fd = os.memfd_create("hog")
         chunk = b"x" * (16 << 20)
-        for _ in range(mb // 16):
-            os.write(fd, chunk)
+        held = []
+        for i in range(mb // 16):
+            if i % 4 == 0:  # a fresh memfd every 64 MiB: RLIMIT_FSIZE caps each one
+                held.append(os.memfd_create("hog"))
+            os.write(held[-1], chunk)
         return {"held_mb": mb}
 
     def _network_view(self) -> dict[str, Any]:
         with open("/proc/net/dev") as fh:
             interfaces = [line.split(":")[0].strip() for line in fh.readlines()[2:]]
         return {"netns": os.readlink("/proc/self/ns/net"), "interfaces": interfaces}
+
+    def _background_holder(self) -> dict[str, Any]:
+        """Leave a child behind that holds every inherited fd (the result pipe among them)."""
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            while True:
+                time.sleep(1)
+        return {"left": "a child holding the pipe"}
+
+    def _connect_tcp(self, port: int) -> dict[str, Any]:
+        import socket
+
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as conn:
+            conn.sendall(b"escaped")
+        return {"connected": True}
+
+    def _run_program(self, argv: list[str]) -> dict[str, Any]:
+        import subprocess
+
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        return {"code": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+
+class HostileNetworkTools(ToolPlugin):
+    """A tool under the ``network`` profile: sockets allowed, the host's network."""
+
+    name = "hostile_network"
+    sandbox_profile = SandboxProfile.NETWORK
+
+    def _list_tools(self) -> list[ToolDefinition]:
+        return [_tool("daemon_server", _param("port_file", required=True))]
+
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self._daemon_server(**arguments)
+
+    def _daemon_server(self, port_file: str) -> dict[str, Any]:
+        """A daemonised TCP server on 127.0.0.1 (fork, setsid, fork) that would serve forever."""
+        import socket
+
+        read_end, write_end = os.pipe()
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                server = socket.socket()
+                server.bind(("127.0.0.1", 0))
+                server.listen()
+                os.write(write_end, str(server.getsockname()[1]).encode())
+                while True:
+                    conn, _ = server.accept()
+                    conn.sendall(b"still here")
+                    conn.close()
+            os._exit(0)
+        port = int(os.read(read_end, 16))
+        with open(port_file, "w") as fh:
+            fh.write(str(port))
+        return {"port": port}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -418,3 +419,50 @@ def test_a_required_layer_that_is_missing_stops_the_engine_from_starting() -> No
         EngineConfig(require=("moat",))
     with Engine(config=EngineConfig(prefork=1, require=("seccomp", "pid_namespace"))) as ok:
         assert ok.running
+
+
+def test_the_zygote_restarts_and_in_flight_calls_fail_cleanly(
+    engine: Engine, tools: ToolAPI
+) -> None:
+    assert engine.pool is not None
+    pending = tools.start(tool_name="sleep", arguments={"seconds": 20}, timeout=30)
+    time.sleep(0.5)
+    old = engine.pool.zygote_pid
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    result = pending.result()
+    assert not result.success and "zygote died" in (result.error or ""), result.error
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if engine.pool.zygote_pid not in (None, old):
+            break
+        time.sleep(0.1)
+    assert engine.pool.zygote_pid not in (None, old)
+    assert tools.call(tool_name="python_eval", arguments={"code": "1"}).success
+
+
+def test_threads_writing_output_at_once_do_not_corrupt_frames(tools: ToolAPI) -> None:
+    code = (
+        "import sys, threading\n"
+        "def noise():\n"
+        "    for _ in range(2000): sys.stderr.write('e' * 300 + '\\n')\n"
+        "t = threading.Thread(target=noise); t.start()\n"
+        "for _ in range(2000): print('o' * 300)\n"
+        "t.join()"
+    )
+    for _ in range(3):
+        result = tools.call(tool_name="python_eval", arguments={"code": code})
+        assert result.success, result.error
+        assert result.data["stdout"].count("\n") == 2000
+
+
+def test_the_few_devices_workers_get_work(tools: ToolAPI) -> None:
+    code = (
+        "import os\n[sorted(os.listdir('/dev')), open('/dev/null', 'w').write('x'), "
+        "len(open('/dev/urandom', 'rb').read(8)), open('/dev/zero', 'rb').read(2).hex()]"
+    )
+    result = tools.call(tool_name="python_eval", arguments={"code": code})
+    assert result.success, result.error
+    names, written, random_bytes, _ = result.data["value"]
+    assert {"null", "zero", "urandom", "random", "fd"} <= set(names) and len(names) <= 10
+    assert (written, random_bytes) == (1, 8)

@@ -10,7 +10,6 @@ import pytest
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolCallRequest
 from engine import Engine, EngineConfig, Limits
-from tests.conftest import FIND_PIPES
 from tests.hostile_plugin import HostileTools
 
 
@@ -61,25 +60,6 @@ def test_python_eval_truncates_its_own_output(tight: Engine) -> None:
     result = tools.call(tool_name="python_eval", arguments={"code": code})
     assert result.success and result.truncated
     assert len(result.data["stdout"]) == 1_000_000
-
-
-def test_an_output_flood_kills_the_worker(tight: Engine) -> None:
-    tools = ToolAPI(tight.connect())
-    # Valid event frames written straight to the result pipe, past every tool-level cap.
-    code = (
-        FIND_PIPES
-        + """
-import json
-body = json.dumps({"t": "event", "kind": "artifact",
-                   "data": {"name": "x", "chunk": "x" * 500_000}}).encode()
-while True:
-    os.write(pipes[0], struct.pack('>I', len(body)) + body)
-"""
-    )
-    result = tools.call(tool_name="python_eval", arguments={"code": code})
-    assert not result.success
-    assert "more than 2097152 bytes of output" in (result.error or ""), result.error
-    assert ToolAPI(tight.connect()).call(tool_name="python_eval", arguments={"code": "1"}).success
 
 
 def test_too_many_pending_calls_are_refused_retryably(tight: Engine) -> None:
@@ -137,23 +117,6 @@ def test_polling_a_pending_call_does_not_cancel_it(tight: Engine) -> None:
     with pytest.raises(TimeoutError):
         pending.result(timeout=0.05)
     assert pending.result().success
-
-
-def test_an_event_flood_past_ten_times_the_cap_kills_the_worker(tight: Engine) -> None:
-    tools = ToolAPI(tight.connect())
-    result = tools.call(tool_name="emit", arguments={"count": 1000, "kind": "log"})
-    assert result.success  # 10 x the cap of 100 is dropped, not fatal...
-    code = (
-        FIND_PIPES
-        + """
-body = b'{"t":"event","kind":"log","data":{"level":"info","message":"x"}}'
-frame = struct.pack('>I', len(body)) + body
-while True:
-    os.write(pipes[0], frame * 100)
-"""
-    )
-    result = tools.call(tool_name="python_eval", arguments={"code": code})
-    assert not result.success and "times the 100-event cap" in (result.error or ""), result.error
 
 
 def test_memory_outside_rlimit_as_hits_the_calls_memory_cgroup(tight: Engine) -> None:

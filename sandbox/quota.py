@@ -1,0 +1,88 @@
+"""Disk quota: each session's directory is a tmpfs of its own, capped in bytes and inodes.
+
+Why: a call could otherwise fill the disk the state directory lives on, for the host and for
+every other session; ``RLIMIT_FSIZE`` caps one file, not a thousand. A size-capped tmpfs is the
+one quota that needs no filesystem support (project quotas need ``prjquota`` mount options few
+hosts have): writing past it fails with ``ENOSPC``, and its pages count against the memory
+cgroup of the call that wrote them.
+
+How: the supervisor mounts the session's tmpfs in the host's mount namespace, where the host
+can read the workspace too. Workers are pre-forked into mount namespaces of their own *before*
+the session exists, so the engine's state directory is made a shared mount first; each worker
+keeps it as a slave (``sandbox.namespaces``) and sees every session mount appear and vanish.
+A supervisor killed with SIGKILL leaves its mounts behind (``umount -l`` them).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from sandbox import syscalls
+
+__all__ = [
+    "mount_points",
+    "mount_session_quota",
+    "share_state_dir",
+    "under",
+    "unmount",
+    "unmount_tree",
+]
+
+MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def share_state_dir(path: str) -> None:
+    """Make ``path`` a mount of its own whose later sub-mounts propagate to workers."""
+    syscalls.mount(path, path, None, syscalls.MS_BIND)
+    try:
+        syscalls.mount("none", path, None, syscalls.MS_SHARED)
+    except OSError:
+        unmount(path)
+        raise
+
+
+def mount_session_quota(path: str, size_mb: int, uid: int | None) -> None:
+    """A tmpfs of ``size_mb`` on the (empty) session directory ``path``, owned by ``uid``."""
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    syscalls.mount(
+        "tmpfs",
+        path,
+        "tmpfs",
+        syscalls.MS_NOSUID | syscalls.MS_NODEV,
+        f"size={size_mb}m,nr_inodes={max(1024, size_mb * 64)},mode=0700{owner}",
+    )
+
+
+def unmount(path: str) -> None:
+    """Detach ``path`` (lazily: a worker still inside it cannot keep the session alive)."""
+    if _libc.umount2(os.fsencode(path), MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"umount2({path!r}): {os.strerror(err)}")
+
+
+def mount_points() -> list[str]:
+    """Mount points of this process's mount namespace, in mount order."""
+    points = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            field = line.split(" ")[4]
+            # Spaces, tabs, newlines and backslashes arrive as octal escapes.
+            points.append(
+                field.encode("latin-1").decode("unicode_escape").encode("latin-1").decode()
+            )
+    return points
+
+
+def under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def unmount_tree(root: str) -> None:
+    """Detach every mount at or below ``root``, deepest first (engine shutdown)."""
+    for point in sorted((p for p in mount_points() if under(p, root)), key=len, reverse=True):
+        try:
+            unmount(point)
+        except OSError:
+            pass  # already gone with its parent
