@@ -23,13 +23,16 @@ import tools
 from sandbox import landlock, syscalls
 from sandbox.cgroups import SlotGroups, join_cgroup, remove_cgroup_tree
 from sandbox.harden import close_inherited_fds, scrub_environment
+from sandbox.identity import DEFAULT_UID_RANGE, become, closed_ancestors, open_the_way
 from sandbox.limits import Limits, apply_rlimits
 from sandbox.namespaces import (
     PidNamespaces,
     create_empty_network_namespace,
     make_filesystem_read_only,
     mount_private_proc,
+    mount_private_tmp,
 )
+from sandbox.quota import mount_session_quota, share_state_dir, unmount
 from sandbox.seccomp import PROFILES, compile_profile
 
 Step = Callable[[], None]
@@ -68,6 +71,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     state_dir = tempfile.mkdtemp(prefix="a2e-bench-")
+    os.chmod(state_dir, 0o711)
+    share_state_dir(state_dir)  # as the engine does for session quotas
     bpf = compile_profile(PROFILES["compute"])
     pidns = PidNamespaces.open()
     net_fd = create_empty_network_namespace()
@@ -76,14 +81,21 @@ def main() -> None:
         *landlock.SYSTEM_READ_PATHS,
         *landlock.readable_code_paths([a2e, sandbox, tools, sys.modules[__name__]]),
     )
-    try:
-        groups: SlotGroups | None = SlotGroups.create(
-            "pids", {"pids.max": "4096"}, {"pids.max": "512"}
-        )
-    except OSError as exc:
-        print(f"(no pids cgroup row: {exc})")
-        groups = None
-    slot_path = groups.take_slot().path if groups else ""
+    crossings = closed_ancestors([*read_paths, state_dir])
+    uid = DEFAULT_UID_RANGE[0]
+    slots: dict[str, str] = {}
+    all_groups: list[SlotGroups] = []
+    for controller, settings in (("pids", {"pids.max": "512"}), ("memory", {})):
+        try:
+            groups = SlotGroups.create(controller, {}, settings)
+        except OSError as exc:
+            print(f"(no {controller} cgroup row: {exc})")
+            continue
+        all_groups.append(groups)
+        slots[controller] = groups.take_slot().path
+
+    def join(controller: str) -> list[Step]:
+        return [lambda: join_cgroup(slots[controller])] if controller in slots else []
 
     def landlock_fixed() -> None:
         ruleset = landlock.Ruleset(abi)
@@ -100,18 +112,30 @@ def main() -> None:
         ("fork + exit + reap (the floor)", [], False),
         ("+ join the empty network namespace", [join_net], False),
         ("+ close fds, stdio on /dev/null", [lambda: close_inherited_fds(())], False),
-        ("+ join a pids cgroup slot", [lambda: join_cgroup(slot_path)] if groups else [], False),
+        ("+ join a pids cgroup slot", join("pids"), False),
+        ("+ join a memory cgroup slot", join("memory"), False),
         ("+ PID namespace (pid 1)", [], True),
-        ("+ mount+IPC namespaces, /proc, minimal /dev", [mount_private_proc], True),
-        ("+ read-only host tree", [lambda: make_filesystem_read_only((state_dir,))], True),
+        (
+            "+ mount+IPC namespaces, /proc, minimal /dev",
+            [lambda: mount_private_proc((state_dir,))],
+            True,
+        ),
+        ("+ open the way to the interpreter", [lambda: open_the_way(crossings)], True),
+        ("+ private /tmp", [lambda: mount_private_tmp(64, keep=(state_dir,))], True),
+        ("+ read-only host tree", [lambda: make_filesystem_read_only((state_dir, "/tmp"))], True),
         ("+ environment, rlimits", [scrub_environment, lambda: apply_rlimits(Limits())], True),
-        ("+ drop capabilities", [syscalls.drop_all_capabilities], True),
+        (
+            "+ drop capabilities (but CAP_SETUID/GID)",
+            [lambda: syscalls.drop_all_capabilities((syscalls.CAP_SETUID, syscalls.CAP_SETGID))],
+            True,
+        ),
         (
             "+ seccomp (install the precompiled BPF)",
             [lambda: syscalls.install_seccomp_bpf(bpf)],
             True,
         ),
         ("+ Landlock (~0.2 ms of it on the call's path)", [landlock_fixed] if abi else [], True),
+        ("+ become the session's uid (on the call's path)", [lambda: become(uid, uid)], True),
     ]
     if not abi:
         print("(no Landlock here: its row adds nothing)")
@@ -136,10 +160,27 @@ def main() -> None:
             delta = "" if previous is None else f"{cost - previous:+7.3f}"
             print(f"{name:56} {cost:10.3f} {delta:>7}")
             previous = cost
+        print(
+            f"\nper session, by the supervisor: {quota_mount_ms(state_dir):.3f} ms to mount and "
+            "unmount its quota tmpfs"
+        )
     finally:
-        if groups:
+        for groups in all_groups:
             remove_cgroup_tree(groups.path)
+        unmount(state_dir)
         os.rmdir(state_dir)
+
+
+def quota_mount_ms(state_dir: str, sessions: int = 200) -> float:
+    path = os.path.join(state_dir, "session")
+    os.mkdir(path)
+    started = time.perf_counter()
+    for _ in range(sessions):
+        mount_session_quota(path, 1024, DEFAULT_UID_RANGE[0])
+        unmount(path)
+    elapsed = (time.perf_counter() - started) / sessions * 1000
+    os.rmdir(path)
+    return elapsed
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 import time
 from typing import Any
 
@@ -301,16 +302,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         )
         return 1 if missing else 0
     print(f"a2e doctor: kernel {os.uname().release}, euid {os.geteuid()}\n")
-    for name, what in LAYERS.items():
+    for name, layer in LAYERS.items():
         info = layers.get(name, {"active": False, "reason": "not reported"})
         state = "on " if info.get("active") else "OFF"
-        print(f"  {state}  {name:20} {what}")
+        print(f"  {state}  {name}")
         if not info.get("active"):
-            print(f"       {'':20} why not: {info.get('reason')}")
+            print(f"       why not: {info.get('reason')}")
+        print(textwrap.fill(layer.stops, 96, initial_indent=" " * 7, subsequent_indent=" " * 7))
     print(
         f"\nlimits per call: address space {limits.memory_mb} MiB, CPU {limits.cpu_seconds} s, "
         f"{limits.open_files} open files, files up to {limits.file_size_mb} MiB, "
-        f"{limits.processes} processes and threads"
+        f"{limits.processes} processes and threads, {limits.call_memory_mb} MiB in all, "
+        f"/tmp {limits.tmp_mb} MiB; per session: {engine.config.workspace_mb} MiB on disk"
     )
     if missing:
         print(f"\nmissing required layers: {'; '.join(missing)}")

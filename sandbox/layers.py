@@ -1,30 +1,145 @@
-"""The isolation layers, by the names the zygote reports them under, and what each one stops.
+"""The isolation layers: their names, what each one stops, and what the host must allow.
 
-``engine.layers`` (and ``a2e doctor``) say which are active on this host and why not where not;
+One source for three readers: the zygote and the engine report each layer under these names
+(``engine.layers``: active or not, and why not); ``a2e doctor`` prints them for this host;
+the README's isolation table is ``python -m sandbox.layers`` (a test keeps the two equal).
 ``EngineConfig.require`` names the ones the engine must refuse to start without.
 """
 
 from __future__ import annotations
 
-__all__ = ["LAYERS", "missing_layers"]
+from dataclasses import dataclass
 
-LAYERS: dict[str, str] = {
-    "seccomp": "system-call filter per profile: dangerous calls fail with EPERM or kill",
-    "rlimits": "address space, CPU time, open files, file size, no core dumps",
-    "no_capabilities": "a uid-0 worker without any capability",
-    "subreaper": "orphans re-parented to the zygote and killed",
-    "pid_namespace": "each worker is pid 1 of its own namespace: its whole tree dies with it",
-    "private_proc": "/proc shows only the worker's own processes",
-    "ipc_namespace": "SysV and POSIX IPC objects private to the call",
-    "minimal_dev": "/dev with null, zero, full, random, urandom, tty only",
-    "private_tmp": "each call has its own size-capped /tmp; the host's /tmp is out of sight",
-    "identity": "a call runs as its session's own uid: root's files, other sessions' files",
-    "readonly_filesystem": "every mount read-only except the engine's state directory",
-    "network_namespace": "tools without the network profile see only a down loopback",
-    "pids_cgroup": "processes and threads capped per call and for the whole sandbox",
-    "memory_cgroup": "all memory of a call (processes, memfd, shared memory) capped",
-    "landlock": "a call reads only system and code paths, writes only its workspace and tmp",
+from sandbox.frames import DEFAULT_MAX_FRAME
+from sandbox.limits import Limits
+
+__all__ = ["LAYERS", "Layer", "markdown_table", "missing_layers"]
+
+
+@dataclass(frozen=True)
+class Layer:
+    stops: str  # what it stops, for people
+    needs: str  # what the host must allow ("always": nothing)
+
+
+_L = Limits()
+
+LAYERS: dict[str, Layer] = {
+    "fresh_process": Layer(
+        "state leaking between calls: each call runs in a new, single-use worker process",
+        "always",
+    ),
+    "deadline": Layer(
+        "hangs: at the call's timeout the worker and every process in its namespace are "
+        "SIGKILLed, partial output returned",
+        "always",
+    ),
+    "frames": Layer(
+        "a hostile worker forging, flooding or corrupting its result: length-framed JSON, "
+        f"never unpickled, {DEFAULT_MAX_FRAME >> 20} MiB per frame, 64 MiB and 10,000 events per "
+        "call (ten times that and the worker is killed)",
+        "always",
+    ),
+    "clean_start": Layer(
+        "reaching the zygote's control socket, the host's stdout, or the supervisor's "
+        "environment: inherited fds closed, stdio on /dev/null, environment scrubbed and the "
+        "inherited environment block zeroed; own session, parent-death signal",
+        "always",
+    ),
+    "seccomp": Layer(
+        "ptrace, process_vm_*, mount and friends, setns/unshare, namespace flags on clone "
+        "(clone3 gets ENOSYS), bpf, perf_event_open, keyrings, userfaultfd, io_uring, "
+        "swapon/off, raising rlimits, device mknod, TIOCSTI, PR_SET_MM, F_SETPIPE_SZ, "
+        "kill(-1), setuid/setgid bits in chmod: EPERM (32-bit argument checks); kexec, module "
+        "loading, reboot, iopl/ioperm, open_by_handle_at and every 32-bit or x32 system call "
+        "kill the worker. Per tool profile: `compute` also refuses socket(), new processes, "
+        "exec, memfd and SysV/POSIX IPC; `process` refuses socket(); `network` nothing more",
+        "always (libseccomp)",
+    ),
+    "rlimits": Layer(
+        f"memory bombs (address space {_L.memory_mb} MiB: a catchable MemoryError), runaway CPU "
+        f"({_L.cpu_seconds} s), fd exhaustion ({_L.open_files}), one huge file "
+        f"({_L.file_size_mb} MiB); no core dumps; processes per session uid ({_L.processes})",
+        "always",
+    ),
+    "no_capabilities": Layer(
+        "a uid-0 worker bypassing file permissions, reconfiguring the network, signalling or "
+        "reading other users' processes; setuid programs give nothing back (no_new_privs, "
+        "empty bounding set)",
+        "always",
+    ),
+    "identity": Layer(
+        "reading root-only files (/etc/shadow) and other sessions' files: each session's calls "
+        "run as a uid and gid of their own, no supplementary groups",
+        "root; a mount namespace where the interpreter lives under a closed directory",
+    ),
+    "subreaper": Layer(
+        "orphans escaping the tree when PID namespaces are missing: re-parented to the zygote "
+        "and killed",
+        "always",
+    ),
+    "pid_namespace": Layer(
+        "processes that outlive the call (double fork + setsid, daemons, stopped or "
+        "SIGTERM-ignoring children): the worker is pid 1 of its own namespace",
+        "root or CAP_SYS_ADMIN",
+    ),
+    "private_proc": Layer(
+        "seeing other processes, reading the supervisor's /proc/<pid>/environ",
+        "the PID namespace",
+    ),
+    "ipc_namespace": Layer(
+        "SysV and POSIX IPC objects outliving the call or crossing calls",
+        "the PID namespace",
+    ),
+    "minimal_dev": Layer(
+        "host devices (disks, loop devices, /dev/kvm, /dev/kmsg, consoles): /dev holds only "
+        "null, zero, full, random, urandom, tty",
+        "the PID namespace",
+    ),
+    "readonly_filesystem": Layer(
+        "rewriting the host (/proc/sys/kernel/core_pattern, cgroup release_agent, .pth files, "
+        "sources, /etc): every mount read-only except the engine's state directory",
+        "the PID namespace (mount_setattr, Linux 5.12+)",
+    ),
+    "private_tmp": Layer(
+        f"the host's /tmp, what an earlier call left there, filling it: each worker gets its "
+        f"own tmpfs on /tmp ({_L.tmp_mb} MiB)",
+        "the PID namespace",
+    ),
+    "disk_quota": Layer(
+        "filling the disk from the workspace: each session's directory is a tmpfs of its own "
+        "(1024 MiB by default, EngineConfig.workspace_mb)",
+        "root",
+    ),
+    "network_namespace": Layer(
+        "any network access even if a socket slipped past seccomp: tools without the network "
+        "profile join one empty namespace (a down loopback)",
+        "root",
+    ),
+    "landlock": Layer(
+        "reading anything but system paths, the Python installation and the engine's and "
+        "plugins' code, or writing anything but the session's workspace and the call's tmp "
+        "(other sessions, the state directory, /root, the host application's directory)",
+        "a kernel with Landlock",
+    ),
+    "pids_cgroup": Layer(
+        f"fork and thread bombs: {_L.processes} processes and threads per call, 4096 for the "
+        "sandbox; the zygote stays outside and can always fork",
+        "root, cgroup v1",
+    ),
+    "memory_cgroup": Layer(
+        f"memory outside RLIMIT_AS (children, memfd, shared memory, tmpfs pages): "
+        f"{_L.call_memory_mb} MiB per call, an overrun killed and reported as out of memory",
+        "root, cgroup v1",
+    ),
 }
+
+
+def markdown_table() -> str:
+    """The README's isolation table."""
+    rows = ["| layer | what it stops | needs |", "|---|---|---|"]
+    rows += [f"| `{name}` | {layer.stops} | {layer.needs} |" for name, layer in LAYERS.items()]
+    return "\n".join(rows) + "\n"
 
 
 def missing_layers(required: tuple[str, ...], active: dict[str, dict[str, object]]) -> list[str]:
@@ -36,3 +151,7 @@ def missing_layers(required: tuple[str, ...], active: dict[str, dict[str, object
             reason = info.get("reason") or "not reported by the sandbox"
             missing.append(f"{name} ({reason})")
     return missing
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

@@ -3,10 +3,10 @@
 ``memory_mb`` is ``RLIMIT_AS``: Python code sees a catchable ``MemoryError`` rather than an OOM
 kill. ``cpu_seconds`` is ``RLIMIT_CPU`` (SIGXCPU, then SIGKILL a second later); the wall-clock
 deadline is enforced separately by the supervisor. ``processes`` caps processes and threads of
-one call through a pids cgroup (``sandbox.cgroups``), not ``RLIMIT_NPROC``, which is ignored for
-root and counts every process of the uid otherwise. Workers cannot
-raise any of these back: the seccomp filter refuses ``setrlimit`` and ``prlimit64`` with a new
-limit.
+one call through a pids cgroup (``sandbox.cgroups``) and, once a worker runs as its session's uid
+(``sandbox.identity``), through ``RLIMIT_NPROC`` for all calls of that session together (it is
+ignored for root). ``tmp_mb`` is the size of the call's private ``/tmp``. Workers cannot raise
+any of these back: the seccomp filter refuses ``setrlimit`` and ``prlimit64`` with a new limit.
 """
 
 from __future__ import annotations

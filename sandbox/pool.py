@@ -48,6 +48,9 @@ NO_RESULT_GRACE_S = 0.5
 KILL_WAIT_S = 10.0
 
 
+_ALWAYS: dict[str, Any] = {"active": True, "reason": ""}
+
+
 class SandboxUnavailable(RuntimeError):
     """The zygote could not be started (or keeps dying)."""
 
@@ -167,7 +170,8 @@ class WorkerPool:
             self._drop_zygote()
             await asyncio.get_running_loop().run_in_executor(None, join_or_kill, process, 0.0)
             raise
-        self.layers = hello["layers"]
+        # The supervisor's own part: every call has a deadline, every frame is checked.
+        self.layers = {"deadline": _ALWAYS, "frames": _ALWAYS, **hello["layers"]}
         self.zygote_pid = hello["pid"]
         for layer in ("pids_cgroup", "memory_cgroup"):
             cgroup = self.layers.get(layer, {})

@@ -82,6 +82,8 @@ class Zygote:
         for name in self.config["profiles"]:
             self.filters[name] = compile_profile(PROFILES[name])
         self._report("seccomp", None, profiles=sorted(self.filters))
+        self._report("fresh_process", None)
+        self._report("clean_start", None)
         want_ns = bool(self.config.get("namespaces", True))
         no_ns = probe_pid_namespaces() if want_ns else "disabled by configuration"
         if no_ns is None:

@@ -74,6 +74,7 @@ def test_doctor_lists_every_layer_and_fails_on_a_missing_required_one() -> None:
         assert name in out
     report = json.loads(a2e("doctor", "--json").stdout)
     assert report["missing"] == [] and report["layers"]["seccomp"]["active"]
+    assert set(report["layers"]) == set(LAYERS)  # each one reported, active or why not
     proc = a2e("doctor", "--no-namespaces", "--require", "pid_namespace", check=False)
     assert proc.returncode == 1
     assert "missing required layers: pid_namespace (disabled by configuration)" in proc.stdout

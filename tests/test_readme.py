@@ -36,3 +36,12 @@ def test_the_stdio_example_runs() -> None:
         "tool/call/resp",
     ]
     assert '"chunk":"42\\n"' in proc.stdout
+
+
+def test_the_isolation_table_is_the_one_the_layers_generate() -> None:
+    from sandbox.layers import markdown_table
+
+    begin, end = "<!-- layers: python -m sandbox.layers -->\n", "<!-- /layers -->"
+    assert begin in README, "the README lost its generated isolation table"
+    table = README.split(begin, 1)[1].split(end, 1)[0]
+    assert table == markdown_table(), "regenerate it: python -m sandbox.layers"

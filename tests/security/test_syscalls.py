@@ -55,6 +55,12 @@ def test_takeover_calls_kill_the_worker(attacker: Attacker, number: int, name: s
     assert result.usage is not None and result.usage.signal == "SIGSYS"
 
 
+@attack("x32 system calls", full="seccomp: foreign ABI kills", reduced="the same")
+def test_x32_syscalls(attacker: Attacker) -> None:
+    result = attacker.attack("import ctypes\nctypes.CDLL(None).syscall(0x40000000 | 39)")
+    assert not result.success and result.usage is not None and result.usage.signal == "SIGSYS"
+
+
 @attack(
     "32-bit system calls (int 0x80)",
     full="seccomp: foreign architecture kills",
