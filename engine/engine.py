@@ -32,6 +32,7 @@ from engine.identities import SessionUids
 from engine.policy import Policy, PolicyFunction, as_policy
 from engine.registry import ToolRegistry
 from engine.session import Session
+from sandbox import syscalls
 from sandbox.layers import missing_layers
 from sandbox.pool import PoolConfig, WorkerPool
 from sandbox.quota import share_state_dir, unmount_tree
@@ -182,6 +183,14 @@ class Engine:
         )
         if pool.layers.get("identity", {}).get("active"):
             self._uids = SessionUids(*self.config.uid_range)
+        if os.geteuid() != 0 and not pool.layers.get("private_proc", {}).get("active"):
+            # Workers run as our own uid and see our /proc entry: without this they could read
+            # this process's memory and environment through /proc/<pid>/mem and environ.
+            syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
+            log.warning(
+                "workers share this process's uid and /proc: made this process non-dumpable "
+                "so that they cannot read its memory (core dumps and debuggers are off too)"
+            )
         if os.geteuid() == 0 and not pool.layers.get("pid_namespace", {}).get("active"):
             log.warning(
                 "running as root without PID namespaces (%s): workers share the host's process "

@@ -103,6 +103,9 @@ def harden_worker(setup: Hardening) -> Ruleset | None:
     reset_signals()
     os.setsid()
     syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+    # Another worker of the same uid must not read or write our memory via /proc/<pid>/mem
+    # (that is a file open, which seccomp's ptrace rule does not see).
+    syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
     if os.getppid() != setup.parent_pid and os.getpid() != 1:
         os._exit(0)  # the zygote died between fork and prctl: nobody is waiting for us
     if setup.private_proc:

@@ -183,7 +183,12 @@ def drop_all_capabilities(keep: tuple[int, ...] = ()) -> None:
     except OSError:
         last = 63
     for cap in range(last + 1):
-        prctl(PR_CAPBSET_DROP, cap)
+        try:
+            prctl(PR_CAPBSET_DROP, cap)
+        except PermissionError:
+            # Not root (no CAP_SETPCAP): nothing to drop from a set we could never use, and
+            # no_new_privs (set with the seccomp filter) keeps exec from granting anything.
+            break
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     mask = 0
     for cap in keep:

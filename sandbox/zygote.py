@@ -139,6 +139,9 @@ class Zygote:
             per_call_mb=self.limits.call_memory_mb,
         )
         zero_initial_environ()
+        # It holds every plugin object: no worker (same uid where there is no uid drop) may
+        # read its memory through /proc/<pid>/mem.
+        syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
 

@@ -187,3 +187,30 @@ def test_ipc_and_memfd(attacker: Attacker) -> None:
     assert attacker.attack(code).data["value"] == 1
     result = attacker.attack("import os\nos.memfd_create('x')")
     assert not result.success and "PermissionError" in (result.error or "")
+
+
+@attack(
+    "read other processes' memory through /proc/<pid>/mem (zygote, supervisor, another call)",
+    full="private /proc: no other process is visible",
+    reduced="no capabilities and non-dumpable workers and zygote: /proc/<pid>/mem needs "
+    "CAP_SYS_PTRACE",
+)
+def test_other_processes_memory(sandbox: Sandbox, attacker: Attacker) -> None:
+    other = sandbox.victim.start(tool_name="sleep", arguments={"seconds": 2}, timeout=20)
+    time.sleep(0.5)
+    code = (
+        "import os\nopened, seen = [], 0\n"
+        "for pid in (p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()):\n"
+        "    seen += 1\n"
+        "    try:\n        open(f'/proc/{pid}/mem', 'rb').close()\n        opened.append(pid)\n"
+        "    except OSError:\n        pass\n[seen, opened]"
+    )
+    result = attacker.attack(code)
+    assert result.success, result.error
+    seen, opened = result.data["value"]
+    assert opened == []
+    if sandbox.has("private_proc"):
+        assert seen == 0
+    else:
+        assert seen > 10  # the whole host, and still nothing opened
+    other.cancel()
