@@ -78,10 +78,15 @@ LAYERS: dict[str, Layer] = {
         "and killed",
         "always",
     ),
+    "user_namespace": Layer(
+        "an engine that is not root going without namespaces: its zygote runs in a user "
+        "namespace of its own, where it may create the PID, mount, IPC and network ones",
+        "not root; unprivileged user namespaces allowed",
+    ),
     "pid_namespace": Layer(
         "processes that outlive the call (double fork + setsid, daemons, stopped or "
         "SIGTERM-ignoring children): the worker is pid 1 of its own namespace",
-        "root or CAP_SYS_ADMIN",
+        "root, or the user namespace",
     ),
     "private_proc": Layer(
         "seeing other processes, reading the supervisor's /proc/<pid>/environ",
@@ -114,7 +119,7 @@ LAYERS: dict[str, Layer] = {
     "network_namespace": Layer(
         "any network access even if a socket slipped past seccomp: tools without the network "
         "profile join one empty namespace (a down loopback)",
-        "root",
+        "root, or the user namespace",
     ),
     "landlock": Layer(
         "reading anything but system paths, the Python installation and the engine's and "

@@ -14,7 +14,9 @@ call's path.
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import stat
 from dataclasses import dataclass
 
@@ -54,17 +56,32 @@ def create_empty_network_namespace() -> int:
     Created once by the zygote (about 0.5 ms and a global kernel lock, too dear per call) and
     joined by every worker whose profile has no business on the network: on top of the seccomp
     rule against ``socket()``, such a worker has no route anywhere even if a socket slipped
-    through. The zygote itself returns to the host's namespace, for the network profile.
+    through. A short-lived child creates it and hands its fd over, so the zygote itself never
+    leaves the host's namespace (in a user namespace it could not come back).
     """
-    host = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        syscalls.unshare(syscalls.CLONE_NEWNET)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 0
         try:
-            return os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-        finally:
-            syscalls.setns(host, syscalls.CLONE_NEWNET)
+            ours.close()
+            syscalls.unshare(syscalls.CLONE_NEWNET)
+            fd = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            socket.send_fds(theirs, [b"ns"], [fd])
+        except BaseException as exc:
+            theirs.send(f"{exc}".encode()[:500])
+            code = 1
+        os._exit(code)
+    theirs.close()
+    try:
+        message, fds, _, _ = socket.recv_fds(ours, 1024, 1)
     finally:
-        os.close(host)
+        ours.close()
+        os.waitpid(pid, 0)
+    if not fds:
+        raise OSError(errno.EPERM, message.decode(errors="replace") or "no namespace created")
+    os.set_inheritable(fds[0], False)
+    return fds[0]
 
 
 #: The device nodes a worker gets in its private ``/dev``; every other host device (disks, loop
@@ -115,11 +132,26 @@ def mount_minimal_dev() -> None:
         except OSError:
             continue  # the host has none (no /dev/tty in a detached container, say)
         if stat.S_ISCHR(info.st_mode):
-            nodes.append((name, info.st_mode, info.st_rdev))
-    syscalls.mount("tmpfs", "/dev", "tmpfs", syscalls.MS_NOSUID | syscalls.MS_NOEXEC, "mode=755")
-    for name, mode, rdev in nodes:
-        os.mknod(f"/dev/{name}", mode, rdev)
-        os.chmod(f"/dev/{name}", stat.S_IMODE(mode))
+            # Held open in case they must be bound rather than made (see below).
+            held = os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC)
+            nodes.append((name, info.st_mode, info.st_rdev, held))
+    try:
+        syscalls.mount(
+            "tmpfs", "/dev", "tmpfs", syscalls.MS_NOSUID | syscalls.MS_NOEXEC, "mode=755"
+        )
+        for name, mode, rdev, held in nodes:
+            path = f"/dev/{name}"
+            try:
+                os.mknod(path, mode, rdev)
+            except PermissionError:
+                # In a user namespace device nodes cannot be made, only bound from the host.
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
+                syscalls.mount(f"/proc/self/fd/{held}", path, None, syscalls.MS_BIND)
+                continue
+            os.chmod(path, stat.S_IMODE(mode))
+    finally:
+        for *_, held in nodes:
+            os.close(held)
     for name, target in DEV_LINKS.items():
         os.symlink(target, f"/dev/{name}")
 

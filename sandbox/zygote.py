@@ -41,6 +41,7 @@ from sandbox.namespaces import (
 )
 from sandbox.quota import unmount_tree
 from sandbox.seccomp import PROFILES, compile_profile
+from sandbox.userns import enter_user_namespace, host_pid
 from sandbox.worker import run_worker
 
 __all__ = ["CONTROL_MAX", "zygote_main"]
@@ -53,7 +54,14 @@ class SupervisorGone(Exception):
 
 
 class Zygote:
-    def __init__(self, ctrl: socket.socket, config: dict[str, Any], plugins: list[Any]) -> None:
+    def __init__(
+        self,
+        ctrl: socket.socket,
+        config: dict[str, Any],
+        plugins: list[Any],
+        userns_reason: str = "running as root: not needed",
+    ) -> None:
+        self.in_userns = userns_reason == ""  # pid 1 of our own user + PID namespaces
         self.ctrl = ctrl
         self.config = config
         self.plugins = plugins
@@ -69,6 +77,7 @@ class Zygote:
         self.read_paths: tuple[str, ...] = ()
         self.pidns: PidNamespaces | None = None
         self.layers: dict[str, Any] = {}
+        self._report("user_namespace", userns_reason or None)
         self.change_identity = False
         self.supervisor_pid = os.getppid()
         self.crossings: tuple[Crossing, ...] = ()
@@ -150,6 +159,9 @@ class Zygote:
         for it (through the worker's mount namespace, if a directory on the way is closed)."""
         if not self.config.get("identity", True):
             self._report("identity", "disabled by configuration")
+            return
+        if self.in_userns:
+            self._report("identity", "not root: the user namespace maps only the engine's uid")
             return
         read = [
             *landlock.SYSTEM_READ_PATHS,
@@ -325,7 +337,7 @@ class Zygote:
     @staticmethod
     def own_children() -> list[int]:
         try:
-            with open(f"/proc/self/task/{os.getpid()}/children") as fh:
+            with open("/proc/thread-self/children") as fh:
                 return [int(p) for p in fh.read().split()]
         except OSError:
             return []
@@ -367,7 +379,7 @@ class Zygote:
         poller = select.poll()
         poller.register(self.ctrl.fileno(), select.POLLIN)
         poller.register(wake_r, select.POLLIN)
-        self.send({"op": "ready", "layers": self.layers, "pid": os.getpid()})
+        self.send({"op": "ready", "layers": self.layers, "pid": host_pid()})
         running = True
         while running:
             for fd, _ in poller.poll():
@@ -404,7 +416,14 @@ def zygote_main(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> N
         import dill
 
         plugins = dill.loads(plugins_blob)
-        zygote = Zygote(ctrl, json.loads(config_json), plugins)
+        config = json.loads(config_json)
+        if os.geteuid() == 0:
+            userns = "running as root: not needed"
+        elif not config.get("namespaces", True):
+            userns = "disabled by configuration"
+        else:
+            userns = enter_user_namespace() or ""  # from here on, maybe in the child
+        zygote = Zygote(ctrl, config, plugins, userns_reason=userns)
         zygote.prepare()
     except BaseException as exc:
         try:

@@ -23,20 +23,55 @@ REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
 
 ENGINE_RUN = r"""
-import json, os
+import json, os, signal, time
 from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolDefinition
+from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from engine import Engine, EngineConfig
-with Engine(config=EngineConfig(landlock=os.environ["LANDLOCK"] == "on")) as engine:
-    tools = ToolAPI(engine.connect())
-    code = (
-        "import os\n"
-        f"try:\n    open('/proc/{os.getpid()}/environ', 'rb').read()\n    leak = True\n"
-        "except OSError:\n    leak = False\n"
-        "[os.getuid(), leak, 6 * 7]"
-    )
+
+
+class Escaper(ToolPlugin):
+    name = "escaper"
+    sandbox_profile = SandboxProfile.PROCESS
+
+    def _list_tools(self):
+        return [ToolDefinition(name="escape", description="daemonise a heartbeat")]
+
+    def _execute_tool(self, tool_name, arguments):
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                while True:
+                    with open("beat", "w") as fh:
+                        fh.write(repr(time.time()))
+                    time.sleep(0.05)
+            os._exit(0)
+        time.sleep(0.3)
+        return {}
+
+
+def run(tools, code):
     result = tools.call(tool_name="python_eval", arguments={"code": code})
-    print(json.dumps({"layers": engine.layers, "success": result.success,
-                      "value": (result.data or {}).get("value"), "error": result.error}))
+    return result.data.get("value") if result.success else result.error
+
+
+config = EngineConfig(landlock=os.environ["LANDLOCK"] == "on")
+with Engine(plugins=[Escaper()], config=config) as engine:
+    tools = ToolAPI(engine.connect())
+    checks = {
+        "uid": run(tools, "import os\nos.getuid()"),
+        "environ": run(tools, f"open('/proc/{os.getpid()}/environ', 'rb').read()"),
+        "etc": run(tools, "open('/etc/a2e-attack', 'w')"),
+        "pids": run(tools, "import os\nsorted(p for p in os.listdir('/proc') if p.isdigit())"),
+    }
+    workspace = run(tools, "import os\nos.getcwd()")
+    assert tools.call(tool_name="escape", arguments={}).success
+    time.sleep(0.3)
+    before = open(os.path.join(workspace, "beat")).read()
+    time.sleep(0.3)
+    checks["escaper_alive"] = open(os.path.join(workspace, "beat")).read() != before
+    print(json.dumps({"layers": engine.layers, "checks": checks}))
 """
 
 
@@ -67,20 +102,46 @@ def run_as_nobody(code: str, landlock: bool) -> dict[str, object]:
     return json.loads(out.splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def user_namespaces_allowed() -> bool:
+    try:
+        with open("/proc/sys/user/max_user_namespaces") as fh:
+            return int(fh.read()) > 0
+    except OSError:
+        return False
+
+
+NAMESPACE_LAYERS = (
+    "pid_namespace",
+    "private_proc",
+    "ipc_namespace",
+    "minimal_dev",
+    "private_tmp",
+    "readonly_filesystem",
+    "network_namespace",
+)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")
 @pytest.mark.parametrize("landlock", [True, False], ids=["landlock", "no-landlock"])
-def test_an_unprivileged_engine_runs_calls_and_says_what_it_lacks(landlock: bool) -> None:
+def test_an_unprivileged_engine_isolates_calls(landlock: bool) -> None:
     report = run_as_nobody(ENGINE_RUN, landlock)
-    assert report["success"], report["error"]
-    uid, leaked, value = report["value"]  # type: ignore[misc]
-    assert (uid, value) == (NOBODY, 42)
-    # The worker has our uid and sees our /proc entry; Landlock forbids reading it across its
-    # domain, and without Landlock the engine made itself non-dumpable.
-    assert leaked is False
-    layers = report["layers"]
-    assert isinstance(layers, dict)
+    layers, checks = report["layers"], report["checks"]
+    assert isinstance(layers, dict) and isinstance(checks, dict)
     for always in ("seccomp", "rlimits", "subreaper", "no_capabilities"):
         assert layers[always]["active"], always
     assert layers["landlock"]["active"] is landlock
     for needs_root in ("identity", "disk_quota", "pids_cgroup"):
         assert not layers[needs_root]["active"] and layers[needs_root]["reason"], needs_root
+    # The worker has our uid. Landlock forbids reading our /proc entry across its domain, a
+    # private /proc hides it, and without either the engine made itself non-dumpable.
+    assert "Permission denied" in checks["environ"] or "No such file" in checks["environ"]
+    assert checks["escaper_alive"] is False
+    if not user_namespaces_allowed():
+        assert not layers["user_namespace"]["active"]
+        return
+    assert layers["user_namespace"]["active"], layers["user_namespace"]
+    for name in NAMESPACE_LAYERS:
+        assert layers[name]["active"], (name, layers[name])
+    assert checks["uid"] == 0  # root of the user namespace, our uid outside, no capabilities
+    assert checks["pids"] == ["1"]
+    assert "Read-only file system" in checks["etc"]
