@@ -28,3 +28,8 @@ def test_trivial_call_benchmark() -> None:
 def test_layer_cost_benchmark() -> None:
     out = run("benchmarks.layer_costs", "--workers", "3", "--rounds", "1")
     assert "+ seccomp" in out and "+ Landlock" in out
+
+
+def test_layer_throughput_benchmark() -> None:
+    out = run("benchmarks.layer_throughput", "--calls", "5", "--rounds", "1")
+    assert "every layer this host allows" in out and "only the layers that are always on" in out

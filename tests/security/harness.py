@@ -149,7 +149,9 @@ class Attacker:
         assert elapsed < timeout + GRACE_S, f"the call took {elapsed:.1f} s (timeout {timeout})"
         left = leftover_processes(self.sandbox.engine)
         assert left == [], f"processes of the call survived it: {left}"
-        assert outside_view(self.sandbox) == before, "something outside the workspace changed"
+        after = outside_view(self.sandbox)
+        changed = {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+        assert not changed, f"something outside the workspace changed: {changed}"
         self.still_serving()
         return result
 
