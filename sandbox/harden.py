@@ -41,6 +41,7 @@ class Hardening:
     change_identity: bool = False  # keep CAP_SETUID/CAP_SETGID until the job names the uid
     crossings: tuple[Crossing, ...] = ()  # closed directories on the way to the interpreter
     receive_mounts: tuple[str, ...] = ()  # host mounts appearing below these reach the worker
+    code_paths: tuple[str, ...] = ()  # what calls read and run: kept visible under a private /tmp
 
 
 def close_inherited_fds(keep: tuple[int, ...]) -> None:
@@ -111,8 +112,12 @@ def harden_worker(setup: Hardening) -> Ruleset | None:
     if setup.private_proc:
         mount_private_proc(setup.receive_mounts)
         open_the_way(list(setup.crossings))
-        mount_private_tmp(setup.limits.tmp_mb, keep=setup.writable_paths)
-        make_filesystem_read_only((*setup.writable_paths, "/tmp"))
+        mount_private_tmp(setup.limits.tmp_mb, keep=(*setup.writable_paths, *setup.code_paths))
+        make_filesystem_read_only(setup.writable_paths)
+        # The private /tmp itself is writable; what was bound back into it keeps its own flags.
+        syscalls.mount_setattr_recursive(
+            "/tmp", attr_clr=syscalls.MOUNT_ATTR_RDONLY, recursive=False
+        )
     ruleset = None
     if setup.landlock_abi:
         ruleset = Ruleset(setup.landlock_abi)

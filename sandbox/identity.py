@@ -123,7 +123,7 @@ def probe_identity(
     wanted = [(p, os.R_OK) for p in read if os.path.exists(p)]
     wanted += [(p, os.X_OK) for p in enter if os.path.exists(p)]
     if os.geteuid() != 0:
-        return "not running as root (a user namespace for unprivileged hosts is not built yet)"
+        return "not running as root: there is no other uid to become"
     read_r, read_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
@@ -137,7 +137,7 @@ def probe_identity(
             become(uid, uid)
             unreachable = [p for p, mode in wanted if not os.access(p, mode)]
             if unreachable:
-                message = f"uid {uid} cannot read {', '.join(unreachable[:3])}".encode()
+                message = f"uid {uid} cannot reach {', '.join(unreachable[:3])}".encode()
         except OSError as exc:
             message = f"{exc}".encode()
         os.write(read_w, message[:1000])

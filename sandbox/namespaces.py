@@ -186,9 +186,12 @@ def mount_private_tmp(size_mb: int, keep: tuple[str, ...] = ()) -> None:
     """
     held = []
     try:
-        for path in keep:
-            if os.path.commonpath([os.path.abspath(path), "/tmp"]) == "/tmp" and path != "/tmp":
-                held.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)))
+        for path in dict.fromkeys(os.path.abspath(p) for p in keep):
+            if under(path, "/tmp") and path != "/tmp":
+                try:
+                    held.append((path, os.open(path, os.O_PATH | os.O_CLOEXEC)))
+                except FileNotFoundError:
+                    continue
         syscalls.mount(
             "tmpfs",
             "/tmp",
@@ -197,7 +200,11 @@ def mount_private_tmp(size_mb: int, keep: tuple[str, ...] = ()) -> None:
             f"mode=1777,size={size_mb}m,nr_inodes={max(1024, size_mb * 64)}",
         )
         for path, fd in held:
-            os.makedirs(path, 0o711, exist_ok=True)
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(path, 0o711, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), 0o711, exist_ok=True)
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
             syscalls.mount(f"/proc/self/fd/{fd}", path, None, syscalls.MS_BIND | syscalls.MS_REC)
     finally:
         for _, fd in held:

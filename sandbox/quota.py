@@ -10,7 +10,8 @@ How: the supervisor mounts the session's tmpfs in the host's mount namespace, wh
 can read the workspace too. Workers are pre-forked into mount namespaces of their own *before*
 the session exists, so the engine's state directory is made a shared mount first; each worker
 keeps it as a slave (``sandbox.namespaces``) and sees every session mount appear and vanish.
-A supervisor killed with SIGKILL leaves its mounts behind (``umount -l`` them).
+A supervisor that dies without cleaning up leaves that to its zygote; if both are killed at
+once, the mounts stay behind (``umount -l`` them).
 """
 
 from __future__ import annotations

@@ -129,15 +129,18 @@ def syscall_number(name: str) -> int:
     return number
 
 
-def mount_setattr_recursive(path: str, attr_set: int = 0, attr_clr: int = 0) -> None:
-    """``mount_setattr(AT_RECURSIVE)``: change flags of a whole mount tree at once (5.12+)."""
+def mount_setattr_recursive(
+    path: str, attr_set: int = 0, attr_clr: int = 0, recursive: bool = True
+) -> None:
+    """``mount_setattr(AT_RECURSIVE)``: change flags of a whole mount tree at once (5.12+);
+    of the one mount at ``path`` only, with ``recursive=False``."""
     attr = _MountAttr(attr_set, attr_clr, 0, 0)
     _check(
         _libc.syscall(
             ctypes.c_long(syscall_number("mount_setattr")),
             ctypes.c_int(AT_FDCWD),
             path.encode(),
-            ctypes.c_uint(AT_RECURSIVE),
+            ctypes.c_uint(AT_RECURSIVE if recursive else 0),
             ctypes.byref(attr),
             ctypes.c_size_t(ctypes.sizeof(attr)),
         ),

@@ -35,6 +35,10 @@ __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
 EXIT_SETUP_FAILED = 70
 
 
+class JobSetupError(Exception):
+    """The job could not be started (its uid, its directories): said on the pipe, no tool ran."""
+
+
 #: Failures that depend only on the arguments: retrying the same call cannot help.
 DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,
@@ -112,19 +116,22 @@ def run_job(
     change_identity: bool = False,
 ) -> None:
     workspace = job["workspace"]
-    if change_identity:
-        # First: the workspace belongs to the session's uid, and root without capabilities
-        # could not even open it for the Landlock rule.
-        uid = job.get("uid")
-        if not isinstance(uid, int) or isinstance(uid, bool) or uid <= 0:
-            raise PermissionError("this sandbox runs calls as a session uid; the job names none")
-        become(uid, uid)
-    if ruleset is not None:
-        # Now that the job names its directories; before any tool code or thread runs.
-        ruleset.allow_read(job.get("read_roots", ()))
-        ruleset.allow_write((workspace, job["tmp_dir"]))
-        ruleset.restrict()
-    os.chdir(workspace)
+    try:
+        if change_identity:
+            # First: the workspace belongs to the session's uid, and root without
+            # capabilities could not even open it for the Landlock rule.
+            uid = job.get("uid")
+            if not isinstance(uid, int) or isinstance(uid, bool) or uid <= 0:
+                raise PermissionError("calls here run as a session uid; the job names none")
+            become(uid, uid)
+        if ruleset is not None:
+            # Now that the job names its directories; before any tool code or thread runs.
+            ruleset.allow_read(job.get("read_roots", ()))
+            ruleset.allow_write((workspace, job["tmp_dir"]))
+            ruleset.restrict()
+        os.chdir(workspace)
+    except (OSError, KeyError) as exc:
+        raise JobSetupError(f"the job could not start: {type(exc).__name__}: {exc}") from None
     os.environ["HOME"] = workspace
     os.environ["TMPDIR"] = job["tmp_dir"]
     tempfile.tempdir = job["tmp_dir"]  # the zygote may have cached the host's /tmp already
@@ -186,11 +193,11 @@ def run_worker(
         os.close(job_fd)
         gc.enable()
         run_job(plugins[job["plugin"]], job, result_fd, max_frame, ruleset, setup.change_identity)
+    except JobSetupError as exc:
+        code = 1
+        write_frame(result_fd, {"t": "setup_error", "error": str(exc)})
     except BaseException:
         code = 1
-        import traceback as _tb
-
-        write_frame(result_fd, {"t": "setup_error", "error": _tb.format_exc()})
     finally:
         # Closing first lets the supervisor see the end before the kernel tears down our memory.
         try:

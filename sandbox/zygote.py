@@ -75,6 +75,7 @@ class Zygote:
         self.empty_net_fd: int | None = None
         self.landlock_abi = 0
         self.read_paths: tuple[str, ...] = ()
+        self.code_paths: tuple[str, ...] = ()
         self.pidns: PidNamespaces | None = None
         self.layers: dict[str, Any] = {}
         self._report("user_namespace", userns_reason or None)
@@ -104,6 +105,10 @@ class Zygote:
         self._report("readonly_filesystem", no_ns, writable=list(self.writable_paths))
         self._report("no_capabilities", None)
         self._prepare_identity(no_ns is None)
+        self.code_paths = (
+            *landlock.readable_code_paths(self._code_modules()),
+            *self.config.get("read_roots", ()),
+        )
         self.landlock_abi = landlock.abi_version() if self.config.get("landlock", True) else 0
         if self.landlock_abi:
             self.read_paths = (
@@ -249,6 +254,7 @@ class Zygote:
             change_identity=self.change_identity,
             crossings=self.crossings,
             receive_mounts=tuple(self.config.get("receive_mounts", ())),
+            code_paths=self.code_paths,
         )
         try:
             pid = self.fork()

@@ -466,3 +466,43 @@ def test_the_few_devices_workers_get_work(tools: ToolAPI) -> None:
     names, written, random_bytes, _ = result.data["value"]
     assert {"null", "zero", "urandom", "random", "fd"} <= set(names) and len(names) <= 10
     assert (written, random_bytes) == (1, 8)
+
+
+PLUGIN_UNDER_TMP = """
+import os
+from a2e.caps.tools.models import ToolDefinition
+from a2e.caps.tools.plugin import ToolPlugin
+
+
+class TmpPlugin(ToolPlugin):
+    name = "tmp_plugin"
+
+    def _list_tools(self):
+        return [ToolDefinition(name="own_source", description="reads its own module")]
+
+    def _execute_tool(self, tool_name, arguments):
+        try:
+            open(__file__, "a").close()
+            writable = True
+        except OSError:
+            writable = False
+        return {"source": open(__file__).read(), "writable": writable}
+"""
+
+
+def test_code_under_tmp_stays_visible_and_read_only_to_workers(tmp_path: Any) -> None:
+    """A private /tmp must not hide code that lives under the host's /tmp (a checkout, a venv)."""
+    import importlib
+    import sys
+
+    name = f"a2e_tmp_plugin_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text(PLUGIN_UNDER_TMP)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module(name)
+        with Engine(plugins=[module.TmpPlugin()], config=EngineConfig(prefork=1)) as engine:
+            result = ToolAPI(engine.connect()).call(tool_name="own_source", arguments={})
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert result.success, result.error
+    assert result.data == {"source": PLUGIN_UNDER_TMP, "writable": False}
