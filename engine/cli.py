@@ -219,11 +219,11 @@ DEMO_STEPS: list[tuple[str, str, dict[str, Any], float]] = [
         10,
     ),
     (
-        "The supervisor's environment is not visible",
+        "Only the call's own processes, its own uid, a scrubbed environment",
         "python_eval",
         {
-            "code": "import os\nprint([p for p in os.listdir('/proc') if p.isdigit()])\n"
-            "print(repr(open('/proc/1/environ','rb').read().strip(b'\\0')))\ndict(os.environ)"
+            "code": "import os\nprint('processes:', [p for p in os.listdir('/proc') "
+            "if p.isdigit()])\nprint('uid:', os.getuid())\ndict(os.environ)"
         },
         10,
     ),
