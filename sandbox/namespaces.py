@@ -107,7 +107,8 @@ def mount_private_proc(receive: tuple[str, ...] = ()) -> None:
         syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
     else:
         syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_SLAVE)
-        for point in mount_points():
+        # Only mounts that were shared became slaves; all but ours go private again.
+        for point in mount_points(tagged="master:"):
             if not any(under(point, root) for root in receive):
                 try:
                     syscalls.mount("none", point, None, syscalls.MS_PRIVATE)

@@ -63,15 +63,19 @@ def unmount(path: str) -> None:
         raise OSError(err, f"umount2({path!r}): {os.strerror(err)}")
 
 
-def mount_points() -> list[str]:
-    """Mount points of this process's mount namespace, in mount order."""
+def mount_points(tagged: str = "") -> list[str]:
+    """Mount points of this process's mount namespace, in mount order; with ``tagged``, only
+    those whose propagation fields include it (``"shared:"``, ``"master:"``)."""
     points = []
     with open("/proc/self/mountinfo") as fh:
         for line in fh:
-            field = line.split(" ")[4]
+            fields = line.split(" ")
+            optional = fields[6 : fields.index("-")] if "-" in fields else []
+            if tagged and not any(f.startswith(tagged) for f in optional):
+                continue
             # Spaces, tabs, newlines and backslashes arrive as octal escapes.
             points.append(
-                field.encode("latin-1").decode("unicode_escape").encode("latin-1").decode()
+                fields[4].encode("latin-1").decode("unicode_escape").encode("latin-1").decode()
             )
     return points
 

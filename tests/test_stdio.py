@@ -187,6 +187,7 @@ def test_a_killed_host_leaves_no_sandbox_behind() -> None:
 
     import psutil
 
+    before = set(glob.glob("/tmp/a2e-engine-*"))
     transport = StdioTransport(SERVE, stderr=subprocess.DEVNULL)
     client = A2EClient(transport)
     pending = ToolAPI(client).start(
@@ -199,6 +200,8 @@ def test_a_killed_host_leaves_no_sandbox_behind() -> None:
     cgroups = glob.glob("/sys/fs/cgroup/*/a2e-sandbox-*") + glob.glob(
         "/sys/fs/cgroup/a2e-sandbox-*"
     )
+    state_dirs = set(glob.glob("/tmp/a2e-engine-*")) - before
+    assert len(state_dirs) == 1
     os.kill(transport.process.pid, signal.SIGKILL)
     transport.process.wait()
     assert not pending.result().success
@@ -212,4 +215,9 @@ def test_a_killed_host_leaves_no_sandbox_behind() -> None:
     while any(os.path.exists(c) for c in mine) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(os.path.exists(c) for c in mine)
+    # Its workspaces and their quota mounts, cleaned up by the zygote on the host's behalf.
+    (state_dir,) = state_dirs
+    with open("/proc/self/mountinfo") as fh:
+        assert state_dir not in fh.read()
+    assert not os.path.exists(state_dir)
     transport.close()
