@@ -208,3 +208,19 @@ def test_setuid(attacker: Attacker) -> None:
     assert fields["CapBnd"].strip() == fields["CapEff"].strip() == "0" * 16
     mount = attacker.attack(tool="run_program", argv=["mount", "-t", "tmpfs", "none", "/mnt"])
     assert mount.success and mount.data["code"] != 0  # setuid-root mount got no privilege
+
+
+@attack(
+    "leave something in /dev/shm for a later call",
+    full="private /dev: there is no /dev/shm (POSIX shared memory has nowhere to live)",
+    reduced="NOT contained: the host's /dev/shm is writable by a uid-0 worker",
+)
+def test_dev_shm(sandbox: Sandbox, attacker: Attacker) -> None:
+    if sandbox.has("minimal_dev"):
+        result = attacker.attack("open('/dev/shm/a2e-left-behind', 'w').write('x')")
+        assert not result.success and "No such file or directory" in (result.error or "")
+        shm = attacker.attack("import _posixshmem\n_posixshmem.shm_open('/a2e', 0o100, 0o600)")
+        assert not shm.success, shm.data
+    else:  # only ask: writing would leave a file on the host
+        result = attacker.attack("import os\nos.access('/dev/shm', os.W_OK)")
+        assert result.success and result.data["value"] is True
