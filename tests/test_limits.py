@@ -54,12 +54,24 @@ def test_an_event_flood_is_cut_and_marked_truncated(tight: Engine) -> None:
     assert streamed == list(range(100))  # the pool's cap: the rest never left the supervisor
 
 
-def test_python_eval_truncates_its_own_output(tight: Engine) -> None:
+def test_python_eval_keeps_head_and_tail_and_saves_the_rest(tight: Engine) -> None:
     tools = ToolAPI(tight.connect())
-    code = "import sys\nfor _ in range(40):\n    sys.stdout.write('x' * 65536)"
+    code = (
+        "import sys\nprint('first line')\nfor i in range(40):\n    sys.stdout.write(str(i % 10) * 65536)"
+        "\nprint('last line')"
+    )
     result = tools.call(tool_name="python_eval", arguments={"code": code})
     assert result.success and result.truncated
-    assert len(result.data["stdout"]) == 1_000_000
+    stdout, path = result.data["stdout"], result.data["stdout_path"]
+    assert stdout.startswith("first line\n") and stdout.endswith("9" * 1000 + "last line\n")
+    total = len("first line\n") + 40 * 65536 + len("last line\n")
+    omitted = total - 1_000_000
+    assert f"[... {omitted} characters of stdout omitted; all of it is in {path} ...]" in stdout
+    with open(path) as fh:  # the session's workspace, as the host sees it
+        saved = fh.read()
+    assert (
+        len(saved) == total and saved.startswith("first line\n") and saved.endswith("last line\n")
+    )
 
 
 def test_too_many_pending_calls_are_refused_retryably(tight: Engine) -> None:

@@ -3,7 +3,8 @@
 from tools.code_eval import CodeEval
 from tools.files import FileTools
 from tools.python_eval import PythonEval
+from tools.shell import Shell
 
-__all__ = ["BUILTIN_PLUGINS", "CodeEval", "FileTools", "PythonEval"]
+__all__ = ["BUILTIN_PLUGINS", "CodeEval", "FileTools", "PythonEval", "Shell"]
 
-BUILTIN_PLUGINS = (PythonEval, CodeEval, FileTools)
+BUILTIN_PLUGINS = (PythonEval, CodeEval, Shell, FileTools)

@@ -13,96 +13,17 @@ import ast
 import io
 import json
 import sys
-import threading
 import traceback
 from typing import Any
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
+from tools.output import EventStream, Flusher, results_of
 
 __all__ = ["PythonEval"]
 
-MAX_STREAM_CHARS = 1_000_000
 _VALUE_REPR_CHARS = 10_000
 _FILENAME = "<python_eval>"
-
-
-class _EventStream(io.TextIOBase):
-    """A text stream that forwards what is written as ``artifact`` events and keeps a copy.
-
-    Streaming calls get one event per line. Otherwise lines are coalesced and ``_Flusher``
-    sends what is pending every ``FLUSH_INTERVAL_S``, so output printed just before the code
-    hangs still leaves the worker before the deadline kills it.
-    """
-
-    def __init__(self, plugin: ToolPlugin, name: str, line_by_line: bool) -> None:
-        self.plugin = plugin
-        self.name = name
-        self.line_by_line = line_by_line
-        self.kept: list[str] = []
-        self.kept_chars = 0
-        self.truncated = False
-        self._pending: list[str] = []
-        self._pending_chars = 0
-        self._lock = threading.RLock()
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        if not isinstance(text, str):
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        with self._lock:
-            room = MAX_STREAM_CHARS - self.kept_chars
-            if room <= 0:
-                self.truncated = True
-                return len(text)
-            piece = text[:room]
-            self.truncated |= len(piece) < len(text)
-            self.kept.append(piece)
-            self.kept_chars += len(piece)
-            self._pending.append(piece)
-            self._pending_chars += len(piece)
-            if (self.line_by_line and "\n" in piece) or self._pending_chars > 65536:
-                self.flush()
-        return len(text)
-
-    def flush(self) -> None:
-        with self._lock:
-            if not self._pending:
-                return
-            chunk = "".join(self._pending)
-            self._pending.clear()
-            self._pending_chars = 0
-            self.plugin.emit(
-                "artifact",
-                {"name": self.name, "mime": "text/plain", "chunk": chunk, "final": False},
-            )
-
-    def getvalue(self) -> str:
-        return "".join(self.kept)
-
-
-class _Flusher(threading.Thread):
-    """Flushes the streams periodically. Started before user code runs: a memory bomb that
-    later makes thread creation fail must not take our error reporting down with it."""
-
-    INTERVAL_S = 0.1
-
-    def __init__(self, *streams: _EventStream) -> None:
-        super().__init__(daemon=True, name="python_eval-flusher")
-        self.streams = streams
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.INTERVAL_S):
-            for stream in self.streams:
-                stream.flush()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        for stream in self.streams:
-            stream.flush()
 
 
 def _split_final_expression(code: str) -> tuple[ast.Module, ast.Expression | None]:
@@ -174,9 +95,9 @@ class PythonEval(ToolPlugin):
 
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         line_by_line = bool(self.context and self.context.streaming)
-        out = _EventStream(self, "stdout", line_by_line)
-        err = _EventStream(self, "stderr", line_by_line)
-        flusher = _Flusher(out, err)
+        out = EventStream(self, "stdout", line_by_line)
+        err = EventStream(self, "stderr", line_by_line)
+        flusher = Flusher(out, err)
         flusher.start()
         saved = sys.stdout, sys.stderr, sys.stdin
         sys.stdout, sys.stderr = out, err
@@ -197,9 +118,7 @@ class PythonEval(ToolPlugin):
         finally:
             flusher.stop()
             sys.stdout, sys.stderr, sys.stdin = saved
-        result: dict[str, Any] = {"stdout": out.getvalue(), "stderr": err.getvalue()}
-        if out.truncated or err.truncated:
-            result["truncated"] = True
+        result = results_of(out, err)
         if failure is not None:
             if isinstance(failure, MemoryError):
                 raise ToolExecutionError("out of memory (MemoryError)", result)

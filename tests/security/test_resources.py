@@ -265,7 +265,7 @@ def test_output_flood(attacker: Attacker, stream: str) -> None:
     code = f"import sys\nfor _ in range(400):\n    sys.{stream}.write('x' * 65536)"
     result = attacker.attack(code, timeout=30)
     assert result.success and result.truncated
-    assert len(result.data[stream]) == 1_000_000
+    assert len(result.data[stream]) < 1_001_000 and "omitted" in result.data[stream]
 
 
 @attack(

@@ -1,0 +1,223 @@
+"""Output that tools stream and return: events as it is produced, a capped copy for the result.
+
+Every built-in tool that produces text (``python_eval``, ``run_shell``, ...) writes it through an
+``EventStream``. What the result carries is capped: the head and the tail of the stream, with a
+marker between them, ``truncated: true``, and the whole output saved in the session workspace
+(``.a2e/output/<call>-<stream>.txt``, its path in the result) so nothing is lost. Events stop at
+the head's size; the supervisor caps them again anyway.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import os
+import threading
+from typing import IO, Any
+
+from a2e.caps.tools.plugin import ToolPlugin
+
+__all__ = ["MAX_STREAM_CHARS", "CappedText", "EventStream", "Flusher", "results_of"]
+
+MAX_STREAM_CHARS = 1_000_000
+SPOOL_DIR = os.path.join(".a2e", "output")
+
+
+class CappedText:
+    """The head and tail of a text stream, and the whole of it in a file once it outgrows
+    ``cap`` characters."""
+
+    def __init__(
+        self, name: str, cap: int = MAX_STREAM_CHARS, spool_dir: str = SPOOL_DIR, prefix: str = ""
+    ) -> None:
+        self.name = name
+        self.cap = cap
+        self.spool_dir = spool_dir
+        self.prefix = prefix or "output"
+        self.total = 0
+        self._head: list[str] = []
+        self._head_chars = 0
+        self._tail: collections.deque[str] = collections.deque()
+        self._tail_chars = 0
+        self._spool: IO[str] | None = None
+        self.spool_path = ""
+        self.spool_error = ""
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+    def add(self, text: str) -> None:
+        if not text:
+            return
+        self.total += len(text)
+        if not self._tail and self._head_chars + len(text) <= self.cap:
+            self._head.append(text)
+            self._head_chars += len(text)
+            return
+        if self._spool is None and not self.spool_error:
+            self._start_spool()
+        self._write_spool(text)
+        self._tail.append(text)
+        self._tail_chars += len(text)
+        self._rebalance()
+
+    def _rebalance(self) -> None:
+        """Once over the cap: keep at most half of it at each end."""
+        half = self.cap // 2
+        while self._head_chars > half:
+            piece = self._head.pop()
+            keep = max(0, len(piece) - (self._head_chars - half))
+            self._head_chars -= len(piece) - keep
+            if keep:
+                self._head.append(piece[:keep])
+            self._tail.appendleft(piece[keep:])
+            self._tail_chars += len(piece) - keep
+        while self._tail_chars > half:
+            piece = self._tail.popleft()
+            extra = self._tail_chars - half
+            if len(piece) > extra:
+                self._tail.appendleft(piece[extra:])
+                self._tail_chars -= extra
+            else:
+                self._tail_chars -= len(piece)
+
+    def _start_spool(self) -> None:
+        try:
+            os.makedirs(self.spool_dir, exist_ok=True)
+            path = os.path.join(self.spool_dir, f"{self.prefix}-{self.name}.txt")
+            self._spool = open(path, "w", encoding="utf-8", errors="replace")  # noqa: SIM115
+            self.spool_path = os.path.abspath(path)
+            self._spool.write("".join(self._head))
+            self._spool.write("".join(self._tail))
+        except OSError as exc:
+            self.spool_error = f"the full output could not be saved: {exc.strerror or exc}"
+
+    def _write_spool(self, text: str) -> None:
+        if self._spool is None:
+            return
+        try:
+            self._spool.write(text)
+        except OSError as exc:
+            self.spool_error = f"the full output was cut short: {exc.strerror or exc}"
+            self._close_spool()
+
+    def _close_spool(self) -> None:
+        if self._spool is not None:
+            try:
+                self._spool.close()
+            except OSError:
+                pass
+            self._spool = None
+
+    def value(self) -> str:
+        head = "".join(self._head)
+        if not self.truncated:
+            return head
+        omitted = self.total - self._head_chars - self._tail_chars
+        where = f"; all of it is in {self.spool_path}" if self.spool_path else ""
+        marker = f"\n[... {omitted} characters of {self.name} omitted{where} ...]\n"
+        return head + marker + "".join(self._tail)
+
+    def report(self) -> dict[str, Any]:
+        """What the result says about this stream beyond its text."""
+        self._close_spool()
+        facts: dict[str, Any] = {}
+        if self.spool_path:
+            facts[f"{self.name}_path"] = self.spool_path
+        if self.spool_error:
+            facts[f"{self.name}_note"] = self.spool_error
+        return facts
+
+
+class EventStream(io.TextIOBase):
+    """A text stream that forwards what is written as ``artifact`` events and keeps a capped
+    copy (``CappedText``).
+
+    Streaming calls get one event per line. Otherwise lines are coalesced and ``Flusher``
+    sends what is pending every ``Flusher.INTERVAL_S``, so output written just before the code
+    hangs still leaves the worker before the deadline kills it.
+    """
+
+    def __init__(self, plugin: ToolPlugin, name: str, line_by_line: bool) -> None:
+        self.plugin = plugin
+        self.name = name
+        self.line_by_line = line_by_line
+        context = plugin.context
+        spool_dir = os.path.join(context.workspace, SPOOL_DIR) if context else SPOOL_DIR
+        self.kept = CappedText(name, spool_dir=spool_dir, prefix=context.call_id if context else "")
+        self._emitted = 0
+        self._pending: list[str] = []
+        self._pending_chars = 0
+        self._lock = threading.RLock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if not text:
+            return 0
+        with self._lock:
+            self.kept.add(text)
+            room = self.kept.cap // 2 - self._emitted
+            if room > 0:
+                piece = text[:room]
+                self._emitted += len(piece)
+                self._pending.append(piece)
+                self._pending_chars += len(piece)
+                if (self.line_by_line and "\n" in piece) or self._pending_chars > 65536:
+                    self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            if not self._pending:
+                return
+            chunk = "".join(self._pending)
+            self._pending.clear()
+            self._pending_chars = 0
+            self.plugin.emit(
+                "artifact",
+                {"name": self.name, "mime": "text/plain", "chunk": chunk, "final": False},
+            )
+
+    def getvalue(self) -> str:
+        return self.kept.value()
+
+    @property
+    def truncated(self) -> bool:
+        return self.kept.truncated
+
+
+class Flusher(threading.Thread):
+    """Flushes streams periodically. Start it before user code runs: a memory bomb that later
+    makes thread creation fail must not take the error reporting down with it."""
+
+    INTERVAL_S = 0.1
+
+    def __init__(self, *streams: EventStream) -> None:
+        super().__init__(daemon=True, name="a2e-output-flusher")
+        self.streams = streams
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.INTERVAL_S):
+            for stream in self.streams:
+                stream.flush()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        for stream in self.streams:
+            stream.flush()
+
+
+def results_of(*streams: EventStream) -> dict[str, Any]:
+    """The result fields for ``streams``: their text, ``truncated``, where the rest went."""
+    result: dict[str, Any] = {stream.name: stream.getvalue() for stream in streams}
+    for stream in streams:
+        result.update(stream.kept.report())
+    if any(stream.truncated for stream in streams):
+        result["truncated"] = True
+    return result
