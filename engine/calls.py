@@ -111,15 +111,24 @@ def _gate(
     if reason:
         return ToolErrorCode.TOOL_DENIED, reason
     try:
-        json.dumps(request.arguments, allow_nan=False)
+        encoded = json.dumps(request.arguments, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
         return ToolErrorCode.TOOL_ERROR, f"arguments must be plain JSON values: {exc}"
+    room = ctx.config.max_frame - JOB_OVERHEAD_BYTES
+    if len(encoded) > room:  # the job would not fit the frame the worker reads it from
+        return ToolErrorCode.TOOL_ERROR, (
+            f"arguments of {len(encoded)} bytes exceed the limit of {room} bytes per call"
+        )
     problems = validate_arguments(tool.definition.input_parameters, request.arguments)
     if problems:
         return ToolErrorCode.TOOL_ERROR, f"invalid arguments for {tool.name}: " + "; ".join(
             problems
         )
     return None
+
+
+#: Room in a job frame for everything but the arguments (paths, ids, flags).
+JOB_OVERHEAD_BYTES = 64 * 1024
 
 
 async def run_call(

@@ -40,7 +40,7 @@ def test_list_hides_deferred_tools_and_search_finds_them(tools: ToolAPI) -> None
         "deferred_helper"
     ]
     assert tools.list(query="deferred") == []
-    assert {t.name for t in tools.list(tags=["fs"])} == {"read_file"}
+    assert {t.name for t in tools.list(tags=["fs", "write"])} == {"write_file", "delete", "move"}
     assert tools.client._tools_cache  # the spec's cache
 
 
@@ -96,7 +96,8 @@ def test_workspace_is_shared_within_a_session_and_private_across(engine: Engine)
     )
     assert wrote.success
     assert first.call(tool_name="read_file", arguments={"path": "shared.txt"}).data == {
-        "content": "hello"
+        "content": "hello",
+        "size": 5,
     }
     other = second.call(tool_name="read_file", arguments={"path": "shared.txt"})
     assert not other.success and "No such file" in (other.error or "")
