@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
+import dataclasses
 import json
 import logging
 import os
@@ -18,49 +18,79 @@ from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e.caps.tools.plugin import ToolPlugin
 from engine.config import EngineConfig
+from engine.config_file import ConfigError, ConfigFile, load_config_file
 from engine.engine import Engine
+from engine.plugins import PluginError, entry_point_plugins, load_plugin
 from sandbox.layers import LAYERS, missing_layers
 from sandbox.limits import Limits
+from tools import BUILTIN_PLUGINS
 
 __all__ = ["main"]
 
 
-def load_plugin(spec: str) -> ToolPlugin:
-    """``module:Class`` -> an instance; errors say which part was wrong."""
-    module_name, _, class_name = spec.partition(":")
-    if not module_name or not class_name:
-        raise SystemExit(f"a2e: --plugin takes module:Class, got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SystemExit(f"a2e: cannot import plugin module {module_name!r}: {exc}") from exc
-    cls = getattr(module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, ToolPlugin)):
-        raise SystemExit(f"a2e: {spec!r} is not a ToolPlugin class")
-    return cls()
-
-
 def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -> Engine:
-    config = EngineConfig(
-        require=tuple(args.require) if enforce_required else (),
-        max_workers=args.max_workers,
-        prefork=args.prefork,
-        max_timeout=args.max_timeout,
-        read_roots=tuple(args.read_root),
-        token=args.token,
-        audit_path=args.audit,
-        namespaces=not args.no_namespaces,
-        landlock=not args.no_landlock,
-        cgroups=not args.no_cgroups,
-        identity=not args.no_uid_drop,
-        allow_unprotected_root=args.allow_unprotected_root,
-        limits=Limits(memory_mb=args.memory_mb),
-    )
-    return Engine(plugins=[load_plugin(spec) for spec in args.plugin], config=config)
+    """The configuration file (``--config``) as the base, the flags given on top of it."""
+    try:
+        file = load_config_file(args.config) if args.config else ConfigFile()
+    except ConfigError as exc:
+        raise SystemExit(f"a2e: {exc}") from None
+    flags: dict[str, Any] = {
+        "max_workers": args.max_workers,
+        "prefork": args.prefork,
+        "max_timeout": args.max_timeout,
+        "token": args.token,
+        "audit_path": args.audit,
+    }
+    settings = {**file.engine, **{k: v for k, v in flags.items() if v is not None}}
+    if args.read_root:
+        settings["read_roots"] = (*settings.get("read_roots", ()), *args.read_root)
+    if not enforce_required:
+        settings["require"] = ()
+    elif args.require:
+        settings["require"] = (*settings.get("require", ()), *args.require)
+    for flag, key in (
+        ("no_namespaces", "namespaces"),
+        ("no_landlock", "landlock"),
+        ("no_cgroups", "cgroups"),
+        ("no_uid_drop", "identity"),
+    ):
+        if getattr(args, flag):
+            settings[key] = False
+    if args.allow_unprotected_root:
+        settings["allow_unprotected_root"] = True
+    if args.memory_mb is not None:
+        limits = settings.get("limits", Limits())
+        settings["limits"] = dataclasses.replace(limits, memory_mb=args.memory_mb)
+    try:
+        plugins = [load_plugin(spec, options) for spec, options in file.plugins]
+        plugins += [load_plugin(spec) for spec in args.plugin]
+        found: list[ToolPlugin] = []
+        if not args.no_entry_points:
+            found, _problems = entry_point_plugins(file.tools)  # each one logged
+        builtin_names = {cls.name for cls in BUILTIN_PLUGINS}
+        known = builtin_names | {p.name for p in found}
+        for name in file.tools:
+            if name not in known:
+                raise PluginError(f"tools.{name}: no built-in or installed plugin is named so")
+        config = EngineConfig(
+            **settings,
+            tool_settings={k: v for k, v in file.tools.items() if k in builtin_names},
+        )
+        return Engine(plugins=[*plugins, *found], config=config)
+    except (PluginError, ValueError) as exc:
+        raise SystemExit(f"a2e: {exc}") from None
 
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("engine")
+    group.add_argument(
+        "--config", metavar="FILE", help="a TOML configuration file (flags given override it)"
+    )
+    group.add_argument(
+        "--no-entry-points",
+        action="store_true",
+        help="do not load plugins installed under the a2e.tools entry point",
+    )
     group.add_argument(
         "--plugin",
         action="append",
@@ -75,10 +105,10 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="a directory tools may read besides the workspace (repeatable)",
     )
-    group.add_argument("--max-workers", type=int, default=4, help="calls running at once")
-    group.add_argument("--prefork", type=int, default=2, help="hardened workers kept waiting")
-    group.add_argument("--max-timeout", type=int, default=300, help="cap on any call's timeout (s)")
-    group.add_argument("--memory-mb", type=int, default=1024, help="address-space limit per worker")
+    group.add_argument("--max-workers", type=int, help="calls running at once (default 4)")
+    group.add_argument("--prefork", type=int, help="hardened workers kept waiting (default 2)")
+    group.add_argument("--max-timeout", type=int, help="cap on any call's timeout (default 300 s)")
+    group.add_argument("--memory-mb", type=int, help="address-space limit per worker (1024)")
     group.add_argument(
         "--token",
         default=os.environ.get("A2E_TOKEN"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sandbox.frames import DEFAULT_MAX_FRAME
 from sandbox.identity import DEFAULT_UID_RANGE
@@ -48,6 +49,9 @@ class EngineConfig:
     Running as root with none of the layers that keep a worker off root-owned files
     (``identity``, ``readonly_filesystem``, ``landlock``) is refused unless
     ``allow_unprotected_root`` says otherwise: such a worker could rewrite the host.
+
+    ``tool_settings`` configures the built-in tool plugins by name (``{"http": {"allow":
+    ["127.0.0.1"]}}``); a setting a plugin does not take is an error naming it.
     """
 
     max_workers: int = 4
@@ -70,12 +74,15 @@ class EngineConfig:
     server_name: str = "a2e-engine/0.1.0"
     require: tuple[str, ...] = ()
     cgroups: bool = True
+    tool_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     workspace_mb: int = 1024
     allow_unprotected_root: bool = False
     identity: bool = True
     uid_range: tuple[int, int] = DEFAULT_UID_RANGE
 
     def __post_init__(self) -> None:
+        if self.max_workers < 1 or self.prefork < 0:
+            raise ValueError("EngineConfig.max_workers must be >= 1 and prefork >= 0")
         if self.max_timeout < 1:
             raise ValueError("EngineConfig.max_timeout must be at least 1 second")
         if self.max_pending_calls < 1:

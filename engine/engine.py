@@ -29,6 +29,7 @@ from engine.calls import CallContext
 from engine.config import EngineConfig
 from engine.host import Connection
 from engine.identities import SessionUids
+from engine.plugins import build_plugin
 from engine.policy import Policy, PolicyFunction, as_policy
 from engine.registry import ToolRegistry
 from engine.session import Session
@@ -43,10 +44,13 @@ log = logging.getLogger("a2e.engine")
 T = TypeVar("T")
 
 
-def _builtin_plugins() -> list[ToolPlugin]:
+def _builtin_plugins(settings: dict[str, dict[str, Any]]) -> list[ToolPlugin]:
     from tools import BUILTIN_PLUGINS
 
-    return [cls() for cls in BUILTIN_PLUGINS]
+    return [
+        build_plugin(cls, settings.get(cls.name, {}), f"tools.{cls.name}")
+        for cls in BUILTIN_PLUGINS
+    ]
 
 
 class IsolationUnavailable(RuntimeError):
@@ -66,7 +70,8 @@ class Engine:
         audit_logger: logging.Logger | None = None,
     ) -> None:
         self.config = config or EngineConfig()
-        all_plugins = [*(_builtin_plugins() if builtin_tools else []), *plugins]
+        builtins = _builtin_plugins(self.config.tool_settings) if builtin_tools else []
+        all_plugins = [*builtins, *plugins]
         self.registry = ToolRegistry(all_plugins)
         self.policy = as_policy(policy)
         self._plugins_blob = self._serialise_plugins(all_plugins)

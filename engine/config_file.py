@@ -1,0 +1,138 @@
+"""The engine's configuration file (TOML), read by the CLI (``--config``) or by hosts.
+
+    [engine]                 # any EngineConfig field
+    max_workers = 4
+    read_roots = ["/etc"]
+
+    [engine.limits]          # sandbox.limits.Limits
+    memory_mb = 512
+
+    [tools.http]             # settings of the plugin named "http" (built-in or entry point)
+    allow = ["127.0.0.1"]
+
+    [[plugins]]              # more plugins, by module:Class, with their settings
+    spec = "my_package.tools:MyTools"
+    settings = { api_root = "/srv/data" }
+
+Every error names the key it is about (``engine.max_workers: expected an integer, got 'four'``)
+and nothing is half-applied: the file is checked whole before anything starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.config import EngineConfig, RetryPolicy
+from sandbox.limits import Limits
+
+__all__ = ["ConfigError", "ConfigFile", "load_config_file", "parse_config"]
+
+
+class ConfigError(ValueError):
+    """The configuration file is wrong; the message names the key."""
+
+
+@dataclass
+class ConfigFile:
+    engine: dict[str, Any] = field(default_factory=dict)  # EngineConfig keyword arguments
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # settings per plugin name
+    plugins: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (spec, settings)
+
+
+def load_config_file(path: str) -> ConfigFile:
+    try:
+        with open(path, "rb") as fh:
+            document = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return parse_config(document)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def parse_config(document: dict[str, Any]) -> ConfigFile:
+    unknown = set(document) - {"engine", "tools", "plugins"}
+    if unknown:
+        raise ConfigError(f"{sorted(unknown)[0]}: unknown section; known: engine, tools, plugins")
+    result = ConfigFile()
+    engine = _table(document.get("engine", {}), "engine")
+    if "tool_settings" in engine:
+        raise ConfigError("engine.tool_settings: set tools in [tools.<name>] tables")
+    result.engine = _fields_of(EngineConfig, engine, "engine")
+    tools = _table(document.get("tools", {}), "tools")
+    result.tools = {name: dict(_table(value, f"tools.{name}")) for name, value in tools.items()}
+    plugins = document.get("plugins", [])
+    if not isinstance(plugins, list):
+        raise ConfigError("plugins: expected an array of tables ([[plugins]])")
+    for index, entry in enumerate(plugins):
+        where = f"plugins[{index}]"
+        entry = _table(entry, where)
+        extra = set(entry) - {"spec", "settings"}
+        if extra:
+            raise ConfigError(f"{where}.{sorted(extra)[0]}: unknown key; known: spec, settings")
+        spec = entry.get("spec")
+        if not isinstance(spec, str) or ":" not in spec:
+            raise ConfigError(f"{where}.spec: expected 'module:Class'")
+        result.plugins.append((spec, dict(_table(entry.get("settings", {}), f"{where}.settings"))))
+    try:
+        EngineConfig(**result.engine)  # the dataclass's own checks, with the key named
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"engine: {exc}") from None
+    return result
+
+
+def _table(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table")
+    return value
+
+
+def _fields_of(cls: type, table: dict[str, Any], where: str) -> dict[str, Any]:
+    """``table`` checked against the dataclass ``cls`` and converted to its field types."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    converted: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in hints:
+            raise ConfigError(f"{where}.{key}: unknown key; known: {', '.join(names)}")
+        converted[key] = _convert(hints[key], value, f"{where}.{key}")
+    return converted
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    if hint is Limits:
+        return Limits(**_fields_of(Limits, _table(value, where), where))
+    if hint is RetryPolicy:
+        return RetryPolicy(**_fields_of(RetryPolicy, _table(value, where), where))
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+        if value is None:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _convert(inner, value, where)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected an array, got {value!r}")
+        items = args[:1] * len(value) if args[-1] is Ellipsis else args
+        if len(items) != len(value):
+            raise ConfigError(f"{where}: expected {len(items)} values, got {len(value)}")
+        pairs = enumerate(zip(items, value, strict=True))
+        return tuple(_convert(t, v, f"{where}[{i}]") for i, (t, v) in pairs)
+    if origin is dict:
+        return dict(_table(value, where))
+    expected = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    if hint in expected:
+        ok = isinstance(value, hint) and not (hint is int and isinstance(value, bool))
+        if hint is float and isinstance(value, int) and not isinstance(value, bool):
+            ok, value = True, float(value)
+        if not ok:
+            raise ConfigError(f"{where}: expected {expected[hint]}, got {value!r}")
+        return value
+    raise ConfigError(f"{where}: cannot be set from a file")

@@ -1,0 +1,132 @@
+"""Third-party plugins (``--plugin``, the ``a2e.tools`` entry point, ``[[plugins]]``) and the
+TOML configuration file, through the ``a2e`` command as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.config_file import ConfigError, parse_config
+
+GREETER = """
+from a2e.caps.tools.models import ToolDefinition
+from a2e.caps.tools.plugin import ToolPlugin
+
+
+class Greeter(ToolPlugin):
+    name = "greeter"
+
+    def __init__(self, greeting: str = "hello") -> None:
+        super().__init__()
+        if not isinstance(greeting, str):
+            raise ValueError("greeting must be a string")
+        self.greeting = greeting
+
+    def _list_tools(self):
+        return [ToolDefinition(name="greet", description="says its greeting")]
+
+    def _execute_tool(self, tool_name, arguments):
+        return {"said": self.greeting}
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A directory on PYTHONPATH with a plugin module and an installed distribution's metadata
+    declaring it (and a broken one) under the a2e.tools entry point."""
+    (tmp_path / "greeter_mod.py").write_text(GREETER)
+    dist = tmp_path / "a2e_greeter-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: a2e-greeter\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[a2e.tools]\ngreeter = greeter_mod:Greeter\nbroken = no_such_module_xyz:Thing\n"
+    )
+    return tmp_path
+
+
+def a2e(site: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", *args, "--prefork", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_entry_point_plugins_load_and_a_broken_one_is_skipped(site: Path) -> None:
+    proc = a2e(site, "call", "greet", "--json", "{}")
+    assert json.loads(proc.stdout)["data"] == {"said": "hello"}
+    assert "entry point broken (no_such_module_xyz:Thing) skipped" in proc.stderr
+    listed = a2e(site, "list", "--json", "--no-entry-points").stdout
+    assert "greet" not in {tool["name"] for tool in json.loads(listed)}
+
+
+def test_the_config_file_configures_engine_tools_and_plugins(site: Path) -> None:
+    config = site / "a2e.toml"
+    config.write_text(
+        "[engine]\nmax_timeout = 30\n[engine.limits]\nmemory_mb = 512\n"
+        '[tools.greeter]\ngreeting = "hi from the file"\n'
+    )
+    out = json.loads(a2e(site, "call", "greet", "--json", "{}", "--config", str(config)).stdout)
+    assert out["data"] == {"said": "hi from the file"}
+    doctor = json.loads(a2e(site, "doctor", "--json", "--config", str(config)).stdout)
+    assert doctor["limits"]["memory_mb"] == 512
+    flag = json.loads(
+        a2e(site, "doctor", "--json", "--config", str(config), "--memory-mb", "768").stdout
+    )
+    assert flag["limits"]["memory_mb"] == 768  # a flag given overrides the file
+
+
+def test_plugins_by_spec_from_the_file_and_the_flag(site: Path) -> None:
+    config = site / "plugins.toml"
+    config.write_text('[[plugins]]\nspec = "greeter_mod:Greeter"\nsettings = { greeting = "yo" }\n')
+    out = a2e(site, "call", "greet", "--json", "{}", "--config", str(config), "--no-entry-points")
+    assert json.loads(out.stdout)["data"] == {"said": "yo"}
+    proc = a2e(site, "list", "--plugin", "greeter_mod:Nope", check=False)
+    assert proc.returncode != 0 and "'greeter_mod:Nope' is not a ToolPlugin class" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        (
+            '[tools.greeter]\ngreting = "x"\n',
+            "tools.greeter.greting: unknown setting; known: greeting",
+        ),
+        ("[tools.greeter]\ngreeting = 3\n", "tools.greeter: greeting must be a string"),
+        ("[tools.nothing]\nx = 1\n", "tools.nothing: no built-in or installed plugin"),
+        ("[engine]\nmax_workers = 'four'\n", "engine.max_workers: expected an integer, got 'four'"),
+        ("[engine]\nmax_workers = 0\n", "max_workers must be >= 1 and prefork >= 0"),
+        ("[engine\n", "not valid TOML"),
+    ],
+)
+def test_config_errors_name_the_key(site: Path, toml: str, message: str) -> None:
+    config = site / "bad.toml"
+    config.write_text(toml)
+    proc = a2e(site, "list", "--config", str(config), check=False)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+def test_config_parsing_errors_without_an_engine() -> None:
+    cases = {
+        "engine.limits.memroy: unknown key": {"engine": {"limits": {"memroy": 1}}},
+        "engine.read_roots: expected an array": {"engine": {"read_roots": "/etc"}},
+        "engine.uid_range: expected 2 values, got 1": {"engine": {"uid_range": [1]}},
+        "plugins[0].spec: expected 'module:Class'": {"plugins": [{"spec": "x"}]},
+        "toolz: unknown section": {"toolz": {}},
+    }
+    for message, document in cases.items():
+        with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+            parse_config(document)
+    parsed = parse_config({"engine": {"read_roots": ["/etc"], "limits": {"tmp_mb": 64}}})
+    assert parsed.engine["read_roots"] == ("/etc",) and parsed.engine["limits"].tmp_mb == 64

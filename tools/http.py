@@ -1,0 +1,291 @@
+"""``http_request``: one HTTP(S) request from the sandbox, refusing internal addresses.
+
+Runs under the ``network`` profile (sockets, the host's network). By default it refuses every
+address that is not globally routable: loopback, private, link-local (cloud metadata at
+169.254.169.254 among them), shared, multicast, reserved, IPv4-mapped forms of those. The check
+is made on the addresses the name *resolves to*, every one of them, and the connection goes to
+the address that was checked (a second DNS answer cannot slip in); each redirect is checked the
+same way. ``allow`` (a setting: ``tool_settings={"http": {"allow": [...]}}`` or ``[tools.http]``)
+lists hosts, addresses or networks to permit anyway, e.g. ``["127.0.0.1"]`` for tests.
+
+The response comes back with its status, headers, and body: text when the content type says
+so, base64 otherwise; capped at ``max_bytes`` (``truncated: true``). Streaming calls get
+``progress`` events while the body downloads.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import ipaddress
+import socket
+import ssl
+import time
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from a2e.caps.tools.models import ToolDefinition, ToolParameter
+from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
+
+__all__ = ["HttpTools"]
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+REDIRECTS = (301, 302, 303, 307, 308)
+TEXT_TYPES = (
+    "text/",
+    "application/json",
+    "application/xml",
+    "application/javascript",
+    "+json",
+    "+xml",
+)
+CHUNK = 65536
+
+
+class Refused(Exception):
+    """The request may not go where it was asked to go."""
+
+
+class HttpTools(ToolPlugin):
+    name = "http"
+    sandbox_profile = SandboxProfile.NETWORK
+
+    def __init__(
+        self,
+        allow: list[str] | tuple[str, ...] = (),
+        max_bytes: int = 10 * 1024 * 1024,
+        max_redirects: int = 5,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        super().__init__()
+        self.allowed_networks: list[Network] = []
+        self.allowed_hosts: set[str] = set()
+        for entry in allow:
+            if not isinstance(entry, str) or not entry:
+                raise ValueError(f"allow: {entry!r} is not a host, address or network")
+            try:
+                self.allowed_networks.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                self.allowed_hosts.add(entry.lower().rstrip("."))
+        if not isinstance(max_bytes, int) or max_bytes <= 0:
+            raise ValueError("max_bytes must be a positive integer")
+        if not isinstance(max_redirects, int) or max_redirects < 0:
+            raise ValueError("max_redirects must be a non-negative integer")
+        self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
+        self.connect_timeout = float(connect_timeout)
+
+    def _list_tools(self) -> list[ToolDefinition]:
+        def param(name: str, type_: str, description: str, required: bool = False) -> Any:
+            return ToolParameter(name=name, type=type_, description=description, required=required)  # type: ignore[arg-type]
+
+        return [
+            ToolDefinition(
+                name="http_request",
+                description="Make an HTTP(S) request and return status, headers and body. "
+                "Internal addresses (loopback, private, link-local, metadata) are refused "
+                "unless the engine allows them.",
+                input_parameters=[
+                    param("url", "string", "http:// or https:// URL", required=True),
+                    param("method", "string", f"one of {', '.join(METHODS)} (default GET)"),
+                    param("headers", "object", "request headers (string values)"),
+                    param("body", "string", "request body as text (UTF-8)"),
+                    param("body_base64", "string", "request body as base64 (binary)"),
+                ],
+                output_parameters=[
+                    param("status", "integer", "HTTP status code"),
+                    param("headers", "object", "response headers"),
+                    param("body", "string", "the body, if it is text"),
+                    param("body_base64", "string", "the body, if it is not text"),
+                ],
+                streaming=True,
+                tags=["http", "network"],
+                toolkit="http",
+            )
+        ]
+
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        method = str(arguments.get("method") or "GET").upper()
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}")
+        headers = _headers(arguments.get("headers") or {})
+        body = _body(arguments)
+        url = str(arguments["url"])
+        visited: list[str] = []
+        try:
+            for _ in range(self.max_redirects + 1):
+                response, conn = self._send(method, url, headers, body)
+                location = response.getheader("Location")
+                if response.status in REDIRECTS and location:
+                    conn.close()
+                    visited.append(url)
+                    url = urljoin(url, location)
+                    if response.status == 303 or (
+                        response.status in (301, 302) and method == "POST"
+                    ):
+                        method, body = "GET", None
+                    continue
+                try:
+                    return self._result(response, url, visited, method)
+                finally:
+                    conn.close()
+        except Refused as exc:
+            raise ToolExecutionError(str(exc), {"redirects": visited}, retryable=False) from None
+        raise ToolExecutionError(
+            f"more than {self.max_redirects} redirects", {"redirects": visited}, retryable=False
+        )
+
+    # -- one hop --
+
+    def _send(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None
+    ) -> tuple[http.client.HTTPResponse, http.client.HTTPConnection]:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https"):
+            raise Refused(f"{url!r}: only http and https URLs are allowed")
+        if not parts.hostname:
+            raise Refused(f"{url!r} has no host")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        address = self._checked_address(parts.hostname, port)
+        conn_class = _PinnedHTTPS if parts.scheme == "https" else _PinnedHTTP
+        conn = conn_class(parts.hostname, port, address, timeout=self.connect_timeout)
+        path = parts.path or "/"
+        if parts.query:
+            path += "?" + parts.query
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            return conn.getresponse(), conn
+        except BaseException:
+            conn.close()
+            raise
+
+    def _checked_address(self, host: str, port: int) -> str:
+        """Resolve ``host`` and return an address to connect to, if every address it resolves
+        to may be reached."""
+        name = host.lower().rstrip(".")
+        try:
+            infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise Refused(f"cannot resolve {host!r}: {exc.strerror}") from None
+        addresses = list(dict.fromkeys(info[4][0] for info in infos))
+        if name in self.allowed_hosts:
+            return addresses[0]
+        for text in addresses:
+            why = self._why_refused(ipaddress.ip_address(text.split("%")[0]))
+            if why:
+                shown = host if text == host else f"{host} ({text})"
+                raise Refused(f"{shown} is {why}; the engine does not allow it")
+        return addresses[0]
+
+    def _why_refused(self, address: Address) -> str:
+        if any(address in network for network in self.allowed_networks):
+            return ""
+        mapped = getattr(address, "ipv4_mapped", None)
+        if mapped is not None:
+            return self._why_refused(mapped)
+        for attribute, kind in (
+            ("is_loopback", "a loopback address"),
+            ("is_unspecified", "an unspecified address"),
+            ("is_link_local", "a link-local address (cloud metadata lives there)"),
+            ("is_multicast", "a multicast address"),
+            ("is_private", "a private address"),
+            ("is_reserved", "a reserved address"),
+        ):
+            if getattr(address, attribute):
+                return kind
+        return "" if address.is_global else "not a globally routable address"
+
+    # -- the response --
+
+    def _result(
+        self, response: http.client.HTTPResponse, url: str, visited: list[str], method: str
+    ) -> dict[str, Any]:
+        length = response.getheader("Content-Length")
+        expected = int(length) if length and length.isdigit() else None
+        chunks: list[bytes] = []
+        received = 0
+        truncated = False
+        last_event = 0.0
+        streaming = bool(self.context and self.context.streaming)
+        while method != "HEAD":
+            chunk = response.read(min(CHUNK, self.max_bytes - received + 1))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            received += len(chunk)
+            if received > self.max_bytes:
+                truncated = True
+                break
+            now = time.monotonic()
+            if streaming and now - last_event > 0.2:
+                last_event = now
+                pct = min(100, int(received * 100 / expected)) if expected else 0
+                self.emit("progress", {"pct": pct, "message": f"{received} bytes"})
+        raw = b"".join(chunks)[: self.max_bytes]
+        headers: dict[str, str] = {}
+        for key, value in response.getheaders():
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        result: dict[str, Any] = {"status": response.status, "url": url, "headers": headers}
+        if visited:
+            result["redirects"] = visited
+        content_type = (response.getheader("Content-Type") or "").lower()
+        if any(marker in content_type for marker in TEXT_TYPES):
+            charset = response.headers.get_content_charset() or "utf-8"
+            try:
+                result["body"] = raw.decode(charset, errors="replace")
+            except LookupError:
+                result["body"] = raw.decode("utf-8", errors="replace")
+        else:
+            result["body_base64"] = base64.b64encode(raw).decode()
+        if truncated:
+            result["truncated"] = True
+            result["note"] = f"the body was cut at {self.max_bytes} bytes"
+        return result
+
+
+class _PinnedHTTP(http.client.HTTPConnection):
+    """Connects to the address that was checked, whatever DNS says now."""
+
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+
+
+class _PinnedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self.address = address
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self.address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+
+
+def _headers(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise ValueError("headers must be an object of strings")
+    headers = {}
+    for key, value in raw.items():
+        if not isinstance(value, str) or any(c in key + value for c in "\r\n\x00"):
+            raise ValueError(f"headers: {key!r} must be a single-line string")
+        headers[key] = value
+    return headers
+
+
+def _body(arguments: dict[str, Any]) -> bytes | None:
+    if arguments.get("body") is not None and arguments.get("body_base64") is not None:
+        raise ValueError("give body or body_base64, not both")
+    if arguments.get("body_base64") is not None:
+        try:
+            return base64.b64decode(str(arguments["body_base64"]), validate=True)
+        except ValueError:
+            raise ValueError("body_base64 is not valid base64") from None
+    if arguments.get("body") is not None:
+        return str(arguments["body"]).encode("utf-8")
+    return None
