@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from a2e.caps.tools.models import ToolDefinition, ToolListRequest
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin, select_tools
+from engine.search import ToolIndex
 
 __all__ = ["RegisteredTool", "ToolRegistry"]
 
@@ -46,6 +47,7 @@ class ToolRegistry:
                         f"known profiles: {', '.join(SandboxProfile.ALL)}"
                     )
                 self._tools[definition.name] = RegisteredTool(definition, plugin, index, profile)
+        self.index = ToolIndex(self.definitions)
 
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)
@@ -62,14 +64,22 @@ class ToolRegistry:
         return tuple(sorted({t.profile for t in self._tools.values()}))
 
     def select(self, request: ToolListRequest) -> list[ToolDefinition]:
-        """The spec's list/search rules over all plugins; each plugin searches its own tools."""
+        """The spec's list/search rules over all plugins. A query is answered by the BM25
+        ranking (``engine.search``); a plugin that overrides ``_search_tools`` adds what its
+        own search finds after the ranked tools."""
 
         def search(query: str, tags: list[str], pool: list[ToolDefinition]) -> list[ToolDefinition]:
-            found: list[ToolDefinition] = []
+            allowed = {t.name: t for t in pool}
+            found = [allowed[name] for name in self.index.rank(query) if name in allowed]
+            seen = {t.name for t in found}
             for plugin in self.plugins:
+                if type(plugin)._search_tools is ToolPlugin._search_tools:
+                    continue
                 own = [t for t in pool if self._tools[t.name].plugin is plugin]
-                if own:
-                    found.extend(plugin._search_tools(query, tags, own))
+                for tool in plugin._search_tools(query, tags, own) if own else []:
+                    if tool.name not in seen:
+                        seen.add(tool.name)
+                        found.append(tool)
             return found
 
         return select_tools(request, self.definitions, search)

@@ -33,3 +33,8 @@ def test_layer_cost_benchmark() -> None:
 def test_layer_throughput_benchmark() -> None:
     out = run("benchmarks.layer_throughput", "--calls", "5", "--rounds", "1")
     assert "every layer this host allows" in out and "only the layers that are always on" in out
+
+
+def test_tool_search_benchmark() -> None:
+    out = run("benchmarks.tool_search")
+    assert "BM25 (engine registry)" in out and "substring (spec default)" in out

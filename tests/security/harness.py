@@ -26,6 +26,7 @@ from a2e.client import A2EClient
 from engine import Engine
 
 GRACE_S = 3.0
+NOISY_TMP_NAMES = ("pytest-", "pip-", "tmp")
 REPO = Path(__file__).resolve().parents[2]
 
 #: Python source run inside a worker: ``pipes`` = the pipe fds it holds (its result pipe).
@@ -86,7 +87,8 @@ def outside_view(sandbox: Sandbox) -> dict[str, Any]:
     victim_dir = os.path.dirname(sandbox.victim_file)
     return {
         "victim": (sorted(os.listdir(victim_dir)), Path(sandbox.victim_file).read_bytes()),
-        "host_tmp": sorted(n for n in os.listdir("/tmp") if not n.startswith("pytest-")),
+        # Names other processes on a shared machine create all the time are left out.
+        "host_tmp": sorted(n for n in os.listdir("/tmp") if not n.startswith(NOISY_TMP_NAMES)),
         "root": sorted(os.listdir("/root")),
         "etc": (os.stat("/etc").st_mtime_ns, sorted(os.listdir("/etc"))),
         "repo": _tree_digest(str(REPO / "a2e")) + _tree_digest(str(REPO / "tests")),
