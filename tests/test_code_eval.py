@@ -99,6 +99,16 @@ def test_code_that_fakes_a_pass_fails(tools: ToolAPI, program: str) -> None:
     assert report["verdict"] == "failed" and report["passed"] is False, report
 
 
+def test_what_the_program_prints_is_capped_and_kept_whole(tools: ToolAPI) -> None:
+    program = "print('start')\nfor i in range(30000):\n    print(i)\nprint('end')\n" + GOOD
+    report = grade(tools, program=program, tests=CHECK, entry_point="inc")
+    assert report["verdict"] == "passed" and report["truncated"] is True
+    assert report["stdout"].startswith("start\n0\n") and report["stdout"].endswith("29999\nend\n")
+    assert "characters of stdout omitted" in report["stdout"]
+    with open(report["stdout_path"]) as fh:
+        assert fh.read().splitlines() == ["start", *map(str, range(30000)), "end"]
+
+
 def _category(verdict: str) -> str:
     return "failed" if verdict.startswith("failed") else verdict
 

@@ -58,6 +58,9 @@ def test_python_eval_value_errors_and_stdin(tools: ToolAPI) -> None:
     assert failed.data["stdout"] == "before\n"
     assert 'File "<python_eval>", line 2' in failed.data["stderr"]
     assert "python_eval.py" not in failed.data["stderr"]  # the traceback shows user code only
+    exception = failed.data["exception"]
+    assert (exception["type"], exception["message"]) == ("ZeroDivisionError", "division by zero")
+    assert exception["traceback"].startswith("Traceback") and "line 2" in exception["traceback"]
     syntax = tools.call(tool_name="python_eval", arguments={"code": "def ("})
     assert not syntax.success and "SyntaxError" in (syntax.error or "")
     exits = tools.call(tool_name="python_eval", arguments={"code": "raise SystemExit(0)"})

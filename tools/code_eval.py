@@ -22,6 +22,7 @@ network, its own private ``/tmp`` and the worker's limits.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import secrets
@@ -33,6 +34,7 @@ from typing import Any
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+from tools.output import SPOOL_DIR, CappedText
 
 __all__ = ["CodeEval"]
 
@@ -187,8 +189,32 @@ class CodeEval(ToolPlugin):
         elapsed_ms = int((time.monotonic() - started) * 1000)
         result = _verdict(raw, nonce, timed_out, status, time_limit)
         result["duration_ms"] = elapsed_ms
-        result["stdout"], result["stderr"] = (_read_capped(workdir, n) for n in ("out", "err"))
+        for name, file in (("stdout", "out"), ("stderr", "err")):
+            kept = self._capped(name, os.path.join(workdir, file))
+            result[name] = kept.value()
+            result.update(kept.report())
+            if kept.truncated:
+                result["truncated"] = True
         return result
+
+    def _capped(self, name: str, path: str) -> CappedText:
+        """What the program printed, capped like every tool's output (``tools.output``)."""
+        context = self.context
+        kept = CappedText(
+            name,
+            cap=MAX_OUTPUT_CHARS,
+            spool_dir=os.path.join(context.workspace if context else ".", SPOOL_DIR),
+            prefix=context.call_id if context else "",
+        )
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        try:
+            with open(path, "rb") as fh:
+                while chunk := fh.read(65536):
+                    kept.add(decoder.decode(chunk))
+        except OSError:
+            pass
+        kept.add(decoder.decode(b"", final=True))
+        return kept
 
 
 def _redirect_output(workdir: str) -> None:
@@ -276,12 +302,3 @@ def _verdict(
 
 def _outcome(verdict: str, reason: str | None, tests: list[dict[str, Any]]) -> dict[str, Any]:
     return {"verdict": verdict, "passed": verdict == "passed", "reason": reason, "tests": tests}
-
-
-def _read_capped(workdir: str, name: str) -> str:
-    try:
-        with open(os.path.join(workdir, name), "rb") as fh:
-            head = fh.read(MAX_OUTPUT_CHARS)
-    except OSError:
-        return ""
-    return head.decode("utf-8", "replace")

@@ -58,6 +58,11 @@ class CappedText:
         if self._spool is None and not self.spool_error:
             self._start_spool()
         self._write_spool(text)
+        room = self.cap // 2 - self._head_chars
+        if room > 0:  # the head keeps the start of the stream, however big this piece is
+            self._head.append(text[:room])
+            self._head_chars += len(text[:room])
+            text = text[room:]
         self._tail.append(text)
         self._tail_chars += len(text)
         self._rebalance()

@@ -120,6 +120,11 @@ class PythonEval(ToolPlugin):
             sys.stdout, sys.stderr, sys.stdin = saved
         result = results_of(out, err)
         if failure is not None:
+            result["exception"] = {
+                "type": type(failure).__name__,
+                "message": str(failure),
+                "traceback": _user_traceback(failure),
+            }
             if isinstance(failure, MemoryError):
                 raise ToolExecutionError("out of memory (MemoryError)", result)
             raise ToolExecutionError(f"{type(failure).__name__}: {failure}", result)
