@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +166,58 @@ def test_other_schemes_and_bad_settings_are_refused(default_engine: Engine) -> N
     assert not result.success and "only http and https" in (result.error or "")
     with pytest.raises(ValueError, match=r"tools\.http\.alow: unknown setting"):
         Engine(config=EngineConfig(tool_settings={"http": {"alow": ["127.0.0.1"]}}))
+    with pytest.raises(ValueError, match="ca_file: cannot read '/nonexistent.pem'"):
+        Engine(config=EngineConfig(tool_settings={"http": {"ca_file": "/nonexistent.pem"}}))
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """An HTTPS server on 127.0.0.1 with a certificate of its own (made with openssl)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    where: Path = tmp_path_factory.mktemp("tls")
+    cert, key = where / "cert.pem", where / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{httpd.server_address[1]}", str(cert)
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_https_verifies_the_certificate_of_the_pinned_address(
+    engine: Engine, tls_server: tuple[str, str]
+) -> None:
+    url, cert = tls_server
+    untrusted = fetch(engine, f"{url}/text")
+    assert not untrusted.success and "CERTIFICATE_VERIFY_FAILED" in (untrusted.error or "")
+    settings = {"http": {"allow": ["127.0.0.1"], "ca_file": cert}}
+    with Engine(config=EngineConfig(tool_settings=settings, prefork=1)) as trusting:
+        result = fetch(trusting, f"{url}/text")
+    assert result.success, result.error
+    assert result.data["body"] == "héllo"

@@ -6,7 +6,8 @@ address that is not globally routable: loopback, private, link-local (cloud meta
 is made on the addresses the name *resolves to*, every one of them, and the connection goes to
 the address that was checked (a second DNS answer cannot slip in); each redirect is checked the
 same way. ``allow`` (a setting: ``tool_settings={"http": {"allow": [...]}}`` or ``[tools.http]``)
-lists hosts, addresses or networks to permit anyway, e.g. ``["127.0.0.1"]`` for tests.
+lists hosts, addresses or networks to permit anyway, e.g. ``["127.0.0.1"]`` for tests;
+``ca_file`` adds a private certificate authority to the system's for HTTPS.
 
 The response comes back with its status, headers, and body: text when the content type says
 so, base64 otherwise; capped at ``max_bytes`` (``truncated: true``). Streaming calls get
@@ -59,8 +60,19 @@ class HttpTools(ToolPlugin):
         max_bytes: int = 10 * 1024 * 1024,
         max_redirects: int = 5,
         connect_timeout: float = 10.0,
+        ca_file: str | None = None,
     ) -> None:
         super().__init__()
+        # Read here, where the engine is configured: workers need no access to the file.
+        self.ca_pem: str | None = None
+        if ca_file is not None:
+            try:
+                with open(ca_file) as fh:
+                    self.ca_pem = fh.read()
+            except OSError as exc:
+                raise ValueError(f"ca_file: cannot read {ca_file!r}: {exc.strerror}") from None
+            if "BEGIN CERTIFICATE" not in self.ca_pem:
+                raise ValueError(f"ca_file: {ca_file!r} holds no PEM certificate")
         self.allowed_networks: list[Network] = []
         self.allowed_hosts: set[str] = set()
         for entry in allow:
@@ -150,8 +162,13 @@ class HttpTools(ToolPlugin):
             raise Refused(f"{url!r} has no host")
         port = parts.port or (443 if parts.scheme == "https" else 80)
         address = self._checked_address(parts.hostname, port)
-        conn_class = _PinnedHTTPS if parts.scheme == "https" else _PinnedHTTP
-        conn = conn_class(parts.hostname, port, address, timeout=self.connect_timeout)
+        conn: http.client.HTTPConnection
+        if parts.scheme == "https":
+            conn = _PinnedHTTPS(
+                parts.hostname, port, address, self.connect_timeout, self._tls_context()
+            )
+        else:
+            conn = _PinnedHTTP(parts.hostname, port, address, timeout=self.connect_timeout)
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
@@ -161,6 +178,13 @@ class HttpTools(ToolPlugin):
         except BaseException:
             conn.close()
             raise
+
+    def _tls_context(self) -> ssl.SSLContext:
+        """The system's trusted CAs, plus ``ca_file``'s when the engine names one."""
+        context = ssl.create_default_context()
+        if self.ca_pem:
+            context.load_verify_locations(cadata=self.ca_pem)
+        return context
 
     def _checked_address(self, host: str, port: int) -> str:
         """Resolve ``host`` and return an address to connect to, if every address it resolves
@@ -258,8 +282,12 @@ class _PinnedHTTP(http.client.HTTPConnection):
 
 
 class _PinnedHTTPS(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+    """TLS to the checked address, the certificate verified against the URL's host name."""
+
+    def __init__(
+        self, host: str, port: int, address: str, timeout: float, context: ssl.SSLContext
+    ) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
         self.address = address
 
     def connect(self) -> None:
