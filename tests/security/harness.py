@@ -26,7 +26,7 @@ from a2e.client import A2EClient
 from engine import Engine
 
 GRACE_S = 3.0
-NOISY_TMP_NAMES = ("pytest-", "pip-", "tmp")
+NOISY_TMP_NAMES = ("pytest-", "pip-", "tmp", "a2e-engine-")  # the last: other engines' state
 REPO = Path(__file__).resolve().parents[2]
 
 #: Python source run inside a worker: ``pipes`` = the pipe fds it holds (its result pipe).
