@@ -264,6 +264,22 @@ DEMO_STEPS: list[tuple[str, str, dict[str, Any], float]] = [
         10,
     ),
     (
+        "Shell commands run too: a real /bin/sh, still without a network",
+        "run_shell",
+        {"command": "echo $((6 * 7)); python3 -c 'import socket; socket.socket()' 2>&1 | tail -1"},
+        10,
+    ),
+    (
+        "code_eval grades like a benchmark harness; exiting early does not pass",
+        "code_eval",
+        {
+            "program": "import sys\ndef add(a, b):\n    sys.exit(0)\n",
+            "tests": "def check(f):\n    assert f(1, 2) == 3\n",
+            "entry_point": "add",
+        },
+        10,
+    ),
+    (
         "A runaway loop is killed at its deadline",
         "python_eval",
         {"code": "print('spinning...')\nwhile True: pass"},
