@@ -166,7 +166,7 @@ def test_other_schemes_and_bad_settings_are_refused(default_engine: Engine) -> N
     assert not result.success and "only http and https" in (result.error or "")
     with pytest.raises(ValueError, match=r"tools\.http\.alow: unknown setting"):
         Engine(config=EngineConfig(tool_settings={"http": {"alow": ["127.0.0.1"]}}))
-    with pytest.raises(ValueError, match="ca_file: cannot read '/nonexistent.pem'"):
+    with pytest.raises(ValueError, match=r"ca_file: cannot read '/nonexistent\.pem'"):
         Engine(config=EngineConfig(tool_settings={"http": {"ca_file": "/nonexistent.pem"}}))
 
 
