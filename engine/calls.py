@@ -127,6 +127,8 @@ def _gate(
     return None
 
 
+#: However long a plugin asks for, a cancelled call is killed after this many seconds.
+MAX_CANCEL_GRACE_S = 10.0
 #: Room in a job frame for everything but the arguments (paths, ids, flags).
 JOB_OVERHEAD_BYTES = 64 * 1024
 
@@ -169,6 +171,7 @@ async def run_call(
             read_roots=list(ctx.config.read_roots),
             call_id=call_id,
             uid=session.uid,
+            cancel_grace_s=min(float(tool.plugin.cancel_grace_s), MAX_CANCEL_GRACE_S),
         )
         try:
             return await ctx.pool.run(job, deadline, events.on_event, cancelled)

@@ -24,10 +24,13 @@ class WorkerHandle:
         os.set_blocking(self.result_fd, False)
 
     def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def send_signal(self, sig: int) -> None:
         if self.pidfd < 0:
             return
         with contextlib.suppress(ProcessLookupError, OSError):
-            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            signal.pidfd_send_signal(self.pidfd, sig)
 
     def close(self) -> None:
         for name in ("job_fd", "result_fd", "pidfd"):

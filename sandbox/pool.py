@@ -18,6 +18,7 @@ import errno
 import json
 import logging
 import os
+import signal
 import socket
 import time
 from dataclasses import dataclass, field
@@ -99,6 +100,7 @@ class Job:
     read_roots: list[str] = field(default_factory=list)
     call_id: str = ""
     uid: int | None = None  # the session's uid, when the sandbox has the identity layer
+    cancel_grace_s: float = 0.0  # SIGTERM, then this long to clean up, then SIGKILL
 
 
 class WorkerPool:
@@ -441,6 +443,10 @@ class WorkerPool:
             await self._send_job(worker, job, deadline, stop)
             if not await race(deadline, reader.finished, worker.exited, stop=stop):
                 ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
+                if job.cancel_grace_s > 0:
+                    # The tool asked to hear about it: it may cancel work it started elsewhere.
+                    worker.send_signal(signal.SIGTERM)
+                    await race(loop.time() + job.cancel_grace_s, worker.exited)
             if ended_by is not None or reader.violation is not None:
                 worker.kill()
             elif reader.result is not None and not PROFILES[worker.profile].allow_processes:

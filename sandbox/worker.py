@@ -18,13 +18,14 @@ import gc
 import json
 import os
 import resource
+import signal
 import tempfile
 import threading
 import traceback
 from typing import Any
 
 from a2e.caps.tools.models import ToolEvent
-from a2e.caps.tools.plugin import ToolContext, ToolExecutionError, ToolPlugin
+from a2e.caps.tools.plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
 from sandbox.frames import DEFAULT_MAX_FRAME, read_frame, write_frame
 from sandbox.harden import Hardening, harden_worker
 from sandbox.identity import become
@@ -33,6 +34,10 @@ from sandbox.landlock import Ruleset
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
 
 EXIT_SETUP_FAILED = 70
+
+
+def _raise_cancelled(signum: int, frame: object) -> None:
+    raise ToolCancelled("the call was cancelled or timed out; clean up now")
 
 
 class JobSetupError(Exception):
@@ -130,6 +135,8 @@ def run_job(
             ruleset.allow_write((workspace, job["tmp_dir"]))
             ruleset.restrict()
         os.chdir(workspace)
+        if float(job.get("cancel_grace_s") or 0) > 0:
+            signal.signal(signal.SIGTERM, _raise_cancelled)
     except (OSError, KeyError) as exc:
         raise JobSetupError(f"the job could not start: {type(exc).__name__}: {exc}") from None
     os.environ["HOME"] = workspace

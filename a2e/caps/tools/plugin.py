@@ -35,6 +35,7 @@ from a2e.plugin import A2EPlugin
 
 __all__ = [
     "SandboxProfile",
+    "ToolCancelled",
     "ToolContext",
     "ToolExecutionError",
     "ToolPlugin",
@@ -127,6 +128,12 @@ class ToolExecutionError(Exception):
         self.retryable = retryable
 
 
+class ToolCancelled(BaseException):
+    """Raised in a tool's main thread when its call is cancelled or times out and its plugin
+    asked for a ``cancel_grace_s``: catch it to clean up, then let it propagate. The worker is
+    killed when the grace runs out, whatever the tool is doing."""
+
+
 class ToolPlugin(A2EPlugin):
     """A set of tools. Subclass, describe the tools, implement ``_execute_tool``.
 
@@ -138,6 +145,10 @@ class ToolPlugin(A2EPlugin):
     name: ClassVar[str] = "base_tool"
     capability: ClassVar[A2ECapability] = A2ECapability.TOOLS
     sandbox_profile: ClassVar[str] = SandboxProfile.PROCESS
+    #: Seconds a cancelled or timed-out call may take to clean up (e.g. cancel work it started
+    #: elsewhere) before it is killed. 0: killed at once. When above 0 the tool sees the end
+    #: coming as ``ToolCancelled`` raised where its code is (see ``ToolCancelled``).
+    cancel_grace_s: ClassVar[float] = 0.0
 
     _event_callback: Callable[[ToolEvent], None] | None = None
     context: ToolContext | None = None
