@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from a2e.caps.tools.models import (
     EventKind,
@@ -37,6 +38,8 @@ from sandbox.outcome import OutcomeStatus, WorkerOutcome
 from sandbox.pool import Job, StopSignal, WorkerPool
 
 __all__ = ["CallContext", "run_call"]
+
+log = logging.getLogger("a2e.engine")
 
 _MAX_PARTIAL_CHARS = 1_000_000
 
@@ -88,49 +91,96 @@ class CallEvents:
         return {name: "".join(chunks) for name, chunks in self.partial.items()} or None
 
 
-def _failure(name: str, code: ToolErrorCode, error: str, started: float) -> ToolResult:
+class Refusal(NamedTuple):
+    """Why a call was not run at all, as its result will say."""
+
+    code: ToolErrorCode
+    error: str
+    data: Any = None
+
+
+def _failure(name: str, refusal: Refusal, started: float) -> ToolResult:
     return ToolResult(
         success=False,
         tool_name=name,
-        error=error,
-        error_code=code,
+        data=refusal.data,
+        error=refusal.error,
+        error_code=refusal.code,
         duration_ms=int((time.monotonic() - started) * 1000),
     )
 
 
 def _gate(
     ctx: CallContext, session: Session, request: ToolCallRequest, tool: RegisteredTool | None
-) -> tuple[ToolErrorCode, str] | None:
+) -> Refusal | None:
     if A2ECapability.TOOLS not in session.capabilities:
-        return ToolErrorCode.TOOL_DENIED, "this session did not negotiate the 'tools' capability"
+        return Refusal(
+            ToolErrorCode.TOOL_DENIED, "this session did not negotiate the 'tools' capability"
+        )
     if tool is None:
         names = sorted(t.name for t in ctx.registry.definitions)
         hint = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
-        return ToolErrorCode.UNKNOWN_TOOL, f"unknown tool {request.tool_name!r}; available: {hint}"
+        return Refusal(
+            ToolErrorCode.UNKNOWN_TOOL, f"unknown tool {request.tool_name!r}; available: {hint}"
+        )
     reason = check_policies(session.policies, session, tool.name)
     if reason:
-        return ToolErrorCode.TOOL_DENIED, reason
+        return Refusal(ToolErrorCode.TOOL_DENIED, reason)
     try:
         encoded = json.dumps(request.arguments, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        return ToolErrorCode.TOOL_ERROR, f"arguments must be plain JSON values: {exc}"
+        return Refusal(ToolErrorCode.TOOL_ERROR, f"arguments must be plain JSON values: {exc}")
     room = ctx.config.max_frame - JOB_OVERHEAD_BYTES
     if len(encoded) > room:  # the job would not fit the frame the worker reads it from
-        return ToolErrorCode.TOOL_ERROR, (
-            f"arguments of {len(encoded)} bytes exceed the limit of {room} bytes per call"
+        return Refusal(
+            ToolErrorCode.TOOL_ERROR,
+            f"arguments of {len(encoded)} bytes exceed the limit of {room} bytes per call",
         )
     problems = validate_arguments(tool.definition.input_parameters, request.arguments)
     if problems:
-        return ToolErrorCode.TOOL_ERROR, f"invalid arguments for {tool.name}: " + "; ".join(
-            problems
-        )
+        return _invalid_arguments(tool, request.arguments, problems)
     return None
+
+
+def _invalid_arguments(
+    tool: RegisteredTool, arguments: dict[str, Any], problems: list[str]
+) -> Refusal:
+    """The plugin's own shape for the failure; the plain one if the plugin's hook breaks."""
+    plain = f"invalid arguments for {tool.name}: " + "; ".join(problems)
+    try:
+        failure = tool.plugin.invalid_arguments(tool.name, arguments, problems)
+        error, data = str(failure), failure.data
+        json.dumps(data, allow_nan=False)
+    except Exception as exc:  # plugin code runs here in the supervisor: it must not break it
+        log.warning("%s: invalid_arguments failed: %s: %s", tool.name, type(exc).__name__, exc)
+        return Refusal(ToolErrorCode.TOOL_ERROR, plain)
+    return Refusal(ToolErrorCode.TOOL_ERROR, error or plain, data)
+
+
+def _secrets(tool: RegisteredTool, arguments: dict[str, Any]) -> dict[str, str] | Refusal:
+    try:
+        secrets = tool.plugin.secrets_for(tool.name, arguments)
+        if not isinstance(secrets, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in secrets.items()
+        ):
+            raise TypeError(f"secrets_for returned {type(secrets).__name__}, not dict[str, str]")
+        if len(json.dumps(secrets)) > MAX_SECRETS_BYTES:
+            raise ValueError(f"secrets_for returned more than {MAX_SECRETS_BYTES} bytes")
+    except Exception as exc:
+        log.warning("%s: secrets_for failed: %s: %s", tool.name, type(exc).__name__, exc)
+        return Refusal(
+            ToolErrorCode.TOOL_ERROR,
+            f"the {tool.name} plugin could not prepare the call ({type(exc).__name__})",
+        )
+    return secrets
 
 
 #: However long a plugin asks for, a cancelled call is killed after this many seconds.
 MAX_CANCEL_GRACE_S = 10.0
-#: Room in a job frame for everything but the arguments (paths, ids, flags).
+#: Room in a job frame for everything but the arguments (paths, ids, flags, secrets).
 JOB_OVERHEAD_BYTES = 64 * 1024
+#: What ``secrets_for`` may put in a job: credentials, not payloads.
+MAX_SECRETS_BYTES = 16 * 1024
 
 
 async def run_call(
@@ -143,8 +193,11 @@ async def run_call(
     started = time.monotonic()
     tool = ctx.registry.get(request.tool_name)
     refused = _gate(ctx, session, request, tool)
+    secrets = _secrets(tool, request.arguments) if tool is not None and refused is None else {}
+    if isinstance(secrets, Refusal):
+        refused, secrets = secrets, {}
     if refused is not None:
-        result = _failure(request.tool_name, refused[0], refused[1], started)
+        result = _failure(request.tool_name, refused, started)
         _audit(ctx, session, request, result, outcome="refused")
         return result
     assert tool is not None
@@ -172,6 +225,7 @@ async def run_call(
             call_id=call_id,
             uid=session.uid,
             cancel_grace_s=min(float(tool.plugin.cancel_grace_s), MAX_CANCEL_GRACE_S),
+            secrets=secrets,
         )
         try:
             return await ctx.pool.run(job, deadline, events.on_event, cancelled)

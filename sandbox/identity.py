@@ -144,6 +144,6 @@ def probe_identity(
         os._exit(0)
     os.close(read_w)
     with os.fdopen(read_r, "rb") as pipe:
-        message = pipe.read().decode(errors="replace")
+        answer = pipe.read().decode(errors="replace")
     os.waitpid(pid, 0)
-    return message or None
+    return answer or None

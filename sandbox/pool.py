@@ -101,6 +101,7 @@ class Job:
     call_id: str = ""
     uid: int | None = None  # the session's uid, when the sandbox has the identity layer
     cancel_grace_s: float = 0.0  # SIGTERM, then this long to clean up, then SIGKILL
+    secrets: dict[str, str] = field(default_factory=dict)  # this call's only (secrets_for)
 
 
 class WorkerPool:
@@ -529,14 +530,8 @@ class WorkerPool:
         if reader.violation is not None:
             outcome.status = OutcomeStatus.VIOLATION
             outcome.error = f"{reader.violation}; it was killed"
-        elif result is not None:
-            outcome.status = OutcomeStatus.OK if result["ok"] else OutcomeStatus.FAILED
-            outcome.data = result.get("data")
-            outcome.error = result.get("error")
-            outcome.exc_type = result.get("exc_type")
-            outcome.retryable = result.get("retryable") is not False
-            tb = result.get("traceback")
-            outcome.traceback = tb if isinstance(tb, str) else None
+        # A result written during a cancel grace (the tool cleaning up) does not change why the
+        # call ended.
         elif ended_by is OutcomeStatus.TIMEOUT:
             outcome.status = ended_by
             outcome.error = (
@@ -546,6 +541,14 @@ class WorkerPool:
         elif ended_by is OutcomeStatus.CANCELLED:
             outcome.status = ended_by
             outcome.error = "cancelled; the worker and all its processes were killed"
+        elif result is not None:
+            outcome.status = OutcomeStatus.OK if result["ok"] else OutcomeStatus.FAILED
+            outcome.data = result.get("data")
+            outcome.error = result.get("error")
+            outcome.exc_type = result.get("exc_type")
+            outcome.retryable = result.get("retryable") is not False
+            tb = result.get("traceback")
+            outcome.traceback = tb if isinstance(tb, str) else None
         elif reader.unresponsive:
             outcome.error = (
                 "the worker closed its result pipe without sending a result and did not exit; "

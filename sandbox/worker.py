@@ -148,6 +148,7 @@ def run_job(
         read_roots=tuple(job.get("read_roots", ())),
         streaming=bool(job.get("streaming")),
         call_id=job.get("call_id", ""),
+        secrets=dict(job.get("secrets") or {}),
     )
 
     # Tool code may emit from several threads; frames larger than PIPE_BUF would interleave.

@@ -89,6 +89,8 @@ class Zygote:
         # Orphans of a worker (in the fallback without PID namespaces) are re-parented to us,
         # and we kill them: nothing a call started may outlive it.
         syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
+        for plugin in self.plugins:
+            plugin.preload()  # before any fork: each worker inherits what it imported
         for name in self.config["profiles"]:
             self.filters[name] = compile_profile(PROFILES[name])
         self._report("seccomp", None, profiles=sorted(self.filters))

@@ -251,7 +251,7 @@ class FileTools(ToolPlugin):
 
     def _list_dir(self, path: str = ".") -> dict[str, Any]:
         real = self._readable(path)
-        entries = []
+        entries: list[dict[str, Any]] = []
         truncated = False
         with os.scandir(real) as it:
             for entry in sorted(it, key=lambda e: e.name):

@@ -1,13 +1,12 @@
 """``http_request``: one HTTP(S) request from the sandbox, refusing internal addresses.
 
-Runs under the ``network`` profile (sockets, the host's network). By default it refuses every
-address that is not globally routable: loopback, private, link-local (cloud metadata at
-169.254.169.254 among them), shared, multicast, reserved, IPv4-mapped forms of those. The check
-is made on the addresses the name *resolves to*, every one of them, and the connection goes to
-the address that was checked (a second DNS answer cannot slip in); each redirect is checked the
-same way. ``allow`` (a setting: ``tool_settings={"http": {"allow": [...]}}`` or ``[tools.http]``)
-lists hosts, addresses or networks to permit anyway, e.g. ``["127.0.0.1"]`` for tests;
-``ca_file`` adds a private certificate authority to the system's for HTTPS.
+Runs under the ``network`` profile (sockets, the host's network). Every hop, redirects
+included, must pass ``tools.destinations``: by default no address that is not globally routable
+(loopback, private, link-local with cloud metadata, ...), checked on what the name resolves to,
+and the connection goes to the address that was checked. ``allow`` (a setting:
+``tool_settings={"http": {"allow": [...]}}`` or ``[tools.http]``) lists hosts, addresses or
+networks to permit anyway, e.g. ``["127.0.0.1"]`` for tests; ``ca_file`` adds a private
+certificate authority to the system's for HTTPS.
 
 The response comes back with its status, headers, and body: text when the content type says
 so, base64 otherwise; capped at ``max_bytes`` (``truncated: true``). Streaming calls get
@@ -18,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import http.client
-import ipaddress
 import socket
 import ssl
 import time
@@ -27,11 +25,9 @@ from urllib.parse import urljoin, urlsplit
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
+from tools.destinations import DestinationRefused, Destinations
 
 __all__ = ["HttpTools"]
-
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 REDIRECTS = (301, 302, 303, 307, 308)
@@ -44,10 +40,6 @@ TEXT_TYPES = (
     "+xml",
 )
 CHUNK = 65536
-
-
-class Refused(Exception):
-    """The request may not go where it was asked to go."""
 
 
 class HttpTools(ToolPlugin):
@@ -73,15 +65,7 @@ class HttpTools(ToolPlugin):
                 raise ValueError(f"ca_file: cannot read {ca_file!r}: {exc.strerror}") from None
             if "BEGIN CERTIFICATE" not in self.ca_pem:
                 raise ValueError(f"ca_file: {ca_file!r} holds no PEM certificate")
-        self.allowed_networks: list[Network] = []
-        self.allowed_hosts: set[str] = set()
-        for entry in allow:
-            if not isinstance(entry, str) or not entry:
-                raise ValueError(f"allow: {entry!r} is not a host, address or network")
-            try:
-                self.allowed_networks.append(ipaddress.ip_network(entry, strict=False))
-            except ValueError:
-                self.allowed_hosts.add(entry.lower().rstrip("."))
+        self.destinations = Destinations(allow)
         if not isinstance(max_bytes, int) or max_bytes <= 0:
             raise ValueError("max_bytes must be a positive integer")
         if not isinstance(max_redirects, int) or max_redirects < 0:
@@ -144,7 +128,7 @@ class HttpTools(ToolPlugin):
                     return self._result(response, url, visited, method)
                 finally:
                     conn.close()
-        except Refused as exc:
+        except DestinationRefused as exc:
             raise ToolExecutionError(str(exc), {"redirects": visited}, retryable=False) from None
         raise ToolExecutionError(
             f"more than {self.max_redirects} redirects", {"redirects": visited}, retryable=False
@@ -157,11 +141,11 @@ class HttpTools(ToolPlugin):
     ) -> tuple[http.client.HTTPResponse, http.client.HTTPConnection]:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
-            raise Refused(f"{url!r}: only http and https URLs are allowed")
+            raise DestinationRefused(f"{url!r}: only http and https URLs are allowed")
         if not parts.hostname:
-            raise Refused(f"{url!r} has no host")
+            raise DestinationRefused(f"{url!r} has no host")
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        address = self._checked_address(parts.hostname, port)
+        address = self.destinations.resolve(parts.hostname, port)
         conn: http.client.HTTPConnection
         if parts.scheme == "https":
             conn = _PinnedHTTPS(
@@ -185,42 +169,6 @@ class HttpTools(ToolPlugin):
         if self.ca_pem:
             context.load_verify_locations(cadata=self.ca_pem)
         return context
-
-    def _checked_address(self, host: str, port: int) -> str:
-        """Resolve ``host`` and return an address to connect to, if every address it resolves
-        to may be reached."""
-        name = host.lower().rstrip(".")
-        try:
-            infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise Refused(f"cannot resolve {host!r}: {exc.strerror}") from None
-        addresses = list(dict.fromkeys(info[4][0] for info in infos))
-        if name in self.allowed_hosts:
-            return addresses[0]
-        for text in addresses:
-            why = self._why_refused(ipaddress.ip_address(text.split("%")[0]))
-            if why:
-                shown = host if text == host else f"{host} ({text})"
-                raise Refused(f"{shown} is {why}; the engine does not allow it")
-        return addresses[0]
-
-    def _why_refused(self, address: Address) -> str:
-        if any(address in network for network in self.allowed_networks):
-            return ""
-        mapped = getattr(address, "ipv4_mapped", None)
-        if mapped is not None:
-            return self._why_refused(mapped)
-        for attribute, kind in (
-            ("is_loopback", "a loopback address"),
-            ("is_unspecified", "an unspecified address"),
-            ("is_link_local", "a link-local address (cloud metadata lives there)"),
-            ("is_multicast", "a multicast address"),
-            ("is_private", "a private address"),
-            ("is_reserved", "a reserved address"),
-        ):
-            if getattr(address, attribute):
-                return kind
-        return "" if address.is_global else "not a globally routable address"
 
     # -- the response --
 

@@ -4,9 +4,11 @@ That framework's tools have a ``name``, a ``description``, a ``parameters_json_s
 async ``__call__(tool_call)`` that returns a result with ``tool_call_id``, ``content`` and an
 ``error`` flag. ``EngineTool`` gives any engine tool that shape: the call goes through
 ``ToolAPI`` (and so through the sandbox), a failure comes back as ``error=True`` with JSON
-content (``error_type``, ``tool``, ``message``, and the tool's partial ``data``) so the agent can
-re-plan, and nothing raises into the agent's loop. If the framework is installed its own
-``ToolCallResult`` class is used; otherwise a dataclass with the same fields.
+content (``error_type``, ``tool``, ``message``, and the tool's partial ``data``; or the tool's
+own object when it fails with one that has ``error_type`` and ``message``, as
+``use_a2a_agent`` does) so the agent can re-plan, and nothing raises into the agent's loop. If
+the framework is installed its own ``ToolCallResult`` class is used; otherwise a dataclass with
+the same fields.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ class EngineTool:
             return self._make_result(
                 tool_call_id=call_id, content=json.dumps(result.data), error=False
             )
+        data = result.data
+        if isinstance(data, dict) and {"error_type", "message"} <= data.keys():
+            # The tool fails in its own structured shape (use_a2a_agent's): pass it on as is.
+            return self._make_result(tool_call_id=call_id, content=json.dumps(data), error=True)
         return self._failure(
             call_id, str(result.error_code or "tool_error"), result.error or "", result.data
         )

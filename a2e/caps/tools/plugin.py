@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 import traceback
 from abc import abstractmethod
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from a2e.caps.tools.models import (
@@ -64,7 +64,8 @@ class ToolContext:
 
     ``workspace`` is the session's directory (the working directory, shared by the session's
     calls); ``tmp_dir`` is private to this call and removed after it; ``read_roots`` are extra
-    read-only directories the engine allows (e.g. ``/etc``).
+    read-only directories the engine allows (e.g. ``/etc``); ``secrets`` are what
+    ``ToolPlugin.secrets_for`` gave for this call.
     """
 
     workspace: str
@@ -72,6 +73,7 @@ class ToolContext:
     read_roots: tuple[str, ...] = ()
     streaming: bool = False
     call_id: str = ""
+    secrets: Mapping[str, str] = field(default_factory=dict)
 
 
 def matches_filters(tool: ToolDefinition, filter_tags: Iterable[str], filter_kind: str) -> bool:
@@ -175,6 +177,31 @@ class ToolPlugin(A2EPlugin):
     def profile_for(self, tool_name: str) -> str:
         """The sandbox profile of ``tool_name``."""
         return self.sandbox_profile
+
+    def preload(self) -> None:
+        """Import what calls will need, once, in the zygote that every worker is forked from.
+
+        Each call runs in a fresh worker, so a module imported lazily inside ``_execute_tool``
+        is imported again by every call; imported here it is already in the worker's memory.
+        """
+
+    def secrets_for(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, str]:
+        """Values that only the worker running this call may see (``context.secrets``).
+
+        Everything else a plugin holds is copied into the zygote, and so into every worker of
+        every session and tool; a credential kept there could be read by any tool code. Return
+        it from here instead (and leave it out of the plugin's pickled state): the supervisor
+        puts it in this one call's job.
+        """
+        return {}
+
+    def invalid_arguments(
+        self, tool_name: str, arguments: dict[str, Any], problems: list[str]
+    ) -> ToolExecutionError:
+        """The failure for arguments that do not fit the tool's parameters (checked by the
+        engine before any worker starts). Override to give it the shape the tool's own
+        failures have, so that a caller parses one shape."""
+        return ToolExecutionError(f"invalid arguments for {tool_name}: " + "; ".join(problems))
 
     def set_event_callback(self, fn: Callable[[ToolEvent], None] | None) -> None:
         """Register the streaming event callback (the worker sets one that writes frames)."""
