@@ -15,7 +15,8 @@ import argparse
 from typing import Any
 
 from a2e.caps.tools.client import ToolAPI
-from benchmarks.trivial_call import Noop, measure
+from benchmarks.measure import closed_loop
+from benchmarks.workloads import BenchTools
 from engine import Engine, EngineConfig
 
 #: (row, what differs from every layer on)
@@ -52,14 +53,14 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, settings in VARIANTS:
             config = EngineConfig(prefork=4, **settings)
-            with Engine(plugins=[Noop()], builtin_tools=False, config=config) as engine:
+            with Engine(plugins=[BenchTools()], builtin_tools=False, config=config) as engine:
                 tools = ToolAPI(engine.connect())
 
                 def call(tools: ToolAPI = tools) -> None:
                     result = tools.call(tool_name="noop", arguments={})
                     assert result.success, result.error
 
-                figures = measure(call, args.calls)
+                figures = closed_loop(call, args.calls).as_dict()
             if name not in best or figures["calls_per_s"] > best[name]["calls_per_s"]:
                 best[name] = figures
     reference = best[VARIANTS[0][0]]["calls_per_s"]

@@ -1,4 +1,4 @@
-"""The ``a2e`` command: ``demo``, ``serve --stdio``, ``list``, ``call``."""
+"""The ``a2e`` command: ``demo``, ``serve --stdio``, ``list``, ``doctor``, ``call``, ``bench``."""
 
 from __future__ import annotations
 
@@ -402,10 +402,22 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--timeout", type=float, default=30.0)
     _add_engine_options(call)
     call.set_defaults(func=cmd_call)
+    bench = sub.add_parser(
+        "bench",
+        help="measure the engine against the alternatives (a2e bench --help)",
+        add_help=False,
+    )
+    bench.add_argument("options", nargs="*", help="see a2e bench --help")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        # Its options are its own (argparse's REMAINDER would not pass a leading --option on).
+        from benchmarks.bench import main as bench_main
+
+        return bench_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

