@@ -365,7 +365,10 @@ class WorkerPool:
                 worker = ready.popleft()
                 if not worker.exited.done():
                     worker.busy = True
-                    self._ensure_supply(profile)
+                    # Not now: the zygote woken by this request tends to take our CPU (the
+                    # scheduler favours a wakee) for the ~2 ms of a fork, with the job still
+                    # unsent. Queued, it goes out once the job is written and we wait.
+                    self._loop.call_soon(self._ensure_supply, profile)
                     return worker
                 worker.close()
             waiter: asyncio.Future[None] = self._loop.create_future()
