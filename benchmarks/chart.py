@@ -32,8 +32,9 @@ def draw(report: dict[str, Any], path: str) -> str:
             label=labels[system],
         )
         offered = trivial["extras"].get(system, {}).get("open_loop", {})
-        if offered:
-            points = sorted(offered.values(), key=lambda f: f["offered_per_s"])
+        if any("median_ms" in f for f in offered.values()):
+            measured = [f for f in offered.values() if "median_ms" in f]
+            points = sorted(measured, key=lambda f: f["offered_per_s"])
             right.plot(
                 [p["offered_per_s"] for p in points],
                 [p["median_ms"] for p in points],
