@@ -129,49 +129,76 @@ def run(options: Options) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Tables:
+    """What one workload's systems produced, keyed by system."""
+
+    figures: dict[str, dict[int, Figures]] = field(default_factory=dict)
+    extras: dict[str, dict[str, Any]] = field(default_factory=dict)
+    answers: dict[str, dict[int, Any]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
 def _run_workload(
     workload: Workload, systems: list[System], options: Options, progress: Progress
 ) -> dict[str, Any]:
     payloads = workload.payloads()
     calls = max(options.calls, len(payloads)) if workload.key == "humaneval" else options.calls
-    figures: dict[str, dict[int, Figures]] = {}
-    extras: dict[str, dict[str, Any]] = {}
-    answers: dict[str, dict[int, Any]] = {}
+    tables = _Tables()
     for system in systems:
-        answers[system.key] = {}
-        extras[system.key] = {}
-        with system.open(workload, payloads) as opened:
-            call = _answering(opened, answers[system.key])
-            figures[system.key] = {}
-            for c in options.concurrency:
-                progress.step(f"{workload.key}: {system.label} (c={c})")
-                meter = CpuMeter(opened.processes())
-                meter.start()
-                result = closed_loop(call, calls, c, max_seconds=options.seconds)
-                figures[system.key][c] = result
-                if system.is_engine:
-                    extras[system.key].setdefault("cpu_per_call_ms", {})[str(c)] = {
-                        k: round(v, 3) for k, v in meter.per_call_ms(result.calls).items()
-                    }
-            if system.is_engine:
-                time.sleep(0.5)  # the waiting workers refill
-                extras[system.key]["memory"] = memory_by_role(opened.processes())
-            if workload.key == "trivial":
-                own = figures[system.key]
-                peak = max(f.calls_per_s for f in figures.get("engine", own).values())
-                own_peak = max(f.calls_per_s for f in own.values())
-                extras[system.key]["open_loop"] = _offered(
-                    call, peak, own_peak, options, progress, system
-                )
+        try:
+            _run_system(workload, system, payloads, calls, options, progress, tables)
+        except Exception as exc:  # one system that breaks here must not cost the others
+            tables.failed[system.key] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            for store in (tables.figures, tables.extras, tables.answers):
+                store.pop(system.key, None)
     return {
         "payloads": len(payloads),
         "results": {
-            key: {str(c): f.as_dict() for c, f in by_c.items()} for key, by_c in figures.items()
+            key: {str(c): f.as_dict() for c, f in by_c.items()}
+            for key, by_c in tables.figures.items()
         },
-        "extras": extras,
-        "ratios": _ratios(figures),
-        "answers": _agreement(workload, payloads, answers),
+        "failed": tables.failed,
+        "extras": tables.extras,
+        "ratios": _ratios(tables.figures),
+        "answers": _agreement(workload, payloads, tables.answers),
     }
+
+
+def _run_system(
+    workload: Workload,
+    system: System,
+    payloads: list[Payload],
+    calls: int,
+    options: Options,
+    progress: Progress,
+    tables: _Tables,
+) -> None:
+    """Every figure of one system for one workload, into ``tables``."""
+    answers = tables.answers[system.key] = {}
+    extras: dict[str, Any] = {}
+    tables.extras[system.key] = extras
+    figures: dict[int, Figures] = {}
+    tables.figures[system.key] = figures
+    with system.open(workload, payloads) as opened:
+        call = _answering(opened, answers)
+        for c in options.concurrency:
+            progress.step(f"{workload.key}: {system.label} (c={c})")
+            meter = CpuMeter(opened.processes())
+            meter.start()
+            figures[c] = closed_loop(call, calls, c, max_seconds=options.seconds)
+            if system.is_engine:
+                extras.setdefault("cpu_per_call_ms", {})[str(c)] = {
+                    k: round(v, 3) for k, v in meter.per_call_ms(figures[c].calls).items()
+                }
+        if system.is_engine:
+            time.sleep(0.5)  # the waiting workers refill
+            extras["memory"] = memory_by_role(opened.processes())
+        if workload.key == "trivial":
+            engine = tables.figures.get("engine", figures)
+            peak = max(f.calls_per_s for f in engine.values())
+            own_peak = max(f.calls_per_s for f in figures.values())
+            extras["open_loop"] = _offered(call, peak, own_peak, options, progress, system)
 
 
 def _offered(
@@ -251,6 +278,8 @@ def table(report: dict[str, Any]) -> str:
                 out.append(line)
         for system, why in report["skipped"].get(key, {}).items():
             out.append(f"{labels[system]:34} skipped: {why}")
+        for system, why in workload.get("failed", {}).items():
+            out.append(f"{labels[system]:34} FAILED: {why}")
         out += _extras_lines(workload, labels)
     return "\n".join(out)
 
@@ -339,7 +368,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from benchmarks.chart import draw
 
         print(f"chart: {draw(report, args.chart)}")
-    return 0
+    engine_failed = any(
+        key.startswith("engine") for w in report["workloads"].values() for key in w["failed"]
+    )
+    return 1 if engine_failed else 0
 
 
 def _soak(calls: int, json_path: str | None, show: bool) -> int:

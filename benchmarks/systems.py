@@ -168,6 +168,10 @@ def bubblewrap_python(workload: Workload, payloads: list[Payload]) -> Iterator[O
         bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
         "--unshare-all", "--die-with-parent",
     ]  # fmt: skip
+    # A fresh /tmp would hide an interpreter or a checkout that lives there (a venv in CI).
+    for path in sorted({sys.prefix, sys.base_prefix, os.getcwd()}):
+        if os.path.realpath(path).startswith("/tmp/"):
+            sandbox += ["--ro-bind", path, path]
 
     def call() -> tuple[int, Any]:
         index, payload = take()

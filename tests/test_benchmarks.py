@@ -34,6 +34,7 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     report = json.loads(report_path.read_text())
     assert set(report["workloads"]) == {"trivial", "python_eval", "stream", "humaneval"}
     for workload in report["workloads"].values():
+        assert workload["failed"] == {}
         results = workload["results"]
         assert {"engine", "engine_stdio", "fork", "mp_process", "subprocess"} <= set(results)
         assert all(f["calls"] > 0 for by_c in results.values() for f in by_c.values())
