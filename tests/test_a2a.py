@@ -304,6 +304,7 @@ def test_without_allow_the_running_tool_refuses_loopback(peers: PeerServers) -> 
         ({"x": {"url": "http://example.com", "retries": 3}}, r"peers\.x\.retries"),
         ({"x": {"card": {"name": "no interfaces"}}}, "names no interface"),
         ({"x": {"card": {"supportedInterfaces": "nope"}}}, "not an agent card"),
+        ({"x": "http://example.com"}, r"peers\.x: Input should be a valid dictionary"),
     ],
 )
 def test_bad_peer_settings_are_refused_at_start(peers_setting: Any, message: str) -> None:

@@ -97,8 +97,8 @@ class A2APeers(ToolPlugin):
             spec = PeerSpec.model_validate(settings)
         except ValidationError as exc:
             first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"{where}.{field}: {first['msg']}") from None
+            field = "".join(f".{part}" for part in first["loc"])
+            raise ValueError(f"{where}{field}: {first['msg']}") from None
         if (spec.url is None) == (spec.card is None):
             raise ValueError(f"{where}: give url or card (exactly one)")
         urls = [spec.url] if spec.url is not None else self._card_urls(where, spec.card or {})
