@@ -24,7 +24,6 @@ import threading
 import traceback
 from typing import Any
 
-from a2e.caps.tools.models import ToolEvent
 from a2e.caps.tools.plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
 from sandbox.frames import DEFAULT_MAX_FRAME, read_frame, write_frame
 from sandbox.harden import Hardening, harden_worker
@@ -156,12 +155,13 @@ def run_job(
     lock = threading.Lock()
     finished = False
 
-    def send_event(event: ToolEvent) -> None:
+    def send_event(kind: str, data: dict[str, Any]) -> None:
         with lock:
             if not finished:
-                write_frame(result_fd, {"t": "event", "kind": str(event.kind), "data": event.data})
+                write_frame(result_fd, {"t": "event", "kind": str(kind), "data": data})
 
-    plugin.set_event_callback(send_event)
+    plugin.set_event_sink(send_event)  # emit() checks the data; no ToolEvent needed here
+    plugin.set_event_callback(lambda event: send_event(event.kind, event.data))
     try:
         data = plugin._execute_tool(job["tool"], job["arguments"])
         frame = _result_frame(data, max_frame)

@@ -110,3 +110,16 @@ def test_emit_validates_shape_and_calls_the_callback() -> None:
         plugin.emit("status", {"msg": "wrong field"})
     with pytest.raises(ValueError):
         plugin.emit("shout", {})
+
+
+def test_an_event_sink_gets_the_checked_data_instead_of_a_tool_event() -> None:
+    plugin = Catalog()
+    raw: list[tuple[str, dict[str, object]]] = []
+    events: list[ToolEvent] = []
+    plugin.set_event_callback(events.append)
+    plugin.set_event_sink(lambda kind, data: raw.append((kind, data)))
+    plugin.emit("progress", {"pct": 40, "message": "m", "extra": "dropped"})
+    assert raw == [("progress", {"pct": 40, "message": "m"})] and events == []
+    with pytest.raises(ValueError):
+        plugin.emit("progress", {"pct": 400})  # checked before any receiver sees it
+    assert len(raw) == 1
