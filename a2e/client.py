@@ -8,6 +8,7 @@ callback delays later messages of this connection but never the engine.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -33,7 +34,11 @@ class PendingReply:
         self.req_id = req_id
         self.on_event = on_event
         self.events: list[ToolEvent] = []
-        self._done = threading.Event()
+        # Held until the reply comes: a bare lock, because a threading.Event (a Condition and
+        # its locks) is made on every call and costs several times more.
+        self._waiting = threading.Lock()
+        self._waiting.acquire()
+        self._resolved = False
         self._reply: A2EMessage | None = None
         self._closed_reason = ""
 
@@ -46,18 +51,23 @@ class PendingReply:
                 log.exception("on_event callback for %s raised; event dropped", self.req_id)
 
     def _resolve(self, reply: A2EMessage | None, reason: str = "") -> None:
+        if self._resolved:
+            return  # the first answer stands (a reply racing the connection's end)
         self._reply = reply
         self._closed_reason = reason
-        self._done.set()
+        self._resolved = True
+        with contextlib.suppress(RuntimeError):  # two resolvers raced past the check
+            self._waiting.release()
 
     def wait(self, timeout: float | None = None) -> A2EMessage | None:
         """The reply, or ``None`` on timeout or when the connection closed (see ``closed``)."""
-        self._done.wait(timeout)
+        if self._waiting.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            self._waiting.release()  # for any other waiter, and for the next wait()
         return self._reply
 
     @property
     def done(self) -> bool:
-        return self._done.is_set()
+        return self._resolved
 
     @property
     def closed_reason(self) -> str:

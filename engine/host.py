@@ -55,7 +55,7 @@ SUPPORTED_CAPABILITIES = frozenset(c.value for c in A2ECapability)
 @dataclass
 class _Call:
     session: Session
-    task: asyncio.Task[None]
+    task: asyncio.Task[None] | None = None
     cancelled: StopSignal = field(default_factory=StopSignal)
 
 
@@ -155,7 +155,8 @@ class Connection:
         for call in self.calls.values():
             call.cancelled.set()
         for session in self.sessions.values():
-            self.engine._end_session(session, after=[c.task for c in self.calls.values()])
+            tasks = [c.task for c in self.calls.values() if c.task is not None]
+            self.engine._end_session(session, after=tasks)
         self.sessions.clear()
 
     # -- handlers --
@@ -250,13 +251,12 @@ class Connection:
                 retryable=True,
             )
             return
-        task = asyncio.get_running_loop().create_task(self._run(request, session))
-        self.calls[request.id] = _Call(session, task)
+        call = self.calls[request.id] = _Call(session)
         self.engine.pending_calls += 1
+        call.task = asyncio.get_running_loop().create_task(self._run(request, call))
 
-    async def _run(self, request: ToolCallRequest, session: Session) -> None:
-        await asyncio.sleep(0)  # let _call register us first
-        call = self.calls[request.id]
+    async def _run(self, request: ToolCallRequest, call: _Call) -> None:
+        session = call.session
         try:
             result = await run_call(
                 self.engine.call_context, session, request, self.send, call.cancelled

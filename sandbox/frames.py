@@ -36,7 +36,12 @@ class FrameError(ValueError):
 
 def encode_frame(obj: dict[str, Any]) -> bytes:
     # ASCII escapes: any Python string, even a lone surrogate, encodes.
-    body = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
+    return frame_of_body(json.dumps(obj, separators=(",", ":"), allow_nan=False).encode())
+
+
+def frame_of_body(body: bytes) -> bytes:
+    """A frame around a JSON object the caller encoded itself (to splice in a large value that
+    was encoded once already)."""
     return _HEADER.pack(len(body)) + body
 
 
@@ -97,7 +102,12 @@ class FrameDecoder:
 
 def write_frame(fd: int, obj: dict[str, Any]) -> None:
     """Blocking write of one whole frame (worker side; the pipe is ours alone)."""
-    view = memoryview(encode_frame(obj))
+    write_frame_bytes(fd, encode_frame(obj))
+
+
+def write_frame_bytes(fd: int, frame: bytes) -> None:
+    """Blocking write of a frame already encoded (``frame_of_body``)."""
+    view = memoryview(frame)
     while view:
         written = os.write(fd, view)
         view = view[written:]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sandbox import syscalls
 from sandbox.cgroups import join_cgroup
+from sandbox.forking import leave_idle_priority
 from sandbox.identity import Crossing, open_the_way
 from sandbox.landlock import Ruleset
 from sandbox.limits import Limits, apply_rlimits
@@ -123,8 +124,12 @@ def harden_worker(setup: Hardening) -> Ruleset | None:
         ruleset = Ruleset(setup.landlock_abi)
         ruleset.allow_read(setup.read_paths)
         ruleset.allow_devices(("/dev",))
+        if setup.private_proc:
+            # The worker's own tmpfs, every job's tmp_dir: its rule is off the call's path.
+            ruleset.allow_write(("/tmp",))
     scrub_environment()
     apply_rlimits(setup.limits)
+    leave_idle_priority()  # the last step that needs a capability (see sandbox.forking)
     keep = (syscalls.CAP_SETUID, syscalls.CAP_SETGID) if setup.change_identity else ()
     syscalls.drop_all_capabilities(keep)
     syscalls.install_seccomp_bpf(setup.seccomp_bpf)

@@ -128,6 +128,7 @@ class Ruleset:
     def __init__(self, abi: int) -> None:
         self.handled = _handled(abi)
         attr = _RulesetAttr(self.handled)
+        self.writable: set[str] = set()
         self.fd = _syscall(
             "landlock_create_ruleset",
             ctypes.byref(attr),
@@ -141,7 +142,9 @@ class Ruleset:
 
     def allow_write(self, paths: Iterable[str]) -> None:
         for path in paths:
-            _allow(self.fd, path, self.handled & ~(MAKE_CHAR | MAKE_BLOCK))
+            if path not in self.writable:  # a repeated rule costs a path walk for nothing
+                _allow(self.fd, path, self.handled & ~(MAKE_CHAR | MAKE_BLOCK))
+                self.writable.add(path)
 
     def allow_devices(self, paths: Iterable[str]) -> None:
         for path in paths:

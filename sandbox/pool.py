@@ -75,6 +75,7 @@ class PoolConfig:
     uid_range: tuple[int, int] = DEFAULT_UID_RANGE  # first uid, how many
     read_roots: tuple[str, ...] = ()  # read by calls: must stay reachable for a session uid
     receive_mounts: tuple[str, ...] = ()  # shared mounts whose later sub-mounts workers see
+    idle_priority: bool = True  # fork and harden the next workers on spare CPU only
 
     def __post_init__(self) -> None:
         if self.max_workers < 1 or self.prefork < 0:
@@ -160,6 +161,7 @@ class WorkerPool:
             "probe_uid": self.config.uid_range[0],
             "read_roots": list(self.config.read_roots),
             "receive_mounts": list(self.config.receive_mounts),
+            "idle_priority": self.config.idle_priority,
         }
         process = spawn_zygote(child, json.dumps(config), self._plugins_blob)
         child.close()

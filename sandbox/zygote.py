@@ -27,10 +27,18 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from sandbox import landlock, syscalls
 from sandbox.cgroups import Slot, SlotGroups, remove_cgroup_tree
+from sandbox.forking import (
+    enter_idle_priority,
+    fork_single_threaded,
+    leave_idle_priority,
+    probe_idle_priority,
+    thread_count,
+)
 from sandbox.harden import Hardening, zero_initial_environ
 from sandbox.identity import Crossing, closed_ancestors, probe_identity
 from sandbox.limits import Limits
@@ -82,6 +90,8 @@ class Zygote:
         self.change_identity = False
         self.supervisor_pid = os.getppid()
         self.crossings: tuple[Crossing, ...] = ()
+        self._fork: Callable[[], int] = os.fork
+        self.fork_at_idle = False
 
     # -- start-up --
 
@@ -94,7 +104,6 @@ class Zygote:
         for name in self.config["profiles"]:
             self.filters[name] = compile_profile(PROFILES[name])
         self._report("seccomp", None, profiles=sorted(self.filters))
-        self._report("fresh_process", None)
         self._report("clean_start", None)
         want_ns = bool(self.config.get("namespaces", True))
         no_ns = probe_pid_namespaces() if want_ns else "disabled by configuration"
@@ -158,8 +167,32 @@ class Zygote:
         # It holds every plugin object: no worker (same uid where there is no uid drop) may
         # read its memory through /proc/<pid>/mem.
         syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
+        self._prepare_forking()
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
+
+    def _prepare_forking(self) -> None:
+        """See ``sandbox.forking``: the cheap fork where we are alone, preparation at idle
+        priority where a worker can come back from it."""
+        # A plugin's preload may have started a thread (a C library's pool, say): then only
+        # os.fork knows how to leave the child consistent.
+        threads = thread_count()
+        if threads == 1:
+            self._fork = fork_single_threaded
+        idle_why = (
+            "disabled by configuration"
+            if not self.config.get("idle_priority", True)
+            else probe_idle_priority()
+        )
+        self.fork_at_idle = idle_why is None
+        how = "libc fork (single-threaded)" if threads == 1 else f"os.fork ({threads} threads)"
+        self._report(
+            "fresh_process",
+            None,
+            fork=how,
+            prepared_at_idle_priority=idle_why is None,
+            idle_priority_reason=idle_why or "",
+        )
 
     def _prepare_identity(self, have_mount_ns: bool) -> None:
         """Calls as a session uid, where the interpreter and the state directory stay reachable
@@ -280,17 +313,22 @@ class Zygote:
                 os.close(fd)
 
     def fork(self) -> int:
-        """``os.fork``, the child as pid 1 of a new PID namespace when we have them."""
-        if self.pidns is None:
-            return os.fork()
-        self.pidns.before_fork()
+        """Fork a worker (``sandbox.forking``), as pid 1 of a new PID namespace when we have
+        them; the fork and the child's hardening at idle priority when we can."""
+        if self.fork_at_idle:
+            enter_idle_priority()
+        pid = -1
         try:
-            pid = os.fork()
-        except OSError:
-            self.pidns.after_fork_in_parent()
-            raise
-        if pid != 0:
-            self.pidns.after_fork_in_parent()
+            if self.pidns is not None:
+                self.pidns.before_fork()
+            try:
+                pid = self._fork()
+            finally:
+                if pid != 0 and self.pidns is not None:
+                    self.pidns.after_fork_in_parent()
+        finally:
+            if pid != 0 and self.fork_at_idle:
+                leave_idle_priority()
         return pid
 
     def reap(self) -> None:

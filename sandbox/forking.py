@@ -1,0 +1,95 @@
+"""How the zygote forks: cheaply, and on CPU time that calls in flight leave free.
+
+**Without CPython's after-fork bookkeeping.** ``os.fork`` runs ``PyOS_AfterFork_Child`` in every
+child: it re-creates the GIL and the runtime's locks and runs the ``os.register_at_fork``
+callbacks (``threading._after_fork``, the reseeding of ``random``, logging's lock resets). All of
+that repairs state that *other threads* may have left half-changed. The zygote has no other
+thread, so in its children it repairs nothing, yet it is the first Python code a child runs and
+each object it touches copies a page of the zygote's memory: 170-240 copy-on-write faults per
+worker, about 1 ms of CPU on these VMs, paid once per call. A fork through libc from a
+``ctypes.PyDLL`` function keeps the GIL held across the call (PyDLL never releases it), so the
+child starts from the same consistent interpreter state. The one callback whose effect we need is
+redone by hand: ``random`` is reseeded, or every worker would draw the same numbers.
+
+**At idle priority.** Forking and hardening the next worker costs several ms of CPU; the call
+that took the last worker needs the CPU *now*, for well under one. The zygote forks as
+``SCHED_IDLE`` and the child hardens itself so, then returns to normal priority before it drops
+its capabilities and waits for a job: preparation only runs on CPU time nothing else wants, and a
+call never waits behind it. The zygote itself stays at normal priority between forks, so that it
+reaps workers and reports their exits promptly even when tool code keeps every CPU busy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+__all__ = [
+    "fork_single_threaded",
+    "leave_idle_priority",
+    "probe_idle_priority",
+    "thread_count",
+]
+
+_fork = ctypes.PyDLL(None, use_errno=True).fork
+_fork.restype = ctypes.c_int
+_fork.argtypes = ()
+
+_NORMAL = os.sched_param(0)
+
+
+def thread_count() -> int:
+    """Threads of this process as the kernel sees them (C threads of extensions included)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0  # unknown: the caller must not assume it is alone
+
+
+def fork_single_threaded() -> int:
+    """Like ``os.fork``, for a caller that has checked ``thread_count() == 1``."""
+    pid = _fork()
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"fork: {os.strerror(err)}")
+    if pid == 0:
+        random = sys.modules.get("random")
+        if random is not None:
+            random.seed()  # what random's at-fork callback does: fresh state from urandom
+    return pid
+
+
+def enter_idle_priority() -> None:
+    os.sched_setscheduler(0, os.SCHED_IDLE, _NORMAL)
+
+
+def leave_idle_priority() -> None:
+    """Back to normal priority if at idle (needs CAP_SYS_NICE, which ``probe`` checked)."""
+    if os.sched_getscheduler(0) == os.SCHED_IDLE:
+        os.sched_setscheduler(0, os.SCHED_OTHER, _NORMAL)
+
+
+def probe_idle_priority() -> str | None:
+    """``None`` if a child forked at idle priority can return to normal here, else why not
+    (no ``CAP_SYS_NICE`` in the initial user namespace, a kernel without ``SCHED_IDLE``)."""
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        return f"cannot fork a probe: {exc.strerror}"
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 0
+        try:
+            enter_idle_priority()
+            leave_idle_priority()
+            code = 0 if os.sched_getscheduler(0) == os.SCHED_OTHER else 2
+        except OSError:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code == 1:
+        return "a worker could not return from SCHED_IDLE to normal priority (no CAP_SYS_NICE)"
+    if code != 0:
+        return f"idle priority probe failed (exit {code})"
+    return None
