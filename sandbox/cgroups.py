@@ -62,9 +62,7 @@ class SlotGroups:
 
     def take_slot(self) -> Slot:
         if self._free:
-            slot = self._free.pop()
-            slot.oom_kills = self.oom_kills(slot.path)
-            return slot
+            return self._free.pop()  # its OOM count was read when it was released
         self._count += 1
         path = os.path.join(self.path, f"slot{self._count}")
         os.mkdir(path)
@@ -78,7 +76,8 @@ class SlotGroups:
 
         Memory the call left charged to its slot (files it wrote to a session's tmpfs outlive
         it) would count against the next call there: such a slot is retired, not reused."""
-        oom = self.oom_kills(slot.path) > slot.oom_kills
+        kills = self.oom_kills(slot.path)
+        oom, slot.oom_kills = kills > slot.oom_kills, kills  # empty now: it cannot change
         if self._still_charged(slot.path):
             try:
                 os.rmdir(slot.path)

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from sandbox import syscalls
 from sandbox.cgroups import join_cgroup
 from sandbox.forking import leave_idle_priority
-from sandbox.identity import Crossing, open_the_way
 from sandbox.landlock import Ruleset
 from sandbox.limits import Limits, apply_rlimits
-from sandbox.namespaces import make_filesystem_read_only, mount_private_proc, mount_private_tmp
+from sandbox.mount_template import enter_worker_mounts
 
 __all__ = ["SAFE_PATH", "Hardening", "harden_worker", "zero_initial_environ"]
 
@@ -33,15 +32,13 @@ class Hardening:
     parent_pid: int
     limits: Limits
     seccomp_bpf: bytes
-    private_proc: bool
+    mount_template_fd: int | None  # enter a copy of it (sandbox.mount_template); None: no ns
     writable_paths: tuple[str, ...] = ()
     cgroups: tuple[str, ...] = ()
     net_ns_fd: int | None = None  # join this (empty) network namespace
     landlock_abi: int = 0  # 0: no Landlock; applied per job (it needs the job's directories)
     read_paths: tuple[str, ...] = ()
     change_identity: bool = False  # keep CAP_SETUID/CAP_SETGID until the job names the uid
-    crossings: tuple[Crossing, ...] = ()  # closed directories on the way to the interpreter
-    receive_mounts: tuple[str, ...] = ()  # host mounts appearing below these reach the worker
     code_paths: tuple[str, ...] = ()  # what calls read and run: kept visible under a private /tmp
 
 
@@ -110,21 +107,16 @@ def harden_worker(setup: Hardening) -> Ruleset | None:
     syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
     if os.getppid() != setup.parent_pid and os.getpid() != 1:
         os._exit(0)  # the zygote died between fork and prctl: nobody is waiting for us
-    if setup.private_proc:
-        mount_private_proc(setup.receive_mounts)
-        open_the_way(list(setup.crossings))
-        mount_private_tmp(setup.limits.tmp_mb, keep=(*setup.writable_paths, *setup.code_paths))
-        make_filesystem_read_only(setup.writable_paths)
-        # The private /tmp itself is writable; what was bound back into it keeps its own flags.
-        syscalls.mount_setattr_recursive(
-            "/tmp", attr_clr=syscalls.MOUNT_ATTR_RDONLY, recursive=False
-        )
+    if setup.mount_template_fd is not None:
+        keep = (*setup.writable_paths, *setup.code_paths)
+        enter_worker_mounts(setup.mount_template_fd, setup.limits.tmp_mb, keep)
+        os.close(setup.mount_template_fd)
     ruleset = None
     if setup.landlock_abi:
         ruleset = Ruleset(setup.landlock_abi)
         ruleset.allow_read(setup.read_paths)
         ruleset.allow_devices(("/dev",))
-        if setup.private_proc:
+        if setup.mount_template_fd is not None:
             # The worker's own tmpfs, every job's tmp_dir: its rule is off the call's path.
             ruleset.allow_write(("/tmp",))
     scrub_environment()

@@ -18,6 +18,7 @@ import errno
 import os
 import socket
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sandbox import syscalls
@@ -29,6 +30,9 @@ __all__ = [
     "make_filesystem_read_only",
     "mount_private_proc",
     "mount_private_tmp",
+    "mount_proc",
+    "namespace_made_in_child",
+    "own_mount_namespace",
     "probe_pid_namespaces",
 ]
 
@@ -56,20 +60,26 @@ def create_empty_network_namespace() -> int:
     Created once by the zygote (about 0.5 ms and a global kernel lock, too dear per call) and
     joined by every worker whose profile has no business on the network: on top of the seccomp
     rule against ``socket()``, such a worker has no route anywhere even if a socket slipped
-    through. A short-lived child creates it and hands its fd over, so the zygote itself never
-    leaves the host's namespace (in a user namespace it could not come back).
+    through.
     """
+    return namespace_made_in_child("net", lambda: syscalls.unshare(syscalls.CLONE_NEWNET))
+
+
+def namespace_made_in_child(kind: str, prepare: Callable[[], None]) -> int:
+    """An fd to the ``kind`` namespace (``net``, ``mnt``) that ``prepare`` leaves a short-lived
+    child in. The caller itself never leaves its own namespace (in a user namespace it could
+    not come back); the namespace lives on as long as the fd does."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         code = 0
         try:
             ours.close()
-            syscalls.unshare(syscalls.CLONE_NEWNET)
-            fd = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            prepare()
+            fd = os.open(f"/proc/self/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
             socket.send_fds(theirs, [b"ns"], [fd])
         except BaseException as exc:
-            theirs.send(f"{exc}".encode()[:500])
+            theirs.send(f"{type(exc).__name__}: {exc}".encode()[:500])
             code = 1
         os._exit(code)
     theirs.close()
@@ -97,27 +107,38 @@ DEV_LINKS = {
 
 def mount_private_proc(receive: tuple[str, ...] = ()) -> None:
     """In the child: own mount and IPC namespaces (changes and SysV/POSIX IPC objects stay
-    private and die with the worker), ``/proc`` of our PID namespace, a minimal ``/dev``.
+    private and die with the worker), ``/proc`` of our PID namespace, a minimal ``/dev``."""
+    own_mount_namespace(receive)
+    syscalls.unshare(syscalls.CLONE_NEWIPC)
+    mount_proc()
+    mount_minimal_dev()
 
-    Nothing mounted here reaches the host. Of the host's later mounts only those below
-    ``receive`` reach the worker (the sessions' quota mounts, ``sandbox.quota``): a mount the
-    host makes anywhere else after the worker was forked would not be read-only in here."""
-    syscalls.unshare(syscalls.CLONE_NEWNS | syscalls.CLONE_NEWIPC)
+
+def own_mount_namespace(receive: tuple[str, ...] = ()) -> None:
+    """A mount namespace of our own whose changes never reach the host.
+
+    Of the host's later mounts only those below ``receive`` reach us (the sessions' quota
+    mounts, ``sandbox.quota``): a mount the host makes anywhere else later would not be
+    read-only in here."""
+    syscalls.unshare(syscalls.CLONE_NEWNS)
     if not receive:
         syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
-    else:
-        syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_SLAVE)
-        # Only mounts that were shared became slaves; all but ours go private again.
-        for point in mount_points(tagged="master:"):
-            if not any(under(point, root) for root in receive):
-                try:
-                    syscalls.mount("none", point, None, syscalls.MS_PRIVATE)
-                except OSError:
-                    pass  # covered by a later mount on the same point: out of reach anyway
+        return
+    syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_SLAVE)
+    # Only mounts that were shared became slaves; all but ours go private again.
+    for point in mount_points(tagged="master:"):
+        if not any(under(point, root) for root in receive):
+            try:
+                syscalls.mount("none", point, None, syscalls.MS_PRIVATE)
+            except OSError:
+                pass  # covered by a later mount on the same point: out of reach anyway
+
+
+def mount_proc() -> None:
+    """``/proc`` of the caller's PID namespace (it shows only that namespace's processes)."""
     syscalls.mount(
         "proc", "/proc", "proc", syscalls.MS_NOSUID | syscalls.MS_NODEV | syscalls.MS_NOEXEC
     )
-    mount_minimal_dev()
 
 
 def mount_minimal_dev() -> None:

@@ -42,6 +42,7 @@ from sandbox.forking import (
 from sandbox.harden import Hardening, zero_initial_environ
 from sandbox.identity import Crossing, closed_ancestors, probe_identity
 from sandbox.limits import Limits
+from sandbox.mount_template import create_mount_template
 from sandbox.namespaces import (
     PidNamespaces,
     create_empty_network_namespace,
@@ -81,6 +82,7 @@ class Zygote:
         self.slots: dict[int, dict[str, Slot]] = {}  # worker pid -> its cgroup per controller
         self.cgroups: dict[str, SlotGroups] = {}
         self.empty_net_fd: int | None = None
+        self.mount_template_fd: int | None = None  # set with self.pidns: they go together
         self.landlock_abi = 0
         self.read_paths: tuple[str, ...] = ()
         self.code_paths: tuple[str, ...] = ()
@@ -109,13 +111,11 @@ class Zygote:
         no_ns = probe_pid_namespaces() if want_ns else "disabled by configuration"
         if no_ns is None:
             self.pidns = PidNamespaces.open()
-        # One probe covers the layers set up together in the worker's new namespaces.
-        for layer in ("pid_namespace", "private_proc", "ipc_namespace", "minimal_dev"):
-            self._report(layer, no_ns)
-        self._report("private_tmp", no_ns, size_mb=self.limits.tmp_mb)
-        self._report("readonly_filesystem", no_ns, writable=list(self.writable_paths))
+        self._report_namespaces(no_ns)
         self._report("no_capabilities", None)
         self._prepare_identity(no_ns is None)
+        if self.pidns is not None:
+            self._prepare_mount_template()
         self.code_paths = (
             *landlock.readable_code_paths(self._code_modules()),
             *self.config.get("read_roots", ()),
@@ -170,6 +170,30 @@ class Zygote:
         self._prepare_forking()
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
+
+    def _report_namespaces(self, why_not: str | None) -> None:
+        # One probe covers the layers set up together in the worker's new namespaces.
+        for layer in ("pid_namespace", "private_proc", "ipc_namespace", "minimal_dev"):
+            self._report(layer, why_not)
+        self._report("private_tmp", why_not, size_mb=self.limits.tmp_mb)
+        self._report("readonly_filesystem", why_not, writable=list(self.writable_paths))
+
+    def _prepare_mount_template(self) -> None:
+        """The mount namespace workers copy (``sandbox.mount_template``); without it, no
+        namespaces at all (they are set up together)."""
+        assert self.pidns is not None
+        try:
+            self.mount_template_fd = create_mount_template(
+                tuple(self.config.get("receive_mounts", ())), self.crossings, self.writable_paths
+            )
+        except OSError as exc:
+            why = f"the workers' mount namespace could not be prepared: {exc.strerror or exc}"
+            os.close(self.pidns.own_ns_fd)
+            self.pidns = None
+            self._report_namespaces(why)
+            if self.crossings:  # the way to the interpreter was to be opened in it
+                self.change_identity = False
+                self._report("identity", why)
 
     def _prepare_forking(self) -> None:
         """See ``sandbox.forking``: the cheap fork where we are alone, preparation at idle
@@ -276,19 +300,17 @@ class Zygote:
         job_r, job_w = os.pipe2(os.O_CLOEXEC)
         res_r, res_w = os.pipe2(os.O_CLOEXEC)
         setup = Hardening(
-            keep_fds=(job_r, res_w),
+            keep_fds=tuple(fd for fd in (job_r, res_w, self.mount_template_fd) if fd is not None),
             parent_pid=os.getpid(),
             limits=self.limits,
             seccomp_bpf=self.filters[profile],
-            private_proc=self.pidns is not None,
+            mount_template_fd=self.mount_template_fd,
             writable_paths=self.writable_paths,
             cgroups=tuple(slot.path for slot in slots.values()),
             net_ns_fd=None if PROFILES[profile].allow_sockets else self.empty_net_fd,
             landlock_abi=self.landlock_abi,
             read_paths=self.read_paths,
             change_identity=self.change_identity,
-            crossings=self.crossings,
-            receive_mounts=tuple(self.config.get("receive_mounts", ())),
             code_paths=self.code_paths,
         )
         try:
@@ -342,7 +364,9 @@ class Zygote:
             if pid not in self.workers:
                 continue  # an adopted orphan we killed
             self.workers.discard(pid)
-            self.kill_adopted_orphans()
+            if self.pidns is None:
+                # In a PID namespace a worker's orphans are its own and died with it.
+                self.kill_adopted_orphans()
             # Its whole tree is gone: the slots can take the next worker.
             oom = self.release_slots(self.slots.pop(pid, {}))
             self.send(
