@@ -7,11 +7,11 @@ the line was readable enough, the ``id`` of the request so the reply can be matc
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter, ValidationError
 
+from a2e import jsonwire
 from a2e.caps.tools.models import (
     ToolCallRequest,
     ToolCallResponse,
@@ -110,10 +110,6 @@ def from_dict(obj: Any) -> A2EMessage:
     return message
 
 
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a JSON value")
-
-
 def decode(line: str | bytes) -> A2EMessage:
     """Parse one wire line (JSON text) into its message model."""
     if len(line) > MAX_MESSAGE_BYTES:
@@ -122,7 +118,7 @@ def decode(line: str | bytes) -> A2EMessage:
             f"message of {len(line)} bytes exceeds the limit of {MAX_MESSAGE_BYTES} bytes",
         )
     try:
-        obj = json.loads(line, parse_constant=_refuse_constant)
+        obj = jsonwire.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(ErrorCode.INVALID_JSON, f"not valid JSON: {exc}") from None
     except RecursionError:
@@ -142,4 +138,4 @@ def encode(message: A2EMessage) -> str:
     """One line of compact JSON, no newline inside (JSON escapes them); raises ValueError for
     values JSON cannot carry (NaN, infinities) and RecursionError for absurd nesting."""
     # ASCII escapes keep any string (even a lone surrogate a tool produced) encodable.
-    return json.dumps(to_dict(message), separators=(",", ":"), allow_nan=False)
+    return jsonwire.dumps(to_dict(message))

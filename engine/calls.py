@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from a2e import jsonwire
 from a2e.caps.tools.models import (
     EventKind,
     ToolCallRequest,
@@ -127,7 +128,7 @@ def _gate(
     if reason:
         return Refusal(ToolErrorCode.TOOL_DENIED, reason)
     try:
-        encoded = json.dumps(request.arguments, allow_nan=False)
+        encoded = jsonwire.dumps(request.arguments)
     except (TypeError, ValueError, RecursionError) as exc:
         return Refusal(ToolErrorCode.TOOL_ERROR, f"arguments must be plain JSON values: {exc}")
     room = ctx.config.max_frame - JOB_OVERHEAD_BYTES

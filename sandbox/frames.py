@@ -8,10 +8,11 @@ unpickles.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 from typing import Any
+
+from a2e import jsonwire
 
 __all__ = [
     "DEFAULT_MAX_FRAME",
@@ -35,8 +36,7 @@ class FrameError(ValueError):
 
 
 def encode_frame(obj: dict[str, Any]) -> bytes:
-    # ASCII escapes: any Python string, even a lone surrogate, encodes.
-    return frame_of_body(json.dumps(obj, separators=(",", ":"), allow_nan=False).encode())
+    return frame_of_body(jsonwire.dumps(obj).encode())
 
 
 def frame_of_body(body: bytes) -> bytes:
@@ -45,13 +45,9 @@ def frame_of_body(body: bytes) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a JSON value")
-
-
 def _decode_body(body: bytes) -> dict[str, Any]:
     try:
-        obj = json.loads(body, parse_constant=_refuse_constant)
+        obj = jsonwire.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise FrameError(
             f"frame is not valid UTF-8 JSON ({exc.__class__.__name__}: {exc})"

@@ -15,7 +15,6 @@ write anything to the pipe.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import resource
 import signal
@@ -24,6 +23,7 @@ import threading
 import traceback
 from typing import Any
 
+from a2e import jsonwire
 from a2e.caps.tools.plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
 from sandbox import syscalls
 from sandbox.frames import (
@@ -101,7 +101,7 @@ def _encoded_result(data: Any, max_frame: int) -> str | dict[str, Any]:
     """The result's JSON, encoded once (it may be megabytes: measuring its size and then
     encoding the frame would encode it twice); a failure frame if it cannot be sent."""
     try:
-        encoded = json.dumps(data, separators=(",", ":"), allow_nan=False)
+        encoded = jsonwire.dumps(data)
     except (TypeError, ValueError) as exc:
         return {
             "t": "result",
@@ -194,7 +194,7 @@ def _final_frame(result: str | dict[str, Any]) -> bytes:
     }
     if isinstance(result, dict):
         return encode_frame({**result, "usage": usage})
-    head = '{"t":"result","ok":true,"usage":' + json.dumps(usage, separators=(",", ":"))
+    head = '{"t":"result","ok":true,"usage":' + jsonwire.dumps(usage)
     return frame_of_body(f'{head},"data":{result}}}'.encode())
 
 

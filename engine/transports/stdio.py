@@ -87,9 +87,21 @@ async def serve_stdio(
     stdin = stdin or os.fdopen(0, "rb", closefd=False)
     stdout = stdout or os.fdopen(1, "wb", closefd=False)
     outbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+    batch: list[bytes] = []
+
+    def hand_over() -> None:
+        if batch:
+            outbox.put(b"".join(batch))
+            batch.clear()
 
     def send(message: A2EMessage) -> None:
-        outbox.put(encode(message).encode() + b"\n")
+        # Lines made in one turn of the loop (a burst of a tool's events, read from its pipe at
+        # once) reach the writer as one write: one wake-up of the writer thread and of the
+        # peer's reader, not one per event. Always on the loop thread.
+        line = encode(message).encode() + b"\n"
+        if not batch:
+            loop.call_soon(hand_over)
+        batch.append(line)
 
     connection = engine.open_connection(send, name="stdio")
     ended = asyncio.Event()
@@ -114,5 +126,6 @@ async def serve_stdio(
     if in_flight:
         await asyncio.wait(in_flight)
     engine.close_connection(connection)
+    hand_over()
     outbox.put(_EOF)
     await loop.run_in_executor(None, writer.join)
