@@ -26,6 +26,7 @@ import os
 import sys
 
 __all__ = [
+    "enter_idle_priority",
     "fork_single_threaded",
     "leave_idle_priority",
     "probe_idle_priority",

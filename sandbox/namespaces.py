@@ -7,9 +7,9 @@ outlive it. The private ``/proc`` hides every process outside the call (the supe
 
 How: ``unshare(CLONE_NEWPID)`` only affects the *next* children of the caller and may be called
 once per namespace, so before each fork the zygote unshares, forks, and ``setns`` back to its
-own namespace, ready for the next one (+0.15 ms per worker). The child then unshares a mount
-namespace and mounts ``proc`` (+0.35 ms). Both happen when a worker is pre-forked, off the
-call's path.
+own namespace, ready for the next one (+0.15 ms per worker). The child then takes a copy of
+the workers' mount template (``sandbox.mount_template``, built from the pieces here) and mounts
+``proc``. Both happen when a worker is pre-forked, off the call's path.
 """
 
 from __future__ import annotations
