@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import site
 import sys
 from pathlib import Path
@@ -136,6 +137,13 @@ def test_an_unprivileged_engine_isolates_calls(landlock: bool) -> None:
     # private /proc hides it, and without either the engine made itself non-dumpable.
     assert "Permission denied" in checks["environ"] or "No such file" in checks["environ"]
     assert checks["escaper_alive"] is False
+    # Without CAP_SYS_NICE a worker could not come back from idle priority: prepared at normal
+    # priority instead, and the report says why (sandbox.forking).
+    fresh = layers["fresh_process"]
+    assert isinstance(fresh, dict) and fresh["fork"] == "libc fork (single-threaded)"
+    if resource.getrlimit(resource.RLIMIT_NICE)[0] == 0:
+        assert fresh["prepared_at_idle_priority"] is False
+        assert "CAP_SYS_NICE" in fresh["idle_priority_reason"]
     if not user_namespaces_allowed():
         assert not layers["user_namespace"]["active"]
         return
