@@ -84,3 +84,25 @@ def test_layer_throughput_benchmark() -> None:
 def test_tool_search_benchmark() -> None:
     out = run("benchmarks.tool_search")
     assert "BM25 (engine registry)" in out and "substring (spec default)" in out
+
+
+def test_compare_two_checkouts(tmp_path: Path) -> None:
+    """Both runs of each round really use the named checkout (the child checks where its engine
+    came from); the table has every figure and the JSON every run. Here both are this one."""
+    report_path = tmp_path / "compare.json"
+    out = run(
+        "benchmarks.compare", ROOT, ROOT, "--rounds", "1", "--calls", "20", "--rate", "40",
+        "--json", str(report_path),
+    )  # fmt: skip
+    for figure in ("idle_median_ms", "c2_per_s", "c2_workers_cpu_ms", "open_p99_ms"):
+        assert figure in out
+    report = json.loads(report_path.read_text())
+    assert len(report["runs"][os.path.realpath(ROOT)]) == 2  # one tree named twice: both runs
+
+
+def test_compare_refuses_a_directory_that_is_not_a_checkout(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.compare", str(tmp_path), ROOT],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "is not a checkout of this engine" in proc.stderr
