@@ -22,11 +22,16 @@ import sandbox
 import tools
 from sandbox import landlock, syscalls
 from sandbox.cgroups import SlotGroups, join_cgroup, remove_cgroup_tree
-from sandbox.harden import close_inherited_fds, scrub_environment
+from sandbox.harden import clear_what_workers_inherit, close_inherited_fds
 from sandbox.identity import DEFAULT_UID_RANGE, become, closed_ancestors
 from sandbox.limits import Limits, apply_rlimits
 from sandbox.mount_template import create_mount_template, enter_copy_of_template
-from sandbox.namespaces import PidNamespaces, create_empty_network_namespace, mount_private_tmp
+from sandbox.namespaces import (
+    PidNamespaces,
+    create_empty_network_namespace,
+    mount_private_tmp,
+    tmp_binds,
+)
 from sandbox.quota import mount_session_quota, share_state_dir, unmount
 from sandbox.seccomp import PROFILES, compile_profile
 
@@ -69,6 +74,9 @@ def main() -> None:
     os.chmod(state_dir, 0o711)
     share_state_dir(state_dir)  # as the engine does for session quotas
     bpf = compile_profile(PROFILES["compute"])
+    syscalls.prepare_seccomp_bpf(bpf)
+    # As the zygote does once for all its workers (this process is never used for more).
+    clear_what_workers_inherit()
     pidns = PidNamespaces.open()
     net_fd = create_empty_network_namespace()
     abi = landlock.abi_version()
@@ -118,11 +126,11 @@ def main() -> None:
             [lambda: enter_copy_of_template(template_fd)],
             True,
         ),
-        ("+ private /tmp", [lambda: mount_private_tmp(64, keep=(state_dir,))], True),
-        ("+ environment, rlimits", [scrub_environment, lambda: apply_rlimits(Limits())], True),
+        ("+ private /tmp", [lambda: mount_private_tmp(64, tmp_binds((state_dir,)))], True),
+        ("+ rlimits", [lambda: apply_rlimits(Limits())], True),
         (
             "+ drop capabilities (but CAP_SETUID/GID)",
-            [lambda: syscalls.drop_all_capabilities((syscalls.CAP_SETUID, syscalls.CAP_SETGID))],
+            [lambda: syscalls.keep_only_capabilities((syscalls.CAP_SETUID, syscalls.CAP_SETGID))],
             True,
         ),
         (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 from collections.abc import Iterable
 
 from sandbox import syscalls
@@ -166,7 +167,7 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
     except OSError:
         return  # nothing there to allow
     try:
-        if not os.path.isdir(f"/proc/self/fd/{fd}"):
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):  # an O_PATH fd can be fstat'ed
             rights &= _FILE_RIGHTS  # a rule on a file may only carry file rights
         rule = _PathBeneath(rights, fd)
         _syscall(

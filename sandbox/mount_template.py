@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from sandbox import syscalls
 from sandbox.identity import Crossing, open_the_way
 from sandbox.namespaces import (
+    TmpBind,
     make_filesystem_read_only,
     mount_minimal_dev,
     mount_private_tmp,
@@ -44,14 +45,14 @@ def create_mount_template(
     return namespace_made_in_child("mnt", prepare)
 
 
-def enter_worker_mounts(template_fd: int, tmp_mb: int, keep: tuple[str, ...]) -> None:
+def enter_worker_mounts(template_fd: int, tmp_mb: int, binds: tuple[TmpBind, ...]) -> None:
     """In the worker (pid 1 of its PID namespace, still privileged): a private copy of the
-    template, its own IPC namespace, ``/proc`` and a fresh ``/tmp`` with ``keep`` bound back.
+    template, its own IPC namespace, ``/proc`` and a fresh ``/tmp`` with ``binds`` bound back.
 
     What is bound back keeps the flags it has in the template: code read-only, the writable
     paths writable without device nodes or setuid programs. The fresh ``/tmp`` is writable."""
     enter_copy_of_template(template_fd)
-    mount_private_tmp(tmp_mb, keep=keep)
+    mount_private_tmp(tmp_mb, binds)
 
 
 def enter_copy_of_template(template_fd: int) -> None:

@@ -18,14 +18,16 @@ import errno
 import os
 import socket
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from sandbox import syscalls
 from sandbox.quota import mount_points, under
 
 __all__ = [
     "PidNamespaces",
+    "TmpBind",
     "create_empty_network_namespace",
     "make_filesystem_read_only",
     "mount_private_proc",
@@ -34,6 +36,7 @@ __all__ = [
     "namespace_made_in_child",
     "own_mount_namespace",
     "probe_pid_namespaces",
+    "tmp_binds",
 ]
 
 
@@ -198,22 +201,38 @@ def make_filesystem_read_only(writable: tuple[str, ...]) -> None:
         )
 
 
-def mount_private_tmp(size_mb: int, keep: tuple[str, ...] = ()) -> None:
+class TmpBind(NamedTuple):
+    """A path under the host's ``/tmp`` that a worker's own ``/tmp`` shows again."""
+
+    path: str
+    is_dir: bool
+
+
+def tmp_binds(keep: Iterable[str]) -> tuple[TmpBind, ...]:
+    """The paths of ``keep`` that live under ``/tmp`` and exist, each once. The zygote works
+    this out once: in a worker each ``stat`` and path operation costs pages copied from it."""
+    binds = []
+    for path in dict.fromkeys(os.path.abspath(p) for p in keep):
+        if under(path, "/tmp") and path != "/tmp" and os.path.lexists(path):
+            binds.append(TmpBind(path, os.path.isdir(path)))
+    return tuple(binds)
+
+
+def mount_private_tmp(size_mb: int, binds: tuple[TmpBind, ...] = ()) -> None:
     """A fresh, size-capped tmpfs on ``/tmp``, private to the worker and gone with it.
 
     The call's temporary files never touch the host's ``/tmp`` (which it cannot even see), the
     next call finds nothing of this one's, and filling it ends in ``ENOSPC`` at ``size_mb``
-    (its pages also count against the call's memory cgroup). Paths of ``keep`` that lived under
-    the host's ``/tmp`` (the engine's state directory, by default) are bound back in place.
+    (its pages also count against the call's memory cgroup). ``binds`` (``tmp_binds``: the
+    engine's state directory, by default) are bound back in place.
     """
     held = []
     try:
-        for path in dict.fromkeys(os.path.abspath(p) for p in keep):
-            if under(path, "/tmp") and path != "/tmp":
-                try:
-                    held.append((path, os.open(path, os.O_PATH | os.O_CLOEXEC)))
-                except FileNotFoundError:
-                    continue
+        for bind in binds:
+            try:
+                held.append((bind, os.open(bind.path, os.O_PATH | os.O_CLOEXEC)))
+            except FileNotFoundError:
+                continue
         syscalls.mount(
             "tmpfs",
             "/tmp",
@@ -221,16 +240,28 @@ def mount_private_tmp(size_mb: int, keep: tuple[str, ...] = ()) -> None:
             syscalls.MS_NOSUID | syscalls.MS_NODEV,
             f"mode=1777,size={size_mb}m,nr_inodes={max(1024, size_mb * 64)}",
         )
-        for path, fd in held:
-            if os.path.isdir(f"/proc/self/fd/{fd}"):
-                os.makedirs(path, 0o711, exist_ok=True)
+        for bind, fd in held:
+            if bind.is_dir:
+                _make_dirs(bind.path)
             else:
-                os.makedirs(os.path.dirname(path), 0o711, exist_ok=True)
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
-            syscalls.mount(f"/proc/self/fd/{fd}", path, None, syscalls.MS_BIND | syscalls.MS_REC)
+                _make_dirs(os.path.dirname(bind.path))
+                os.close(os.open(bind.path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+            proc_path = f"/proc/self/fd/{fd}"
+            syscalls.mount(proc_path, bind.path, None, syscalls.MS_BIND | syscalls.MS_REC)
     finally:
         for _, fd in held:
             os.close(fd)
+
+
+def _make_dirs(path: str) -> None:
+    """``os.makedirs(path, 0o711, exist_ok=True)`` on a fresh tmpfs, where ``path`` is most often
+    one level down (the state directory): one ``mkdir``, not ``makedirs``' walk."""
+    try:
+        os.mkdir(path, 0o711)
+    except FileNotFoundError:
+        os.makedirs(path, 0o711, exist_ok=True)
+    except FileExistsError:
+        pass
 
 
 def probe_pid_namespaces() -> str | None:

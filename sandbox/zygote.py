@@ -39,14 +39,16 @@ from sandbox.forking import (
     probe_idle_priority,
     thread_count,
 )
-from sandbox.harden import Hardening, zero_initial_environ
+from sandbox.harden import Hardening, clear_what_workers_inherit
 from sandbox.identity import Crossing, closed_ancestors, probe_identity
 from sandbox.limits import Limits
 from sandbox.mount_template import create_mount_template
 from sandbox.namespaces import (
     PidNamespaces,
+    TmpBind,
     create_empty_network_namespace,
     probe_pid_namespaces,
+    tmp_binds,
 )
 from sandbox.quota import unmount_tree
 from sandbox.seccomp import PROFILES, compile_profile
@@ -85,7 +87,7 @@ class Zygote:
         self.mount_template_fd: int | None = None  # set with self.pidns: they go together
         self.landlock_abi = 0
         self.read_paths: tuple[str, ...] = ()
-        self.code_paths: tuple[str, ...] = ()
+        self.tmp_binds: tuple[TmpBind, ...] = ()  # what a worker's own /tmp shows again
         self.pidns: PidNamespaces | None = None
         self.layers: dict[str, Any] = {}
         self._report("user_namespace", userns_reason or None)
@@ -105,6 +107,7 @@ class Zygote:
             plugin.preload()  # before any fork: each worker inherits what it imported
         for name in self.config["profiles"]:
             self.filters[name] = compile_profile(PROFILES[name])
+            syscalls.prepare_seccomp_bpf(self.filters[name])
         self._report("seccomp", None, profiles=sorted(self.filters))
         self._report("clean_start", None)
         want_ns = bool(self.config.get("namespaces", True))
@@ -116,9 +119,13 @@ class Zygote:
         self._prepare_identity(no_ns is None)
         if self.pidns is not None:
             self._prepare_mount_template()
-        self.code_paths = (
-            *landlock.readable_code_paths(self._code_modules()),
-            *self.config.get("read_roots", ()),
+        # What calls write, read and run stays visible where it lives under /tmp.
+        self.tmp_binds = tmp_binds(
+            (
+                *self.writable_paths,
+                *landlock.readable_code_paths(self._code_modules()),
+                *self.config.get("read_roots", ()),
+            )
         )
         self.landlock_abi = landlock.abi_version() if self.config.get("landlock", True) else 0
         if self.landlock_abi:
@@ -163,7 +170,7 @@ class Zygote:
             slot={"memory.limit_in_bytes": str(self.limits.call_memory_mb << 20)},
             per_call_mb=self.limits.call_memory_mb,
         )
-        zero_initial_environ()
+        clear_what_workers_inherit()
         # It holds every plugin object: no worker (same uid where there is no uid drop) may
         # read its memory through /proc/<pid>/mem.
         syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
@@ -305,13 +312,12 @@ class Zygote:
             limits=self.limits,
             seccomp_bpf=self.filters[profile],
             mount_template_fd=self.mount_template_fd,
-            writable_paths=self.writable_paths,
             cgroups=tuple(slot.path for slot in slots.values()),
             net_ns_fd=None if PROFILES[profile].allow_sockets else self.empty_net_fd,
             landlock_abi=self.landlock_abi,
             read_paths=self.read_paths,
             change_identity=self.change_identity,
-            code_paths=self.code_paths,
+            tmp_binds=self.tmp_binds,
         )
         try:
             pid = self.fork()
