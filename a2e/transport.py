@@ -2,15 +2,24 @@
 
 ``A2EClient`` only ever sees this interface, so the same client works in-process, over stdio or
 over a socket. Implementations must make ``send`` safe to call from many threads at once.
+
+A transport whose messages arrive on a thread of this process anyway (in-process) may also offer
+``route_directly(route)``: the client passes a function that completes a waiting request at
+once, sparing the hop through its reader thread (see ``A2EClient``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from a2e.messages import A2EMessage
 
-__all__ = ["ClientTransport", "TransportClosed"]
+__all__ = ["ClientTransport", "DirectRoute", "TransportClosed"]
+
+#: Given a message as it arrives: ``True`` if the client took it (a reply it completed),
+#: ``False`` if it must be queued for the reader thread like every other message.
+DirectRoute = Callable[[A2EMessage], bool]
 
 
 class TransportClosed(ConnectionError):

@@ -92,6 +92,41 @@ def test_non_streaming_calls_keep_their_events_in_the_result(tools: ToolAPI) -> 
     assert [e.seq for e in result.events] == list(range(5))
 
 
+def test_every_event_callback_has_run_when_its_call_returns(tools: ToolAPI) -> None:
+    # In-process, a reply can complete its call without the client's reader thread: never
+    # ahead of an event of the same call still waiting for its (slow) callback.
+    seen: list[int] = []
+
+    def slow(event: ToolEvent) -> None:
+        time.sleep(0.05)
+        seen.append(event.seq)
+
+    for _ in range(3):
+        seen.clear()
+        result = tools.call(tool_name="emit", arguments={"count": 5}, streaming=True, on_event=slow)
+        assert result.success
+        assert seen == [0, 1, 2, 3, 4]
+
+
+def test_a_blocked_event_callback_does_not_hold_up_other_calls(tools: ToolAPI) -> None:
+    gate = threading.Event()
+    entered = threading.Event()
+
+    def blocking(event: ToolEvent) -> None:
+        entered.set()
+        gate.wait(30)
+
+    held = tools.start(tool_name="emit", arguments={"count": 2}, streaming=True, on_event=blocking)
+    try:
+        assert entered.wait(30)
+        # The reader thread is stuck in the callback; other calls' replies still arrive.
+        result = tools.start(tool_name="python_eval", arguments={"code": "6 * 7"}).result(20)
+        assert result.success and result.data["value"] == 42
+    finally:
+        gate.set()
+    assert held.result(30).success
+
+
 def test_workspace_is_shared_within_a_session_and_private_across(engine: Engine) -> None:
     first, second = ToolAPI(engine.connect()), ToolAPI(engine.connect())
     wrote = first.call(

@@ -1,7 +1,8 @@
 """The in-process transport: an ``A2EClient`` and an engine connection in the same process.
 
 Messages are passed as model objects (no JSON round trip); the client's thread hands each one to
-the engine loop, and replies come back through a queue that the client's reader thread drains.
+the engine loop, and replies come back through a queue that the client's reader thread drains,
+or, when the client routes them directly (``a2e.transport``), straight to the waiting request.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import queue
 from typing import TYPE_CHECKING
 
 from a2e.messages import A2EMessage
-from a2e.transport import TransportClosed
+from a2e.transport import DirectRoute, TransportClosed
 from engine.policy import Policy
 
 if TYPE_CHECKING:
@@ -26,7 +27,18 @@ class InProcessTransport:
         self.engine = engine
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._closed = False
-        self.connection = engine.open_connection(self._inbox.put, policy=policy, name="in-process")
+        self._route: DirectRoute | None = None
+        self.connection = engine.open_connection(self._arrive, policy=policy, name="in-process")
+
+    def route_directly(self, route: DirectRoute) -> None:
+        self._route = route
+
+    def _arrive(self, message: A2EMessage) -> None:
+        """On the engine loop: the client's direct route first, else the reader's queue."""
+        route = self._route
+        if route is not None and route(message):
+            return
+        self._inbox.put(message)
 
     def send(self, message: A2EMessage) -> None:
         if self._closed:
