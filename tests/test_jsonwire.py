@@ -38,3 +38,14 @@ def test_loads_reads_text_and_bytes_as_json_loads_does() -> None:
     value = {"a": ["é", 1, None]}
     for text in (json.dumps(value), json.dumps(value).encode(), json.dumps(value).encode("utf-16")):
         assert jsonwire.loads(text) == json.loads(text) == value
+
+
+@pytest.mark.parametrize(
+    "encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"]
+)
+@pytest.mark.parametrize("value", [{"a": "é"}, ["x"], 7, "s"])
+def test_loads_finds_the_encoding_of_bytes_as_json_does(encoding: str, value: object) -> None:
+    # Our own lines take a shortcut to UTF-8; everything else must still be told apart.
+    data = json.dumps(value, ensure_ascii=False).encode(encoding)
+    assert jsonwire.loads(data) == json.loads(data) == value
+    assert jsonwire.loads(bytearray(data)) == value
