@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from sandbox import syscalls
 
@@ -22,6 +22,7 @@ __all__ = [
     "SYSTEM_READ_PATHS",
     "Ruleset",
     "abi_version",
+    "covering_paths",
     "readable_code_paths",
 ]
 
@@ -66,11 +67,28 @@ class _PathBeneath(ctypes.Structure):
 _NUMBERS: dict[str, int] = {}
 
 
+def _entry(*argtypes: type) -> Callable[..., int]:
+    """``syscall(2)`` with the argument types of one Landlock call declared, so that plain ints
+    go straight in: a worker makes no ctypes object per argument (each would cost it pages
+    copied from the zygote)."""
+    function = _libc["syscall"]  # a fresh function object for each signature
+    function.argtypes = (ctypes.c_long, *argtypes)
+    function.restype = ctypes.c_long
+    return function
+
+
+_ENTRIES: dict[str, Callable[..., int]] = {
+    "landlock_create_ruleset": _entry(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32),
+    "landlock_add_rule": _entry(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32),
+    "landlock_restrict_self": _entry(ctypes.c_int, ctypes.c_uint32),
+}
+
+
 def _syscall(name: str, *args: object) -> int:
     number = _NUMBERS.get(name)
     if number is None:
         number = _NUMBERS[name] = syscalls.syscall_number(name)  # resolved once, in the zygote
-    result = int(_libc.syscall(ctypes.c_long(number), *args))
+    result = int(_ENTRIES[name](number, *args))
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{name}: {os.strerror(err)}")
@@ -83,12 +101,7 @@ def abi_version() -> int:
     try:
         for name in ("landlock_add_rule", "landlock_restrict_self"):
             _NUMBERS[name] = syscalls.syscall_number(name)
-        return _syscall(
-            "landlock_create_ruleset",
-            None,
-            ctypes.c_size_t(0),
-            ctypes.c_uint32(_CREATE_RULESET_VERSION),
-        )
+        return _syscall("landlock_create_ruleset", None, 0, _CREATE_RULESET_VERSION)
     except OSError:
         return 0
 
@@ -111,6 +124,24 @@ def readable_code_paths(modules: Iterable[object]) -> list[str]:
     return sorted(p for p in paths if p)
 
 
+def covering_paths(paths: Iterable[str]) -> tuple[str, ...]:
+    """Fewer paths whose rules allow exactly what rules on ``paths`` would: each resolved (a
+    rule follows symbolic links when it is made, and an access is checked on the resolved
+    path), missing ones dropped, and one beneath another dropped (a rule covers everything
+    beneath it). The zygote works this out once; each rule saved spares every worker an
+    ``open`` and a system call (on a merged-/usr system ``/lib``, ``/bin``... are ``/usr``)."""
+    resolved = dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p))
+    return tuple(
+        path
+        for path in resolved
+        if not any(other != path and _beneath(path, other) for other in resolved)
+    )
+
+
+def _beneath(path: str, root: str) -> bool:
+    return path.startswith(root.rstrip("/") + "/")
+
+
 def _handled(abi: int) -> int:
     rights = (1 << 13) - 1
     if abi >= 2:
@@ -131,10 +162,7 @@ class Ruleset:
         attr = _RulesetAttr(self.handled)
         self.writable: set[str] = set()
         self.fd = _syscall(
-            "landlock_create_ruleset",
-            ctypes.byref(attr),
-            ctypes.c_size_t(ctypes.sizeof(attr)),
-            ctypes.c_uint32(0),
+            "landlock_create_ruleset", ctypes.addressof(attr), ctypes.sizeof(attr), 0
         )
 
     def allow_read(self, paths: Iterable[str]) -> None:
@@ -155,7 +183,7 @@ class Ruleset:
         """Enforce on this thread and what it starts later. Run it before any other thread
         exists: Landlock binds the calling thread only."""
         try:
-            _syscall("landlock_restrict_self", ctypes.c_int(self.fd), ctypes.c_uint32(0))
+            _syscall("landlock_restrict_self", self.fd, 0)
         finally:
             os.close(self.fd)
             self.fd = -1
@@ -170,12 +198,6 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):  # an O_PATH fd can be fstat'ed
             rights &= _FILE_RIGHTS  # a rule on a file may only carry file rights
         rule = _PathBeneath(rights, fd)
-        _syscall(
-            "landlock_add_rule",
-            ctypes.c_int(ruleset),
-            ctypes.c_int(_RULE_PATH_BENEATH),
-            ctypes.byref(rule),
-            ctypes.c_uint32(0),
-        )
+        _syscall("landlock_add_rule", ruleset, _RULE_PATH_BENEATH, ctypes.addressof(rule), 0)
     finally:
         os.close(fd)

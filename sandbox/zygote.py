@@ -129,9 +129,8 @@ class Zygote:
         )
         self.landlock_abi = landlock.abi_version() if self.config.get("landlock", True) else 0
         if self.landlock_abi:
-            self.read_paths = (
-                *landlock.SYSTEM_READ_PATHS,
-                *landlock.readable_code_paths(self._code_modules()),
+            self.read_paths = landlock.covering_paths(
+                (*landlock.SYSTEM_READ_PATHS, *landlock.readable_code_paths(self._code_modules()))
             )
             self._report("landlock", None, abi=self.landlock_abi, read=list(self.read_paths))
         else:
