@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -211,7 +211,7 @@ async def run_call(
     async def attempt() -> WorkerOutcome:
         nonlocal attempts
         attempts += 1
-        call_id = f"{attempts}-{uuid.uuid4().hex}"
+        call_id = f"{attempts}-{os.urandom(16).hex()}"
         # A worker with its own /tmp (a tmpfs that dies with it) needs nothing from us.
         tmp_dir = "/tmp" if ctx.private_tmp else session.make_call_dir(call_id)
         job = Job(

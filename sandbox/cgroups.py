@@ -91,8 +91,7 @@ class SlotGroups:
         if self.events is None:  # only the memory controller carries charges
             return False
         try:
-            with open(os.path.join(path, "memory.usage_in_bytes")) as fh:
-                return int(fh.read()) > RETIRE_ABOVE_BYTES
+            return int(_read(os.path.join(path, "memory.usage_in_bytes"))) > RETIRE_ABOVE_BYTES
         except (OSError, ValueError):
             return False
 
@@ -100,11 +99,10 @@ class SlotGroups:
         if self.events is None:
             return 0
         try:
-            with open(os.path.join(path, self.events)) as fh:
-                for line in fh:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
+            for line in _read(os.path.join(path, self.events)).splitlines():
+                key, _, value = line.partition(b" ")
+                if key == b"oom_kill":
+                    return int(value)
         except (OSError, ValueError):
             pass
         return 0
@@ -118,6 +116,16 @@ def join_cgroup(path: str) -> None:
     fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.write(fd, str(os.getpid()).encode())
+    finally:
+        os.close(fd)
+
+
+def _read(path: str) -> bytes:
+    """A small control file, with plain ``os`` calls: the zygote reads two per call (no text
+    io stack, whose objects it would also copy from the workers it shares pages with)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 65536)
     finally:
         os.close(fd)
 

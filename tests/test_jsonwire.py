@@ -49,3 +49,30 @@ def test_loads_finds_the_encoding_of_bytes_as_json_does(encoding: str, value: ob
     data = json.dumps(value, ensure_ascii=False).encode(encoding)
     assert jsonwire.loads(data) == json.loads(data) == value
     assert jsonwire.loads(bytearray(data)) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\ud800"',  # a lone surrogate escape: valid JSON text, Python keeps it
+        '"\\ud83d\\ude00 \\u00e9 \\n"',
+        "[" * 300 + "]" * 300,  # deeper than pydantic-core's parser goes
+        "9" * 4300,
+        '{"a": 1, "a": 2}',
+        " \t\r\n[1.5e300, -0, 0.1, 1E5, true, false, null] \n",
+        "1e400",
+        b"\xef\xbb\xbf[1]",  # UTF-8 with a BOM
+    ],
+)
+def test_loads_gives_what_json_loads_gives(text: str | bytes) -> None:
+    assert jsonwire.loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["9" * 4301, '"\x01"', "[1] x", "01", "{'a': 1}", b'"\xff"', "[" * 5000 + "]" * 5000]
+)
+def test_loads_refuses_what_json_loads_refuses(text: str | bytes) -> None:
+    with pytest.raises((ValueError, RecursionError)):
+        json.loads(text)
+    with pytest.raises((ValueError, RecursionError)):
+        jsonwire.loads(text)
