@@ -198,3 +198,14 @@ def test_bad_lines_get_errors_that_name_the_problem(
     assert reply.type == "error" and reply.code == code
     if '"id": "x"' in line:
         assert reply.req_id == "x"
+
+
+@pytest.mark.parametrize(
+    "chunk", ["plain\n", "héllo \u2603 \U0001f600", "a lone surrogate \ud800 printed", '\x00\x1f"']
+)
+def test_events_cross_the_wire_as_one_line_and_come_back_the_same(chunk: str) -> None:
+    event = ToolEvent(kind="artifact", data={"name": "stdout", "chunk": chunk}, req_id="r", seq=3)
+    line = encode(event)
+    assert "\n" not in line
+    assert decode(line.encode("utf-8", "surrogatepass")) == decode(line) == event
+    assert json.loads(line)["data"]["chunk"] == chunk

@@ -3,10 +3,13 @@
 Messages are passed as model objects (no JSON round trip); the client's thread hands each one to
 the engine loop, and replies come back through a queue that the client's reader thread drains,
 or, when the client routes them directly (``a2e.transport``), straight to the waiting request.
+What one turn of the engine loop queues (a burst of a tool's events, read from its pipe at once)
+reaches the reader as one batch: one wake-up of its thread, not one per event.
 """
 
 from __future__ import annotations
 
+import collections
 import queue
 from typing import TYPE_CHECKING
 
@@ -25,7 +28,9 @@ _CLOSED = object()
 class InProcessTransport:
     def __init__(self, engine: Engine, policy: Policy | None = None) -> None:
         self.engine = engine
-        self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()  # batches, then _CLOSED
+        self._batch: list[A2EMessage] = []  # this loop turn's; the engine loop's only
+        self._ready: collections.deque[A2EMessage] = collections.deque()  # the reader's only
         self._closed = False
         self._route: DirectRoute | None = None
         self.connection = engine.open_connection(self._arrive, policy=policy, name="in-process")
@@ -34,11 +39,17 @@ class InProcessTransport:
         self._route = route
 
     def _arrive(self, message: A2EMessage) -> None:
-        """On the engine loop: the client's direct route first, else the reader's queue."""
+        """On the engine loop: the client's direct route first, else this turn's batch."""
         route = self._route
         if route is not None and route(message):
             return
-        self._inbox.put(message)
+        if not self._batch:
+            self.engine.loop.call_soon(self._hand_over)
+        self._batch.append(message)
+
+    def _hand_over(self) -> None:
+        batch, self._batch = self._batch, []
+        self._inbox.put(batch)
 
     def send(self, message: A2EMessage) -> None:
         if self._closed:
@@ -49,12 +60,14 @@ class InProcessTransport:
             raise TransportClosed(str(exc)) from exc
 
     def receive(self) -> A2EMessage | None:
-        item = self._inbox.get()
-        if item is _CLOSED:
-            self._inbox.put(_CLOSED)  # later receivers see the end too
-            return None
-        assert isinstance(item, A2EMessage)
-        return item
+        while not self._ready:
+            item = self._inbox.get()
+            if item is _CLOSED:
+                self._inbox.put(_CLOSED)  # later receivers see the end too
+                return None
+            assert isinstance(item, list)
+            self._ready.extend(item)
+        return self._ready.popleft()
 
     def close(self) -> None:
         if self._closed:
