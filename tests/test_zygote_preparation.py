@@ -1,0 +1,62 @@
+"""What the zygote works out once for all its workers: the paths Landlock's read rules need and
+the paths a private ``/tmp`` binds back. Fewer is cheaper; never less than what is covered."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sandbox.landlock import covering_paths
+from sandbox.namespaces import TmpBind, tmp_binds
+
+
+def test_covering_paths_resolve_links_and_drop_what_is_covered(tmp_path: Path) -> None:
+    (tmp_path / "usr" / "lib").mkdir(parents=True)
+    (tmp_path / "lib").symlink_to(tmp_path / "usr" / "lib")  # a merged /usr
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code-two").mkdir()  # a sibling whose name starts like another path's
+    (tmp_path / "code" / "mod.py").write_text("")
+    paths = [
+        str(tmp_path / "usr"),
+        str(tmp_path / "lib"),
+        str(tmp_path / "missing"),
+        str(tmp_path / "code" / "mod.py"),
+        str(tmp_path / "code"),
+        str(tmp_path / "code-two"),
+        str(tmp_path / "usr"),
+    ]
+    assert covering_paths(paths) == (
+        str(tmp_path / "usr"),
+        str(tmp_path / "code"),
+        str(tmp_path / "code-two"),
+    )
+
+
+def test_a_rule_on_the_root_covers_everything() -> None:
+    assert covering_paths(["/usr", "/", "/etc", "/proc"]) == ("/",)
+
+
+def test_the_paths_a_private_tmp_binds_back() -> None:
+    under_tmp = Path("/tmp") / f"a2e-test-binds-{os.getpid()}"
+    under_tmp.mkdir()
+    try:
+        (under_tmp / "state").mkdir()
+        (under_tmp / "module.py").write_text("")
+        binds = tmp_binds(
+            [
+                str(under_tmp / "state"),
+                str(under_tmp / "state") + "/",  # the same path once
+                str(under_tmp / "module.py"),
+                str(under_tmp / "gone"),  # missing: nothing to bind
+                "/tmp",  # the new /tmp itself is not bound back
+                "/usr",  # outside /tmp: a private /tmp does not hide it
+            ]
+        )
+        assert binds == (
+            TmpBind(str(under_tmp / "state"), True),
+            TmpBind(str(under_tmp / "module.py"), False),
+        )
+    finally:
+        for child in under_tmp.iterdir():
+            child.rmdir() if child.is_dir() else child.unlink()
+        under_tmp.rmdir()
