@@ -37,6 +37,7 @@ from sandbox.forking import (
     fork_single_threaded,
     leave_idle_priority,
     probe_idle_priority,
+    reseed_random,
     thread_count,
 )
 from sandbox.harden import Hardening, clear_what_workers_inherit
@@ -208,7 +209,7 @@ class Zygote:
         # os.fork knows how to leave the child consistent.
         threads = thread_count()
         if threads == 1:
-            self._fork = fork_single_threaded
+            self._fork = self._fork_from_fresh_random
         idle_why = (
             "disabled by configuration"
             if not self.config.get("idle_priority", True)
@@ -223,6 +224,12 @@ class Zygote:
             prepared_at_idle_priority=idle_why is None,
             idle_priority_reason=idle_why or "",
         )
+
+    @staticmethod
+    def _fork_from_fresh_random() -> int:
+        """The cheap fork, each child starting from ``random`` state drawn afresh here."""
+        reseed_random()
+        return fork_single_threaded(reseed_child=False)
 
     def _prepare_identity(self, have_mount_ns: bool) -> None:
         """Calls as a session uid, where the interpreter and the state directory stay reachable
