@@ -6,9 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from benchmarks.measure import open_loop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -106,3 +109,19 @@ def test_compare_refuses_a_directory_that_is_not_a_checkout(tmp_path: Path) -> N
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 2 and "is not a checkout of this engine" in proc.stderr
+
+
+def test_open_loop_issues_every_arrival_and_counts_the_wait() -> None:
+    """Arrivals keep their schedule while earlier calls run: with one caller and calls of
+    30 ms arriving every ~10 ms, later calls wait behind earlier ones, and that wait counts."""
+    started: list[float] = []
+
+    def call() -> None:
+        started.append(time.perf_counter())
+        time.sleep(0.03)
+
+    figures = open_loop(call, rate=100.0, duration_s=0.3, max_in_flight=1)
+    assert figures.calls == len(started) > 10
+    assert figures.median_ms >= 30.0
+    assert figures.p99_ms > 3 * 30.0  # queueing: the tenth call waited for nine before it
+    assert started == sorted(started)
