@@ -13,6 +13,7 @@ from __future__ import annotations
 import _signal
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sandbox import syscalls
@@ -115,8 +116,14 @@ def zero_initial_environ() -> None:
         ctypes.memset(start, 0, end - start)
 
 
-def harden_worker(setup: Hardening) -> Ruleset | None:
+def harden_worker(
+    setup: Hardening, while_idle: Callable[[Ruleset | None], None] | None = None
+) -> Ruleset | None:
     """Apply every layer; raise on the first that fails (the caller reports it and exits).
+
+    ``while_idle`` is the worker's own preparation (``rehearse_job_path``): it runs before the
+    worker leaves idle priority, so that, like the fork and the layers above it, it only takes
+    CPU time no call in flight wants. It runs our code only, before any job exists.
 
     Returns the Landlock ruleset with its fixed rules in place, for ``run_job`` to complete
     with the job's directories and enforce (``None`` without Landlock)."""
@@ -146,6 +153,8 @@ def harden_worker(setup: Hardening) -> Ruleset | None:
             ruleset.allow_write(("/tmp",))
     # The environment, bounding and ambient sets: cleared by the zygote, inherited.
     apply_rlimits(setup.limits)
+    if while_idle is not None:
+        while_idle(ruleset)
     leave_idle_priority()  # the last step that needs a capability (see sandbox.forking)
     keep = (syscalls.CAP_SETUID, syscalls.CAP_SETGID) if setup.change_identity else ()
     syscalls.keep_only_capabilities(keep)

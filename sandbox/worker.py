@@ -241,8 +241,9 @@ def run_worker(
     code = 0
     try:
         try:
-            ruleset = harden_worker(setup)
-            rehearse_job_path(setup, ruleset, max_frame)
+            ruleset = harden_worker(
+                setup, lambda ruleset: rehearse_job_path(setup, ruleset, max_frame)
+            )
         except BaseException as exc:
             write_frame(result_fd, {"t": "setup_error", "error": f"{type(exc).__name__}: {exc}"})
             os._exit(EXIT_SETUP_FAILED)
