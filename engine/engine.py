@@ -256,7 +256,7 @@ class Engine:
     async def _shutdown(self) -> None:
         tasks: list[asyncio.Task[None]] = []
         for connection in list(self.connections):
-            tasks.extend(call.task for call in connection.calls.values())
+            tasks.extend(call.task for call in connection.calls.values() if call.task)
             connection.close()
         if tasks:
             await asyncio.wait(tasks, timeout=15)

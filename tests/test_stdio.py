@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,9 @@ from a2e.caps.tools.client import ToolAPI
 from a2e.client import A2EClient
 from a2e.codec import MAX_MESSAGE_BYTES
 from a2e.transports.stdio import StdioTransport
+from engine import Engine
+from engine.transports.lines import _Splitter
+from engine.transports.stdio import serve_stdio
 
 SERVE = [sys.executable, "-m", "engine.cli", "serve", "--stdio", "--prefork", "1"]
 
@@ -221,3 +226,67 @@ def test_a_killed_host_leaves_no_sandbox_behind() -> None:
         assert state_dir not in fh.read()
     assert not os.path.exists(state_dir)
     transport.close()
+
+
+def test_files_instead_of_pipes_are_served_too(tmp_path: Path) -> None:
+    """``a2e serve --stdio < calls.jsonl > replies.jsonl``: regular files, which the loop
+    cannot watch, go through a thread; the last line needs no newline."""
+    calls = tmp_path / "calls.jsonl"
+    handshake = {"type": "handshake/req", "id": "h", "capabilities": ["tools"]}
+    call = {
+        "type": "tool/call/req",
+        "id": "c",
+        "tool_name": "python_eval",
+        "arguments": {"code": "6 * 7"},
+    }
+    calls.write_bytes(
+        json.dumps(handshake).encode() + b"\n\nnot json\n" + json.dumps(call).encode()
+    )
+    replies_path = tmp_path / "replies.jsonl"
+    with calls.open("rb") as stdin, replies_path.open("wb") as stdout:
+        subprocess.run(SERVE, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, timeout=60)
+    replies = [json.loads(line) for line in replies_path.read_bytes().splitlines()]
+    by_id = {r.get("req_id"): r for r in replies}
+    assert len(replies) == 3
+    assert by_id["h"]["type"] == "handshake/resp"
+    assert by_id[""]["code"] == "invalid_json"
+    assert by_id["c"]["data"]["data"]["value"] == 42
+
+
+def test_serving_pipes_gives_them_back_blocking() -> None:
+    """The loop makes the pipes non-blocking while it serves them; the process that handed them
+    to us shares that mode, so it is restored at the end."""
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    handshake = {"type": "handshake/req", "id": "h", "capabilities": ["tools"]}
+    os.write(stdin_w, json.dumps(handshake).encode() + b"\n")
+    os.close(stdin_w)
+    stdin = open(stdin_r, "rb", closefd=False)  # as the server opens fds 0 and 1
+    stdout = open(stdout_w, "wb", closefd=False)
+    with Engine() as engine:
+        engine.run(serve_stdio(engine, stdin, stdout), timeout=60)
+    assert os.get_blocking(stdin_r) and os.get_blocking(stdout_w)
+    for fd in (stdin_r, stdout_w):
+        os.close(fd)
+    with open(stdout_r, "rb") as replies:
+        assert json.loads(replies.readline())["type"] == "handshake/resp"
+
+
+def _split(chunks: list[bytes], limit: int = 10) -> list[bytes | str]:
+    seen: list[bytes | str] = []
+    splitter = _Splitter(limit, seen.append, lambda: seen.append("too long"))
+    for chunk in chunks:
+        splitter.feed(chunk)
+    splitter.end()
+    return seen
+
+
+def test_lines_are_cut_wherever_the_reads_fall() -> None:
+    assert _split([b"ab", b"c\nde", b"f\n", b"\n  \n", b"g"]) == [b"abc", b"def", b"g"]
+    assert _split([b"0123456789\n"]) == [b"0123456789"]  # exactly the limit
+
+
+def test_an_over_long_line_is_reported_once_and_skipped() -> None:
+    assert _split([b"01234567", b"89ab", b"cdef", b"ghi\nok\n"]) == ["too long", b"ok"]
+    assert _split([b"0123456789abc\nok"]) == ["too long", b"ok"]
+    assert _split([b"ok\n", b"0123456789abc"]) == [b"ok", "too long"]
