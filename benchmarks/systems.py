@@ -214,7 +214,9 @@ def multiprocessing_process(workload: Workload, payloads: list[Payload]) -> Iter
 #: The floor: a minimal parent (``python -S``, only the few stdlib modules payloads import) that
 #: forks a child per request; the child runs the script with its stdout on a pipe, the parent
 #: passes the output back.
-#: Requests and replies are length-prefixed. One such parent per calling thread.
+#: Requests and replies are length-prefixed. Each parent serves one call at a time; idle ones
+#: are reused, most recent first, so the open loop's many caller threads start no new parents
+#: while a few suffice (each start costs tens of ms, which would count as the floor's latency).
 _FORK_PARENT = """
 import os, struct, sys
 import collections, contextlib, io, itertools, json, math, re, typing  # what payloads use
@@ -253,21 +255,20 @@ while True:
 @contextlib.contextmanager
 def bare_fork(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
     parents: list[subprocess.Popen[bytes]] = []
-    local = threading.local()
+    idle: list[subprocess.Popen[bytes]] = []
     lock = threading.Lock()
     take = _next_payload(payloads)
 
     def parent() -> subprocess.Popen[bytes]:
-        existing = getattr(local, "parent", None)
-        if existing is not None:
-            return existing  # type: ignore[no-any-return]
+        with lock:
+            if idle:
+                return idle.pop()
         started = subprocess.Popen(
             [sys.executable, "-S", "-c", _FORK_PARENT],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
         )  # fmt: skip
         with lock:
             parents.append(started)
-        local.parent = started
         return started
 
     def read_exactly(stream: Any, size: int) -> bytes:
@@ -286,7 +287,10 @@ def bare_fork(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
         script = payload.script.encode()
         process.stdin.write(struct.pack("<I", len(script)) + script)
         size = struct.unpack("<I", read_exactly(process.stdout, 4))[0]
-        return index, _answer(workload, read_exactly(process.stdout, size))
+        output = read_exactly(process.stdout, size)
+        with lock:
+            idle.append(process)  # not after a failure: that parent is gone
+        return index, _answer(workload, output)
 
     try:
         yield Opened(call)
