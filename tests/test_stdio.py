@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -290,3 +291,29 @@ def test_an_over_long_line_is_reported_once_and_skipped() -> None:
     assert _split([b"01234567", b"89ab", b"cdef", b"ghi\nok\n"]) == ["too long", b"ok"]
     assert _split([b"0123456789abc\nok"]) == ["too long", b"ok"]
     assert _split([b"ok\n", b"0123456789abc"]) == [b"ok", "too long"]
+
+
+def test_one_socket_as_stdin_and_stdout() -> None:
+    """Socket activation hands the server one socket as both stdin and stdout: one file
+    description, so one blocking mode, for the reading and the writing side."""
+    ours, theirs = socket.socketpair()
+    with theirs:
+        proc = subprocess.Popen(SERVE, stdin=theirs, stdout=theirs, stderr=subprocess.DEVNULL)
+    handshake = {"type": "handshake/req", "id": "h", "capabilities": ["tools"]}
+    call = {
+        "type": "tool/call/req",
+        "id": "c",
+        "tool_name": "python_eval",
+        "arguments": {"code": "print('z' * 300_000)"},  # more than a socket buffer holds
+    }
+    ours.sendall(b"".join(json.dumps(m).encode() + b"\n" for m in (handshake, call)))
+    ours.shutdown(socket.SHUT_WR)  # end of input while the reply is still to come
+    ours.settimeout(60)
+    received = b""
+    while chunk := ours.recv(1 << 16):
+        received += chunk
+    ours.close()
+    assert proc.wait(60) == 0
+    replies = {r["req_id"]: r for r in map(json.loads, received.splitlines())}
+    assert replies["h"]["type"] == "handshake/resp"
+    assert replies["c"]["data"]["data"]["stdout"] == "z" * 300_000 + "\n"

@@ -1,11 +1,13 @@
 """Lines in from stdin, bytes out to stdout: on the event loop where it can, else in a thread.
 
-Where stdin or stdout is a pipe or a socket (a host that started ``a2e serve --stdio`` as its
-child), the loop reads and writes it itself. A line in or a batch of lines out then costs no
+Where stdin or stdout is a pipe (a host that started ``a2e serve --stdio`` as its child), the
+loop reads and writes it itself. A line in or a batch of lines out then costs no
 hand-over to a reader or writer thread; each such hand-over was a thread wake-up plus a GIL
 hand-over with the loop, and with a tool's stream of events it came once per batch. A regular
-file (``a2e serve --stdio < calls.jsonl``) or a terminal cannot be watched by the loop, and a
-terminal must not be left non-blocking for the shell: there a thread does the blocking I/O.
+file (``a2e serve --stdio < calls.jsonl``) cannot be watched by the loop, a terminal must not be
+left non-blocking for the shell, and a socket is left to threads too (see ``loop_can_watch``):
+there a thread does the blocking I/O.
+Pipes get their blocking mode back when the server is done (``give_back_blocking``).
 
 Either way the same rules hold: one message per line, a line longer than the limit is skipped
 and reported once, blank lines are ignored, a last line without a newline still counts.
@@ -21,10 +23,10 @@ import os
 import queue
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import BinaryIO, Protocol
 
-__all__ = ["LineWriter", "loop_can_watch", "open_writer", "read_lines"]
+__all__ = ["LineWriter", "give_back_blocking", "loop_can_watch", "open_writer", "read_lines"]
 
 log = logging.getLogger("a2e.stdio")
 
@@ -33,12 +35,16 @@ _EOF = object()
 
 
 def loop_can_watch(file: BinaryIO) -> bool:
-    """True for a pipe or a socket: what the loop can wait on without a thread."""
+    """True for a pipe: what the loop reads or writes without a thread.
+
+    Not a socket: asyncio's pipe transports take the write side for a one-way channel and
+    close it as soon as the fd turns readable, which a socket serving as both stdin and stdout
+    (socket activation) does with every request."""
     try:
         mode = os.fstat(file.fileno()).st_mode
     except (OSError, ValueError, io.UnsupportedOperation):  # not backed by an fd (BytesIO)
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    return stat.S_ISFIFO(mode)
 
 
 class _Splitter:
@@ -131,8 +137,7 @@ async def read_lines(
     loop = asyncio.get_running_loop()
     splitter = _Splitter(limit, on_line, on_too_long)
     if loop_can_watch(stream):
-        ended = _restoring(stream.fileno(), on_end)
-        await loop.connect_read_pipe(lambda: _ReadProtocol(splitter, ended), stream)
+        await loop.connect_read_pipe(lambda: _ReadProtocol(splitter, on_end), stream)
         return
 
     def in_thread() -> None:
@@ -151,16 +156,13 @@ async def read_lines(
     threading.Thread(target=in_thread, name="a2e-stdio-reader", daemon=True).start()
 
 
-def _restoring(fd: int, on_end: Callable[[], None]) -> Callable[[], None]:
-    """``on_end``, after giving the fd back its blocking mode (the loop made it non-blocking,
-    and the file description may be shared with the process that started us)."""
-
-    def ended() -> None:
+def give_back_blocking(fds: Iterable[int]) -> None:
+    """Once all I/O is done: blocking mode again for the fds the loop made non-blocking
+    (``loop_can_watch``; the transports close their file objects, not the fds). The mode
+    belongs to the file description, which the process that started us shares."""
+    for fd in fds:
         with contextlib.suppress(OSError):
             os.set_blocking(fd, True)
-        on_end()
-
-    return ended
 
 
 class LineWriter(Protocol):
@@ -173,8 +175,7 @@ class LineWriter(Protocol):
 class _LoopWriter(asyncio.Protocol):
     """Writes at once where the pipe has room; the rest waits in the transport's buffer."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    def __init__(self) -> None:
         self.transport: asyncio.WriteTransport | None = None
         self.lost = asyncio.get_running_loop().create_future()
 
@@ -185,8 +186,6 @@ class _LoopWriter(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None:
             log.warning("stdout write failed: %s", exc)
-        with contextlib.suppress(OSError):  # now: the transport closes its file right after
-            os.set_blocking(self.fd, True)
         if not self.lost.done():
             self.lost.set_result(None)
 
@@ -235,8 +234,7 @@ class _ThreadWriter:
 async def open_writer(stream: BinaryIO) -> LineWriter:
     """A writer for ``stream``: the loop's own where it can watch it, else a thread's."""
     if loop_can_watch(stream):
-        fd = stream.fileno()
         loop = asyncio.get_running_loop()
-        _, writer = await loop.connect_write_pipe(lambda: _LoopWriter(fd), stream)
+        _, writer = await loop.connect_write_pipe(_LoopWriter, stream)
         return writer
     return _ThreadWriter(stream)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from a2e.codec import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
 from a2e.messages import A2EMessage, ErrorCode
-from engine.transports.lines import open_writer, read_lines
+from engine.transports.lines import give_back_blocking, loop_can_watch, open_writer, read_lines
 
 if TYPE_CHECKING:
     from engine.engine import Engine
@@ -30,6 +30,7 @@ async def serve_stdio(
     loop = asyncio.get_running_loop()
     stdin = stdin or os.fdopen(0, "rb", closefd=False)
     stdout = stdout or os.fdopen(1, "wb", closefd=False)
+    pipes = [stream.fileno() for stream in (stdin, stdout) if loop_can_watch(stream)]
     writer = await open_writer(stdout)
     batch: list[bytes] = []
 
@@ -73,3 +74,4 @@ async def serve_stdio(
     engine.close_connection(connection)
     hand_over()
     await writer.close()
+    give_back_blocking(pipes)
