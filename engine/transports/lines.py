@@ -1,13 +1,13 @@
 """Lines in from stdin, bytes out to stdout: on the event loop where it can, else in a thread.
 
 Where stdin or stdout is a pipe (a host that started ``a2e serve --stdio`` as its child), the
-loop reads and writes it itself. A line in or a batch of lines out then costs no
-hand-over to a reader or writer thread; each such hand-over was a thread wake-up plus a GIL
-hand-over with the loop, and with a tool's stream of events it came once per batch. A regular
-file (``a2e serve --stdio < calls.jsonl``) cannot be watched by the loop, a terminal must not be
-left non-blocking for the shell, and a socket is left to threads too (see ``loop_can_watch``):
-there a thread does the blocking I/O.
-Pipes get their blocking mode back when the server is done (``give_back_blocking``).
+loop reads and writes it itself, and gives it its blocking mode back when the server is done
+(``give_back_blocking``). A line in or a batch of lines out then costs no hand-over to a reader
+or writer thread; each such hand-over was a thread wake-up plus a GIL hand-over with the loop,
+and with a tool's stream of events it came once per batch. A regular file (``a2e serve --stdio
+< calls.jsonl``) cannot be watched by the loop, a terminal must not be left non-blocking for
+the shell, and a socket is left to threads too (see ``loop_can_watch``): there a thread does
+the blocking I/O.
 
 Either way the same rules hold: one message per line, a line longer than the limit is skipped
 and reported once, blank lines are ignored, a last line without a newline still counts.
