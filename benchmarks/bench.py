@@ -17,14 +17,16 @@ engine's peak. Absolute figures drift 10-25 % between runs on shared machines: c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from benchmarks.measure import Figures, closed_loop, open_loop
 from benchmarks.resources import CpuMeter, memory_by_role
@@ -142,16 +144,28 @@ class _Tables:
 def _run_workload(
     workload: Workload, systems: list[System], options: Options, progress: Progress
 ) -> dict[str, Any]:
+    """Every system of one workload, open at once and measured in rounds: each concurrency
+    level on every system before the next level. Measured one system after another, minutes
+    apart, the machine's drift (10-25 % within minutes on these shared VMs) went straight into
+    the ratios; within a round it mostly cancels. The order alternates between rounds, so no
+    system is always first."""
     payloads = workload.payloads()
     calls = max(options.calls, len(payloads)) if workload.key == "humaneval" else options.calls
     tables = _Tables()
-    for system in systems:
-        try:
-            _run_system(workload, system, payloads, calls, options, progress, tables)
-        except Exception as exc:  # one system that breaks here must not cost the others
-            tables.failed[system.key] = f"{type(exc).__name__}: {str(exc)[:300]}"
-            for store in (tables.figures, tables.extras, tables.answers):
-                store.pop(system.key, None)
+    with contextlib.ExitStack() as stack:
+        running: list[_Running] = []
+        for system in systems:
+            opened = _guarded(tables, system, partial(_open, stack, workload, system, payloads))
+            if opened is not None:
+                running.append(_Running(system, opened, tables))
+        for round_number, c in enumerate(options.concurrency):
+            for run_ in running if round_number % 2 == 0 else running[::-1]:
+                progress.step(f"{workload.key}: {run_.system.label} (c={c})")
+                if run_.system.key not in tables.failed:
+                    _guarded(tables, run_.system, partial(run_.measure, c, calls, options))
+        for run_ in running:
+            if run_.system.key not in tables.failed:
+                _guarded(tables, run_.system, partial(run_.finish, workload, options, progress))
     return {
         "payloads": len(payloads),
         "results": {
@@ -165,40 +179,68 @@ def _run_workload(
     }
 
 
-def _run_system(
-    workload: Workload,
-    system: System,
-    payloads: list[Payload],
-    calls: int,
-    options: Options,
-    progress: Progress,
-    tables: _Tables,
-) -> None:
-    """Every figure of one system for one workload, into ``tables``."""
-    answers = tables.answers[system.key] = {}
-    extras: dict[str, Any] = {}
-    tables.extras[system.key] = extras
-    figures: dict[int, Figures] = {}
-    tables.figures[system.key] = figures
-    with system.open(workload, payloads) as opened:
-        call = _answering(opened, answers)
-        for c in options.concurrency:
-            progress.step(f"{workload.key}: {system.label} (c={c})")
-            meter = CpuMeter(opened.processes())
-            meter.start()
-            figures[c] = closed_loop(call, calls, c, max_seconds=options.seconds)
-            if system.is_engine:
-                extras.setdefault("cpu_per_call_ms", {})[str(c)] = {
-                    k: round(v, 3) for k, v in meter.per_call_ms(figures[c].calls).items()
-                }
-        if system.is_engine:
+T = TypeVar("T")
+
+
+def _guarded(tables: _Tables, system: System, step: Callable[[], T]) -> T | None:
+    """One system that breaks must not cost the others: its figures go, its error stays."""
+    try:
+        return step()
+    except Exception as exc:
+        tables.failed.setdefault(system.key, f"{type(exc).__name__}: {str(exc)[:300]}")
+        for store in (tables.figures, tables.extras, tables.answers):
+            store.pop(system.key, None)
+        return None
+
+
+def _open(
+    stack: contextlib.ExitStack, workload: Workload, system: System, payloads: list[Payload]
+) -> Opened:
+    """Open ``system``; it is closed with the stack, and a failure to close is only logged."""
+    manager = system.open(workload, payloads)
+    opened = manager.__enter__()
+
+    def close() -> None:
+        try:
+            manager.__exit__(None, None, None)
+        except Exception as exc:
+            print(f"a2e bench: closing {system.label} failed: {exc}", file=sys.stderr)
+
+    stack.callback(close)
+    return opened
+
+
+class _Running:
+    """One open system of a workload, and where its figures go."""
+
+    def __init__(self, system: System, opened: Opened, tables: _Tables) -> None:
+        self.system, self.opened, self.tables = system, opened, tables
+        self.answers: dict[int, Any] = tables.answers.setdefault(system.key, {})
+        self.extras: dict[str, Any] = tables.extras.setdefault(system.key, {})
+        self.figures: dict[int, Figures] = tables.figures.setdefault(system.key, {})
+        self.call = _answering(opened, self.answers)
+
+    def measure(self, c: int, calls: int, options: Options) -> None:
+        meter = CpuMeter(self.opened.processes())
+        meter.start()
+        self.figures[c] = closed_loop(self.call, calls, c, max_seconds=options.seconds)
+        if self.system.is_engine:
+            self.extras.setdefault("cpu_per_call_ms", {})[str(c)] = {
+                k: round(v, 3) for k, v in meter.per_call_ms(self.figures[c].calls).items()
+            }
+
+    def finish(self, workload: Workload, options: Options, progress: Progress) -> None:
+        """Memory of the engine's processes; for the trivial workload, the open loop."""
+        if self.system.is_engine:
             time.sleep(0.5)  # the waiting workers refill
-            extras["memory"] = memory_by_role(opened.processes())
+            self.extras["memory"] = memory_by_role(self.opened.processes())
         if workload.key == "trivial":
-            engine = tables.figures.get("engine", figures)
+            engine = self.tables.figures.get("engine", self.figures)
             peak = max(f.calls_per_s for f in engine.values())
-            own_peak = max(f.calls_per_s for f in figures.values())
-            extras["open_loop"] = _offered(call, peak, own_peak, options, progress, system)
+            own_peak = max(f.calls_per_s for f in self.figures.values())
+            self.extras["open_loop"] = _offered(
+                self.call, peak, own_peak, options, progress, self.system
+            )
 
 
 def _offered(

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 
-from benchmarks.measure import open_loop
+from benchmarks import bench
+from benchmarks.bench import Options, Progress
+from benchmarks.measure import Figures, closed_loop, open_loop
+from benchmarks.systems import Opened, System
+from benchmarks.workloads import WORKLOADS, Payload, Workload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -125,3 +133,41 @@ def test_open_loop_issues_every_arrival_and_counts_the_wait() -> None:
     assert figures.median_ms >= 30.0
     assert figures.p99_ms > 3 * 30.0  # queueing: the tenth call waited for nine before it
     assert started == sorted(started)
+
+
+def test_systems_are_measured_in_rounds_and_one_failure_costs_only_itself() -> None:
+    """Each concurrency level runs on every system before the next, in alternating order, so
+    the machine's drift does not separate the figures that a ratio compares."""
+    log: list[tuple[str, int]] = []
+    level = {"c": 0}
+
+    def fake(key: str, broken: bool = False) -> System:
+        @contextlib.contextmanager
+        def open_(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+            if broken:
+                raise RuntimeError("cannot start here")
+
+            def call() -> tuple[int, Any]:
+                if not log or log[-1] != (key, level["c"]):
+                    log.append((key, level["c"]))
+                return 0, None
+
+            yield Opened(call)
+
+        return System(key, key, open_)
+
+    measure = closed_loop
+
+    def closed_loop_at(call: Any, calls: int, c: int, **kwargs: Any) -> Figures:
+        level["c"] = c
+        return measure(call, calls, c, **kwargs)
+
+    workload = next(w for w in WORKLOADS if w.key == "python_eval")
+    options = Options(concurrency=[1, 2, 4], calls=3, seconds=0.5, progress=False)
+    systems = [fake("a"), fake("b"), fake("dead", broken=True), fake("c")]
+    with mock.patch.object(bench, "closed_loop", closed_loop_at):
+        report = bench._run_workload(workload, systems, options, Progress(0, False))
+    assert [key for key, _ in log] == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
+    assert [c for _, c in log] == [1, 1, 1, 2, 2, 2, 4, 4, 4]
+    assert report["failed"] == {"dead": "RuntimeError: cannot start here"}
+    assert set(report["results"]) == {"a", "b", "c"}
