@@ -145,10 +145,10 @@ def _run_workload(
     workload: Workload, systems: list[System], options: Options, progress: Progress
 ) -> dict[str, Any]:
     """Every system of one workload, open at once and measured in rounds: each concurrency
-    level on every system before the next level. Measured one system after another, minutes
-    apart, the machine's drift (10-25 % within minutes on these shared VMs) went straight into
-    the ratios; within a round it mostly cancels. The order alternates between rounds, so no
-    system is always first."""
+    level, then each open-loop rate, on every system before the next. Measured one system after
+    another, minutes apart, the machine's drift (10-25 % within minutes on these shared VMs)
+    went straight into the ratios; within a round it mostly cancels. The order alternates
+    between rounds, so no system is always first."""
     payloads = workload.payloads()
     calls = max(options.calls, len(payloads)) if workload.key == "humaneval" else options.calls
     tables = _Tables()
@@ -164,8 +164,16 @@ def _run_workload(
                 if run_.system.key not in tables.failed:
                     _guarded(tables, run_.system, partial(run_.measure, c, calls, options))
         for run_ in running:
-            if run_.system.key not in tables.failed:
-                _guarded(tables, run_.system, partial(run_.finish, workload, options, progress))
+            if run_.system.key not in tables.failed and run_.system.is_engine:
+                _guarded(tables, run_.system, run_.measure_memory)
+        if workload.key == "trivial":
+            engine = tables.figures.get("engine") or {}
+            peak = max((f.calls_per_s for f in engine.values()), default=0.0)
+            for round_number, fraction in enumerate(LOAD_FRACTIONS):
+                for run_ in running if round_number % 2 == 0 else running[::-1]:
+                    progress.step(f"trivial, open loop {fraction:.0%} of peak: {run_.system.label}")
+                    if run_.system.key not in tables.failed and peak > 0:
+                        _guarded(tables, run_.system, partial(run_.offer, peak, fraction, options))
     return {
         "payloads": len(payloads),
         "results": {
@@ -229,37 +237,22 @@ class _Running:
                 k: round(v, 3) for k, v in meter.per_call_ms(self.figures[c].calls).items()
             }
 
-    def finish(self, workload: Workload, options: Options, progress: Progress) -> None:
-        """Memory of the engine's processes; for the trivial workload, the open loop."""
-        if self.system.is_engine:
-            time.sleep(0.5)  # the waiting workers refill
-            self.extras["memory"] = memory_by_role(self.opened.processes())
-        if workload.key == "trivial":
-            engine = self.tables.figures.get("engine", self.figures)
-            peak = max(f.calls_per_s for f in engine.values())
-            own_peak = max(f.calls_per_s for f in self.figures.values())
-            self.extras["open_loop"] = _offered(
-                self.call, peak, own_peak, options, progress, self.system
-            )
+    def measure_memory(self) -> None:
+        time.sleep(0.5)  # the waiting workers refill
+        self.extras["memory"] = memory_by_role(self.opened.processes())
 
-
-def _offered(
-    call: Call, peak: float, own_peak: float, options: Options, progress: Progress, system: System
-) -> dict[str, Any]:
-    """Latency at fractions of the engine's peak rate. A system whose own closed-loop peak is
-    below the rate cannot keep up: its queue, and so its latency, grows for as long as the
-    load lasts, so it is marked so rather than measured."""
-    report: dict[str, Any] = {}
-    for fraction in LOAD_FRACTIONS:
-        progress.step(f"trivial, open loop {fraction:.0%} of peak: {system.label}")
+    def offer(self, peak: float, fraction: float, options: Options) -> None:
+        """Latency at ``fraction`` of the engine's peak rate. A system whose own closed-loop
+        peak is below the rate cannot keep up: its queue, and so its latency, grows for as long
+        as the load lasts, so it is marked so rather than measured."""
         rate = peak * fraction
         entry: dict[str, Any] = {"offered_per_s": round(rate, 1)}
+        own_peak = max(f.calls_per_s for f in self.figures.values())
         if own_peak < rate:
             entry["cannot_sustain"] = f"its peak is {own_peak:.0f} calls/s"
         else:
-            entry |= open_loop(call, rate, options.open_loop_seconds).as_dict()
-        report[f"{fraction:.2f}"] = entry
-    return report
+            entry |= open_loop(self.call, rate, options.open_loop_seconds).as_dict()
+        self.extras.setdefault("open_loop", {})[f"{fraction:.2f}"] = entry
 
 
 def _ratios(figures: dict[str, dict[int, Figures]]) -> dict[str, dict[str, dict[str, float]]]:

@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks import bench
 from benchmarks.bench import Options, Progress
-from benchmarks.measure import Figures, closed_loop, open_loop
+from benchmarks.measure import Figures, open_loop
 from benchmarks.systems import Opened, System
 from benchmarks.workloads import WORKLOADS, Payload, Workload
 
@@ -136,10 +136,11 @@ def test_open_loop_issues_every_arrival_and_counts_the_wait() -> None:
 
 
 def test_systems_are_measured_in_rounds_and_one_failure_costs_only_itself() -> None:
-    """Each concurrency level runs on every system before the next, in alternating order, so
-    the machine's drift does not separate the figures that a ratio compares."""
-    log: list[tuple[str, int]] = []
-    level = {"c": 0}
+    """Each concurrency level, and each open-loop rate, runs on every system before the next,
+    in alternating order, so the machine's drift does not separate the figures that a ratio
+    compares."""
+    log: list[tuple[str, str]] = []
+    phase = {"now": ""}
 
     def fake(key: str, broken: bool = False) -> System:
         @contextlib.contextmanager
@@ -148,26 +149,41 @@ def test_systems_are_measured_in_rounds_and_one_failure_costs_only_itself() -> N
                 raise RuntimeError("cannot start here")
 
             def call() -> tuple[int, Any]:
-                if not log or log[-1] != (key, level["c"]):
-                    log.append((key, level["c"]))
+                if not log or log[-1] != (key, phase["now"]):
+                    log.append((key, phase["now"]))
                 return 0, None
 
             yield Opened(call)
 
         return System(key, key, open_)
 
-    measure = closed_loop
-
     def closed_loop_at(call: Any, calls: int, c: int, **kwargs: Any) -> Figures:
-        level["c"] = c
-        return measure(call, calls, c, **kwargs)
+        phase["now"] = f"c={c}"
+        call()
+        return Figures(calls=1, concurrency=c, calls_per_s=100.0, median_ms=1.0, p99_ms=1.0)
 
-    workload = next(w for w in WORKLOADS if w.key == "python_eval")
-    options = Options(concurrency=[1, 2, 4], calls=3, seconds=0.5, progress=False)
-    systems = [fake("a"), fake("b"), fake("dead", broken=True), fake("c")]
-    with mock.patch.object(bench, "closed_loop", closed_loop_at):
-        report = bench._run_workload(workload, systems, options, Progress(0, False))
-    assert [key for key, _ in log] == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
-    assert [c for _, c in log] == [1, 1, 1, 2, 2, 2, 4, 4, 4]
+    def open_loop_at(call: Any, rate: float, duration_s: float) -> Figures:
+        phase["now"] = f"open {rate:.0f}"
+        call()
+        return Figures(calls=1, concurrency=1, calls_per_s=rate, median_ms=1.0, p99_ms=1.0)
+
+    trivial = next(w for w in WORKLOADS if w.key == "trivial")
+    options = Options(concurrency=[1, 2], calls=3, seconds=0.5, progress=False)
+    systems = [fake("engine"), fake("b"), fake("dead", broken=True), fake("c")]
+    with (
+        mock.patch.object(bench, "closed_loop", closed_loop_at),
+        mock.patch.object(bench, "open_loop", open_loop_at),
+    ):
+        report = bench._run_workload(trivial, systems, options, Progress(0, False))
+    keys = [key for key, _ in log]
+    assert keys[:6] == ["engine", "b", "c", "c", "b", "engine"]
+    assert [p for _, p in log[:6]] == ["c=1"] * 3 + ["c=2"] * 3
+    opened = [(key, p) for key, p in log[6:]]
+    rates = sorted({p for _, p in opened}, key=lambda p: float(p.split()[1]))
+    assert len(rates) == 3  # 25, 50 and 90 % of the engine's peak
+    for number, rate in enumerate(rates):
+        order = [key for key, p in opened if p == rate]
+        assert order == (["engine", "b", "c"] if number % 2 == 0 else ["c", "b", "engine"])
     assert report["failed"] == {"dead": "RuntimeError: cannot start here"}
-    assert set(report["results"]) == {"a", "b", "c"}
+    assert set(report["results"]) == {"engine", "b", "c"}
+    assert set(report["extras"]["c"]["open_loop"]) == {"0.25", "0.50", "0.90"}
