@@ -214,9 +214,11 @@ def multiprocessing_process(workload: Workload, payloads: list[Payload]) -> Iter
 #: The floor: a minimal parent (``python -S``, only the few stdlib modules payloads import) that
 #: forks a child per request; the child runs the script with its stdout on a pipe, the parent
 #: passes the output back.
-#: Requests and replies are length-prefixed. Each parent serves one call at a time; idle ones
-#: are reused, most recent first, so the open loop's many caller threads start no new parents
-#: while a few suffice (each start costs tens of ms, which would count as the floor's latency).
+#: Requests and replies are length-prefixed. Each parent serves one call at a time. A fixed pool
+#: of them is started before any call, as many as the engine's workers in the bench
+#: (``FLOOR_PARENTS``): calls beyond that wait for a free parent, as they wait for a worker on
+#: the engine. Starting parents on demand put their start (tens of ms of CPU each) inside the
+#: measured window, and under a burst of the open loop that cascaded.
 _FORK_PARENT = """
 import os, struct, sys
 import collections, contextlib, io, itertools, json, math, re, typing  # what payloads use
@@ -252,24 +254,29 @@ while True:
 """
 
 
+#: The floor's fork parents: the bench's highest concurrency, and the engine's ``max_workers``.
+FLOOR_PARENTS = 8
+
+
+def _start_fork_parent() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-S", "-c", _FORK_PARENT],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+    )  # fmt: skip
+
+
 @contextlib.contextmanager
 def bare_fork(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
-    parents: list[subprocess.Popen[bytes]] = []
-    idle: list[subprocess.Popen[bytes]] = []
-    lock = threading.Lock()
+    parents = [_start_fork_parent() for _ in range(FLOOR_PARENTS)]
+    idle = list(parents)
+    freed = threading.Condition()
     take = _next_payload(payloads)
 
     def parent() -> subprocess.Popen[bytes]:
-        with lock:
-            if idle:
-                return idle.pop()
-        started = subprocess.Popen(
-            [sys.executable, "-S", "-c", _FORK_PARENT],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-        )  # fmt: skip
-        with lock:
-            parents.append(started)
-        return started
+        with freed:
+            if not freed.wait_for(lambda: idle, timeout=60):
+                raise RuntimeError("no fork parent came free within 60 s")
+            return idle.pop()
 
     def read_exactly(stream: Any, size: int) -> bytes:
         data = b""
@@ -288,8 +295,9 @@ def bare_fork(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
         process.stdin.write(struct.pack("<I", len(script)) + script)
         size = struct.unpack("<I", read_exactly(process.stdout, 4))[0]
         output = read_exactly(process.stdout, size)
-        with lock:
+        with freed:
             idle.append(process)  # not after a failure: that parent is gone
+            freed.notify()
         return index, _answer(workload, output)
 
     try:
