@@ -1,7 +1,7 @@
 """Two checkouts of this engine side by side: is a change cheaper per call, and by how much?
 
-    git worktree add /tmp/before HEAD~1
-    python -m benchmarks.compare /tmp/before . [--rounds 6] [--calls 300] [--rate 60]
+    git worktree add ../before HEAD~1
+    python -m benchmarks.compare ../before . [--rounds 6] [--calls 300] [--rate 60]
 
 Machines here are shared, and their speed drifts by 25 % within an hour, so a change is only
 judged against the code before it on the same machine at the same time. Each round runs both
@@ -12,6 +12,11 @@ idle; calls/s at concurrency 1 and 2 with the CPU per call of the supervisor, th
 workers; and the median and p99 latency under an open-loop load (``--rate`` calls/s for
 ``--calls / --rate`` seconds). The table gives each figure's median over the rounds for both
 checkouts, and their ratio.
+
+Both checkouts must live on the same side of ``/tmp``: workers get a private ``/tmp``, and the
+engine binds back into it what they must still see there, code included. A checkout under
+``/tmp`` costs each of its workers a bind mount per package, which the other does not pay, so
+a comparison across that line measures where the trees are, not what changed between them.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import subprocess
 import sys
 import time
 from typing import Any
+
+from sandbox.quota import under
 
 __all__ = ["main"]
 
@@ -138,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     for tree in trees:
         if not os.path.isfile(os.path.join(tree, "benchmarks", "workloads.py")):
             parser.error(f"{tree} is not a checkout of this engine with benchmarks/workloads.py")
+    if under(trees[0], "/tmp") != under(trees[1], "/tmp"):
+        parser.error(
+            "one checkout is under /tmp and the other is not: workers bind code under /tmp "
+            "into their private /tmp, which the other tree does not pay for; put both on the "
+            "same side (e.g. git worktree add ../before HEAD~1)"
+        )
     old, new = trees
     runs: dict[str, list[dict[str, float]]] = {old: [], new: []}
     for round_ in range(args.rounds):

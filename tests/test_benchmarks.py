@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +18,7 @@ from unittest import mock
 
 import pytest
 
-from benchmarks import bench
+from benchmarks import bench, bounds
 from benchmarks.bench import Options, Progress
 from benchmarks.measure import Figures, open_loop
 from benchmarks.systems import Opened, System
@@ -92,6 +95,34 @@ def test_layer_throughput_benchmark() -> None:
     assert "every layer this host allows" in out and "only the layers that are always on" in out
 
 
+def test_bounds_benchmark(tmp_path: Path) -> None:
+    """Every figure of what the machine allows is measured and written out."""
+    report_path = tmp_path / "bounds.json"
+    out = run("benchmarks.bounds", "--forks", "5", "--calls", "3", "--json", str(report_path))
+    assert "a warm pre-forked child" in out and "calls/s on" in out
+    figures = json.loads(report_path.read_text())
+    assert set(figures) == {f.name for f in dataclasses.fields(bounds.Bounds)}
+    assert all(isinstance(v, (int, float)) and 0 <= v < 1e6 for v in figures.values()), figures
+    assert figures["fork_ms"] > 0 and figures["exit_ms"] > 0 and figures["prefork_idle_ms"] > 0
+
+
+def test_bounds_round_trip_checks_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pre-forked child that answers wrongly, or dies before it is ready, fails the figure."""
+
+    def wrong_answer(job_r: int, result_w: int) -> None:
+        os.write(result_w, b"r")
+        os.read(job_r, 65536)
+        os.write(result_w, b'{"ok": true, "data": {"n": -1}}')
+        os._exit(0)
+
+    monkeypatch.setattr(bounds, "_answer_one_job", wrong_answer)
+    with pytest.raises(RuntimeError, match="answered"):
+        bounds.prefork_round_trip_ms(2, gap_s=0)
+    monkeypatch.setattr(bounds, "_answer_one_job", lambda job_r, result_w: os._exit(0))
+    with pytest.raises(RuntimeError, match="before it was ready"):
+        bounds.prefork_round_trip_ms(2, gap_s=0)
+
+
 def test_tool_search_benchmark() -> None:
     out = run("benchmarks.tool_search")
     assert "BM25 (engine registry)" in out and "substring (spec default)" in out
@@ -117,6 +148,24 @@ def test_compare_refuses_a_directory_that_is_not_a_checkout(tmp_path: Path) -> N
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 2 and "is not a checkout of this engine" in proc.stderr
+
+
+def test_compare_refuses_checkouts_on_both_sides_of_tmp() -> None:
+    """Workers bind code under /tmp into their private /tmp: one checkout there and one
+    elsewhere would compare where the trees are, not what changed."""
+    made = [tempfile.mkdtemp(dir="/tmp"), tempfile.mkdtemp(dir="/var/tmp")]
+    try:
+        for tree in made:
+            os.makedirs(os.path.join(tree, "benchmarks"))
+            Path(tree, "benchmarks", "workloads.py").write_text("")
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchmarks.compare", *made],
+            capture_output=True, text=True, timeout=60, cwd=ROOT,
+        )  # fmt: skip
+        assert proc.returncode == 2 and "same side" in proc.stderr
+    finally:
+        for tree in made:
+            shutil.rmtree(tree)
 
 
 def test_open_loop_issues_every_arrival_and_counts_the_wait() -> None:
