@@ -35,6 +35,7 @@ from engine.registry import ToolRegistry
 from engine.session import Session
 from sandbox import syscalls
 from sandbox.layers import missing_layers
+from sandbox.leftovers import owner_tag, sweep_state_dirs
 from sandbox.pool import PoolConfig, WorkerPool
 from sandbox.quota import share_state_dir, unmount_tree
 
@@ -111,11 +112,15 @@ class Engine:
     def start(self) -> Engine:
         if self._loop is not None:
             raise RuntimeError("engine already started")
+        # Named after their owner, so that the next engine can clear what this one leaves if
+        # it is killed together with its zygote (sandbox.leftovers).
         if self.config.state_dir:
             os.makedirs(self.config.state_dir, mode=0o700, exist_ok=True)
-            self.state_dir = tempfile.mkdtemp(prefix="a2e-", dir=self.config.state_dir)
+            parent, prefix = self.config.state_dir, "a2e-"
         else:
-            self.state_dir = tempfile.mkdtemp(prefix="a2e-engine-")
+            parent, prefix = tempfile.gettempdir(), "a2e-engine-"
+        sweep_state_dirs(parent, prefix)
+        self.state_dir = tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}-", dir=parent)
         # Session uids must pass through it, but not list it: session names stay secret.
         os.chmod(self.state_dir, 0o711)
         self._own_state_dir = True

@@ -7,7 +7,9 @@ sandbox and, below it, reusable *slot* groups with the per-call limits. Each wor
 slots the zygote assigned it as the first step of its hardening, while it is pre-forked (each
 join costs ~0.4 ms, off the call's path); a slot goes to a new worker once the previous one and
 everything it started are gone. The zygote itself stays outside, so it can always fork
-replacements. Workers see ``/sys`` read-only and cannot lift the caps.
+replacements. Workers see ``/sys`` read-only and cannot lift the caps. Groups that a zygote
+killed together with its supervisor left behind go when the next one starts
+(``sandbox.leftovers``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from sandbox.leftovers import dead_owners, owner_tag
+
 __all__ = ["Slot", "SlotGroups", "join_cgroup", "remove_cgroup_tree"]
 
 _ROOT = "/sys/fs/cgroup"
+_PREFIX = "a2e-sandbox-"
 #: A released memory slot still charged with more than this is retired (see ``release_slot``).
 RETIRE_ABOVE_BYTES = 32 << 20
 
@@ -49,7 +54,9 @@ class SlotGroups:
                 raise OSError("cgroup v2 (unified) hierarchy: only v1 is supported so far")
             raise OSError(f"no {controller} cgroup hierarchy is mounted")
         parent = os.path.join(base, _own_path(controller).lstrip("/"))
-        path = os.path.join(parent, f"a2e-sandbox-{os.getpid()}")
+        for leftover in dead_owners(parent, _PREFIX):
+            remove_cgroup_tree(leftover.path)  # a zygote killed with its supervisor left it
+        path = os.path.join(parent, _PREFIX + owner_tag())
         os.mkdir(path)
         try:
             for name, value in sandbox_settings.items():

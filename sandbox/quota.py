@@ -11,7 +11,7 @@ can read the workspace too. Workers are pre-forked into mount namespaces of thei
 the session exists, so the engine's state directory is made a shared mount first; each worker
 keeps it as a slave (``sandbox.namespaces``) and sees every session mount appear and vanish.
 A supervisor that dies without cleaning up leaves that to its zygote; if both are killed at
-once, the mounts stay behind (``umount -l`` them).
+once, the next engine to start clears them (``sandbox.leftovers``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,114 @@
+"""An engine killed together with its zygote leaves its state directory (with the sessions'
+tmpfs mounts) and its cgroups behind; the next engine to start clears them, and nothing else."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine import Engine, EngineConfig
+from sandbox.leftovers import INITIAL_PID_NS, dead_owners, owner_tag, sweep_state_dirs
+from sandbox.quota import mount_points, under
+
+pytestmark = pytest.mark.skipif(
+    os.stat("/proc/self/ns/pid").st_ino != INITIAL_PID_NS,
+    reason="leftovers are only cleared from the initial PID namespace, which sees every owner",
+)
+
+DOOMED = textwrap.dedent(
+    """
+    import json, time
+    from a2e.caps.tools.client import ToolAPI
+    from engine import Engine, EngineConfig
+    engine = Engine(config=EngineConfig(prefork=1)).start()
+    tools = ToolAPI(engine.connect(client_name="doomed"))
+    kept = tools.call(tool_name="python_eval", arguments={"code": "open('kept', 'w').write('x')"})
+    assert kept.success, kept.error
+    layers = engine.pool.layers
+    cgroups = [layers[n]["path"] for n in ("pids_cgroup", "memory_cgroup") if layers[n]["active"]]
+    print(json.dumps({"state_dir": engine.state_dir, "zygote": engine.pool.zygote_pid,
+                      "cgroups": cgroups}), flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="session quotas and cgroups need root")
+def test_an_engine_killed_with_its_zygote_is_cleared_by_the_next() -> None:
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", DOOMED],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        text=True,
+    )
+    try:
+        assert doomed.stdout is not None
+        left = json.loads(doomed.stdout.readline())
+        zygote = psutil.Process(left["zygote"])
+        tree = [zygote, *zygote.children(recursive=True)]
+    finally:
+        os.killpg(doomed.pid, signal.SIGKILL)  # the supervisor and the zygote at once
+        doomed.wait()
+    _gone, alive = psutil.wait_procs(tree, timeout=10)
+    assert alive == [], alive
+    state_dir = left["state_dir"]
+    # What nobody was left to clear: the sessions' files, still mounted, and the cgroups.
+    assert any(under(point, state_dir) for point in mount_points())
+    assert all(os.path.isdir(path) for path in left["cgroups"])
+    deadline = time.monotonic() + 5  # slots empty as the killed workers are reaped
+    with Engine(config=EngineConfig(prefork=1)) as fresh:
+        assert fresh.running
+        while any(os.path.exists(p) for p in left["cgroups"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(under(point, state_dir) for point in mount_points())
+        assert not os.path.exists(state_dir)
+        assert not any(os.path.exists(path) for path in left["cgroups"]), left["cgroups"]
+        assert os.path.isdir(fresh.state_dir)  # its own, named after it
+        assert owner_tag() in os.path.basename(fresh.state_dir)
+
+
+def test_only_what_certainly_belongs_to_a_dead_owner_is_taken(tmp_path: Path) -> None:
+    dead, alive = _dead_pid(), os.getpid()
+    names = {
+        f"a2e-engine-{INITIAL_PID_NS}-{dead}-x1": True,
+        f"a2e-engine-{INITIAL_PID_NS}-{dead}": True,
+        f"a2e-engine-{INITIAL_PID_NS}-{alive}-x2": False,  # alive (or a reused pid)
+        f"a2e-engine-4026532000-{dead}-x3": False,  # another PID namespace: cannot know
+        f"a2e-engine-{INITIAL_PID_NS}-{dead}x4": False,  # not our name
+        f"other-{INITIAL_PID_NS}-{dead}-x5": False,
+    }
+    for name in names:
+        (tmp_path / name).mkdir()
+    (tmp_path / f"a2e-engine-{INITIAL_PID_NS}-{dead}-file").write_text("")  # not a directory
+    found = {entry.name for entry in dead_owners(str(tmp_path), "a2e-engine-")}
+    assert found == {name for name, taken in names.items() if taken}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a directory of another uid")
+def test_a_dead_owners_directory_of_another_uid_is_left_alone(tmp_path: Path) -> None:
+    dead = _dead_pid()
+    ours = tmp_path / f"a2e-engine-{INITIAL_PID_NS}-{dead}-ours"
+    theirs = tmp_path / f"a2e-engine-{INITIAL_PID_NS}-{dead}-theirs"
+    for path in (ours, theirs):
+        (path / "session").mkdir(parents=True)
+        (path / "session" / "file").write_text("data")
+    os.chown(theirs, 65534, 65534)
+    assert sweep_state_dirs(str(tmp_path), "a2e-engine-") == [str(ours)]
+    assert not ours.exists() and (theirs / "session" / "file").read_text() == "data"
