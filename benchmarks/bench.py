@@ -21,7 +21,9 @@ import contextlib
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +49,7 @@ class Options:
     seconds: float = 2.0  # at most, per figure
     open_loop_seconds: float = 3.0
     progress: bool = True
+    bounds_samples: int = 200  # forks and calls per figure of benchmarks.bounds
 
 
 class Progress:
@@ -107,6 +110,7 @@ def run(options: Options) -> dict[str, Any]:
             elif why != "n/a":
                 skipped.setdefault(workload.key, {})[system.key] = why
         plan.append((workload, systems))
+    bounds = machine_bounds(options.bounds_samples)  # first, on a machine still idle
     progress = Progress(_figure_count(options, plan), options.progress)
     results: dict[str, Any] = {}
     try:
@@ -119,6 +123,7 @@ def run(options: Options) -> dict[str, Any]:
             "python": platform.python_version(),
             "cpus": len(os.sched_getaffinity(0)),
             "kernel": platform.release(),
+            "bounds": bounds,
         },
         "options": {
             "concurrency": options.concurrency,
@@ -129,6 +134,25 @@ def run(options: Options) -> dict[str, Any]:
         "skipped": skipped,
         "workloads": results,
     }
+
+
+def machine_bounds(samples: int) -> dict[str, Any]:
+    """``benchmarks.bounds`` in a fresh interpreter (its fork figures are those of a small
+    process, not of this one): what this machine allows any fork-per-call design, so that the
+    ratios can be read against it. ``{"error": why}`` if it could not be measured."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "bounds.json")
+        command = [sys.executable, "-m", "benchmarks.bounds", "--forks", str(samples)]
+        command += ["--calls", str(samples), "--json", path]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            if done.returncode != 0:
+                return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+            with open(path) as fh:
+                figures: dict[str, Any] = json.load(fh)
+            return figures
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 @dataclass
@@ -296,7 +320,7 @@ def _agreement(
 def table(report: dict[str, Any]) -> str:
     """The report for people: per workload, one row per system and concurrency."""
     labels = report["labels"]
-    out: list[str] = []
+    out: list[str] = [_machine_line(report["machine"])]
     for key, workload in report["workloads"].items():
         results = workload["results"]
         present = [b for b in BASELINES if b in results]
@@ -317,6 +341,21 @@ def table(report: dict[str, Any]) -> str:
             out.append(f"{labels[system]:34} FAILED: {why}")
         out += _extras_lines(workload, labels)
     return "\n".join(out)
+
+
+def _machine_line(machine: dict[str, Any]) -> str:
+    head = f"machine: {machine['cpus']} CPU(s), Linux {machine['kernel']}"
+    head += f", Python {machine['python']}"
+    bounds = machine.get("bounds") or {}
+    if "fork_ms" not in bounds:
+        return f"{head}; its bounds could not be measured: {bounds.get('error', '?')}"
+    return (
+        f"{head}\nwhat it allows any fork per call, with bare Python (benchmarks.bounds): "
+        f"fork {bounds['fork_ms']:.2f} ms + exit {bounds['exit_ms']:.2f} ms of CPU "
+        f"(+{bounds['fork_ms_per_mib'] + bounds['exit_ms_per_mib']:.3f} ms per MiB held), "
+        f"{bounds['cow_fault_us']:.1f} us per copy-on-write fault, a warm pre-forked child "
+        f"answers in {bounds['prefork_idle_ms']:.2f} ms at idle"
+    )
 
 
 def _extras_lines(workload: dict[str, Any], labels: dict[str, str]) -> list[str]:
@@ -376,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = Options(progress=not args.no_progress)
     if args.quick:
         options.concurrency, options.seconds, options.open_loop_seconds = [1, 2], 0.4, 0.5
-        options.calls = 40
+        options.calls, options.bounds_samples = 40, 10
     if args.workloads:
         options.workloads = args.workloads.split(",")
         unknown = set(options.workloads) - {w.key for w in WORKLOADS}

@@ -63,6 +63,9 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     assert {"supervisor", "zygote", "waiting_workers"} <= set(trivial["memory"])
     assert chart_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "trivial tool" in proc.stdout and "x fork" in proc.stdout
+    # What the machine allows, measured first, to read the ratios against.
+    assert report["machine"]["bounds"]["prefork_idle_ms"] > 0, report["machine"]
+    assert "a warm pre-forked child answers in" in proc.stdout
 
 
 def test_a2e_bench_soak_counts_every_call() -> None:
