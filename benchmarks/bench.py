@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from benchmarks.measure import Figures, closed_loop, open_loop
-from benchmarks.resources import CpuMeter, memory_by_role
-from benchmarks.systems import SYSTEMS, Call, Opened, System, why_unavailable
-from benchmarks.workloads import WORKLOADS, Payload, Workload
+from a2e_engine.benchmarks.measure import Figures, closed_loop, open_loop
+from a2e_engine.benchmarks.resources import CpuMeter, memory_by_role
+from a2e_engine.benchmarks.systems import SYSTEMS, Call, Opened, System, why_unavailable
+from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
 
 __all__ = ["Options", "main", "run", "table"]
 
@@ -142,7 +142,7 @@ def machine_bounds(samples: int) -> dict[str, Any]:
     ratios can be read against it. ``{"error": why}`` if it could not be measured."""
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, "bounds.json")
-        command = [sys.executable, "-m", "benchmarks.bounds", "--forks", str(samples)]
+        command = [sys.executable, "-m", "a2e_engine.benchmarks.bounds", "--forks", str(samples)]
         command += ["--calls", str(samples), "--json", path]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -439,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             json.dump(report, out, indent=2)
         print(f"\nJSON report: {args.json}")
     if args.chart:
-        from benchmarks.chart import draw
+        from a2e_engine.benchmarks.chart import draw
 
         print(f"chart: {draw(report, args.chart)}")
     engine_failed = any(
@@ -449,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _soak(calls: int, json_path: str | None, show: bool) -> int:
-    from benchmarks.soak import soak
+    from a2e_engine.benchmarks.soak import soak
 
     if calls < 100:
         raise SystemExit("a2e bench: --soak needs at least 100 calls")

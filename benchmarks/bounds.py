@@ -1,7 +1,7 @@
 """What this machine allows any design that runs each call in a fresh Python process: the costs
 no engine code can remove, measured with bare Python, without isolation or protocol.
 
-    python -m benchmarks.bounds [--forks 200] [--calls 200] [--json FILE]
+    python -m a2e_engine.benchmarks.bounds [--forks 200] [--calls 200] [--json FILE]
 
 * **fork and exit**: the CPU of one ``os.fork`` in the parent (it copies the page tables) and of
   the child's exit (it tears them down), from this small process and again with more memory

@@ -1,7 +1,7 @@
 """Two checkouts of this engine side by side: is a change cheaper per call, and by how much?
 
     git worktree add ../before HEAD~1
-    python -m benchmarks.compare ../before . [--rounds 6] [--calls 300] [--rate 60]
+    python -m a2e_engine.benchmarks.compare ../before . [--rounds 6] [--calls 300] [--rate 60]
 
 Machines here are shared, and their speed drifts by 25 % within an hour, so a change is only
 judged against the code before it on the same machine at the same time. Each round runs both
@@ -22,15 +22,15 @@ a comparison across that line measures where the trees are, not what changed bet
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
-
-from sandbox.quota import under
 
 __all__ = ["main"]
 
@@ -42,12 +42,14 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
     """In the child: one run of the engine of ``tree`` (already first on ``sys.path``)."""
     import threading
 
-    import engine as engine_package
     from a2e.caps.tools.client import ToolAPI
-    from benchmarks.measure import open_loop
-    from benchmarks.resources import CpuMeter
-    from benchmarks.workloads import BenchTools
-    from engine import Engine, EngineConfig
+
+    prefix = "a2e_engine." if installs_under_one_name(tree) else ""
+    engine_package = importlib.import_module(f"{prefix}engine")
+    Engine, EngineConfig = engine_package.Engine, engine_package.EngineConfig
+    open_loop = importlib.import_module(f"{prefix}benchmarks.measure").open_loop
+    CpuMeter = importlib.import_module(f"{prefix}benchmarks.resources").CpuMeter
+    BenchTools = importlib.import_module(f"{prefix}benchmarks.workloads").BenchTools
 
     here = os.path.realpath(engine_package.__file__)
     if not here.startswith(os.path.realpath(tree) + os.sep):
@@ -104,10 +106,32 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
     return figures
 
 
+def installs_under_one_name(tree: str) -> bool:
+    """Whether ``tree`` imports its packages as ``a2e_engine.engine`` ... (a checkout from
+    before that imports them as ``engine`` ...)."""
+    try:
+        with open(os.path.join(tree, "pyproject.toml")) as fh:
+            return '"a2e_engine.engine" = "engine"' in fh.read()
+    except OSError:
+        return False
+
+
 def run_in_child(tree: str, calls: int, rate: float) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=os.path.realpath(tree))
-    command = [sys.executable, __file__, "--one", tree, "--calls", str(calls), "--rate", str(rate)]
-    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=900)
+    """One run of ``tree`` in a fresh interpreter that imports that tree's code, whatever is
+    installed: ``a2e_engine.*`` through a directory of links to the tree's folders."""
+    with tempfile.TemporaryDirectory(prefix="a2e-compare-", dir=os.path.dirname(tree)) as links:
+        paths = [os.path.realpath(tree)]
+        if installs_under_one_name(tree):
+            os.mkdir(os.path.join(links, "a2e_engine"))
+            for folder in ("engine", "sandbox", "tools", "benchmarks"):
+                os.symlink(os.path.join(tree, folder), os.path.join(links, "a2e_engine", folder))
+            paths.insert(0, links)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+        command = [sys.executable, __file__, "--one", tree]
+        command += ["--calls", str(calls), "--rate", str(rate)]
+        done = subprocess.run(
+            command, cwd=tree, env=env, capture_output=True, text=True, timeout=900
+        )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"the run of {tree} failed:\n{done.stderr[-3000:]}")
@@ -145,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     for tree in trees:
         if not os.path.isfile(os.path.join(tree, "benchmarks", "workloads.py")):
             parser.error(f"{tree} is not a checkout of this engine with benchmarks/workloads.py")
-    if under(trees[0], "/tmp") != under(trees[1], "/tmp"):
+    if _under_tmp(trees[0]) != _under_tmp(trees[1]):
         parser.error(
             "one checkout is under /tmp and the other is not: workers bind code under /tmp "
             "into their private /tmp, which the other tree does not pay for; put both on the "
@@ -163,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as fh:
             json.dump(report, fh, indent=2)
     return 0
+
+
+def _under_tmp(path: str) -> bool:
+    return path == "/tmp" or path.startswith("/tmp/")
 
 
 if __name__ == "__main__":

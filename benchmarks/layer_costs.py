@@ -1,6 +1,6 @@
 """What each isolation layer costs per worker, measured side by side in one process.
 
-    python -m benchmarks.layer_costs [--workers N]
+    python -m a2e_engine.benchmarks.layer_costs [--workers N]
 
 Each row forks N children from this process; a child applies the layers of its row (each row
 adds one layer to the previous) and exits. The cost of a layer is its row minus the previous
@@ -18,22 +18,21 @@ import time
 from collections.abc import Callable
 
 import a2e
-import sandbox
-import tools
-from sandbox import landlock, syscalls
-from sandbox.cgroups import SlotGroups, join_cgroup, remove_cgroup_tree
-from sandbox.harden import clear_what_workers_inherit, close_inherited_fds
-from sandbox.identity import DEFAULT_UID_RANGE, become, closed_ancestors
-from sandbox.limits import Limits, apply_rlimits
-from sandbox.mount_template import create_mount_template, enter_copy_of_template
-from sandbox.namespaces import (
+from a2e_engine import sandbox, tools
+from a2e_engine.sandbox import landlock, syscalls
+from a2e_engine.sandbox.cgroups import SlotGroups, join_cgroup, remove_cgroup_tree
+from a2e_engine.sandbox.harden import clear_what_workers_inherit, close_inherited_fds
+from a2e_engine.sandbox.identity import DEFAULT_UID_RANGE, become, closed_ancestors
+from a2e_engine.sandbox.limits import Limits, apply_rlimits
+from a2e_engine.sandbox.mount_template import create_mount_template, enter_copy_of_template
+from a2e_engine.sandbox.namespaces import (
     PidNamespaces,
     create_empty_network_namespace,
     mount_private_tmp,
     tmp_binds,
 )
-from sandbox.quota import mount_session_quota, share_state_dir, unmount
-from sandbox.seccomp import PROFILES, compile_profile
+from a2e_engine.sandbox.quota import mount_session_quota, share_state_dir, unmount
+from a2e_engine.sandbox.seccomp import PROFILES, compile_profile
 
 Step = Callable[[], None]
 

@@ -1,7 +1,7 @@
 """What each optional layer costs a call, end to end: the same trivial tool through engines that
 differ by one layer, side by side in one process.
 
-    python -m benchmarks.layer_throughput [--calls N] [--rounds R]
+    python -m a2e_engine.benchmarks.layer_throughput [--calls N] [--rounds R]
 
 ``benchmarks.layer_costs`` says what a layer adds to preparing one worker; this says what that
 means for calls, one client at a time, on this machine (with 2 cores the hardening of the next
@@ -15,9 +15,9 @@ import argparse
 from typing import Any
 
 from a2e.caps.tools.client import ToolAPI
-from benchmarks.measure import closed_loop
-from benchmarks.workloads import BenchTools
-from engine import Engine, EngineConfig
+from a2e_engine.benchmarks.measure import closed_loop
+from a2e_engine.benchmarks.workloads import BenchTools
+from a2e_engine.engine import Engine, EngineConfig
 
 #: (row, what differs from every layer on)
 VARIANTS: list[tuple[str, dict[str, Any]]] = [

@@ -58,8 +58,8 @@ def soak(
     calls: int, concurrency: int = 8, on_progress: Callable[[int], None] | None = None
 ) -> dict[str, Any]:
     """Run the soak; the report says ``ok`` and every figure it was decided on."""
-    from benchmarks.workloads import SNIPPET, BenchTools
-    from engine import Engine, EngineConfig
+    from a2e_engine.benchmarks.workloads import SNIPPET, BenchTools
+    from a2e_engine.engine import Engine, EngineConfig
 
     me = psutil.Process()
     config = EngineConfig(prefork=4, max_workers=concurrency)

@@ -27,7 +27,7 @@ from typing import Any
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
-from benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload, script_result
+from a2e_engine.benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload, script_result
 
 __all__ = ["SYSTEMS", "Call", "Opened", "System", "why_unavailable"]
 
@@ -92,8 +92,8 @@ def _engine_call(tools: ToolAPI, workload: Workload, payloads: list[Payload]) ->
 
 @contextlib.contextmanager
 def engine_in_process(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
-    from benchmarks.workloads import BenchTools
-    from engine import Engine, EngineConfig
+    from a2e_engine.benchmarks.workloads import BenchTools
+    from a2e_engine.engine import Engine, EngineConfig
 
     config = EngineConfig(prefork=4, max_workers=8)
     with Engine(plugins=[BenchTools()], config=config) as engine:
@@ -120,8 +120,9 @@ def engine_stdio(workload: Workload, payloads: list[Payload]) -> Iterator[Opened
     from a2e.transports.stdio import StdioTransport
 
     command = [
-        sys.executable, "-m", "engine.cli", "serve", "--stdio", "--no-entry-points",
-        "--prefork", "4", "--max-workers", "8", "--plugin", "benchmarks.workloads:BenchTools",
+        sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--stdio", "--no-entry-points",
+        "--prefork", "4", "--max-workers", "8",
+        "--plugin", "a2e_engine.benchmarks.workloads:BenchTools",
     ]  # fmt: skip
     transport = StdioTransport(command, stderr=subprocess.DEVNULL)
     try:

@@ -1,6 +1,6 @@
 """Ranked tool search over a catalog of real API descriptions: recall@5 and latency.
 
-    python -m benchmarks.tool_search
+    python -m a2e_engine.benchmarks.tool_search
 
 The catalog is the documented public API of the Python standard library
 (``benchmarks.tool_catalog``, more than 1,500 tools); the queries are natural-language requests
@@ -15,8 +15,8 @@ import time
 
 from a2e.caps.tools.models import ToolDefinition, ToolListRequest
 from a2e.caps.tools.plugin import ToolPlugin
-from benchmarks.tool_catalog import QUERIES, stdlib_catalog
-from engine.registry import ToolRegistry
+from a2e_engine.benchmarks.tool_catalog import QUERIES, stdlib_catalog
+from a2e_engine.engine.registry import ToolRegistry
 
 
 class Catalog(ToolPlugin):

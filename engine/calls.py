@@ -28,15 +28,15 @@ from a2e.caps.tools.models import (
     ToolUsage,
 )
 from a2e.messages import A2ECapability
-from engine.audit import AuditTrail
-from engine.config import EngineConfig
-from engine.policy import check_policies
-from engine.registry import RegisteredTool, ToolRegistry
-from engine.retry import run_with_retries
-from engine.session import Session
-from engine.validation import validate_arguments
-from sandbox.outcome import OutcomeStatus, WorkerOutcome
-from sandbox.pool import Job, StopSignal, WorkerPool
+from a2e_engine.engine.audit import AuditTrail
+from a2e_engine.engine.config import EngineConfig
+from a2e_engine.engine.policy import check_policies
+from a2e_engine.engine.registry import RegisteredTool, ToolRegistry
+from a2e_engine.engine.retry import run_with_retries
+from a2e_engine.engine.session import Session
+from a2e_engine.engine.validation import validate_arguments
+from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
+from a2e_engine.sandbox.pool import Job, StopSignal, WorkerPool
 
 __all__ = ["CallContext", "run_call"]
 

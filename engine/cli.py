@@ -17,13 +17,13 @@ from typing import Any
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e.caps.tools.plugin import ToolPlugin
-from engine.config import EngineConfig
-from engine.config_file import ConfigError, ConfigFile, load_config_file
-from engine.engine import Engine
-from engine.plugins import PluginError, entry_point_plugins, load_plugin
-from sandbox.layers import LAYERS, missing_layers
-from sandbox.limits import Limits
-from tools import BUILTIN_PLUGINS
+from a2e_engine.engine.config import EngineConfig
+from a2e_engine.engine.config_file import ConfigError, ConfigFile, load_config_file
+from a2e_engine.engine.engine import Engine
+from a2e_engine.engine.plugins import PluginError, entry_point_plugins, load_plugin
+from a2e_engine.sandbox.layers import LAYERS, missing_layers
+from a2e_engine.sandbox.limits import Limits
+from a2e_engine.tools import BUILTIN_PLUGINS
 
 __all__ = ["main"]
 
@@ -202,7 +202,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     if not args.stdio:
         raise SystemExit("a2e serve: only --stdio is available in this version")
-    from engine.transports.stdio import serve_stdio
+    from a2e_engine.engine.transports.stdio import serve_stdio
 
     engine = _engine_from_args(args)
     with engine:
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
         # Its options are its own (argparse's REMAINDER would not pass a leading --option on).
-        from benchmarks.bench import main as bench_main
+        from a2e_engine.benchmarks.bench import main as bench_main
 
         return bench_main(argv[1:])
     args = build_parser().parse_args(argv)

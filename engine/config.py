@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.frames import DEFAULT_MAX_FRAME
-from sandbox.identity import DEFAULT_UID_RANGE
-from sandbox.layers import LAYERS
-from sandbox.limits import Limits
+from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
+from a2e_engine.sandbox.identity import DEFAULT_UID_RANGE
+from a2e_engine.sandbox.layers import LAYERS
+from a2e_engine.sandbox.limits import Limits
 
 __all__ = ["EngineConfig", "RetryPolicy"]
 

@@ -26,8 +26,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config import EngineConfig, RetryPolicy
-from sandbox.limits import Limits
+from a2e_engine.engine.config import EngineConfig, RetryPolicy
+from a2e_engine.sandbox.limits import Limits
 
 __all__ = ["ConfigError", "ConfigFile", "load_config_file", "parse_config"]
 

@@ -24,20 +24,20 @@ import dill
 
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e.client import A2EClient
-from engine.audit import AuditTrail
-from engine.calls import CallContext
-from engine.config import EngineConfig
-from engine.host import Connection
-from engine.identities import SessionUids
-from engine.plugins import build_plugin
-from engine.policy import Policy, PolicyFunction, as_policy
-from engine.registry import ToolRegistry
-from engine.session import Session
-from sandbox import syscalls
-from sandbox.layers import missing_layers
-from sandbox.leftovers import owner_tag, sweep_state_dirs
-from sandbox.pool import PoolConfig, WorkerPool
-from sandbox.quota import share_state_dir, unmount_tree
+from a2e_engine.engine.audit import AuditTrail
+from a2e_engine.engine.calls import CallContext
+from a2e_engine.engine.config import EngineConfig
+from a2e_engine.engine.host import Connection
+from a2e_engine.engine.identities import SessionUids
+from a2e_engine.engine.plugins import build_plugin
+from a2e_engine.engine.policy import Policy, PolicyFunction, as_policy
+from a2e_engine.engine.registry import ToolRegistry
+from a2e_engine.engine.session import Session
+from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.layers import missing_layers
+from a2e_engine.sandbox.leftovers import owner_tag, sweep_state_dirs
+from a2e_engine.sandbox.pool import PoolConfig, WorkerPool
+from a2e_engine.sandbox.quota import share_state_dir, unmount_tree
 
 __all__ = ["Engine", "IsolationUnavailable"]
 
@@ -46,7 +46,7 @@ T = TypeVar("T")
 
 
 def _builtin_plugins(settings: dict[str, dict[str, Any]]) -> list[ToolPlugin]:
-    from tools import BUILTIN_PLUGINS
+    from a2e_engine.tools import BUILTIN_PLUGINS
 
     return [
         build_plugin(cls, settings.get(cls.name, {}), f"tools.{cls.name}")
@@ -322,7 +322,7 @@ class Engine:
         policy: Policy | PolicyFunction | None = None,
     ) -> A2EClient:
         """An in-process ``A2EClient`` with its handshake done; use it with ``ToolAPI``."""
-        from engine.transports.inprocess import InProcessTransport
+        from a2e_engine.engine.transports.inprocess import InProcessTransport
 
         transport = InProcessTransport(self, as_policy(policy) if policy is not None else None)
         return A2EClient(transport, client_name=client_name, capabilities=capabilities, token=token)

@@ -36,14 +36,14 @@ from a2e.messages import (
     HandshakeRequest,
     HandshakeResponse,
 )
-from engine.calls import run_call
-from engine.identities import UidsExhausted
-from engine.policy import Policy, check_policies
-from engine.session import Session
-from sandbox.pool import StopSignal
+from a2e_engine.engine.calls import run_call
+from a2e_engine.engine.identities import UidsExhausted
+from a2e_engine.engine.policy import Policy, check_policies
+from a2e_engine.engine.session import Session
+from a2e_engine.sandbox.pool import StopSignal
 
 if TYPE_CHECKING:
-    from engine.engine import Engine
+    from a2e_engine.engine.engine import Engine
 
 __all__ = ["Connection"]
 

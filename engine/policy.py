@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from engine.session import Session
+    from a2e_engine.engine.session import Session
 
 __all__ = ["AllowAll", "Policy", "PolicyFunction", "ToolPolicy", "check_policies"]
 

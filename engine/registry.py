@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from a2e.caps.tools.models import ToolDefinition, ToolListRequest
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin, select_tools
-from engine.search import ToolIndex
+from a2e_engine.engine.search import ToolIndex
 
 __all__ = ["RegisteredTool", "ToolRegistry"]
 

@@ -21,8 +21,8 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from engine.config import RetryPolicy
-from sandbox.outcome import OutcomeStatus, WorkerOutcome
+from a2e_engine.engine.config import RetryPolicy
+from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
 
 __all__ = ["RETRYABLE", "run_with_retries"]
 

@@ -9,8 +9,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from engine.policy import Policy
-from sandbox.quota import mount_session_quota, unmount
+from a2e_engine.engine.policy import Policy
+from a2e_engine.sandbox.quota import mount_session_quota, unmount
 
 __all__ = ["Session"]
 

@@ -11,9 +11,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sandbox.limits import Limits
-    from sandbox.outcome import OutcomeStatus, WorkerOutcome
-    from sandbox.pool import Job, PoolConfig, SandboxUnavailable, WorkerPool
+    from a2e_engine.sandbox.limits import Limits
+    from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
+    from a2e_engine.sandbox.pool import Job, PoolConfig, SandboxUnavailable, WorkerPool
 
 __all__ = [
     "Job",
@@ -26,13 +26,13 @@ __all__ = [
 ]
 
 _HOMES = {
-    "Limits": "sandbox.limits",
-    "OutcomeStatus": "sandbox.outcome",
-    "WorkerOutcome": "sandbox.outcome",
-    "Job": "sandbox.pool",
-    "PoolConfig": "sandbox.pool",
-    "SandboxUnavailable": "sandbox.pool",
-    "WorkerPool": "sandbox.pool",
+    "Limits": "a2e_engine.sandbox.limits",
+    "OutcomeStatus": "a2e_engine.sandbox.outcome",
+    "WorkerOutcome": "a2e_engine.sandbox.outcome",
+    "Job": "a2e_engine.sandbox.pool",
+    "PoolConfig": "a2e_engine.sandbox.pool",
+    "SandboxUnavailable": "a2e_engine.sandbox.pool",
+    "WorkerPool": "a2e_engine.sandbox.pool",
 }
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from sandbox.leftovers import dead_owners, owner_tag
+from a2e_engine.sandbox.leftovers import dead_owners, owner_tag
 
 __all__ = ["Slot", "SlotGroups", "join_cgroup", "remove_cgroup_tree"]
 

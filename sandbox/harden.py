@@ -16,13 +16,13 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sandbox import syscalls
-from sandbox.cgroups import join_cgroup
-from sandbox.forking import leave_idle_priority
-from sandbox.landlock import Ruleset
-from sandbox.limits import Limits, apply_rlimits
-from sandbox.mount_template import enter_worker_mounts
-from sandbox.namespaces import TmpBind
+from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.cgroups import join_cgroup
+from a2e_engine.sandbox.forking import leave_idle_priority
+from a2e_engine.sandbox.landlock import Ruleset
+from a2e_engine.sandbox.limits import Limits, apply_rlimits
+from a2e_engine.sandbox.mount_template import enter_worker_mounts
+from a2e_engine.sandbox.namespaces import TmpBind
 
 __all__ = [
     "SAFE_PATH",

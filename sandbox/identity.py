@@ -21,7 +21,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sandbox import syscalls
+from a2e_engine.sandbox import syscalls
 
 __all__ = [
     "DEFAULT_UID_RANGE",

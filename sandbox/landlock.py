@@ -16,7 +16,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 
-from sandbox import syscalls
+from a2e_engine.sandbox import syscalls
 
 __all__ = [
     "SYSTEM_READ_PATHS",

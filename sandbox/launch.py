@@ -10,7 +10,7 @@ from typing import Any
 import multiprocess
 from multiprocess import spawn as mp_spawn
 
-from sandbox.zygote import zygote_main
+from a2e_engine.sandbox.zygote import zygote_main
 
 __all__ = ["join_or_kill", "spawn_zygote"]
 

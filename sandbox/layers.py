@@ -2,7 +2,8 @@
 
 One source for three readers: the zygote and the engine report each layer under these names
 (``engine.layers``: active or not, and why not); ``a2e doctor`` prints them for this host;
-the README's isolation table is ``python -m sandbox.layers`` (a test keeps the two equal).
+the README's isolation table is ``python -m a2e_engine.sandbox.layers`` (a test keeps the two
+equal).
 ``EngineConfig.require`` names the ones the engine must refuse to start without.
 """
 
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox.frames import DEFAULT_MAX_FRAME
-from sandbox.limits import Limits
+from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
+from a2e_engine.sandbox.limits import Limits
 
 __all__ = ["LAYERS", "Layer", "markdown_table", "missing_layers"]
 

@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 
-from sandbox.quota import mount_points, under, unmount_tree
+from a2e_engine.sandbox.quota import mount_points, under, unmount_tree
 
 __all__ = ["dead_owners", "owner_tag", "sweep_state_dirs"]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sandbox import syscalls
-from sandbox.identity import Crossing, open_the_way
-from sandbox.namespaces import (
+from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.identity import Crossing, open_the_way
+from a2e_engine.sandbox.namespaces import (
     TmpBind,
     make_filesystem_read_only,
     mount_minimal_dev,

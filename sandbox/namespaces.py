@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from sandbox import syscalls
-from sandbox.quota import mount_points, under
+from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.quota import mount_points, under
 
 __all__ = [
     "PidNamespaces",

@@ -24,17 +24,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.cgroups import remove_cgroup_tree
-from sandbox.frames import DEFAULT_MAX_FRAME, FrameDecoder, encode_frame
-from sandbox.handle import WorkerHandle
-from sandbox.identity import DEFAULT_UID_RANGE
-from sandbox.launch import join_or_kill, spawn_zygote
-from sandbox.limits import Limits
-from sandbox.outcome import OutcomeStatus, WorkerOutcome, describe_exit
-from sandbox.seccomp import PROFILES
-from sandbox.stream import EventSink, ResultReader
-from sandbox.waiting import StopSignal, race
-from sandbox.zygote import CONTROL_MAX
+from a2e_engine.sandbox.cgroups import remove_cgroup_tree
+from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME, FrameDecoder, encode_frame
+from a2e_engine.sandbox.handle import WorkerHandle
+from a2e_engine.sandbox.identity import DEFAULT_UID_RANGE
+from a2e_engine.sandbox.launch import join_or_kill, spawn_zygote
+from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome, describe_exit
+from a2e_engine.sandbox.seccomp import PROFILES
+from a2e_engine.sandbox.stream import EventSink, ResultReader
+from a2e_engine.sandbox.waiting import StopSignal, race
+from a2e_engine.sandbox.zygote import CONTROL_MAX
 
 __all__ = ["Job", "PoolConfig", "SandboxUnavailable", "StopSignal", "WorkerPool"]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from sandbox import syscalls
+from a2e_engine.sandbox import syscalls
 
 __all__ = [
     "mount_points",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pyseccomp as sc
 
-from sandbox.syscalls import CLONE_THREAD, NAMESPACE_FLAGS
+from a2e_engine.sandbox.syscalls import CLONE_THREAD, NAMESPACE_FLAGS
 
 __all__ = ["PROFILES", "SeccompProfile", "compile_profile"]
 

@@ -13,11 +13,11 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sandbox.frames import FrameDecoder, FrameError
+from a2e_engine.sandbox.frames import FrameDecoder, FrameError
 
 if TYPE_CHECKING:
-    from sandbox.handle import WorkerHandle
-    from sandbox.pool import PoolConfig
+    from a2e_engine.sandbox.handle import WorkerHandle
+    from a2e_engine.sandbox.pool import PoolConfig
 
 __all__ = ["EventSink", "ResultReader"]
 

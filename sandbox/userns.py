@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import signal
 
-from sandbox import syscalls
+from a2e_engine.sandbox import syscalls
 
 __all__ = ["enter_user_namespace", "host_pid"]
 

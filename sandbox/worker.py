@@ -25,8 +25,8 @@ from typing import Any
 
 from a2e import jsonwire
 from a2e.caps.tools.plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
-from sandbox import syscalls
-from sandbox.frames import (
+from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.frames import (
     DEFAULT_MAX_FRAME,
     encode_frame,
     frame_of_body,
@@ -34,9 +34,9 @@ from sandbox.frames import (
     write_frame,
     write_frame_bytes,
 )
-from sandbox.harden import Hardening, harden_worker
-from sandbox.identity import become
-from sandbox.landlock import Ruleset
+from a2e_engine.sandbox.harden import Hardening, harden_worker
+from a2e_engine.sandbox.identity import become
+from a2e_engine.sandbox.landlock import Ruleset
 
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
 

@@ -30,9 +30,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from sandbox import landlock, syscalls
-from sandbox.cgroups import Slot, SlotGroups, remove_cgroup_tree
-from sandbox.forking import (
+from a2e_engine.sandbox import landlock, syscalls
+from a2e_engine.sandbox.cgroups import Slot, SlotGroups, remove_cgroup_tree
+from a2e_engine.sandbox.forking import (
     enter_idle_priority,
     fork_single_threaded,
     leave_idle_priority,
@@ -40,21 +40,21 @@ from sandbox.forking import (
     reseed_random,
     thread_count,
 )
-from sandbox.harden import Hardening, clear_what_workers_inherit
-from sandbox.identity import Crossing, closed_ancestors, probe_identity
-from sandbox.limits import Limits
-from sandbox.mount_template import create_mount_template
-from sandbox.namespaces import (
+from a2e_engine.sandbox.harden import Hardening, clear_what_workers_inherit
+from a2e_engine.sandbox.identity import Crossing, closed_ancestors, probe_identity
+from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.mount_template import create_mount_template
+from a2e_engine.sandbox.namespaces import (
     PidNamespaces,
     TmpBind,
     create_empty_network_namespace,
     probe_pid_namespaces,
     tmp_binds,
 )
-from sandbox.quota import unmount_tree
-from sandbox.seccomp import PROFILES, compile_profile
-from sandbox.userns import enter_user_namespace, host_pid
-from sandbox.worker import run_worker
+from a2e_engine.sandbox.quota import unmount_tree
+from a2e_engine.sandbox.seccomp import PROFILES, compile_profile
+from a2e_engine.sandbox.userns import enter_user_namespace, host_pid
+from a2e_engine.sandbox.worker import run_worker
 
 __all__ = ["CONTROL_MAX", "zygote_main"]
 
@@ -281,9 +281,9 @@ class Zygote:
         self._report(layer, None, path=groups.path, **facts)
 
     def _code_modules(self) -> list[Any]:
-        """Top-level packages a worker may import from lazily: ours and the plugins'."""
-        names = {"a2e", "sandbox", "tools"}
-        names.update(type(p).__module__.split(".")[0] for p in self.plugins)
+        """Packages a worker may import from lazily: ours and the plugins'."""
+        names = {"a2e", "a2e_engine.sandbox", "a2e_engine.tools"}
+        names.update(_outermost_package(type(p).__module__) for p in self.plugins)
         return [sys.modules[n] for n in sorted(names) if n in sys.modules and n != "__main__"]
 
     def _report(self, layer: str, why_not: str | None, **facts: Any) -> None:
@@ -484,6 +484,17 @@ class Zygote:
                     break
             self.reap()
         self.stop()
+
+
+def _outermost_package(module: str) -> str:
+    """The outermost package of ``module`` that has files of its own: a namespace package
+    (``a2e_engine``) has none, so its subpackage (``a2e_engine.tools``) stands for it."""
+    parts = module.split(".")
+    for depth in range(1, len(parts) + 1):
+        name = ".".join(parts[:depth])
+        if getattr(sys.modules.get(name), "__file__", None):
+            return name
+    return module
 
 
 def zygote_main(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from a2e.caps.tools.client import ToolAPI
-from engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig
 from tests.hostile_plugin import HostileTools
 
 SECRET = "a2e-test-secret-7f3d"

@@ -18,10 +18,10 @@ from a2e.adapters.llm_agents import engine_tools
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent, ToolResult
 from a2e.caps.tools.schema import openai_tool
-from engine import Engine, EngineConfig
-from engine.config_file import parse_config
+from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.engine.config_file import parse_config
+from a2e_engine.tools.a2a_peers import A2APeers
 from tests.a2a_servers import POINTER_URL, PeerServers, free_port
-from tools.a2a_peers import A2APeers
 
 TOKEN = "peer-token-5d1c9"
 

@@ -14,7 +14,7 @@ from a2e.adapters.llm_agents import EngineTool, engine_tools
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.schema import anthropic_tool, input_schema, openai_tool
-from engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig
 
 
 def test_json_schema_of_a_nested_definition() -> None:

@@ -18,11 +18,11 @@ from unittest import mock
 
 import pytest
 
-from benchmarks import bench, bounds
-from benchmarks.bench import Options, Progress
-from benchmarks.measure import Figures, open_loop
-from benchmarks.systems import Opened, System
-from benchmarks.workloads import WORKLOADS, Payload, Workload
+from a2e_engine.benchmarks import bench, bounds
+from a2e_engine.benchmarks.bench import Options, Progress
+from a2e_engine.benchmarks.measure import Figures, open_loop
+from a2e_engine.benchmarks.systems import Opened, System
+from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,7 +40,7 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     has, answers that agree, a JSON report and a chart. No speed is asserted."""
     report_path, chart_path = tmp_path / "bench.json", tmp_path / "bench.png"
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "bench", "--quick", "--no-progress",
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--quick", "--no-progress",
          "--json", str(report_path), "--chart", str(chart_path)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
@@ -70,7 +70,7 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
 
 def test_a2e_bench_soak_counts_every_call() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "bench", "--soak", "300", "--no-progress"],
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--soak", "300", "--no-progress"],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     report = json.loads(proc.stdout[: proc.stdout.rindex("}") + 1])
@@ -81,7 +81,7 @@ def test_a2e_bench_soak_counts_every_call() -> None:
 
 def test_bench_refuses_bad_options() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "bench", "--concurrency", "0"],
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--concurrency", "0"],
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 2 and "each level must be 1-64" in proc.stderr
@@ -89,19 +89,21 @@ def test_bench_refuses_bad_options() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the layer benchmark needs root")
 def test_layer_cost_benchmark() -> None:
-    out = run("benchmarks.layer_costs", "--workers", "3", "--rounds", "1")
+    out = run("a2e_engine.benchmarks.layer_costs", "--workers", "3", "--rounds", "1")
     assert "+ seccomp" in out and "+ Landlock" in out
 
 
 def test_layer_throughput_benchmark() -> None:
-    out = run("benchmarks.layer_throughput", "--calls", "5", "--rounds", "1")
+    out = run("a2e_engine.benchmarks.layer_throughput", "--calls", "5", "--rounds", "1")
     assert "every layer this host allows" in out and "only the layers that are always on" in out
 
 
 def test_bounds_benchmark(tmp_path: Path) -> None:
     """Every figure of what the machine allows is measured and written out."""
     report_path = tmp_path / "bounds.json"
-    out = run("benchmarks.bounds", "--forks", "5", "--calls", "3", "--json", str(report_path))
+    out = run(
+        "a2e_engine.benchmarks.bounds", "--forks", "5", "--calls", "3", "--json", str(report_path)
+    )
     assert "a warm pre-forked child" in out and "calls/s on" in out
     figures = json.loads(report_path.read_text())
     assert set(figures) == {f.name for f in dataclasses.fields(bounds.Bounds)}
@@ -127,7 +129,7 @@ def test_bounds_round_trip_checks_the_answer(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_tool_search_benchmark() -> None:
-    out = run("benchmarks.tool_search")
+    out = run("a2e_engine.benchmarks.tool_search")
     assert "BM25 (engine registry)" in out and "substring (spec default)" in out
 
 
@@ -136,7 +138,7 @@ def test_compare_two_checkouts(tmp_path: Path) -> None:
     came from); the table has every figure and the JSON every run. Here both are this one."""
     report_path = tmp_path / "compare.json"
     out = run(
-        "benchmarks.compare", ROOT, ROOT, "--rounds", "1", "--calls", "20", "--rate", "40",
+        "a2e_engine.benchmarks.compare", ROOT, ROOT, "--rounds", "1", "--calls", "20", "--rate", "40",
         "--json", str(report_path),
     )  # fmt: skip
     for figure in ("idle_median_ms", "c2_per_s", "c2_workers_cpu_ms", "open_p99_ms"):
@@ -147,7 +149,7 @@ def test_compare_two_checkouts(tmp_path: Path) -> None:
 
 def test_compare_refuses_a_directory_that_is_not_a_checkout(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.compare", str(tmp_path), ROOT],
+        [sys.executable, "-m", "a2e_engine.benchmarks.compare", str(tmp_path), ROOT],
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 2 and "is not a checkout of this engine" in proc.stderr
@@ -162,7 +164,7 @@ def test_compare_refuses_checkouts_on_both_sides_of_tmp() -> None:
             os.makedirs(os.path.join(tree, "benchmarks"))
             Path(tree, "benchmarks", "workloads.py").write_text("")
         proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.compare", *made],
+            [sys.executable, "-m", "a2e_engine.benchmarks.compare", *made],
             capture_output=True, text=True, timeout=60, cwd=ROOT,
         )  # fmt: skip
         assert proc.returncode == 2 and "same side" in proc.stderr

@@ -12,7 +12,7 @@ import pytest
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import ToolCancelled, ToolPlugin
-from engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig
 
 
 class Remote(ToolPlugin):

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-A2E = [sys.executable, "-m", "engine.cli"]
+A2E = [sys.executable, "-m", "a2e_engine.engine.cli"]
 
 
 def a2e(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -67,7 +67,7 @@ def test_the_demo_runs_and_shows_containment() -> None:
 
 
 def test_doctor_lists_every_layer_and_fails_on_a_missing_required_one() -> None:
-    from sandbox.layers import LAYERS
+    from a2e_engine.sandbox.layers import LAYERS
 
     out = a2e("doctor").stdout
     for name in LAYERS:

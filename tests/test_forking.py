@@ -14,7 +14,7 @@ import pytest
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition
 from a2e.caps.tools.plugin import ToolPlugin
-from engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig
 
 
 def _eval(tools: ToolAPI, code: str) -> Any:

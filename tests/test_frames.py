@@ -5,7 +5,13 @@ import struct
 
 import pytest
 
-from sandbox.frames import FrameDecoder, FrameError, encode_frame, read_frame, write_frame
+from a2e_engine.sandbox.frames import (
+    FrameDecoder,
+    FrameError,
+    encode_frame,
+    read_frame,
+    write_frame,
+)
 
 
 def test_frames_survive_arbitrary_splits() -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent, ToolResult
-from engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig
 
 BLOB = bytes(range(256)) * 4
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from engine import Engine, EngineConfig
-from sandbox.leftovers import INITIAL_PID_NS, dead_owners, owner_tag, sweep_state_dirs
-from sandbox.quota import mount_points, under
+from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.sandbox.leftovers import INITIAL_PID_NS, dead_owners, owner_tag, sweep_state_dirs
+from a2e_engine.sandbox.quota import mount_points, under
 
 pytestmark = pytest.mark.skipif(
     os.stat("/proc/self/ns/pid").st_ino != INITIAL_PID_NS,
@@ -28,7 +28,7 @@ DOOMED = textwrap.dedent(
     """
     import json, time
     from a2e.caps.tools.client import ToolAPI
-    from engine import Engine, EngineConfig
+    from a2e_engine.engine import Engine, EngineConfig
     engine = Engine(config=EngineConfig(prefork=1)).start()
     tools = ToolAPI(engine.connect(client_name="doomed"))
     kept = tools.call(tool_name="python_eval", arguments={"code": "open('kept', 'w').write('x')"})

@@ -9,7 +9,7 @@ import pytest
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolCallRequest
-from engine import Engine, EngineConfig, Limits
+from a2e_engine.engine import Engine, EngineConfig, Limits
 from tests.hostile_plugin import HostileTools
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.output import CappedText
+from a2e_engine.tools.output import CappedText
 
 CASES = {
     "one big piece": ["a" * 50],

@@ -14,7 +14,7 @@ import pytest
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
-from engine import Engine
+from a2e_engine.engine import Engine
 
 SECRET = "hook-secret-41aa"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.config_file import ConfigError, parse_config
+from a2e_engine.engine.config_file import ConfigError, parse_config
 
 GREETER = """
 from a2e.caps.tools.models import ToolDefinition
@@ -52,7 +52,7 @@ def site(tmp_path: Path) -> Path:
 def a2e(site: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(site)}
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args, "--prefork", "1"],
+        [sys.executable, "-m", "a2e_engine.engine.cli", *args, "--prefork", "1"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -12,9 +12,16 @@ PUBLIC = {
     "a2e.caps.tools.client": ["ToolAPI", "PendingCall"],
     "a2e.caps.tools.plugin": ["ToolPlugin", "ToolContext", "ToolExecutionError", "SandboxProfile"],
     "a2e.transports": ["StdioTransport"],
-    "engine": ["Engine", "EngineConfig", "Limits", "RetryPolicy", "ToolPolicy"],
-    "sandbox": ["WorkerPool", "PoolConfig", "Job", "Limits", "WorkerOutcome", "OutcomeStatus"],
-    "tools": ["PythonEval", "FileTools", "BUILTIN_PLUGINS"],
+    "a2e_engine.engine": ["Engine", "EngineConfig", "Limits", "RetryPolicy", "ToolPolicy"],
+    "a2e_engine.sandbox": [
+        "WorkerPool",
+        "PoolConfig",
+        "Job",
+        "Limits",
+        "WorkerOutcome",
+        "OutcomeStatus",
+    ],
+    "a2e_engine.tools": ["PythonEval", "FileTools", "BUILTIN_PLUGINS"],
 }
 
 
@@ -32,7 +39,7 @@ def test_the_protocol_package_does_not_import_the_engine() -> None:
 
     code = (
         "import sys, a2e, a2e.caps.tools.client, a2e.transports\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('engine', 'sandbox')))"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'a2e_engine'))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr

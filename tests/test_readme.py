@@ -27,7 +27,9 @@ def test_the_python_examples_run() -> None:
 
 def test_the_stdio_example_runs() -> None:
     example = next(b for b in blocks("bash") if b.startswith("printf"))
-    example = example.replace("a2e serve --stdio", f"{sys.executable} -m engine.cli serve --stdio")
+    example = example.replace(
+        "a2e serve --stdio", f"{sys.executable} -m a2e_engine.engine.cli serve --stdio"
+    )
     proc = subprocess.run(["bash", "-c", example], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert [line.split('"type":"')[1].split('"')[0] for line in proc.stdout.splitlines()] == [
@@ -39,9 +41,9 @@ def test_the_stdio_example_runs() -> None:
 
 
 def test_the_isolation_table_is_the_one_the_layers_generate() -> None:
-    from sandbox.layers import markdown_table
+    from a2e_engine.sandbox.layers import markdown_table
 
-    begin, end = "<!-- layers: python -m sandbox.layers -->\n", "<!-- /layers -->"
+    begin, end = "<!-- layers: python -m a2e_engine.sandbox.layers -->\n", "<!-- /layers -->"
     assert begin in README, "the README lost its generated isolation table"
     table = README.split(begin, 1)[1].split(end, 1)[0]
-    assert table == markdown_table(), "regenerate it: python -m sandbox.layers"
+    assert table == markdown_table(), "regenerate it: python -m a2e_engine.sandbox.layers"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition, ToolListRequest
-from benchmarks.tool_catalog import QUERIES, stdlib_catalog
-from benchmarks.tool_search import Catalog, evaluate
-from engine import Engine, EngineConfig
-from engine.registry import ToolRegistry
+from a2e_engine.benchmarks.tool_catalog import QUERIES, stdlib_catalog
+from a2e_engine.benchmarks.tool_search import Catalog, evaluate
+from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.engine.registry import ToolRegistry
 
 
 def test_recall_at_5_over_the_standard_library_catalog() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent, ToolResult
-from engine import Engine
+from a2e_engine.engine import Engine
 
 
 @pytest.fixture(scope="module")

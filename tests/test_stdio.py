@@ -17,11 +17,11 @@ from a2e.caps.tools.client import ToolAPI
 from a2e.client import A2EClient
 from a2e.codec import MAX_MESSAGE_BYTES
 from a2e.transports.stdio import StdioTransport
-from engine import Engine
-from engine.transports.lines import _Splitter
-from engine.transports.stdio import serve_stdio
+from a2e_engine.engine import Engine
+from a2e_engine.engine.transports.lines import _Splitter
+from a2e_engine.engine.transports.stdio import serve_stdio
 
-SERVE = [sys.executable, "-m", "engine.cli", "serve", "--stdio", "--prefork", "1"]
+SERVE = [sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--stdio", "--prefork", "1"]
 
 
 @pytest.fixture(scope="module")

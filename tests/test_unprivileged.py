@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import syscalls
-from sandbox.identity import closed_ancestors, open_the_way
+from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.identity import closed_ancestors, open_the_way
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
@@ -28,7 +28,7 @@ import json, os, signal, time
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
-from engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig
 
 
 class Escaper(ToolPlugin):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from a2e.caps.tools.models import ToolParameter
-from engine.validation import validate_arguments
+from a2e_engine.engine.validation import validate_arguments
 
 PARAMS = [
     ToolParameter(name="path", type="string", description="p", required=True),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sandbox.landlock import covering_paths
-from sandbox.namespaces import TmpBind, tmp_binds
+from a2e_engine.sandbox.landlock import covering_paths
+from a2e_engine.sandbox.namespaces import TmpBind, tmp_binds
 
 
 def test_covering_paths_resolve_links_and_drop_what_is_covered(tmp_path: Path) -> None:

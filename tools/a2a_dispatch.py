@@ -46,8 +46,8 @@ from a2a.types.a2a_pb2 import (
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from a2e.caps.tools.plugin import ToolCancelled
-from tools.checked_httpx import CheckedTransport
-from tools.destinations import DestinationRefused, Destinations
+from a2e_engine.tools.checked_httpx import CheckedTransport
+from a2e_engine.tools.destinations import DestinationRefused, Destinations
 
 __all__ = ["PeerCall", "PeerFailure", "dispatch", "parse_card"]
 

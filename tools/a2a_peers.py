@@ -39,13 +39,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
-from tools.destinations import Destinations
+from a2e_engine.tools.destinations import Destinations
 
 __all__ = ["A2APeers", "PeerSpec"]
 
 TOOL_NAME = "use_a2a_agent"
 PEER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-SDK_MODULE = "tools.a2a_dispatch"
+SDK_MODULE = "a2e_engine.tools.a2a_dispatch"
 
 
 class PeerSpec(BaseModel):

@@ -19,7 +19,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from tools.destinations import Destinations, addresses_of
+from a2e_engine.tools.destinations import Destinations, addresses_of
 
 __all__ = ["CheckedTransport"]
 

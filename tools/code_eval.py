@@ -35,8 +35,8 @@ from typing import Any
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
-from sandbox.forking import fork_single_threaded, thread_count
-from tools.output import SPOOL_DIR, CappedText
+from a2e_engine.sandbox.forking import fork_single_threaded, thread_count
+from a2e_engine.tools.output import SPOOL_DIR, CappedText
 
 __all__ = ["CodeEval"]
 

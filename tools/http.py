@@ -25,7 +25,7 @@ from urllib.parse import urljoin, urlsplit
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
-from tools.destinations import DestinationRefused, Destinations
+from a2e_engine.tools.destinations import DestinationRefused, Destinations
 
 __all__ = ["HttpTools"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
-from tools.output import EventStream, Flusher, results_of
+from a2e_engine.tools.output import EventStream, Flusher, results_of
 
 __all__ = ["PythonEval"]
 

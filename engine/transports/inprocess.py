@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from a2e.messages import A2EMessage
 from a2e.transport import DirectRoute, TransportClosed
-from engine.policy import Policy
+from a2e_engine.engine.policy import Policy
 
 if TYPE_CHECKING:
-    from engine.engine import Engine
+    from a2e_engine.engine.engine import Engine
 
 __all__ = ["InProcessTransport"]
 

@@ -15,10 +15,15 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from a2e.codec import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
 from a2e.messages import A2EMessage, ErrorCode
-from engine.transports.lines import give_back_blocking, loop_can_watch, open_writer, read_lines
+from a2e_engine.engine.transports.lines import (
+    give_back_blocking,
+    loop_can_watch,
+    open_writer,
+    read_lines,
+)
 
 if TYPE_CHECKING:
-    from engine.engine import Engine
+    from a2e_engine.engine.engine import Engine
 
 __all__ = ["serve_stdio"]
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from a2e.caps.tools.client import ToolAPI
-from engine import Engine, EngineConfig
-from sandbox.limits import Limits
+from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.sandbox.limits import Limits
 from tests.hostile_plugin import HostileNetworkTools, HostileTools
 from tests.security.harness import Attacker, Sandbox
 

@@ -23,7 +23,7 @@ import pytest
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolResult
 from a2e.client import A2EClient
-from engine import Engine
+from a2e_engine.engine import Engine
 
 GRACE_S = 3.0
 NOISY_TMP_NAMES = ("pytest-", "pip-", "tmp", "a2e-engine-")  # the last: other engines' state
