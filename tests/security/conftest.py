@@ -19,7 +19,7 @@ from a2e.caps.tools.client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
 from a2e_engine.sandbox.limits import Limits
 from tests.hostile_plugin import HostileNetworkTools, HostileTools
-from tests.security.harness import Attacker, Sandbox
+from tests.security.harness import Attacker, Canaries, Sandbox
 
 MODES = {
     "full": {},
@@ -46,6 +46,8 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
         "workspace_mb": 80,
     }
     config = EngineConfig(**{**settings, **MODES[request.param]})
+    canaries = Canaries()
+    request.addfinalizer(canaries.remove)
     with Engine(plugins=[HostileTools(), HostileNetworkTools()], config=config) as engine:
         victim = ToolAPI(engine.connect(client_name="victim"))
         written = victim.call(
@@ -56,7 +58,7 @@ def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
             },
         )
         assert written.success, written.error
-        yield Sandbox(engine, request.param, victim, written.data["value"])
+        yield Sandbox(engine, request.param, victim, written.data["value"], canaries)
         victim.client.close()
 
 

@@ -3,15 +3,23 @@ the suite promises for *every* attack, whatever the case asserts on top:
 
 * the call returns within its timeout plus ``GRACE_S``;
 * no process the call started is left (every descendant of the zygote is an idle worker);
-* nothing outside the attacking session's workspace changed (another session's workspace, the
-  host's ``/tmp`` and ``/root``, ``/etc``, this repository);
+* nothing outside the attacking session's workspace changed: another session's workspace,
+  canary files the suite owns in the host's ``/tmp`` and home directory (writable by anyone, so
+  that only the sandbox keeps an attack off them), the files attacks aim at, anything named like
+  an attack's file in the places attacks write to, and this repository;
 * the engine still answers the next call.
+
+Only paths that this suite owns or attacks aim at are compared, never a whole shared directory:
+other programs on the machine create and remove files in ``/tmp`` all the time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import site
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +34,24 @@ from a2e.client import A2EClient
 from a2e_engine.engine import Engine
 
 GRACE_S = 3.0
-NOISY_TMP_NAMES = ("pytest-", "pip-", "tmp", "a2e-engine-")  # the last: other engines' state
 REPO = Path(__file__).resolve().parents[2]
+#: Files that attacks create are named so; nothing else on a machine is.
+ATTACK_NAMES = ("a2e-attack", "a2e_attack")
+#: Where attacks try to create files (``ATTACK_NAMES``), beside the targets they name.
+ATTACKED_DIRS = (
+    "/tmp",
+    "/etc",
+    os.path.expanduser("~"),
+    os.path.dirname(os.__file__),
+    *site.getsitepackages(),
+    str(REPO / "a2e"),
+)
+#: Existing files attacks try to change.
+ATTACKED_FILES = (
+    "/proc/sys/kernel/core_pattern",
+    "/sys/fs/cgroup/pids/release_agent",
+    os.path.join(os.path.expanduser("~"), ".bashrc"),
+)
 
 #: Python source run inside a worker: ``pipes`` = the pipe fds it holds (its result pipe).
 FIND_PIPES = """
@@ -48,6 +72,38 @@ def attack(name: str, *, full: str, reduced: str) -> pytest.MarkDecorator:
     return pytest.mark.attack(name=name, full=full, reduced=reduced)
 
 
+class Canaries:
+    """Directories of files the suite owns, in the host's ``/tmp`` and home directory: made
+    writable by anyone, so that nothing but the sandbox stands between an attack and them."""
+
+    FILES = ("canary.txt", "nested/canary.txt")
+
+    def __init__(self) -> None:
+        self.dirs: list[str] = []
+        for parent in ("/tmp", os.path.expanduser("~")):
+            try:
+                directory = tempfile.mkdtemp(prefix="a2e-canary-", dir=parent)
+            except OSError:
+                continue  # not ours to write to (a home directory of another user)
+            for name in self.FILES:
+                path = os.path.join(directory, name)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as fh:
+                    fh.write(f"canary {name}\n")
+                os.chmod(path, 0o666)
+            for folder in (directory, os.path.join(directory, "nested")):
+                os.chmod(folder, 0o777)
+            self.dirs.append(directory)
+
+    @property
+    def files(self) -> list[str]:
+        return [os.path.join(d, name) for d in self.dirs for name in self.FILES]
+
+    def remove(self) -> None:
+        for directory in self.dirs:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
 @dataclass
 class Sandbox:
     """One engine of the suite, in one mode, with a victim session that attacks must not touch."""
@@ -56,6 +112,7 @@ class Sandbox:
     mode: str
     victim: ToolAPI
     victim_file: str
+    canaries: Canaries
 
     def has(self, layer: str) -> bool:
         return bool(self.engine.layers.get(layer, {}).get("active"))
@@ -83,16 +140,51 @@ def _tree_digest(root: str, limit: int = 2000) -> str:
     return digest.hexdigest()
 
 
-def outside_view(sandbox: Sandbox) -> dict[str, Any]:
+def _fingerprint(path: str) -> str:
+    """Type, mode, size, modification time and (for a small regular file) content."""
+    info = os.lstat(path)
+    mark = f"{info.st_mode:o}:{info.st_size}:{info.st_mtime_ns}"
+    if os.path.isfile(path) and info.st_size <= 1 << 16 and not path.startswith("/proc/"):
+        with open(path, "rb") as fh:
+            mark += ":" + hashlib.sha256(fh.read()).hexdigest()[:16]
+    return mark
+
+
+def _under(root: str) -> list[str]:
+    found = [root]
+    for directory, dirs, files in os.walk(root):
+        found += [os.path.join(directory, name) for name in (*dirs, *files)]
+    return found
+
+
+def outside_view(sandbox: Sandbox) -> dict[str, str]:
+    """A fingerprint of every watched path that exists (see the module's docstring)."""
     victim_dir = os.path.dirname(sandbox.victim_file)
-    return {
-        "victim": (sorted(os.listdir(victim_dir)), Path(sandbox.victim_file).read_bytes()),
-        # Names other processes on a shared machine create all the time are left out.
-        "host_tmp": sorted(n for n in os.listdir("/tmp") if not n.startswith(NOISY_TMP_NAMES)),
-        "root": sorted(os.listdir("/root")),
-        "etc": (os.stat("/etc").st_mtime_ns, sorted(os.listdir("/etc"))),
-        "repo": _tree_digest(str(REPO / "a2e")) + _tree_digest(str(REPO / "tests")),
-    }
+    paths = [*_under(victim_dir), *ATTACKED_FILES]
+    for canary in sandbox.canaries.dirs:
+        paths += _under(canary)
+    for directory in ATTACKED_DIRS:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        paths += [os.path.join(directory, n) for n in names if n.startswith(ATTACK_NAMES)]
+    view: dict[str, str] = {}
+    for path in dict.fromkeys(paths):
+        try:
+            view[path] = _fingerprint(path)
+        except OSError:
+            continue  # not there: its appearance is a change
+    view["repository"] = _tree_digest(str(REPO / "a2e")) + _tree_digest(str(REPO / "tests"))
+    return view
+
+
+def changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """What was added, removed or changed between two views, one line each."""
+    lines = [f"added {p}" for p in after if p not in before]
+    lines += [f"removed {p}" for p in before if p not in after]
+    lines += [f"changed {p}" for p in before if p in after and before[p] != after[p]]
+    return lines
 
 
 def leftover_processes(engine: Engine, wait_s: float = 5.0) -> list[psutil.Process]:
@@ -151,8 +243,7 @@ class Attacker:
         assert elapsed < timeout + GRACE_S, f"the call took {elapsed:.1f} s (timeout {timeout})"
         left = leftover_processes(self.sandbox.engine)
         assert left == [], f"processes of the call survived it: {left}"
-        after = outside_view(self.sandbox)
-        changed = {key: (before[key], after[key]) for key in before if before[key] != after[key]}
+        changed = changes(before, outside_view(self.sandbox))
         assert not changed, f"something outside the workspace changed: {changed}"
         self.still_serving()
         return result

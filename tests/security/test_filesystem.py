@@ -4,6 +4,7 @@ through ``read_file``, device nodes and setuid programs."""
 from __future__ import annotations
 
 import os
+import time
 
 import pyseccomp
 import pytest
@@ -50,6 +51,34 @@ def test_write_outside_the_workspace(sandbox: Sandbox, attacker: Attacker, targe
     result = attacker.attack(f"open({target!r}, 'a').write('pwned')")
     assert not result.success and _refused(result.error), result.error
     assert not os.path.exists("/etc/a2e-attack")
+
+
+@pytest.mark.parametrize("how", ["overwrite", "remove", "rename", "create beside"])
+@attack(
+    "change the host's files that anyone may write (canaries in /tmp and the home directory)",
+    full="private /tmp; read-only mount tree; Landlock (each alone refuses it)",
+    reduced="NOT contained: the files are writable by anyone, and nothing else is in the way",
+)
+def test_files_anyone_may_write(sandbox: Sandbox, attacker: Attacker, how: str) -> None:
+    code = {
+        "overwrite": "open(path, 'w').write('pwned')",
+        "remove": "os.unlink(path)",
+        "rename": "os.rename(path, path + '.moved')",
+        "create beside": "open(os.path.join(os.path.dirname(path), 'a2e-attack'), 'w')",
+    }[how]
+    assert sandbox.canaries.files, "no canary could be planted"
+    for path in sandbox.canaries.files:
+        if sandbox.mode == "reduced":
+            # Only ask: the attack would succeed, and change the host.
+            result = attacker.attack(f"import os\nos.access({path!r}, os.W_OK)")
+            assert result.success and result.data["value"] is True
+            continue
+        result = attacker.attack(f"import os\npath = {path!r}\n{code}")
+        assert not result.success, (path, result.data)
+        assert any(
+            word in (result.error or "")
+            for word in ("Read-only file system", "Permission denied", "No such file")
+        ), result.error
 
 
 @attack(
@@ -224,3 +253,27 @@ def test_dev_shm(sandbox: Sandbox, attacker: Attacker) -> None:
     else:  # only ask: writing would leave a file on the host
         result = attacker.attack("import os\nos.access('/dev/shm', os.W_OK)")
         assert result.success and result.data["value"] is True
+
+
+def test_other_programs_using_tmp_do_not_disturb_the_check(attacker: Attacker) -> None:
+    """The invariants compare only what the suite owns or attacks aim at: a busy /tmp (other
+    programs making and removing files there during the call) is no change."""
+    import tempfile
+    import threading
+
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            fd, path = tempfile.mkstemp(prefix="other-program-", dir="/tmp")
+            os.close(fd)
+            time.sleep(0.01)
+            os.unlink(path)
+
+    churn = threading.Thread(target=busy)
+    churn.start()
+    try:
+        assert attacker.attack("import time\ntime.sleep(0.3)\n1").success
+    finally:
+        stop.set()
+        churn.join()
