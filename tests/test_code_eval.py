@@ -66,7 +66,65 @@ def test_test_functions_are_reported_one_by_one(tools: ToolAPI) -> None:
         {"name": "test_negative", "passed": True},
         {"name": "test_wrong", "passed": False, "error": "AssertionError: one and one"},
     ]
-    assert grade(tools, program="x = 1\nassert x == 1\n")["verdict"] == "passed"
+    top_level = grade(
+        tools, program="def add(a, b):\n    return a + b\n", tests="assert add(1, 2) == 3"
+    )
+    assert top_level["verdict"] == "passed"
+    assert top_level["tests"] == [{"name": "tests", "passed": True}]
+
+
+WRONG_ADD = "def add(a, b):\n    return a - b\n"
+HUMAN_EVAL_CHECK = "def check(candidate):\n    assert candidate(1, 2) == 3\n"
+#: Arguments under which no test would run, and the reason the verdict gives.
+NOTHING_TESTED = {
+    "check but no entry_point": (
+        {"program": WRONG_ADD, "tests": HUMAN_EVAL_CHECK},
+        "no tests ran: the tests define check() but no entry_point was given",
+    ),
+    "empty tests": ({"program": WRONG_ADD, "tests": ""}, "no tests ran: the tests are empty"),
+    "no tests at all": ({"program": WRONG_ADD}, "no tests ran: the tests are empty"),
+    "blank tests": ({"program": WRONG_ADD, "tests": "\n  \n"}, "no tests ran: the tests are empty"),
+    "a program with its own asserts and no tests": (
+        {"program": "x = 1\nassert x == 1\n"},
+        "no tests ran: the tests are empty",
+    ),
+    "tests that assert nothing": (
+        {"program": WRONG_ADD, "tests": "add(1, 2)\n"},
+        "no tests ran: the tests define no check(), no test_* function and no assert",
+    ),
+    "a check and test_* functions of the program's own": (
+        {
+            "program": WRONG_ADD + "def check(candidate):\n    pass\ndef test_ok():\n    pass\n",
+            "tests": "result = add(1, 2)\n",
+        },
+        "no tests ran: the tests define no check(), no test_* function and no assert",
+    ),
+    "an entry_point but no check in the tests": (
+        {
+            "program": WRONG_ADD + "def check(candidate):\n    pass\n",
+            "tests": "x = 1\n",
+            "entry_point": "add",
+        },
+        "no tests ran: entry_point 'add' was given but the tests define no check() function "
+        "to call with it",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", NOTHING_TESTED.values(), ids=NOTHING_TESTED.keys())
+def test_nothing_tested_is_never_passed(tools: ToolAPI, case: tuple[dict[str, Any], str]) -> None:
+    arguments, reason = case
+    report = grade(tools, **arguments)
+    assert report["verdict"] == "failed" and report["passed"] is False, report
+    assert report["reason"] == reason and report["tests"] == []
+
+
+def test_only_the_tests_own_test_functions_are_run(tools: ToolAPI) -> None:
+    program = WRONG_ADD + "def test_planted():\n    pass\n"
+    tests = "def test_adds():\n    assert add(1, 2) == 3\n"
+    report = grade(tools, program=program, tests=tests)
+    assert report["verdict"] == "failed"
+    assert [t["name"] for t in report["tests"]] == ["test_adds"]
 
 
 FORGERIES = {

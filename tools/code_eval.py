@@ -5,9 +5,14 @@ Two shapes of input, both common in training and benchmark harnesses:
 * HumanEval style: ``program`` (prompt + completion), ``tests`` (defining ``check``) and
   ``entry_point``; the harness calls ``check(<entry_point>)``.
 * A program plus test code: every ``test_*`` function the tests define is run on its own and
-  reported; tests without such functions pass if they run through (top-level asserts).
+  reported; tests without such functions are one test, ``tests``, that passes if it runs
+  through (MBPP-style top-level asserts; such tests must hold an ``assert``).
 
-The verdict is ``passed``, ``failed`` (with the reason) or ``timed out``.
+The verdict is ``passed``, ``failed`` (with the reason) or ``timed out``. It is ``passed`` only
+when at least one test ran and every one passed: what the tests define is read from their source
+before anything runs (a ``check`` or ``test_*`` function the *program* defines is not a test), and
+tests that define nothing to run (empty tests, a ``check`` without an ``entry_point``, top-level
+code without an ``assert``) fail with the reason, without running the program at all.
 
 Why a child process: the candidate must not be able to *end* the grading in its favour. The
 program runs in a forked child; the tool, in the worker, only accepts "passed" as a message
@@ -22,6 +27,7 @@ network, its own private ``/tmp`` and the worker's limits.
 
 from __future__ import annotations
 
+import ast
 import codecs
 import json
 import os
@@ -31,6 +37,7 @@ import shutil
 import signal
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
@@ -62,11 +69,14 @@ def _json_string(text: str, _ord: Any = ord, _join: Any = "".join) -> str:
     return _join(out)
 
 
-def _grade_in_child(spec: dict[str, Any], verdict_fd: int, nonce: str) -> None:
+def _grade_in_child(
+    spec: dict[str, Any], test_names: tuple[str, ...], verdict_fd: int, nonce: str
+) -> None:
     """Runs in the forked child; never returns. Everything it needs after the candidate's code
-    has run is bound to locals first, so that patching modules cannot change the report."""
+    has run is bound to locals first, so that patching modules cannot change the report.
+    ``test_names`` are the ``test_*`` functions the tests' source defines (``GradingPlan``)."""
     write, exit_now, format_exc = os.write, os._exit, _format_exception
-    string, join, items = _json_string, ",".join, list
+    string, join = _json_string, ",".join
     results: list[tuple[str, bool, str, str]] = []  # (test, passed, exception type, message)
     failure = ("", "", "")  # (stage, exception type, message)
     namespace: dict[str, Any] = {"__name__": "__main__"}
@@ -85,14 +95,15 @@ def _grade_in_child(spec: dict[str, Any], verdict_fd: int, nonce: str) -> None:
                 results.append(("check", True, "", ""))
             except BaseException as exc:
                 results.append(("check", False, *format_exc(exc)))
-        else:
-            names = [n for n in items(namespace) if n.startswith("test_")]
-            for name in names:
+        elif test_names:
+            for name in test_names:
                 try:
                     namespace[name]()
                     results.append((name, True, "", ""))
                 except BaseException as exc:
                     results.append((name, False, *format_exc(exc)))
+        else:
+            results.append(("tests", True, "", ""))  # its top-level asserts all held
     except BaseException as exc:
         failure = (stage, *format_exc(exc))
     tests = join(
@@ -107,6 +118,53 @@ def _grade_in_child(spec: dict[str, Any], verdict_fd: int, nonce: str) -> None:
     while data:
         data = data[write(verdict_fd, data) :]
     exit_now(0)
+
+
+@dataclass(frozen=True)
+class GradingPlan:
+    """What the tests' source says will be run, worked out before the program runs; or why
+    nothing would be (``refusal``: the verdict is ``failed`` with it as the reason)."""
+
+    test_names: tuple[str, ...] = ()
+    refusal: str = ""
+
+
+def plan_tests(tests: str, entry_point: str) -> GradingPlan:
+    """Which tests the grading will run, read from the source of ``tests`` alone.
+
+    Names the program defines never count: a candidate that defines ``check`` or ``test_ok``
+    itself must not be graded by them. Tests that do not parse are left to the child, which
+    reports the ``SyntaxError`` as failing to load them."""
+    if not tests.strip():
+        return GradingPlan(refusal="no tests ran: the tests are empty")
+    try:
+        module = ast.parse(tests)
+    except (SyntaxError, ValueError):
+        return GradingPlan()
+    defined = [
+        node.name
+        for node in module.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    test_names = tuple(dict.fromkeys(n for n in defined if n.startswith("test_")))
+    if entry_point:
+        if "check" not in defined:
+            return GradingPlan(
+                refusal=f"no tests ran: entry_point {entry_point!r} was given but the tests "
+                "define no check() function to call with it"
+            )
+        return GradingPlan()
+    if test_names:
+        return GradingPlan(test_names)
+    if "check" in defined:
+        return GradingPlan(
+            refusal="no tests ran: the tests define check() but no entry_point was given"
+        )
+    if not any(isinstance(node, ast.Assert) for node in ast.walk(module)):
+        return GradingPlan(
+            refusal="no tests ran: the tests define no check(), no test_* function and no assert"
+        )
+    return GradingPlan()
 
 
 def _format_exception(exc: BaseException, _type: Any = type, _str: Any = str) -> tuple[str, str]:
@@ -169,6 +227,14 @@ class CodeEval(ToolPlugin):
         if not 0 < time_limit <= MAX_TIME_LIMIT_S:
             raise ValueError(f"time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
         spec = {k: arguments.get(k) for k in ("program", "tests", "entry_point")}
+        plan = plan_tests(str(spec["tests"] or ""), str(spec["entry_point"] or ""))
+        if plan.refusal:
+            return {
+                **_outcome("failed", plan.refusal, []),
+                "duration_ms": 0,
+                "stdout": "",
+                "stderr": "",
+            }
         nonce = secrets.token_hex(16)
         workdir = tempfile.mkdtemp(prefix="code_eval-")
         try:
@@ -183,7 +249,7 @@ class CodeEval(ToolPlugin):
                     os.setpgid(0, 0)
                     os.chdir(workdir)
                     _redirect_output(workdir)
-                    _grade_in_child(spec, verdict_w, nonce)
+                    _grade_in_child(spec, plan.test_names, verdict_w, nonce)
                 finally:
                     os._exit(70)
             os.close(verdict_w)
@@ -301,6 +367,8 @@ def _verdict(
         )
         message = f": {report['message']}" if report["message"] else ""
         return _outcome("failed", f"{report['exc_type']}{message} ({where})", tests)
+    if not tests:
+        return _outcome("failed", "no tests ran", tests)
     failed = [t for t in tests if not t["passed"]]
     if failed:
         first = f"{failed[0]['name']}: {failed[0]['error']}"
