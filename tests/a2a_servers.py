@@ -33,7 +33,7 @@ from a2a.types.a2a_pb2 import (
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-__all__ = ["AGENTS", "POINTER_URL", "PeerServers", "free_port"]
+__all__ = ["AGENTS", "ANSWER_DELAY_S", "POINTER_URL", "PeerServers", "free_port"]
 
 
 def free_port() -> int:
@@ -136,6 +136,22 @@ class Hanger(_Agent):
         await asyncio.sleep(3600)
 
 
+class Slowpoke(_Agent):
+    """Starts its task at once (it exists on the peer before any answer), but sends its first
+    answer, the one that names the task, only after ``ANSWER_DELAY_S``; then works forever."""
+
+    async def execute(self, context: RequestContext, queue: EventQueue) -> None:
+        self.record.started.append(str(context.task_id))
+        await asyncio.sleep(ANSWER_DELAY_S)
+        updater = await self.begin(context, queue)
+        await updater.start_work(self.say(updater, "started a while ago"))
+        await asyncio.sleep(3600)
+
+
+#: How long ``Slowpoke`` keeps its first answer back.
+ANSWER_DELAY_S = 2.0
+
+
 class Replier(_Agent):
     """Answers at once with a message: no task at all."""
 
@@ -152,6 +168,8 @@ AGENTS: dict[str, tuple[type[_Agent], bool]] = {
     "failer": (Failer, True),
     "hanger": (Hanger, True),
     "replier": (Replier, False),
+    "slowpoke": (Slowpoke, True),
+    "slowpoke_polled": (Slowpoke, False),
     "pointer": (Echo, True),  # its card sends clients to cloud metadata (POINTER_URL)
 }
 #: Where the ``pointer`` agent's card says its endpoint is: a client must refuse to go there.

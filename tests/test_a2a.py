@@ -21,7 +21,7 @@ from a2e.caps.tools.schema import openai_tool
 from a2e_engine.engine import Engine, EngineConfig
 from a2e_engine.engine.config_file import parse_config
 from a2e_engine.tools.a2a_peers import A2APeers
-from tests.a2a_servers import POINTER_URL, PeerServers, free_port
+from tests.a2a_servers import ANSWER_DELAY_S, POINTER_URL, PeerServers, free_port
 
 TOKEN = "peer-token-5d1c9"
 
@@ -33,8 +33,11 @@ def peers() -> Iterator[PeerServers]:
 
 
 #: Peers registered under the name of the test agent they reach, and the others.
-SAME_NAMED = ("echo", "streamer", "asker", "failer", "hanger", "replier", "pointer")
-OTHERS = ("impatient", "nowhere", "with_token", "by_card")
+SAME_NAMED = (
+    "echo", "streamer", "asker", "failer", "hanger", "replier", "pointer", "slowpoke",
+    "slowpoke_polled",
+)  # fmt: skip
+OTHERS = ("impatient", "nowhere", "with_token", "by_card", "slowpoke_impatient")
 
 
 def settings_for(peers: PeerServers) -> dict[str, Any]:
@@ -42,6 +45,7 @@ def settings_for(peers: PeerServers) -> dict[str, Any]:
         name: {"url": peers.url(name), "description": f"the {name} agent"} for name in SAME_NAMED
     }
     registry["impatient"] = {"url": peers.url("hanger"), "timeout": 1.5}
+    registry["slowpoke_impatient"] = {"url": peers.url("slowpoke"), "timeout": 1.0}
     registry["nowhere"] = {"url": f"http://127.0.0.1:{free_port()}/nobody"}
     registry["with_token"] = {"url": peers.url("echo"), "headers": {"X-Peer-Token": TOKEN}}
     registry["by_card"] = {"card": {"name": "echo", "supportedInterfaces": [
@@ -262,6 +266,48 @@ def test_cancelling_the_call_cancels_the_remote_task(tools: ToolAPI, peers: Peer
     assert peers.wait_for(lambda: len(peers.started) > before)
     task_id = peers.started[-1]
     assert peers.wait_for(lambda: task_id in peers.cancelled), "the peer was never told"
+
+
+# A call that ends after its instruction reached the peer, before the peer's first answer (the
+# one that names the task) came back: the task runs on the peer, and must be cancelled there.
+
+
+def _started_on_the_peer(peers: PeerServers, before: int) -> str:
+    assert peers.wait_for(lambda: len(peers.started) > before), "the peer never started it"
+    return peers.started[-1]
+
+
+@pytest.mark.parametrize("peer", ["slowpoke", "slowpoke_polled"])
+def test_a_cancel_before_the_first_answer_reaches_the_peer(
+    tools: ToolAPI, peers: PeerServers, peer: str
+) -> None:
+    before = len(peers.started)
+    pending = tools.start("use_a2a_agent", {"name": peer, "task": "slow start"}, timeout=60.0)
+    task_id = _started_on_the_peer(peers, before)
+    pending.cancel()  # well within ANSWER_DELAY_S: no answer has named the task yet
+    result = pending.result()
+    assert not result.success and "cancelled" in (result.error or "")
+    assert peers.wait_for(lambda: task_id in peers.cancelled, 10), "the peer was never told"
+
+
+def test_a_timeout_before_the_first_answer_reaches_the_peer(
+    tools: ToolAPI, peers: PeerServers
+) -> None:
+    before = len(peers.started)
+    result = dispatch(tools, "slowpoke", "slow start", timeout=1)
+    assert ANSWER_DELAY_S > 1
+    assert not result.success and "timed out" in (result.error or "")
+    task_id = _started_on_the_peer(peers, before)
+    assert peers.wait_for(lambda: task_id in peers.cancelled, 10), "the peer was never told"
+
+
+def test_a_peer_timeout_before_the_first_answer_cancels_the_task(
+    tools: ToolAPI, peers: PeerServers
+) -> None:
+    before = len(peers.started)
+    error = error_of(dispatch(tools, "slowpoke_impatient", "slow start"))
+    assert error["error_type"] == "A2ATimeoutError" and "was cancelled" in error["message"]
+    assert _started_on_the_peer(peers, before) in peers.cancelled
 
 
 # -- the network policy --

@@ -10,7 +10,9 @@ updates become ``status``, ``progress`` and ``artifact`` events, if the call str
 polling the task otherwise; either way the task id is known from the peer's first answer, so
 that a task we stop waiting for can be cancelled on the peer: when the peer's ``timeout``
 passes, when the call is cancelled or times out in the engine (SIGTERM, see
-``ToolPlugin.cancel_grace_s``), and when the exchange fails half-way.
+``ToolPlugin.cancel_grace_s``), and when the exchange fails half-way. A call that ends after
+its instruction went out but before that first answer came back still waits for the answer
+(within the time it has to cancel) and then cancels: the task may already run on the peer.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ FAILURES = {
 EVENT_CHUNK_CHARS = 32 * 1024
 #: Polling a peer that cannot stream: first wait, and the longest.
 POLL_FIRST_S, POLL_MAX_S = 0.05, 1.0
+#: Of the time a call has to cancel its task, what waiting for the task id leaves to the cancel.
+CANCEL_RESERVE_S = 1.0
 
 
 class PeerFailure(Exception):
@@ -123,22 +127,28 @@ async def _dispatch(call: PeerCall) -> dict[str, Any]:
     worker_handler = signal.getsignal(signal.SIGTERM)
     loop.add_signal_handler(signal.SIGTERM, me.cancel)
     task = RemoteTask(call)
-    timeout = httpx.Timeout(call.timeout, connect=min(call.timeout, 10.0))
+    # The exchange may outlive the call's own timeout by the time it has to cancel the task
+    # (RemoteTask.abandon): the peer's first answer may still be on its way then.
+    timeout = httpx.Timeout(call.timeout + call.cancel_budget_s, connect=min(call.timeout, 10.0))
     transport = CheckedTransport(call.destinations)
     try:
         async with httpx.AsyncClient(
             transport=transport, headers=call.headers, timeout=timeout
         ) as http:
             client: Client | None = None
+            following: asyncio.Task[None] | None = None
             try:
                 async with asyncio.timeout(call.timeout):
                     card = await _card(call, http)
                     streams = bool(card.capabilities.streaming)
                     config = ClientConfig(streaming=streams, polling=not streams, httpx_client=http)
                     client = await create_client(card, client_config=config)
-                    await _follow(client, call, task)
+                    # Shielded: when the call ends, the exchange goes on until the peer's first
+                    # answer names the task to cancel (RemoteTask.abandon).
+                    following = asyncio.ensure_future(_follow(client, call, task))
+                    await asyncio.shield(following)
             except TimeoutError:
-                note = await task.abandon(client)
+                note = await task.abandon(client, following)
                 raise PeerFailure(
                     "A2ATimeoutError",
                     f"{call.peer} did not finish within {call.timeout:g} s{note}",
@@ -146,14 +156,14 @@ async def _dispatch(call: PeerCall) -> dict[str, Any]:
                     task.state_name,
                 ) from None
             except asyncio.CancelledError:
-                await task.abandon(client)
+                await task.abandon(client, following)
                 raise ToolCancelled(
                     "the call was cancelled; the peer was asked to cancel"
                 ) from None
             except PeerFailure:
                 raise
             except Exception as exc:
-                note = await task.abandon(client)
+                note = await task.abandon(client, following)
                 raise _failure_of(exc, call.peer, task, note) from None
             finally:
                 if client is not None:
@@ -179,6 +189,7 @@ async def _card(call: PeerCall, http: httpx.AsyncClient) -> AgentCard:
 async def _follow(client: Client, call: PeerCall, task: RemoteTask) -> None:
     """Send the instruction; take the answers until the task ends or waits for us."""
     message = new_text_message(text=call.task, task_id=call.task_id or None, role=Role.ROLE_USER)
+    task.sent = True  # from here on the peer may have started a task
     async for response in client.send_message(SendMessageRequest(message=message)):
         task.take(response)
         if task.settled:
@@ -223,6 +234,8 @@ class RemoteTask:
         self.status_text = ""
         self.reply: Message | None = None
         self.artifacts: dict[str, _ArtifactSoFar] = {}
+        self.sent = False  # the instruction went out
+        self.identified = asyncio.Event()  # the peer's answers named the task
 
     @property
     def settled(self) -> bool:
@@ -245,9 +258,15 @@ class RemoteTask:
         elif kind == "artifact_update":
             self._take_artifact_update(response.artifact_update)
 
+    def _identify(self, task_id: str) -> None:
+        self.task_id = self.task_id or task_id
+        if self.task_id:
+            self.identified.set()
+
     def take_task(self, task: Task) -> None:
         first = not self.task_id
         self.task_id, self.context_id = task.id, task.context_id
+        self._identify(task.id)
         self.artifacts = {}
         for artifact in task.artifacts:
             self._merge(artifact, append=False)
@@ -256,7 +275,7 @@ class RemoteTask:
             self._emit_status(f"task {task.id}" if first else "")
 
     def _take_status_update(self, update: TaskStatusUpdateEvent) -> None:
-        self.task_id = self.task_id or update.task_id
+        self._identify(update.task_id)
         self._take_status(update.status)
         self._emit_status("")
         self._emit_progress(MessageToDict(update.metadata) if update.HasField("metadata") else {})
@@ -268,7 +287,7 @@ class RemoteTask:
         return changed
 
     def _take_artifact_update(self, update: TaskArtifactUpdateEvent) -> None:
-        self.task_id = self.task_id or update.task_id
+        self._identify(update.task_id)
         artifact = update.artifact
         self._merge(artifact, append=update.append)
         if self.call.emit is None:
@@ -321,13 +340,32 @@ class RemoteTask:
 
     # -- ending --
 
-    async def abandon(self, client: Client | None) -> str:
-        """Ask the peer to cancel a task we stop waiting for; what happened, for the message."""
+    async def abandon(self, client: Client | None, following: asyncio.Task[None] | None) -> str:
+        """Ask the peer to cancel a task we stop waiting for; what happened, for the message.
+
+        ``following`` is the exchange with the peer, still running if the call ended before
+        it did. If the instruction went out and no answer has named the task yet, the peer may
+        be running it already: the answer is awaited first, within ``cancel_budget_s``, which
+        also bounds the cancel itself."""
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + self.call.cancel_budget_s
+        if following is not None and not following.done():
+            if self.sent and not self.task_id:
+                named = asyncio.ensure_future(self.identified.wait())
+                await asyncio.wait(
+                    [named, following],
+                    timeout=max(0.0, ends - CANCEL_RESERVE_S - loop.time()),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                named.cancel()
+            following.cancel()
+            await asyncio.wait([following])
         if client is None or not self.task_id or self.settled:
             return ""
         try:
             cancelled = await asyncio.wait_for(
-                client.cancel_task(CancelTaskRequest(id=self.task_id)), self.call.cancel_budget_s
+                client.cancel_task(CancelTaskRequest(id=self.task_id)),
+                max(CANCEL_RESERVE_S, ends - loop.time()),
             )
         except Exception as exc:
             return f"; cancelling its task {self.task_id} failed ({type(exc).__name__}: {exc})"
