@@ -35,7 +35,8 @@ from a2e_engine.engine.registry import RegisteredTool, ToolRegistry
 from a2e_engine.engine.retry import run_with_retries
 from a2e_engine.engine.session import Session
 from a2e_engine.engine.validation import validate_arguments
-from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
+from a2e_engine.sandbox.deadline import Deadline
+from a2e_engine.sandbox.outcome import WorkerOutcome
 from a2e_engine.sandbox.pool import Job, StopSignal, WorkerPool
 
 __all__ = ["CallContext", "run_call"]
@@ -188,9 +189,11 @@ async def run_call(
     ctx: CallContext,
     session: Session,
     request: ToolCallRequest,
+    deadline: Deadline,
     send_event: Callable[[ToolEvent], None],
     cancelled: StopSignal,
 ) -> ToolResult:
+    """The call's result, within ``deadline`` (made where the call arrived)."""
     started = time.monotonic()
     tool = ctx.registry.get(request.tool_name)
     refused = _gate(ctx, session, request, tool)
@@ -203,9 +206,7 @@ async def run_call(
         return result
     assert tool is not None
     events = CallEvents(request, send_event, ctx.config.max_result_events)
-    timeout = min(request.timeout, ctx.config.max_timeout)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
     attempts = 0
 
     async def attempt() -> WorkerOutcome:
@@ -244,7 +245,7 @@ async def run_call(
         outcome = await run_with_retries(attempt, ctx.config.retry, deadline, cancelled, on_retry)
     else:
         outcome = await attempt()
-    result = _to_result(tool.name, outcome, events, attempts, started, timeout)
+    result = _to_result(tool.name, outcome, events, attempts, started)
     _audit(ctx, session, request, result, outcome=outcome.status.value)
     return result
 
@@ -255,7 +256,6 @@ def _to_result(
     events: CallEvents,
     attempts: int,
     started: float,
-    timeout: int,
 ) -> ToolResult:
     usage = ToolUsage(
         attempts=attempts,
@@ -278,8 +278,6 @@ def _to_result(
             truncated = True
         return ToolResult(success=True, data=data, truncated=truncated, **common)
     error = outcome.error or f"the call ended with status {outcome.status.value}"
-    if outcome.status is OutcomeStatus.TIMEOUT and "while waiting" not in error:
-        error = f"timed out after {timeout} s; the worker and all its processes were killed"
     if attempts > 1:
         error = f"{error} (after {attempts} attempts)"
     data = outcome.data if outcome.data is not None else events.partial_output()

@@ -40,6 +40,7 @@ from a2e_engine.engine.calls import run_call
 from a2e_engine.engine.identities import UidsExhausted
 from a2e_engine.engine.policy import Policy, check_policies
 from a2e_engine.engine.session import Session
+from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.pool import StopSignal
 
 if TYPE_CHECKING:
@@ -251,15 +252,18 @@ class Connection:
                 retryable=True,
             )
             return
+        # The call's one deadline, from the moment it arrived, within the engine's cap.
+        loop = asyncio.get_running_loop()
+        deadline = Deadline.after(min(request.timeout, self.engine.config.max_timeout), loop)
         call = self.calls[request.id] = _Call(session)
         self.engine.pending_calls += 1
-        call.task = asyncio.get_running_loop().create_task(self._run(request, call))
+        call.task = loop.create_task(self._run(request, deadline, call))
 
-    async def _run(self, request: ToolCallRequest, call: _Call) -> None:
+    async def _run(self, request: ToolCallRequest, deadline: Deadline, call: _Call) -> None:
         session = call.session
         try:
             result = await run_call(
-                self.engine.call_context, session, request, self.send, call.cancelled
+                self.engine.call_context, session, request, deadline, self.send, call.cancelled
             )
             self.send(ToolCallResponse(req_id=request.id, data=result))
         except Exception as exc:  # the engine's own bug: still answer the caller

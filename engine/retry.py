@@ -22,6 +22,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from a2e_engine.engine.config import RetryPolicy
+from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
 
 __all__ = ["RETRYABLE", "run_with_retries"]
@@ -39,14 +40,14 @@ RETRYABLE = frozenset(
 
 
 class stop_before_deadline(stop_base):
-    """Stop when the next attempt would start after ``deadline`` (loop time)."""
+    """Stop when the next attempt would start after ``deadline``."""
 
-    def __init__(self, deadline: float, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, deadline: Deadline, loop: asyncio.AbstractEventLoop) -> None:
         self.deadline = deadline
         self.loop = loop
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.loop.time() + retry_state.upcoming_sleep >= self.deadline
+        return self.deadline.remaining(self.loop) <= retry_state.upcoming_sleep
 
 
 class stop_when_set(stop_base):
@@ -64,7 +65,7 @@ def _retryable(outcome: WorkerOutcome) -> bool:
 async def run_with_retries(
     attempt: Callable[[], Awaitable[WorkerOutcome]],
     policy: RetryPolicy,
-    deadline: float,
+    deadline: Deadline,
     cancelled: asyncio.Event,
     on_retry: Callable[[int, WorkerOutcome], None],
 ) -> WorkerOutcome:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2e_engine.sandbox.cgroups import remove_cgroup_tree
+from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME, FrameDecoder, encode_frame
 from a2e_engine.sandbox.handle import WorkerHandle
 from a2e_engine.sandbox.identity import DEFAULT_UID_RANGE
@@ -356,7 +357,7 @@ class WorkerPool:
                 break
 
     async def _take_worker(
-        self, profile: str, deadline: float, stop: StopSignal
+        self, profile: str, deadline: Deadline, stop: StopSignal
     ) -> WorkerHandle | None:
         assert self._loop is not None
         while True:
@@ -377,7 +378,7 @@ class WorkerPool:
             self._waiters[profile].append(waiter)
             self._ensure_supply(profile)
             try:
-                if not await race(deadline, waiter, stop=stop):
+                if not await race(deadline.at, waiter, stop=stop):
                     return None
             finally:
                 with contextlib.suppress(ValueError):
@@ -386,9 +387,9 @@ class WorkerPool:
     # -- running a job --
 
     async def run(
-        self, job: Job, deadline: float, on_event: EventSink, stop: StopSignal | None = None
+        self, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal | None = None
     ) -> WorkerOutcome:
-        """Run ``job`` in a fresh worker; ``deadline`` is in ``loop.time()`` seconds."""
+        """Run ``job`` in a fresh worker, within ``deadline``."""
         loop = asyncio.get_running_loop()
         stop = stop or StopSignal()
         queued_at = loop.time()
@@ -399,11 +400,13 @@ class WorkerPool:
         assert self._slots is not None
         if self._slots.locked() or stop.is_set():
             acquire = loop.create_task(self._slots.acquire())
-            if not await race(deadline, acquire, stop=stop):
+            if not await race(deadline.at, acquire, stop=stop):
                 acquire.cancel()
                 if acquire.done() and not acquire.cancelled():
                     self._slots.release()
-                return self._not_started(stop, queued_at, "waiting for a free worker slot")
+                return self._not_started(
+                    stop, deadline, queued_at, "waiting for a free worker slot"
+                )
         else:
             await self._slots.acquire()  # free: returns at once
         self.in_flight += 1
@@ -413,7 +416,9 @@ class WorkerPool:
             except SandboxUnavailable as exc:
                 return WorkerOutcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
             if worker is None:
-                return self._not_started(stop, queued_at, "waiting for a sandboxed worker")
+                return self._not_started(
+                    stop, deadline, queued_at, "waiting for a sandboxed worker"
+                )
             queued_ms = int((loop.time() - queued_at) * 1000)
             outcome = await self._drive(worker, job, deadline, on_event, stop)
             outcome.queued_ms = queued_ms
@@ -422,9 +427,10 @@ class WorkerPool:
             self.in_flight -= 1
             self._slots.release()
 
-    def _not_started(self, stop: StopSignal, queued_at: float, what: str) -> WorkerOutcome:
+    def _not_started(
+        self, stop: StopSignal, deadline: Deadline, queued_at: float, what: str
+    ) -> WorkerOutcome:
         assert self._loop is not None
-        waited = self._loop.time() - queued_at
         if stop.is_set():
             return WorkerOutcome(
                 OutcomeStatus.CANCELLED, error=f"cancelled before the tool started ({what})"
@@ -432,13 +438,17 @@ class WorkerPool:
         detail = f"; last fork error: {self._last_spawn_error}" if self._last_spawn_error else ""
         return WorkerOutcome(
             OutcomeStatus.TIMEOUT,
-            queued_ms=int(waited * 1000),
-            error=f"timed out after {waited:.1f} s while {what} "
-            f"({self.in_flight} calls running){detail}",
+            queued_ms=int((self._loop.time() - queued_at) * 1000),
+            error=deadline.timed_out(f" while {what} ({self.in_flight} calls running){detail}"),
         )
 
     async def _drive(
-        self, worker: WorkerHandle, job: Job, deadline: float, on_event: EventSink, stop: StopSignal
+        self,
+        worker: WorkerHandle,
+        job: Job,
+        deadline: Deadline,
+        on_event: EventSink,
+        stop: StopSignal,
     ) -> WorkerOutcome:
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -447,7 +457,7 @@ class WorkerPool:
         exit_awaited = True
         try:
             await self._send_job(worker, job, deadline, stop)
-            if not await race(deadline, reader.finished, worker.exited, stop=stop):
+            if not await race(deadline.at, reader.finished, worker.exited, stop=stop):
                 ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
                 if job.cancel_grace_s > 0:
                     # The tool asked to hear about it: it may cancel work it started elsewhere.
@@ -464,7 +474,7 @@ class WorkerPool:
                 # It finished its stream; it should be exiting. Give it a moment (within the
                 # call's own budget) to report how it ended, then make sure it is gone.
                 grace = loop.time() + (EXIT_GRACE_S if reader.result else NO_RESULT_GRACE_S)
-                if not await race(min(deadline, grace), worker.exited, stop=stop):
+                if not await race(min(deadline.at, grace), worker.exited, stop=stop):
                     if reader.result is None:
                         reader.unresponsive = True
                     worker.kill()
@@ -475,12 +485,12 @@ class WorkerPool:
         finally:
             reader.stop()
             worker.close()
-        outcome = self._outcome(worker, reader, ended_by, deadline, started, exit_awaited)
+        outcome = self._outcome(worker, reader, ended_by, deadline, exit_awaited)
         outcome.run_ms = int((loop.time() - started) * 1000)
         return outcome
 
     async def _send_job(
-        self, worker: WorkerHandle, job: Job, deadline: float, stop: StopSignal
+        self, worker: WorkerHandle, job: Job, deadline: Deadline, stop: StopSignal
     ) -> None:
         data = memoryview(encode_frame(vars(job)))
         loop = asyncio.get_running_loop()
@@ -492,7 +502,7 @@ class WorkerPool:
                 writable: asyncio.Future[None] = loop.create_future()
                 loop.add_writer(worker.job_fd, _resolve, writable)
                 try:
-                    if not await race(deadline, writable, worker.exited, stop=stop):
+                    if not await race(deadline.at, writable, worker.exited, stop=stop):
                         return  # the deadline or the cancel is handled by the caller
                 finally:
                     loop.remove_writer(worker.job_fd)
@@ -510,8 +520,7 @@ class WorkerPool:
         worker: WorkerHandle,
         reader: ResultReader,
         ended_by: OutcomeStatus | None,
-        deadline: float,
-        started: float,
+        deadline: Deadline,
         exit_awaited: bool,
     ) -> WorkerOutcome:
         outcome = WorkerOutcome(OutcomeStatus.CRASHED, events_dropped=reader.dropped)
@@ -539,10 +548,7 @@ class WorkerPool:
         # call ended.
         elif ended_by is OutcomeStatus.TIMEOUT:
             outcome.status = ended_by
-            outcome.error = (
-                f"timed out after {deadline - started:.1f} s; "
-                "the worker and all its processes were killed"
-            )
+            outcome.error = deadline.timed_out("; the worker and all its processes were killed")
         elif ended_by is OutcomeStatus.CANCELLED:
             outcome.status = ended_by
             outcome.error = "cancelled; the worker and all its processes were killed"

@@ -185,6 +185,16 @@ def test_usage_extension_only_on_the_wire_when_present() -> None:
             ErrorCode.INVALID_MESSAGE,
             "timeout",
         ),
+        (
+            '{"type": "tool/call/req", "id": "x", "tool_name": "t", "arguments": {}, "timeout": 0.0}',
+            ErrorCode.INVALID_MESSAGE,
+            "timeout must be a positive number",
+        ),
+        (
+            '{"type": "tool/call/req", "id": "x", "tool_name": "t", "arguments": {}, "timeout": true}',
+            ErrorCode.INVALID_MESSAGE,
+            "not a boolean",
+        ),
     ],
 )
 def test_bad_lines_get_errors_that_name_the_problem(
@@ -209,3 +219,12 @@ def test_events_cross_the_wire_as_one_line_and_come_back_the_same(chunk: str) ->
     assert "\n" not in line
     assert decode(line.encode("utf-8", "surrogatepass")) == decode(line) == event
     assert json.loads(line)["data"]["chunk"] == chunk
+
+
+@pytest.mark.parametrize(("given", "granted"), [(2.5, 3), (0.2, 1), (7, 7), (7.0, 7)])
+def test_a_fractional_timeout_is_rounded_up_to_whole_seconds(given: float, granted: int) -> None:
+    line = json.dumps(
+        {"type": "tool/call/req", "id": "x", "tool_name": "t", "arguments": {}, "timeout": given}
+    )
+    request = decode(line)
+    assert isinstance(request, ToolCallRequest) and request.timeout == granted

@@ -7,6 +7,7 @@ ignores unknown fields loses nothing.
 
 from __future__ import annotations
 
+import math
 import time
 from enum import StrEnum
 from typing import Any, Literal
@@ -183,6 +184,17 @@ class ToolCallRequest(A2EMessage):
     correlation_id: str = ""
     streaming: bool = False
     timeout: int = 30
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _whole_seconds(cls, value: Any) -> Any:
+        """Whole seconds, as the spec's field is an integer; a fraction is rounded up, so that a
+        call never gets less time than it asked for (``ToolAPI`` and ``a2e call`` do the same)."""
+        if isinstance(value, bool):
+            raise ValueError("timeout must be a number of seconds, not a boolean")
+        if isinstance(value, float) and math.isfinite(value) and value > 0:
+            return math.ceil(value)
+        return value
 
     @field_validator("timeout")
     @classmethod
