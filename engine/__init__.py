@@ -1,8 +1,21 @@
 """The host side: ``Engine`` (sessions, policy, retries, audit) over the sandbox."""
 
 from a2e_engine.engine.config import EngineConfig, RetryPolicy
-from a2e_engine.engine.engine import Engine, IsolationUnavailable
+from a2e_engine.engine.engine import Engine
+from a2e_engine.engine.host import Host, HostClosed, HostConnection
 from a2e_engine.engine.policy import ToolPolicy
+from a2e_engine.engine.requirements import IsolationUnavailable, LimitTooLow
 from a2e_engine.sandbox.limits import Limits
 
-__all__ = ["Engine", "EngineConfig", "IsolationUnavailable", "Limits", "RetryPolicy", "ToolPolicy"]
+__all__ = [
+    "Engine",
+    "EngineConfig",
+    "Host",
+    "HostClosed",
+    "HostConnection",
+    "IsolationUnavailable",
+    "LimitTooLow",
+    "Limits",
+    "RetryPolicy",
+    "ToolPolicy",
+]

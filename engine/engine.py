@@ -1,23 +1,23 @@
-"""``Engine``: plugins, sessions, the sandbox pool and the event loop that drives them.
+"""``Engine``: plugins, policy and configuration, and the parts that run them once started.
 
-The engine runs its own asyncio loop on a background thread, so it embeds in any host:
-synchronous code uses ``engine.connect()``; servers (``a2e serve --stdio``) attach transports to
-the same loop. ``with Engine(...) as engine:`` starts the zygote and the pre-forked workers and
-stops them, with every session workspace, on exit.
+``with Engine(...) as engine:`` starts, in order, each part with its own job: the audit trail
+(``engine.audit``), the state directory (``engine.state_dir``), the event loop on its own thread
+(``engine.loop``), the sandbox (``sandbox.pool``: the zygote and the pre-forked workers), and,
+once the sandbox has said which layers this host gives it and the engine's requirements hold
+(``engine.requirements``), the sessions (``engine.sessions``). A start that fails at any step
+undoes every step before it; ``stop`` undoes them all, in reverse order, after ending every
+connection. Transports reach a running engine through the host protocol only
+(``engine.host``: ``open_connection``); ``connect()`` is the in-process one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
-import os
-import shutil
-import tempfile
 import threading
-import uuid
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import dill
@@ -27,22 +27,25 @@ from a2e.client import A2EClient
 from a2e_engine.engine.audit import AuditTrail
 from a2e_engine.engine.calls import CallContext
 from a2e_engine.engine.config import EngineConfig
-from a2e_engine.engine.host import Connection
+from a2e_engine.engine.connection import Admission, Connection, Services
+from a2e_engine.engine.host import HostClosed, Send
 from a2e_engine.engine.identities import SessionUids
+from a2e_engine.engine.loop import EngineLoop
 from a2e_engine.engine.plugins import build_plugin
 from a2e_engine.engine.policy import Policy, PolicyFunction, as_policy
 from a2e_engine.engine.registry import ToolRegistry
-from a2e_engine.engine.session import Session
-from a2e_engine.sandbox import syscalls
-from a2e_engine.sandbox.layers import missing_layers
-from a2e_engine.sandbox.leftovers import owner_tag, sweep_state_dirs
+from a2e_engine.engine.requirements import IsolationUnavailable, protect_supervisor, refusal
+from a2e_engine.engine.sessions import Sessions
+from a2e_engine.engine.state_dir import StateDirectory
 from a2e_engine.sandbox.pool import PoolConfig, WorkerPool
-from a2e_engine.sandbox.quota import share_state_dir, unmount_tree
 
 __all__ = ["Engine", "IsolationUnavailable"]
 
 log = logging.getLogger("a2e.engine")
 T = TypeVar("T")
+
+#: How long ``stop`` lets the calls in flight end (cancelled) before the sandbox goes.
+STOP_CALLS_S = 15.0
 
 
 def _builtin_plugins(settings: dict[str, dict[str, Any]]) -> list[ToolPlugin]:
@@ -54,8 +57,13 @@ def _builtin_plugins(settings: dict[str, dict[str, Any]]) -> list[ToolPlugin]:
     ]
 
 
-class IsolationUnavailable(RuntimeError):
-    """A layer named in ``EngineConfig.require`` is not available here; the engine did not start."""
+@dataclass(frozen=True)
+class _Running:
+    """The parts of a started engine."""
+
+    state_dir: StateDirectory
+    pool: WorkerPool
+    services: Services
 
 
 class Engine:
@@ -77,17 +85,11 @@ class Engine:
         self.policy = as_policy(policy)
         self._plugins_blob = self._serialise_plugins(all_plugins)
         self._audit_logger = audit_logger
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._own_state_dir = False
-        self.state_dir = ""
-        self.pool: WorkerPool | None = None
-        self.call_context: CallContext
-        self.connections: set[Connection] = set()
-        self.pending_calls = 0
-        self._uids: SessionUids | None = None  # when calls run as session uids
-        self._quota_mb = 0  # each session's directory is a tmpfs of this size (0: no quota)
-        self._background: set[asyncio.Task[None]] = set()
+        self._loop = EngineLoop()
+        self._running: _Running | None = None
+        self._undo: contextlib.ExitStack | None = None
+        self._connections: set[Connection] = set()
+        self._connections_lock = threading.Lock()
 
     @staticmethod
     def _serialise_plugins(plugins: list[ToolPlugin]) -> bytes:
@@ -107,175 +109,120 @@ class Engine:
 
     @property
     def running(self) -> bool:
-        return self._loop is not None and self.pool is not None
+        return self._running is not None
 
     def start(self) -> Engine:
-        if self._loop is not None:
+        if self._undo is not None:
             raise RuntimeError("engine already started")
-        # Named after their owner, so that the next engine can clear what this one leaves if
-        # it is killed together with its zygote (sandbox.leftovers).
-        if self.config.state_dir:
-            os.makedirs(self.config.state_dir, mode=0o700, exist_ok=True)
-            parent, prefix = self.config.state_dir, "a2e-"
-        else:
-            parent, prefix = tempfile.gettempdir(), "a2e-engine-"
-        sweep_state_dirs(parent, prefix)
-        self.state_dir = tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}-", dir=parent)
-        # Session uids must pass through it, but not list it: session names stay secret.
-        os.chmod(self.state_dir, 0o711)
-        self._own_state_dir = True
-        quota_off = self._share_state_dir()
-        loop = asyncio.new_event_loop()
-        # Blocking chores (removing directories, joining the zygote) run here; two threads are
-        # plenty and keep the engine's thread count fixed however busy it gets.
-        loop.set_default_executor(
-            concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="a2e-chores")
-        )
-        ready = threading.Event()
-
-        def run_loop() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
-
-        self._thread = threading.Thread(target=run_loop, name="a2e-engine", daemon=True)
-        self._thread.start()
-        ready.wait()
-        self._loop = loop
-        audit = (
-            AuditTrail(self.config.audit_path, self._audit_logger)
-            if self.config.audit_path or self._audit_logger
-            else None
-        )
-        pool = WorkerPool(
-            self._plugins_blob,
-            PoolConfig(
-                max_workers=self.config.max_workers,
-                prefork=self.config.prefork,
-                limits=self.config.limits,
-                profiles=self.registry.profiles,
-                namespaces=self.config.namespaces,
-                landlock=self.config.landlock,
-                max_frame=self.config.max_frame,
-                max_output_bytes=self.config.max_output_bytes,
-                max_events=self.config.max_events,
-                writable_paths=(self.state_dir,),
-                identity=self.config.identity,
-                max_processes=PoolConfig.max_processes if self.config.cgroups else 0,
-                memory_cgroup=self.config.cgroups,
-                uid_range=self.config.uid_range,
-                read_roots=self.config.read_roots,
-                receive_mounts=() if quota_off else (self.state_dir,),
-            ),
-        )
-        try:
-            self.run(pool.start())
+        with contextlib.ExitStack() as undo:
+            audit = self._open_audit()
+            if audit is not None:
+                undo.callback(audit.close)
+            state_dir = StateDirectory(self.config.state_dir)
+            undo.callback(state_dir.remove)
+            state_dir.create()
+            quota_off = state_dir.share_for_quotas(self.config.workspace_mb)
+            self._loop.start()
+            undo.callback(self._loop.stop)
+            pool = WorkerPool(self._plugins_blob, self._pool_config(state_dir, quota_off))
+            undo.callback(self._stop_pool, pool)
+            self._loop.run(pool.start())
             pool.layers["disk_quota"] = {
                 "active": quota_off is None,
                 "reason": quota_off or "",
                 "workspace_mb": self.config.workspace_mb,
             }
-            refusal = self._refusal(pool.layers)
-            if refusal:
-                self.run(pool.stop())
-                raise IsolationUnavailable(refusal)
-        except BaseException:
-            self._stop_loop()
-            self._remove_state_dir()
-            raise
-        self.pool = pool
-        self.call_context = CallContext(
+            refused = refusal(self.config, pool.layers)
+            if refused is not None:
+                raise refused
+            protect_supervisor(pool.layers)
+            self._running = _Running(state_dir, pool, self._services(state_dir, pool, audit))
+            self._undo = undo.pop_all()
+        return self
+
+    def _stop_pool(self, pool: WorkerPool) -> None:
+        try:
+            self._loop.run(pool.stop(), timeout=30)
+        except Exception:
+            log.exception("stopping the sandbox failed; what is left is cleared at next start")
+
+    def _open_audit(self) -> AuditTrail | None:
+        """First of all: an audit path that cannot be written is refused before anything
+        else exists."""
+        if not (self.config.audit_path or self._audit_logger):
+            return None
+        try:
+            return AuditTrail(self.config.audit_path, self._audit_logger)
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot open the audit log {self.config.audit_path}: {exc.strerror}"
+            ) from None
+
+    def _pool_config(self, state_dir: StateDirectory, quota_off: str | None) -> PoolConfig:
+        config = self.config
+        return PoolConfig(
+            max_workers=config.max_workers,
+            prefork=config.prefork,
+            limits=config.limits,
+            profiles=self.registry.profiles,
+            namespaces=config.namespaces,
+            landlock=config.landlock,
+            max_frame=config.max_frame,
+            max_output_bytes=config.max_output_bytes,
+            max_events=config.max_events,
+            writable_paths=(state_dir.path,),
+            identity=config.identity,
+            max_processes=PoolConfig.max_processes if config.cgroups else 0,
+            memory_cgroup=config.cgroups,
+            uid_range=config.uid_range,
+            read_roots=config.read_roots,
+            receive_mounts=() if quota_off else (state_dir.path,),
+        )
+
+    def _services(
+        self, state_dir: StateDirectory, pool: WorkerPool, audit: AuditTrail | None
+    ) -> Services:
+        layers = pool.layers
+        uids = (
+            SessionUids(*self.config.uid_range)
+            if layers.get("identity", {}).get("active")
+            else None
+        )
+        quota_mb = self.config.workspace_mb if layers["disk_quota"]["active"] else 0
+        calls = CallContext(
             self.config,
             self.registry,
             pool,
             audit,
-            private_tmp=bool(pool.layers.get("private_tmp", {}).get("active")),
+            private_tmp=bool(layers.get("private_tmp", {}).get("active")),
         )
-        if pool.layers.get("identity", {}).get("active"):
-            self._uids = SessionUids(*self.config.uid_range)
-        if os.geteuid() != 0 and not pool.layers.get("private_proc", {}).get("active"):
-            # Workers run as our own uid and see our /proc entry: without this they could read
-            # this process's memory and environment through /proc/<pid>/mem and environ.
-            syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
-            log.warning(
-                "workers share this process's uid and /proc: made this process non-dumpable "
-                "so that they cannot read its memory (core dumps and debuggers are off too)"
-            )
-        if os.geteuid() == 0 and not pool.layers.get("pid_namespace", {}).get("active"):
-            log.warning(
-                "running as root without PID namespaces (%s): workers share the host's process "
-                "table and /proc and can signal or inspect host processes; only run trusted code",
-                pool.layers.get("pid_namespace", {}).get("reason", "unknown reason"),
-            )
-        return self
-
-    def _share_state_dir(self) -> str | None:
-        """Prepare per-session quotas (``sandbox.quota``); why they are off, or ``None``."""
-        if not self.config.workspace_mb:
-            return "disabled by configuration"
-        if os.geteuid() != 0:
-            return "not running as root: no tmpfs per session"
-        try:
-            share_state_dir(self.state_dir)
-        except OSError as exc:
-            return f"cannot make the state directory a shared mount: {exc.strerror}"
-        self._quota_mb = self.config.workspace_mb
-        return None
-
-    def _remove_state_dir(self) -> None:
-        unmount_tree(self.state_dir)  # session quotas, then the state directory's own bind
-        shutil.rmtree(self.state_dir, ignore_errors=True)
-
-    def _refusal(self, layers: dict[str, Any]) -> str:
-        """Why the engine must not run with these layers ('' when it may)."""
-        missing = missing_layers(self.config.require, layers)
-        if missing:
-            return "required isolation layers are not available on this host: " + "; ".join(missing)
-        guards = ("identity", "readonly_filesystem", "landlock")
-        if (
-            os.geteuid() == 0
-            and not self.config.allow_unprotected_root
-            and not any(layers.get(name, {}).get("active") for name in guards)
-        ):
-            reasons = "; ".join(f"{n} ({layers.get(n, {}).get('reason', '?')})" for n in guards)
-            return (
-                "workers would run as root with write access to root-owned host files (such as "
-                f"/proc/sys/kernel/core_pattern): none of {reasons} is active. Enable one, or "
-                "set allow_unprotected_root=True (--allow-unprotected-root) to accept that"
-            )
-        return ""
+        return Services(
+            calls=calls,
+            policy=self.policy,
+            sessions=Sessions(state_dir.path, uids, quota_mb),
+            admission=Admission(self.config.max_pending_calls),
+            loop=self._loop,
+        )
 
     def stop(self) -> None:
-        if self._loop is None:
+        undo, self._undo = self._undo, None
+        if undo is None:
             return
-        if self.pool is not None:
-            with contextlib.suppress(Exception):
-                self.run(self._shutdown(), timeout=30)
-        if self.call_context.audit is not None:
-            self.call_context.audit.close()
-        self._stop_loop()
-        if self._own_state_dir:
-            self._remove_state_dir()
-        self.pool = None
+        running, self._running = self._running, None
+        with undo:
+            if running is not None:
+                with contextlib.suppress(Exception):
+                    self._loop.run(self._end_connections(running), timeout=30)
 
-    async def _shutdown(self) -> None:
-        tasks: list[asyncio.Task[None]] = []
-        for connection in list(self.connections):
-            tasks.extend(call.task for call in connection.calls.values() if call.task)
+    async def _end_connections(self, running: _Running) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        calls = [call for connection in connections for call in connection.in_flight()]
+        for connection in connections:
             connection.close()
-        if tasks:
-            await asyncio.wait(tasks, timeout=15)
-        assert self.pool is not None
-        await self.pool.stop()
-
-    def _stop_loop(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        loop.close()
+        if calls:
+            await asyncio.wait(calls, timeout=STOP_CALLS_S)
+        await running.services.sessions.wait_ended(timeout=STOP_CALLS_S)
 
     def __enter__(self) -> Engine:
         return self.start()
@@ -283,35 +230,24 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # -- running things on the engine loop --
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            raise RuntimeError("the engine is not running; use 'with Engine(...) as engine:'")
-        return self._loop
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run a coroutine on the engine loop from another thread and wait for its result."""
-        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return future.result(timeout)
-
-    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
-        self.loop.call_soon_threadsafe(fn, *args)
-
-    # -- connections and sessions --
+    # -- the host protocol (engine.host) --
 
     def open_connection(
-        self, send: Callable[[Any], None], policy: Policy | None = None, name: str = ""
+        self, send: Send, *, policy: Policy | None = None, name: str = ""
     ) -> Connection:
-        """For transports: a new connection whose replies go to ``send`` (on the loop thread)."""
-        connection = Connection(self, send, policy=policy, name=name)
-        self.connections.add(connection)
+        running = self._running
+        if running is None:
+            raise HostClosed("the engine is not running; use 'with Engine(...) as engine:'")
+        connection = Connection(
+            running.services, send, policy=policy, name=name, on_closed=self._forget
+        )
+        with self._connections_lock:
+            self._connections.add(connection)
         return connection
 
-    def close_connection(self, connection: Connection) -> None:
-        connection.close()
-        self.connections.discard(connection)
+    def _forget(self, connection: Connection) -> None:
+        with self._connections_lock:
+            self._connections.discard(connection)
 
     def connect(
         self,
@@ -327,45 +263,28 @@ class Engine:
         transport = InProcessTransport(self, as_policy(policy) if policy is not None else None)
         return A2EClient(transport, client_name=client_name, capabilities=capabilities, token=token)
 
-    def _new_session(
-        self, client: str, capabilities: frozenset[str], policies: list[Policy]
-    ) -> Session:
-        session_id = uuid.uuid4().hex  # also the directory name: unguessable by workers
-        session = Session(
-            client=client,
-            capabilities=capabilities,
-            policies=policies,
-            id=session_id,
-            root=os.path.join(self.state_dir, session_id),
-            uid=self._uids.take() if self._uids is not None else None,
-            quota_mb=self._quota_mb,
-        )
-        try:
-            session.create_dirs()
-        except OSError:
-            self._release_uid(session)
-            session.remove_dirs()
-            raise
-        return session
+    # -- for embedders, tests and benchmarks --
 
-    def _release_uid(self, session: Session) -> None:
-        if self._uids is not None and session.uid is not None:
-            self._uids.give_back(session.uid)
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop.loop
 
-    def _end_session(self, session: Session, after: list[asyncio.Task[None]]) -> None:
-        """Remove the session's directories once its last calls are done."""
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run a coroutine on the engine's loop from another thread and wait for its result."""
+        return self._loop.run(coro, timeout)
 
-        async def remove() -> None:
-            if after:
-                await asyncio.wait(after)
-            await asyncio.get_running_loop().run_in_executor(None, session.remove_dirs)
-            self._release_uid(session)  # no call of it runs, nothing of it is left
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._loop.call_soon(fn, *args)
 
-        task = self.loop.create_task(remove())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    @property
+    def pool(self) -> WorkerPool | None:
+        return self._running.pool if self._running else None
+
+    @property
+    def state_dir(self) -> str:
+        return self._running.state_dir.path if self._running else ""
 
     @property
     def layers(self) -> dict[str, Any]:
         """Which isolation layers the sandbox has on this host (reported by the zygote)."""
-        return dict(self.pool.layers) if self.pool else {}
+        return dict(self._running.pool.layers) if self._running else {}

@@ -1,287 +1,56 @@
-"""One connection to the engine, whatever carries it (in-process queue, stdio, socket).
+"""The host protocol: all that a transport may use of the engine.
 
-A transport hands each incoming message (or a ``ProtocolError`` for a line it could not parse)
-to ``Connection.receive`` on the engine's event loop, and gives the connection a ``send``
-function for replies. Everything protocol-level happens here: the handshake and its sessions,
-list and search, calls (each its own task, so many run at once and replies go out as each
-finishes), cancellation, and ``error`` replies that name the problem. Nothing a peer sends can
-raise out of ``receive``.
+A transport (in-process, stdio, a socket server, ...) carries messages between a peer and the
+engine and knows nothing else: not sessions, not the pool, not the zygote. It opens a
+connection, hands it each message that arrives, and closes it::
+
+    connection = host.open_connection(send, name="stdio")
+    connection.receive(message)            # each message from the peer, or a ProtocolError
+    await asyncio.wrap_future(connection.finish())   # at end of input: calls finish, replies go
+    connection.close()                     # or: end it now, calls in flight cancelled
+
+``send(message)`` is called on the host's event loop thread with each reply and event, in
+order; a transport whose peer lives elsewhere hands them on from there. ``receive``,
+``finish`` and ``close`` may be called from any thread, and nothing a peer sends can make
+them raise; once the host has stopped they raise ``HostClosed``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hmac
-import logging
+import concurrent.futures
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from a2e.caps.tools.models import (
-    ToolCallRequest,
-    ToolCallResponse,
-    ToolCancelRequest,
-    ToolErrorCode,
-    ToolEvent,
-    ToolListRequest,
-    ToolListResponse,
-    ToolResult,
-)
 from a2e.codec import ProtocolError
-from a2e.messages import (
-    A2ECapability,
-    A2EError,
-    A2EMessage,
-    ErrorCode,
-    HandshakeRequest,
-    HandshakeResponse,
-)
-from a2e_engine.engine.calls import run_call
-from a2e_engine.engine.identities import UidsExhausted
-from a2e_engine.engine.policy import Policy, check_policies
-from a2e_engine.engine.session import Session
-from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.pool import StopSignal
+from a2e.messages import A2EMessage
+from a2e_engine.engine.policy import Policy
 
-if TYPE_CHECKING:
-    from a2e_engine.engine.engine import Engine
+__all__ = ["Host", "HostClosed", "HostConnection", "Send"]
 
-__all__ = ["Connection"]
-
-log = logging.getLogger("a2e.host")
-
-SUPPORTED_CAPABILITIES = frozenset(c.value for c in A2ECapability)
+#: Where a connection's replies and events go (called on the host's loop thread).
+Send = Callable[[A2EMessage], None]
 
 
-@dataclass
-class _Call:
-    session: Session
-    task: asyncio.Task[None] | None = None
-    cancelled: StopSignal = field(default_factory=StopSignal)
+class HostClosed(ConnectionError):
+    """The host has stopped: nothing more can be received."""
 
 
-class Connection:
-    def __init__(
-        self,
-        engine: Engine,
-        send: Callable[[A2EMessage], None],
-        policy: Policy | None = None,
-        name: str = "",
-    ) -> None:
-        self.engine = engine
-        self._send = send
-        self.policy = policy
-        self.name = name
-        self.sessions: dict[str, Session] = {}
-        self.calls: dict[str, _Call] = {}
-        self.closed = False
-
-    # -- plumbing --
-
-    def send(self, message: A2EMessage) -> None:
-        """Hand a message to the transport. One message that cannot be serialised (a tool's
-        result nested deeper than JSON encoders go, say) fails that reply, never the connection."""
-        if self.closed:
-            return
-        try:
-            self._send(message)
-        except Exception as exc:
-            log.warning("connection %s: cannot send %s: %s", self.name, message.type, exc)
-            self._send_fallback(message, f"{type(exc).__name__}: {exc}")
-
-    def _send_fallback(self, message: A2EMessage, why: str) -> None:
-        if isinstance(message, ToolEvent):
-            return  # the event is lost; the result will still come
-        if isinstance(message, ToolCallResponse):
-            result = message.data
-            replacement: A2EMessage = ToolCallResponse(
-                req_id=message.req_id,
-                data=ToolResult(
-                    success=False,
-                    tool_name=result.tool_name,
-                    error_code=ToolErrorCode.TOOL_ERROR,
-                    error=f"the tool's result could not be sent ({why})",
-                    duration_ms=result.duration_ms,
-                    exit_code=result.exit_code,
-                    usage=result.usage,
-                ),
-            )
-        else:
-            replacement = A2EError(
-                req_id=getattr(message, "req_id", ""),
-                code=ErrorCode.INTERNAL,
-                message=f"a {message.type} reply could not be sent ({why})",
-            )
-        try:
-            self._send(replacement)
-        except Exception:
-            log.exception("connection %s: even the fallback reply failed", self.name)
-
-    def error(
-        self, req_id: str, code: ErrorCode | str, message: str, retryable: bool = False
-    ) -> None:
-        self.send(A2EError(req_id=req_id, code=code, message=message, retryable=retryable))
-
+class HostConnection(Protocol):
     def receive(self, message: A2EMessage | ProtocolError) -> None:
-        """Entry point for the transport; runs on the engine loop and never raises."""
-        if self.closed:
-            return
-        try:
-            if isinstance(message, ProtocolError):
-                self.send(message.to_message())
-            elif isinstance(message, HandshakeRequest):
-                self._handshake(message)
-            elif isinstance(message, ToolListRequest):
-                self._list(message)
-            elif isinstance(message, ToolCallRequest):
-                self._call(message)
-            elif isinstance(message, ToolCancelRequest):
-                self._cancel(message)
-            else:
-                self.error(
-                    message.id,
-                    ErrorCode.INVALID_MESSAGE,
-                    f"{message.type} is sent by hosts, not to them",
-                )
-        except Exception as exc:
-            log.exception("connection %s: handling %s failed", self.name, type(message).__name__)
-            req_id = getattr(message, "id", "") if not isinstance(message, ProtocolError) else ""
-            self.error(req_id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+        """Hand over one message from the peer (a ``ProtocolError`` for one that could not be
+        read: the peer gets an ``error`` reply naming the problem)."""
+
+    def finish(self) -> concurrent.futures.Future[None]:
+        """No more messages will come: the calls in flight run to their end and reply, then
+        the connection closes. The future is done once the last reply went to ``send``."""
 
     def close(self) -> None:
-        """End every call and session of this connection (idempotent)."""
-        if self.closed:
-            return
-        self.closed = True
-        for call in self.calls.values():
-            call.cancelled.set()
-        for session in self.sessions.values():
-            tasks = [c.task for c in self.calls.values() if c.task is not None]
-            self.engine._end_session(session, after=tasks)
-        self.sessions.clear()
+        """End the connection now: its calls are cancelled, its sessions end (idempotent)."""
 
-    # -- handlers --
 
-    def _handshake(self, request: HandshakeRequest) -> None:
-        expected = self.engine.config.token
-        if expected is not None and not hmac.compare_digest(
-            (request.token or "").encode(), expected.encode()
-        ):
-            self.error(request.id, ErrorCode.UNAUTHORIZED, "handshake token missing or wrong")
-            return
-        limit = self.engine.config.max_sessions_per_connection
-        if len(self.sessions) >= limit:
-            self.error(
-                request.id,
-                ErrorCode.OVERLOADED,
-                f"this connection already has {limit} sessions; open another connection",
-            )
-            return
-        granted = [c for c in dict.fromkeys(request.capabilities) if c in SUPPORTED_CAPABILITIES]
-        policies: list[Policy] = [self.engine.policy]
-        if self.policy is not None:
-            policies.append(self.policy)
-        try:
-            session = self.engine._new_session(request.client, frozenset(granted), policies)
-        except (UidsExhausted, OSError) as exc:
-            self.error(request.id, ErrorCode.OVERLOADED, f"cannot open a session: {exc}")
-            return
-        self.sessions[session.id] = session
-        self.send(
-            HandshakeResponse(
-                req_id=request.id,
-                session_id=session.id,
-                capabilities=granted,
-                server=self.engine.config.server_name,
-            )
-        )
-
-    def _session_for(self, req_id: str, session_id: str) -> Session | None:
-        if session_id:
-            session = self.sessions.get(session_id)
-            if session is None:
-                self.error(
-                    req_id,
-                    ErrorCode.UNKNOWN_SESSION,
-                    f"no session {session_id!r} on this connection; send handshake/req first",
-                )
-            return session
-        if not self.sessions:
-            self.error(
-                req_id,
-                ErrorCode.HANDSHAKE_REQUIRED,
-                "no session yet: send handshake/req before other messages",
-            )
-            return None
-        return list(self.sessions.values())[-1]
-
-    def _list(self, request: ToolListRequest) -> None:
-        session = self._session_for(request.id, "")
-        if session is None:
-            return
-        if A2ECapability.TOOLS not in session.capabilities:
-            self.error(
-                request.id,
-                ToolErrorCode.TOOL_DENIED,
-                "this session did not negotiate the 'tools' capability",
-            )
-            return
-        tools = [
-            t
-            for t in self.engine.registry.select(request)
-            if check_policies(session.policies, session, t.name) is None
-        ]
-        self.send(ToolListResponse(req_id=request.id, tools=tools))
-
-    def _call(self, request: ToolCallRequest) -> None:
-        session = self._session_for(request.id, request.session_id)
-        if session is None:
-            return
-        if request.id in self.calls:
-            self.error(
-                request.id,
-                ErrorCode.DUPLICATE_REQUEST,
-                f"a call with id {request.id!r} is already in flight on this connection",
-            )
-            return
-        if self.engine.pending_calls >= self.engine.config.max_pending_calls:
-            self.error(
-                request.id,
-                ErrorCode.OVERLOADED,
-                f"{self.engine.pending_calls} calls are pending; try again later",
-                retryable=True,
-            )
-            return
-        # The call's one deadline, from the moment it arrived, within the engine's cap.
-        loop = asyncio.get_running_loop()
-        deadline = Deadline.after(min(request.timeout, self.engine.config.max_timeout), loop)
-        call = self.calls[request.id] = _Call(session)
-        self.engine.pending_calls += 1
-        call.task = loop.create_task(self._run(request, deadline, call))
-
-    async def _run(self, request: ToolCallRequest, deadline: Deadline, call: _Call) -> None:
-        session = call.session
-        try:
-            result = await run_call(
-                self.engine.call_context, session, request, deadline, self.send, call.cancelled
-            )
-            self.send(ToolCallResponse(req_id=request.id, data=result))
-        except Exception as exc:  # the engine's own bug: still answer the caller
-            log.exception("call %s (%s) failed inside the engine", request.id, request.tool_name)
-            self.error(
-                request.id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
-            )
-        finally:
-            self.engine.pending_calls -= 1
-            self.calls.pop(request.id, None)
-
-    def _cancel(self, request: ToolCancelRequest) -> None:
-        call = self.calls.get(request.req_id)
-        if call is None or (request.session_id and call.session.id != request.session_id):
-            self.error(
-                request.id,
-                ErrorCode.UNKNOWN_REQUEST,
-                f"no call {request.req_id!r} in flight on this connection",
-            )
-            return
-        call.cancelled.set()
+class Host(Protocol):
+    def open_connection(
+        self, send: Send, *, policy: Policy | None = None, name: str = ""
+    ) -> HostConnection:
+        """A new connection whose replies go to ``send``; ``policy`` applies on top of the
+        host's own to every session opened on it. ``name`` is for logs."""

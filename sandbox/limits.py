@@ -11,13 +11,16 @@ any of these back: the seccomp filter refuses ``setrlimit`` and ``prlimit64`` wi
 
 from __future__ import annotations
 
+import math
 import resource
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Limits", "apply_rlimits"]
+__all__ = ["Limits", "apply_rlimits", "least_memory_mb"]
 
 _MB = 1024 * 1024
+#: Room for a call's own first allocations, above what a worker maps when it starts.
+_HEADROOM_MB = 8
 
 
 @dataclass(frozen=True)
@@ -52,3 +55,17 @@ def apply_rlimits(limits: Limits) -> None:
     ]
     for which, soft, hard in pairs:
         resource.setrlimit(which, (soft, hard))
+
+
+def least_memory_mb() -> int:
+    """The least ``memory_mb`` a worker forked from this process runs under, rounded up to
+    16 MiB: what this process maps already (a worker starts as its copy), the stack of one
+    thread (tools start threads; with less, "can't start new thread"), and a little room.
+    The zygote works it out once it is ready; the engine refuses a limit below it."""
+    with open("/proc/self/status") as fh:
+        mapped_kb = next(int(line.split()[1]) for line in fh if line.startswith("VmSize:"))
+    stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    if stack <= 0 or stack == resource.RLIM_INFINITY:
+        stack = 8 * _MB  # glibc's default thread stack when the limit is unlimited
+    needed_mb = (mapped_kb * 1024 + stack) / _MB + _HEADROOM_MB
+    return math.ceil(needed_mb / 16) * 16

@@ -42,7 +42,7 @@ from a2e_engine.sandbox.forking import (
 )
 from a2e_engine.sandbox.harden import Hardening, clear_what_workers_inherit
 from a2e_engine.sandbox.identity import Crossing, closed_ancestors, probe_identity
-from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.limits import Limits, least_memory_mb
 from a2e_engine.sandbox.mount_template import create_mount_template
 from a2e_engine.sandbox.namespaces import (
     PidNamespaces,
@@ -177,6 +177,7 @@ class Zygote:
         self._prepare_forking()
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
+        self.layers["rlimits"]["least_memory_mb"] = least_memory_mb()
 
     def _report_namespaces(self, why_not: str | None) -> None:
         # One probe covers the layers set up together in the worker's new namespaces.

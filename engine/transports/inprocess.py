@@ -1,10 +1,10 @@
 """The in-process transport: an ``A2EClient`` and an engine connection in the same process.
 
 Messages are passed as model objects (no JSON round trip); the client's thread hands each one to
-the engine loop, and replies come back through a queue that the client's reader thread drains,
-or, when the client routes them directly (``a2e.transport``), straight to the waiting request.
-What one turn of the engine loop queues (a burst of a tool's events, read from its pipe at once)
-reaches the reader as one batch: one wake-up of its thread, not one per event.
+the connection (``engine.host``), and replies come back through a queue that the client's reader
+thread drains, or, when the client routes them directly (``a2e.transport``), straight to the
+waiting request. What one turn of the engine loop queues (a burst of a tool's events, read from
+its pipe at once) reaches the reader as one batch: one wake-up of its thread, not one per event.
 """
 
 from __future__ import annotations
@@ -12,14 +12,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import queue
-from typing import TYPE_CHECKING
 
 from a2e.messages import A2EMessage
 from a2e.transport import DirectRoute, TransportClosed
+from a2e_engine.engine.host import Host, HostClosed
 from a2e_engine.engine.policy import Policy
-
-if TYPE_CHECKING:
-    from a2e_engine.engine.engine import Engine
 
 __all__ = ["InProcessTransport"]
 
@@ -27,14 +24,13 @@ _CLOSED = object()
 
 
 class InProcessTransport:
-    def __init__(self, engine: Engine, policy: Policy | None = None) -> None:
-        self.engine = engine
+    def __init__(self, host: Host, policy: Policy | None = None) -> None:
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()  # batches, then _CLOSED
         self._batch: list[A2EMessage] = []  # this loop turn's; the engine loop's only
         self._ready: collections.deque[A2EMessage] = collections.deque()  # the reader's only
         self._closed = False
         self._route: DirectRoute | None = None
-        self.connection = engine.open_connection(self._arrive, policy=policy, name="in-process")
+        self.connection = host.open_connection(self._arrive, policy=policy, name="in-process")
 
     def route_directly(self, route: DirectRoute) -> None:
         self._route = route
@@ -56,8 +52,8 @@ class InProcessTransport:
         if self._closed:
             raise TransportClosed("in-process transport is closed")
         try:
-            self.engine.call_soon(self.connection.receive, message)
-        except RuntimeError as exc:  # the engine stopped
+            self.connection.receive(message)
+        except HostClosed as exc:
             raise TransportClosed(str(exc)) from exc
 
     def receive(self) -> A2EMessage | None:
@@ -75,7 +71,7 @@ class InProcessTransport:
             return
         self._closed = True
         try:
-            self.engine.call_soon(self.engine.close_connection, self.connection)
-        except RuntimeError:
+            self.connection.close()
+        except HostClosed:
             pass
         self._inbox.put(_CLOSED)

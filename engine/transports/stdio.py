@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 from a2e.codec import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
 from a2e.messages import A2EMessage, ErrorCode
+from a2e_engine.engine.host import Host
 from a2e_engine.engine.transports.lines import (
     give_back_blocking,
     loop_can_watch,
@@ -22,16 +23,14 @@ from a2e_engine.engine.transports.lines import (
     read_lines,
 )
 
-if TYPE_CHECKING:
-    from a2e_engine.engine.engine import Engine
-
 __all__ = ["serve_stdio"]
 
 
 async def serve_stdio(
-    engine: Engine, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+    host: Host, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
 ) -> None:
-    """Serve one connection on stdin/stdout until end of input and the last reply."""
+    """Serve one connection on stdin/stdout until end of input and the last reply. Runs on
+    the host's event loop (where ``send`` is called)."""
     loop = asyncio.get_running_loop()
     stdin = stdin or os.fdopen(0, "rb", closefd=False)
     stdout = stdout or os.fdopen(1, "wb", closefd=False)
@@ -53,7 +52,7 @@ async def serve_stdio(
             loop.call_soon(hand_over)
         batch.append(line)
 
-    connection = engine.open_connection(send, name="stdio")
+    connection = host.open_connection(send, name="stdio")
     ended = asyncio.Event()
 
     def on_line(line: bytes) -> None:
@@ -73,10 +72,7 @@ async def serve_stdio(
 
     await read_lines(stdin, MAX_MESSAGE_BYTES, on_line, on_too_long, ended.set)
     await ended.wait()
-    in_flight = [call.task for call in connection.calls.values() if call.task]
-    if in_flight:
-        await asyncio.wait(in_flight)
-    engine.close_connection(connection)
+    await asyncio.wrap_future(connection.finish())
     hand_over()
     await writer.close()
     give_back_blocking(pipes)

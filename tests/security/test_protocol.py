@@ -22,10 +22,7 @@ class RawConnection:
         self.engine = sandbox.engine
         self.replies: list[dict[str, Any]] = []
         self.arrived = threading.Condition()
-        self.connection = self.engine.run(self._open())
-
-    async def _open(self) -> Any:
-        return self.engine.open_connection(self._on_reply, name="raw")
+        self.connection = self.engine.open_connection(self._on_reply, name="raw")
 
     def _on_reply(self, message: A2EMessage) -> None:
         with self.arrived:
@@ -37,7 +34,7 @@ class RawConnection:
             message: A2EMessage | ProtocolError = decode(line)
         except ProtocolError as exc:
             message = exc
-        self.engine.call_soon(self.connection.receive, message)
+        self.connection.receive(message)
 
     def wait_for(self, count: int, timeout: float = 30) -> list[dict[str, Any]]:
         with self.arrived:
@@ -45,7 +42,7 @@ class RawConnection:
             return list(self.replies)
 
     def close(self) -> None:
-        self.engine.call_soon(self.engine.close_connection, self.connection)
+        self.connection.close()
 
 
 def _handshake(raw: RawConnection, capabilities: list[str]) -> str:

@@ -1,0 +1,344 @@
+"""``Connection``: the engine's side of one connection, whatever carries it (``engine.host``).
+
+Everything protocol-level happens here: the handshake and its sessions, list and search, calls
+(each its own task, so many run at once and replies go out as each finishes), cancellation, and
+``error`` replies that name the problem. Nothing a peer sends can raise out of ``receive``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hmac
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from a2e.caps.tools.models import (
+    ToolCallRequest,
+    ToolCallResponse,
+    ToolCancelRequest,
+    ToolErrorCode,
+    ToolEvent,
+    ToolListRequest,
+    ToolListResponse,
+    ToolResult,
+)
+from a2e.codec import ProtocolError
+from a2e.messages import (
+    A2ECapability,
+    A2EError,
+    A2EMessage,
+    ErrorCode,
+    HandshakeRequest,
+    HandshakeResponse,
+)
+from a2e_engine.engine.calls import CallContext, run_call
+from a2e_engine.engine.host import HostClosed, Send
+from a2e_engine.engine.identities import UidsExhausted
+from a2e_engine.engine.loop import EngineLoop
+from a2e_engine.engine.policy import Policy, check_policies
+from a2e_engine.engine.session import Session
+from a2e_engine.engine.sessions import Sessions
+from a2e_engine.sandbox.deadline import Deadline
+from a2e_engine.sandbox.pool import StopSignal
+
+__all__ = ["Admission", "Connection", "Services"]
+
+log = logging.getLogger("a2e.host")
+
+SUPPORTED_CAPABILITIES = frozenset(c.value for c in A2ECapability)
+
+
+class Admission:
+    """Calls pending in the whole engine, against ``max_pending_calls``: past it a call is
+    refused at once (retryably) instead of queueing without bound."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.pending = 0
+
+
+@dataclass(frozen=True)
+class Services:
+    """What a connection uses of the engine, handed over explicitly."""
+
+    calls: CallContext
+    policy: Policy  # the engine's own, for every session
+    sessions: Sessions
+    admission: Admission
+    loop: EngineLoop
+
+
+@dataclass
+class _Call:
+    session: Session
+    task: asyncio.Task[None] | None = None
+    cancelled: StopSignal = field(default_factory=StopSignal)
+
+
+class Connection:
+    """Implements ``engine.host.HostConnection``; the ``_`` methods run on the engine's loop."""
+
+    def __init__(
+        self,
+        services: Services,
+        send: Send,
+        policy: Policy | None = None,
+        name: str = "",
+        on_closed: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.services = services
+        self.config = services.calls.config
+        self._send = send
+        self.policy = policy
+        self.name = name
+        self._on_closed = on_closed
+        self.sessions: dict[str, Session] = {}
+        self.calls: dict[str, _Call] = {}
+        self.closed = False
+
+    # -- the host protocol: from any thread --
+
+    def receive(self, message: A2EMessage | ProtocolError) -> None:
+        self._on_loop(self._receive, message)
+
+    def finish(self) -> concurrent.futures.Future[None]:
+        try:
+            return asyncio.run_coroutine_threadsafe(self._finish(), self.services.loop.loop)
+        except RuntimeError as exc:
+            raise HostClosed(str(exc)) from None
+
+    def close(self) -> None:
+        self._on_loop(self._close)
+
+    def _on_loop(self, fn: Callable[..., None], *args: object) -> None:
+        if self.services.loop.in_thread():
+            fn(*args)
+            return
+        try:
+            self.services.loop.call_soon(fn, *args)
+        except RuntimeError as exc:  # the engine stopped
+            raise HostClosed(str(exc)) from None
+
+    def in_flight(self) -> list[asyncio.Task[None]]:
+        return [call.task for call in self.calls.values() if call.task is not None]
+
+    # -- plumbing --
+
+    def send(self, message: A2EMessage) -> None:
+        """Hand a message to the transport. One message that cannot be serialised (a tool's
+        result nested deeper than JSON encoders go, say) fails that reply, never the connection."""
+        if self.closed:
+            return
+        try:
+            self._send(message)
+        except Exception as exc:
+            log.warning("connection %s: cannot send %s: %s", self.name, message.type, exc)
+            self._send_fallback(message, f"{type(exc).__name__}: {exc}")
+
+    def _send_fallback(self, message: A2EMessage, why: str) -> None:
+        if isinstance(message, ToolEvent):
+            return  # the event is lost; the result will still come
+        if isinstance(message, ToolCallResponse):
+            result = message.data
+            replacement: A2EMessage = ToolCallResponse(
+                req_id=message.req_id,
+                data=ToolResult(
+                    success=False,
+                    tool_name=result.tool_name,
+                    error_code=ToolErrorCode.TOOL_ERROR,
+                    error=f"the tool's result could not be sent ({why})",
+                    duration_ms=result.duration_ms,
+                    exit_code=result.exit_code,
+                    usage=result.usage,
+                ),
+            )
+        else:
+            replacement = A2EError(
+                req_id=getattr(message, "req_id", ""),
+                code=ErrorCode.INTERNAL,
+                message=f"a {message.type} reply could not be sent ({why})",
+            )
+        try:
+            self._send(replacement)
+        except Exception:
+            log.exception("connection %s: even the fallback reply failed", self.name)
+
+    def error(
+        self, req_id: str, code: ErrorCode | str, message: str, retryable: bool = False
+    ) -> None:
+        self.send(A2EError(req_id=req_id, code=code, message=message, retryable=retryable))
+
+    def _receive(self, message: A2EMessage | ProtocolError) -> None:
+        """On the engine's loop; never raises."""
+        if self.closed:
+            return
+        try:
+            if isinstance(message, ProtocolError):
+                self.send(message.to_message())
+            elif isinstance(message, HandshakeRequest):
+                self._handshake(message)
+            elif isinstance(message, ToolListRequest):
+                self._list(message)
+            elif isinstance(message, ToolCallRequest):
+                self._call(message)
+            elif isinstance(message, ToolCancelRequest):
+                self._cancel(message)
+            else:
+                self.error(
+                    message.id,
+                    ErrorCode.INVALID_MESSAGE,
+                    f"{message.type} is sent by hosts, not to them",
+                )
+        except Exception as exc:
+            log.exception("connection %s: handling %s failed", self.name, type(message).__name__)
+            req_id = getattr(message, "id", "") if not isinstance(message, ProtocolError) else ""
+            self.error(req_id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _finish(self) -> None:
+        calls = self.in_flight()
+        if calls:
+            await asyncio.wait(calls)
+        self._close()
+
+    def _close(self) -> None:
+        """End every call and session of this connection (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        for call in self.calls.values():
+            call.cancelled.set()
+        calls = self.in_flight()
+        for session in self.sessions.values():
+            self.services.sessions.end(session, after=calls)
+        self.sessions.clear()
+        if self._on_closed is not None:
+            self._on_closed(self)
+
+    # -- handlers --
+
+    def _handshake(self, request: HandshakeRequest) -> None:
+        expected = self.config.token
+        if expected is not None and not hmac.compare_digest(
+            (request.token or "").encode(), expected.encode()
+        ):
+            self.error(request.id, ErrorCode.UNAUTHORIZED, "handshake token missing or wrong")
+            return
+        limit = self.config.max_sessions_per_connection
+        if len(self.sessions) >= limit:
+            self.error(
+                request.id,
+                ErrorCode.OVERLOADED,
+                f"this connection already has {limit} sessions; open another connection",
+            )
+            return
+        granted = [c for c in dict.fromkeys(request.capabilities) if c in SUPPORTED_CAPABILITIES]
+        policies: list[Policy] = [self.services.policy]
+        if self.policy is not None:
+            policies.append(self.policy)
+        try:
+            session = self.services.sessions.open(request.client, frozenset(granted), policies)
+        except (UidsExhausted, OSError) as exc:
+            self.error(request.id, ErrorCode.OVERLOADED, f"cannot open a session: {exc}")
+            return
+        self.sessions[session.id] = session
+        self.send(
+            HandshakeResponse(
+                req_id=request.id,
+                session_id=session.id,
+                capabilities=granted,
+                server=self.config.server_name,
+            )
+        )
+
+    def _session_for(self, req_id: str, session_id: str) -> Session | None:
+        if session_id:
+            session = self.sessions.get(session_id)
+            if session is None:
+                self.error(
+                    req_id,
+                    ErrorCode.UNKNOWN_SESSION,
+                    f"no session {session_id!r} on this connection; send handshake/req first",
+                )
+            return session
+        if not self.sessions:
+            self.error(
+                req_id,
+                ErrorCode.HANDSHAKE_REQUIRED,
+                "no session yet: send handshake/req before other messages",
+            )
+            return None
+        return list(self.sessions.values())[-1]
+
+    def _list(self, request: ToolListRequest) -> None:
+        session = self._session_for(request.id, "")
+        if session is None:
+            return
+        if A2ECapability.TOOLS not in session.capabilities:
+            self.error(
+                request.id,
+                ToolErrorCode.TOOL_DENIED,
+                "this session did not negotiate the 'tools' capability",
+            )
+            return
+        tools = [
+            t
+            for t in self.services.calls.registry.select(request)
+            if check_policies(session.policies, session, t.name) is None
+        ]
+        self.send(ToolListResponse(req_id=request.id, tools=tools))
+
+    def _call(self, request: ToolCallRequest) -> None:
+        session = self._session_for(request.id, request.session_id)
+        if session is None:
+            return
+        if request.id in self.calls:
+            self.error(
+                request.id,
+                ErrorCode.DUPLICATE_REQUEST,
+                f"a call with id {request.id!r} is already in flight on this connection",
+            )
+            return
+        admission = self.services.admission
+        if admission.pending >= admission.limit:
+            self.error(
+                request.id,
+                ErrorCode.OVERLOADED,
+                f"{admission.pending} calls are pending; try again later",
+                retryable=True,
+            )
+            return
+        # The call's one deadline, from the moment it arrived, within the engine's cap.
+        loop = asyncio.get_running_loop()
+        deadline = Deadline.after(min(request.timeout, self.config.max_timeout), loop)
+        call = self.calls[request.id] = _Call(session)
+        admission.pending += 1
+        call.task = loop.create_task(self._run(request, deadline, call))
+
+    async def _run(self, request: ToolCallRequest, deadline: Deadline, call: _Call) -> None:
+        session = call.session
+        try:
+            result = await run_call(
+                self.services.calls, session, request, deadline, self.send, call.cancelled
+            )
+            self.send(ToolCallResponse(req_id=request.id, data=result))
+        except Exception as exc:  # the engine's own bug: still answer the caller
+            log.exception("call %s (%s) failed inside the engine", request.id, request.tool_name)
+            self.error(
+                request.id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
+            )
+        finally:
+            self.services.admission.pending -= 1
+            self.calls.pop(request.id, None)
+
+    def _cancel(self, request: ToolCancelRequest) -> None:
+        call = self.calls.get(request.req_id)
+        if call is None or (request.session_id and call.session.id != request.session_id):
+            self.error(
+                request.id,
+                ErrorCode.UNKNOWN_REQUEST,
+                f"no call {request.req_id!r} in flight on this connection",
+            )
+            return
+        call.cancelled.set()

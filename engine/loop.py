@@ -1,0 +1,76 @@
+"""``EngineLoop``: the engine's asyncio loop, on a thread of its own.
+
+So that the engine embeds in any host: synchronous code hands work to it (``run``,
+``call_soon``), and servers run their coroutines on it. Blocking chores (removing directories,
+joining the zygote) go to a small executor of its own, which keeps the engine's thread count
+fixed however busy it gets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["EngineLoop"]
+
+T = TypeVar("T")
+
+
+class EngineLoop:
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._loop is not None
+
+    def start(self) -> None:
+        if self._loop is not None:
+            raise RuntimeError("the engine's loop is already running")
+        loop = asyncio.new_event_loop()
+        loop.set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="a2e-chores")
+        )
+        ready = threading.Event()
+
+        def run_loop() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=run_loop, name="a2e-engine", daemon=True)
+        self._thread.start()
+        ready.wait()
+        self._loop = loop
+
+    def stop(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        loop.close()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError("the engine is not running; use 'with Engine(...) as engine:'")
+        return self._loop
+
+    def in_thread(self) -> bool:
+        """Whether the caller runs on the loop's own thread."""
+        return self._thread is not None and threading.get_ident() == self._thread.ident
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run a coroutine on the loop from another thread and wait for its result."""
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result(timeout)
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop soon; from any thread. ``RuntimeError`` once stopped."""
+        self.loop.call_soon_threadsafe(fn, *args)

@@ -1,0 +1,72 @@
+"""``Sessions``: the live sessions of an engine, opened at a handshake, ended with their
+connection once their last call is done.
+
+Each session gets an unguessable id (also its directory's name, so that workers cannot find
+other sessions' directories), a directory in the state directory (a tmpfs of its own where
+quotas are on), and, with the identity layer, a uid of its own for its calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterable
+
+from a2e_engine.engine.identities import SessionUids
+from a2e_engine.engine.policy import Policy
+from a2e_engine.engine.session import Session
+
+__all__ = ["Sessions"]
+
+
+class Sessions:
+    def __init__(self, state_dir: str, uids: SessionUids | None, quota_mb: int) -> None:
+        self.state_dir = state_dir
+        self.uids = uids  # None: calls run as the engine's own uid
+        self.quota_mb = quota_mb  # each session's directory is a tmpfs of this size (0: none)
+        self._ending: set[asyncio.Task[None]] = set()
+
+    def open(self, client: str, capabilities: frozenset[str], policies: list[Policy]) -> Session:
+        """A new session with its directories; ``UidsExhausted`` or ``OSError`` if none can
+        be had now."""
+        session_id = uuid.uuid4().hex
+        session = Session(
+            client=client,
+            capabilities=capabilities,
+            policies=policies,
+            id=session_id,
+            root=os.path.join(self.state_dir, session_id),
+            uid=self.uids.take() if self.uids is not None else None,
+            quota_mb=self.quota_mb,
+        )
+        try:
+            session.create_dirs()
+        except OSError:
+            self._release_uid(session)
+            session.remove_dirs()
+            raise
+        return session
+
+    def end(self, session: Session, after: Iterable[asyncio.Task[None]] = ()) -> None:
+        """On the engine's loop: remove the session's directories once ``after`` are done."""
+        calls = list(after)
+
+        async def remove() -> None:
+            if calls:
+                await asyncio.wait(calls)
+            await asyncio.get_running_loop().run_in_executor(None, session.remove_dirs)
+            self._release_uid(session)  # no call of it runs, nothing of it is left
+
+        task = asyncio.get_running_loop().create_task(remove())
+        self._ending.add(task)
+        task.add_done_callback(self._ending.discard)
+
+    async def wait_ended(self, timeout: float) -> None:
+        """Until every ended session's directories are gone (or ``timeout``)."""
+        if self._ending:
+            await asyncio.wait(list(self._ending), timeout=timeout)
+
+    def _release_uid(self, session: Session) -> None:
+        if self.uids is not None and session.uid is not None:
+            self.uids.give_back(session.uid)

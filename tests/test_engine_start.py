@@ -1,0 +1,151 @@
+"""A start that fails at any step leaves nothing behind: no state directory, no mount, no loop
+thread, no zygote, no worker; the engine is not half-started, and a second ``start()`` fails
+the same way instead of saying it already started."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from a2e.caps.tools.models import ToolDefinition
+from a2e.caps.tools.plugin import ToolPlugin
+from a2e_engine.engine import (
+    Engine,
+    EngineConfig,
+    IsolationUnavailable,
+    Limits,
+    LimitTooLow,
+)
+from a2e_engine.sandbox.pool import SandboxUnavailable
+from a2e_engine.sandbox.quota import mount_points, under
+
+
+class BrokenPreload(ToolPlugin):
+    """Its preload (run in the zygote before anything forks) fails: the sandbox cannot start."""
+
+    name = "broken_preload"
+
+    def _list_tools(self) -> list[ToolDefinition]:
+        return [ToolDefinition(name="never", description="never runs")]
+
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        return None
+
+    def preload(self) -> None:
+        raise RuntimeError("this plugin cannot load")
+
+
+def _children() -> set[int]:
+    """Our descendants, but multiprocess's resource tracker (started with the first zygote,
+    it lives as long as this process)."""
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if not any("resource_tracker" in part for part in child.cmdline()):
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _engine_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "a2e-engine" and t.is_alive()]
+
+
+def _assert_nothing_left(root: Path, children_before: set[int]) -> None:
+    state = root / "state"
+    assert not state.exists() or list(state.iterdir()) == []
+    assert not any(under(point, str(root)) for point in mount_points())
+    assert _engine_threads() == []
+    deadline = time.monotonic() + 10  # a zygote that was killed is reaped by its parent
+    while _children() - children_before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _children() - children_before == set()
+
+
+CASES: dict[str, tuple[Callable[[Path], Engine], type[Exception], str]] = {
+    "the audit log is a directory": (
+        lambda root: Engine(
+            config=EngineConfig(audit_path=str(root), state_dir=str(root / "state"))
+        ),
+        OSError,
+        "cannot open the audit log .*: Is a directory",
+    ),
+    "the audit log's directory does not exist": (
+        lambda root: Engine(
+            config=EngineConfig(
+                audit_path=str(root / "missing" / "a.jsonl"), state_dir=str(root / "state")
+            )
+        ),
+        OSError,
+        "cannot open the audit log .*: No such file or directory",
+    ),
+    "the state directory cannot be made": (
+        lambda root: Engine(config=EngineConfig(state_dir=str(root / "a-file" / "state"))),
+        OSError,
+        "Not a directory",
+    ),
+    "the sandbox cannot start": (
+        lambda root: Engine(
+            plugins=[BrokenPreload()], config=EngineConfig(state_dir=str(root / "state"))
+        ),
+        SandboxUnavailable,
+        "this plugin cannot load",
+    ),
+    "a required layer is missing": (
+        lambda root: Engine(
+            config=EngineConfig(
+                state_dir=str(root / "state"), namespaces=False, require=("pid_namespace",)
+            )
+        ),
+        IsolationUnavailable,
+        "pid_namespace",
+    ),
+    "the memory limit is below what a worker needs": (
+        lambda root: Engine(
+            config=EngineConfig(state_dir=str(root / "state"), limits=Limits(memory_mb=5))
+        ),
+        LimitTooLow,
+        r"limits.memory_mb is 5 MiB, below what a worker needs here.*at least \d+ MiB",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_a_failed_start_undoes_every_step_before_it(
+    tmp_path: Path, case: tuple[Callable[[Path], Engine], type[Exception], str]
+) -> None:
+    make, error, message = case
+    (tmp_path / "a-file").write_text("not a directory")
+    before = _children()
+    engine = make(tmp_path)
+    for _ in range(2):  # the second start fails the same way: nothing was left half-started
+        with pytest.raises(error, match=message):
+            engine.start()
+        assert not engine.running and engine.pool is None and engine.state_dir == ""
+        _assert_nothing_left(tmp_path, before)
+    engine.stop()  # harmless
+
+
+def test_the_least_memory_limit_named_is_one_that_works(tmp_path: Path) -> None:
+    from a2e.caps.tools.client import ToolAPI
+
+    with pytest.raises(LimitTooLow) as refused:
+        Engine(config=EngineConfig(limits=Limits(memory_mb=5))).start()
+    least = int(str(refused.value).rsplit("at least ", 1)[1].split()[0])
+    config = EngineConfig(prefork=1, limits=Limits(memory_mb=least))
+    with Engine(config=config) as engine:
+        tools = ToolAPI(engine.connect())
+        # python_eval and run_shell start a thread each: with less, "can't start new thread".
+        for tool, arguments in (
+            ("python_eval", {"code": "sum(range(1000))"}),
+            ("run_shell", {"command": "echo fine"}),
+        ):
+            result = tools.call(tool_name=tool, arguments=arguments, timeout=30)
+            assert result.success, (tool, result.error)
