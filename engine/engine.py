@@ -38,6 +38,7 @@ from a2e_engine.engine.requirements import IsolationUnavailable, protect_supervi
 from a2e_engine.engine.sessions import Sessions
 from a2e_engine.engine.state_dir import StateDirectory
 from a2e_engine.sandbox.pool import PoolConfig, WorkerPool
+from a2e_engine.sandbox.settings import ZygoteSettings
 
 __all__ = ["Engine", "IsolationUnavailable"]
 
@@ -160,23 +161,26 @@ class Engine:
 
     def _pool_config(self, state_dir: StateDirectory, quota_off: str | None) -> PoolConfig:
         config = self.config
-        return PoolConfig(
-            max_workers=config.max_workers,
-            prefork=config.prefork,
+        zygote = ZygoteSettings(
             limits=config.limits,
             profiles=self.registry.profiles,
             namespaces=config.namespaces,
             landlock=config.landlock,
-            max_frame=config.max_frame,
-            max_output_bytes=config.max_output_bytes,
-            max_events=config.max_events,
-            writable_paths=(state_dir.path,),
             identity=config.identity,
-            max_processes=PoolConfig.max_processes if config.cgroups else 0,
+            first_uid=config.uid_range[0],
             memory_cgroup=config.cgroups,
-            uid_range=config.uid_range,
+            max_processes=ZygoteSettings.max_processes if config.cgroups else 0,
+            max_frame=config.max_frame,
+            writable_paths=(state_dir.path,),
             read_roots=config.read_roots,
             receive_mounts=() if quota_off else (state_dir.path,),
+        )
+        return PoolConfig(
+            zygote=zygote,
+            max_workers=config.max_workers,
+            prefork=config.prefork,
+            max_output_bytes=config.max_output_bytes,
+            max_events=config.max_events,
         )
 
     def _services(

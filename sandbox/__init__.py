@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from a2e_engine.sandbox.limits import Limits
     from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
     from a2e_engine.sandbox.pool import Job, PoolConfig, SandboxUnavailable, WorkerPool
+    from a2e_engine.sandbox.settings import ZygoteSettings
 
 __all__ = [
     "Job",
@@ -23,6 +24,7 @@ __all__ = [
     "SandboxUnavailable",
     "WorkerOutcome",
     "WorkerPool",
+    "ZygoteSettings",
 ]
 
 _HOMES = {
@@ -33,6 +35,7 @@ _HOMES = {
     "PoolConfig": "a2e_engine.sandbox.pool",
     "SandboxUnavailable": "a2e_engine.sandbox.pool",
     "WorkerPool": "a2e_engine.sandbox.pool",
+    "ZygoteSettings": "a2e_engine.sandbox.settings",
 }
 
 

@@ -17,7 +17,7 @@ __all__ = ["join_or_kill", "spawn_zygote"]
 _SPAWN_LOCK = threading.Lock()
 
 
-def spawn_zygote(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> Any:
+def spawn_zygote(ctrl: socket.socket, settings_json: str, plugins_blob: bytes) -> Any:
     """Start the zygote as a fresh interpreter (``multiprocess`` spawn) *without* re-running
     the host's ``__main__``.
 
@@ -41,7 +41,7 @@ def spawn_zygote(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> 
 
     ctx = multiprocess.get_context("spawn")
     process = ctx.Process(
-        target=zygote_main, args=(ctrl, config_json, plugins_blob), name="a2e-zygote", daemon=True
+        target=zygote_main, args=(ctrl, settings_json, plugins_blob), name="a2e-zygote", daemon=True
     )
     process.authkey = os.urandom(32)
     with _SPAWN_LOCK:

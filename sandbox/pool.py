@@ -26,13 +26,12 @@ from typing import Any
 
 from a2e_engine.sandbox.cgroups import remove_cgroup_tree
 from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME, FrameDecoder, encode_frame
+from a2e_engine.sandbox.frames import FrameDecoder, encode_frame
 from a2e_engine.sandbox.handle import WorkerHandle
-from a2e_engine.sandbox.identity import DEFAULT_UID_RANGE
 from a2e_engine.sandbox.launch import join_or_kill, spawn_zygote
-from a2e_engine.sandbox.limits import Limits
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome, describe_exit
 from a2e_engine.sandbox.seccomp import PROFILES
+from a2e_engine.sandbox.settings import ZygoteSettings
 from a2e_engine.sandbox.stream import EventSink, ResultReader
 from a2e_engine.sandbox.waiting import StopSignal, race
 from a2e_engine.sandbox.zygote import CONTROL_MAX
@@ -59,33 +58,26 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class PoolConfig:
+    """The pool's own settings, and the zygote's (``sandbox.settings``)."""
+
+    zygote: ZygoteSettings = field(default_factory=ZygoteSettings)
     max_workers: int = 4
     prefork: int = 2
-    limits: Limits = field(default_factory=Limits)
-    profiles: tuple[str, ...] = tuple(PROFILES)
-    namespaces: bool = True
-    landlock: bool = True
-    max_frame: int = DEFAULT_MAX_FRAME
     max_output_bytes: int = 64 * 1024 * 1024
     max_events: int = 10_000
     start_timeout: float = 60.0
-    writable_paths: tuple[str, ...] = ()
-    max_processes: int = 4096  # all workers and their children together; 0 = no cgroup
-    memory_cgroup: bool = True  # a memory cgroup per worker, where cgroups are writable
-    identity: bool = True  # calls run as their session's uid (when root; see sandbox.identity)
-    uid_range: tuple[int, int] = DEFAULT_UID_RANGE  # first uid, how many
-    read_roots: tuple[str, ...] = ()  # read by calls: must stay reachable for a session uid
-    receive_mounts: tuple[str, ...] = ()  # shared mounts whose later sub-mounts workers see
-    idle_priority: bool = True  # fork and harden the next workers on spare CPU only
 
     def __post_init__(self) -> None:
         if self.max_workers < 1 or self.prefork < 0:
             raise ValueError("max_workers must be >= 1 and prefork >= 0")
-        unknown = set(self.profiles) - set(PROFILES)
-        if unknown:
-            raise ValueError(
-                f"unknown sandbox profiles {sorted(unknown)}; known: {sorted(PROFILES)}"
-            )
+
+    @property
+    def profiles(self) -> tuple[str, ...]:
+        return self.zygote.profiles
+
+    @property
+    def max_frame(self) -> int:
+        return self.zygote.max_frame
 
 
 @dataclass
@@ -149,22 +141,7 @@ class WorkerPool:
     async def _start_zygote(self) -> None:
         assert self._loop is not None
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        config = {
-            "limits": self.config.limits.to_dict(),
-            "profiles": list(self.config.profiles),
-            "namespaces": self.config.namespaces,
-            "landlock": self.config.landlock,
-            "max_frame": self.config.max_frame,
-            "writable_paths": list(self.config.writable_paths),
-            "max_processes": self.config.max_processes,
-            "memory_cgroup": self.config.memory_cgroup,
-            "identity": self.config.identity,
-            "probe_uid": self.config.uid_range[0],
-            "read_roots": list(self.config.read_roots),
-            "receive_mounts": list(self.config.receive_mounts),
-            "idle_priority": self.config.idle_priority,
-        }
-        process = spawn_zygote(child, json.dumps(config), self._plugins_blob)
+        process = spawn_zygote(child, self.config.zygote.to_json(), self._plugins_blob)
         child.close()
         parent.setblocking(False)
         self._process, self._sock = process, parent
@@ -569,9 +546,10 @@ class WorkerPool:
             outcome.status = OutcomeStatus.SETUP_FAILED
             outcome.error = f"the sandbox could not be set up: {reader.setup_error}"
         elif info.get("oom"):
+            limit = self.config.zygote.limits.call_memory_mb
             outcome.error = (
-                f"out of memory: the call went past its {self.config.limits.call_memory_mb} MiB "
-                "memory limit and the kernel killed it"
+                f"out of memory: the call went past its {limit} MiB memory limit and the kernel "
+                "killed it"
             )
         elif info.get("zygote_died"):
             outcome.error = "the sandbox zygote died during the call; the call was aborted"

@@ -42,7 +42,7 @@ from a2e_engine.sandbox.forking import (
 )
 from a2e_engine.sandbox.harden import Hardening, clear_what_workers_inherit
 from a2e_engine.sandbox.identity import Crossing, closed_ancestors, probe_identity
-from a2e_engine.sandbox.limits import Limits, least_memory_mb
+from a2e_engine.sandbox.limits import least_memory_mb
 from a2e_engine.sandbox.mount_template import create_mount_template
 from a2e_engine.sandbox.namespaces import (
     PidNamespaces,
@@ -53,6 +53,7 @@ from a2e_engine.sandbox.namespaces import (
 )
 from a2e_engine.sandbox.quota import unmount_tree
 from a2e_engine.sandbox.seccomp import PROFILES, compile_profile
+from a2e_engine.sandbox.settings import ZygoteSettings
 from a2e_engine.sandbox.userns import enter_user_namespace, host_pid
 from a2e_engine.sandbox.worker import run_worker
 
@@ -69,17 +70,17 @@ class Zygote:
     def __init__(
         self,
         ctrl: socket.socket,
-        config: dict[str, Any],
+        settings: ZygoteSettings,
         plugins: list[Any],
         userns_reason: str = "running as root: not needed",
     ) -> None:
         self.in_userns = userns_reason == ""  # pid 1 of our own user + PID namespaces
         self.ctrl = ctrl
-        self.config = config
+        self.settings = settings
         self.plugins = plugins
-        self.limits = Limits(**config["limits"])
-        self.max_frame = int(config["max_frame"])
-        self.writable_paths = tuple(str(p) for p in config.get("writable_paths", ()))
+        self.limits = settings.limits
+        self.max_frame = settings.max_frame
+        self.writable_paths = settings.writable_paths
         self.filters: dict[str, bytes] = {}
         self.workers: set[int] = set()
         self.slots: dict[int, dict[str, Slot]] = {}  # worker pid -> its cgroup per controller
@@ -106,13 +107,12 @@ class Zygote:
         syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
         for plugin in self.plugins:
             plugin.preload()  # before any fork: each worker inherits what it imported
-        for name in self.config["profiles"]:
+        for name in self.settings.profiles:
             self.filters[name] = compile_profile(PROFILES[name])
             syscalls.prepare_seccomp_bpf(self.filters[name])
         self._report("seccomp", None, profiles=sorted(self.filters))
         self._report("clean_start", None)
-        want_ns = bool(self.config.get("namespaces", True))
-        no_ns = probe_pid_namespaces() if want_ns else "disabled by configuration"
+        no_ns = probe_pid_namespaces() if self.settings.namespaces else "disabled by configuration"
         if no_ns is None:
             self.pidns = PidNamespaces.open()
         self._report_namespaces(no_ns)
@@ -125,10 +125,10 @@ class Zygote:
             (
                 *self.writable_paths,
                 *landlock.readable_code_paths(self._code_modules()),
-                *self.config.get("read_roots", ()),
+                *self.settings.read_roots,
             )
         )
-        self.landlock_abi = landlock.abi_version() if self.config.get("landlock", True) else 0
+        self.landlock_abi = landlock.abi_version() if self.settings.landlock else 0
         if self.landlock_abi:
             self.read_paths = landlock.covering_paths(
                 (*landlock.SYSTEM_READ_PATHS, *landlock.readable_code_paths(self._code_modules()))
@@ -137,7 +137,7 @@ class Zygote:
         else:
             why = (
                 "disabled by configuration"
-                if not self.config.get("landlock", True)
+                if not self.settings.landlock
                 else ("the kernel has no Landlock (or it is disabled)")
             )
             self._report("landlock", why)
@@ -152,7 +152,7 @@ class Zygote:
             self._report("network_namespace", f"cannot create one: {exc.strerror}")
         self._report("subreaper", None)
         self._report("rlimits", None, limits=self.limits.to_dict())
-        total = int(self.config.get("max_processes", 0))
+        total = self.settings.max_processes
         self._cgroup(
             "pids",
             "pids_cgroup",
@@ -165,7 +165,7 @@ class Zygote:
         self._cgroup(
             "memory",
             "memory_cgroup",
-            enabled=bool(self.config.get("memory_cgroup", True)),
+            enabled=self.settings.memory_cgroup,
             sandbox={},
             slot={"memory.limit_in_bytes": str(self.limits.call_memory_mb << 20)},
             per_call_mb=self.limits.call_memory_mb,
@@ -192,7 +192,7 @@ class Zygote:
         assert self.pidns is not None
         try:
             self.mount_template_fd = create_mount_template(
-                tuple(self.config.get("receive_mounts", ())), self.crossings, self.writable_paths
+                self.settings.receive_mounts, self.crossings, self.writable_paths
             )
         except OSError as exc:
             why = f"the workers' mount namespace could not be prepared: {exc.strerror or exc}"
@@ -213,7 +213,7 @@ class Zygote:
             self._fork = self._fork_from_fresh_random
         idle_why = (
             "disabled by configuration"
-            if not self.config.get("idle_priority", True)
+            if not self.settings.idle_priority
             else probe_idle_priority()
         )
         self.fork_at_idle = idle_why is None
@@ -235,7 +235,7 @@ class Zygote:
     def _prepare_identity(self, have_mount_ns: bool) -> None:
         """Calls as a session uid, where the interpreter and the state directory stay reachable
         for it (through the worker's mount namespace, if a directory on the way is closed)."""
-        if not self.config.get("identity", True):
+        if not self.settings.identity:
             self._report("identity", "disabled by configuration")
             return
         if self.in_userns:
@@ -244,7 +244,7 @@ class Zygote:
         read = [
             *landlock.SYSTEM_READ_PATHS,
             *landlock.readable_code_paths(self._code_modules()),
-            *self.config.get("read_roots", ()),
+            *self.settings.read_roots,
         ]
         crossings = closed_ancestors([*read, *self.writable_paths])
         if crossings and not have_mount_ns:
@@ -255,7 +255,7 @@ class Zygote:
                 "to open the way to the interpreter",
             )
             return
-        uid = int(self.config.get("probe_uid", 0))
+        uid = self.settings.first_uid
         why_not = probe_identity(crossings, read, self.writable_paths, uid)
         if why_not is None:
             self.crossings = tuple(crossings)
@@ -498,7 +498,7 @@ def _outermost_package(module: str) -> str:
     return module
 
 
-def zygote_main(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> None:
+def zygote_main(ctrl: socket.socket, settings_json: str, plugins_blob: bytes) -> None:
     """Target of the ``multiprocess`` spawn. Never lets an exception escape unreported."""
     # stdout may be the host's protocol channel (a2e serve --stdio): never write there.
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -510,14 +510,14 @@ def zygote_main(ctrl: socket.socket, config_json: str, plugins_blob: bytes) -> N
         import dill
 
         plugins = dill.loads(plugins_blob)
-        config = json.loads(config_json)
+        settings = ZygoteSettings.from_json(settings_json)
         if os.geteuid() == 0:
             userns = "running as root: not needed"
-        elif not config.get("namespaces", True):
+        elif not settings.namespaces:
             userns = "disabled by configuration"
         else:
             userns = enter_user_namespace() or ""  # from here on, maybe in the child
-        zygote = Zygote(ctrl, config, plugins, userns_reason=userns)
+        zygote = Zygote(ctrl, settings, plugins, userns_reason=userns)
         zygote.prepare()
     except BaseException as exc:
         try:
