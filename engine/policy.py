@@ -11,20 +11,12 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
-    from a2e_engine.engine.session import Session
+from a2e_engine.engine.session import Policy, Session
 
 __all__ = ["AllowAll", "Policy", "PolicyFunction", "ToolPolicy", "check_policies"]
 
-
-class Policy(Protocol):
-    def check(self, session: Session, tool_name: str) -> str | None:
-        """``None`` to allow, otherwise why the tool is denied."""
-
-
-PolicyFunction = Callable[["Session", str], "str | None"]
+PolicyFunction = Callable[[Session, str], "str | None"]
 
 
 class AllowAll:

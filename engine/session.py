@@ -8,11 +8,19 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from a2e_engine.engine.policy import Policy
 from a2e_engine.sandbox.quota import mount_session_quota, unmount
 
-__all__ = ["Session"]
+__all__ = ["Policy", "Session"]
+
+
+class Policy(Protocol):
+    """Which tools a session may call (implementations: ``engine.policy``)."""
+
+    def check(self, session: Session, tool_name: str) -> str | None:
+        """``None`` to allow, otherwise why the tool is denied."""
+
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -32,7 +32,7 @@ from a2e_engine.sandbox.launch import join_or_kill, spawn_zygote
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome, describe_exit
 from a2e_engine.sandbox.seccomp import PROFILES
 from a2e_engine.sandbox.settings import ZygoteSettings
-from a2e_engine.sandbox.stream import EventSink, ResultReader
+from a2e_engine.sandbox.stream import EventSink, OutputCaps, ResultReader
 from a2e_engine.sandbox.waiting import StopSignal, race
 from a2e_engine.sandbox.zygote import CONTROL_MAX
 
@@ -103,6 +103,9 @@ class WorkerPool:
 
     def __init__(self, plugins_blob: bytes, config: PoolConfig | None = None) -> None:
         self.config = config or PoolConfig()
+        self._caps = OutputCaps(
+            self.config.max_frame, self.config.max_output_bytes, self.config.max_events
+        )
         self._plugins_blob = plugins_blob
         self._loop: asyncio.AbstractEventLoop | None = None
         self._process: Any = None
@@ -429,7 +432,7 @@ class WorkerPool:
     ) -> WorkerOutcome:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        reader = ResultReader(worker, self.config, on_event, loop)
+        reader = ResultReader(worker, self._caps, on_event, loop)
         ended_by: OutcomeStatus | None = None
         exit_awaited = True
         try:

@@ -11,15 +11,13 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from a2e_engine.sandbox.frames import FrameDecoder, FrameError
+from a2e_engine.sandbox.handle import WorkerHandle
 
-if TYPE_CHECKING:
-    from a2e_engine.sandbox.handle import WorkerHandle
-    from a2e_engine.sandbox.pool import PoolConfig
-
-__all__ = ["EventSink", "ResultReader"]
+__all__ = ["EventSink", "OutputCaps", "ResultReader"]
 
 log = logging.getLogger("a2e.sandbox")
 
@@ -29,13 +27,22 @@ EventSink = Callable[[str, dict[str, Any]], None]
 EVENT_FLOOD_FACTOR = 10
 
 
+@dataclass(frozen=True)
+class OutputCaps:
+    """What one worker may write: bytes per frame, bytes in all, events."""
+
+    max_frame: int
+    max_output_bytes: int
+    max_events: int
+
+
 class ResultReader:
     """Reads one worker's result pipe on the event loop; all caps are enforced here."""
 
     def __init__(
         self,
         worker: WorkerHandle,
-        config: PoolConfig,
+        config: OutputCaps,
         on_event: EventSink,
         loop: asyncio.AbstractEventLoop,
     ) -> None:
