@@ -13,6 +13,7 @@ event of its request goes through the reader, after the event.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import threading
@@ -26,6 +27,9 @@ from a2e.transport import ClientTransport, TransportClosed
 __all__ = ["A2EClient", "HandshakeFailed", "PendingReply"]
 
 log = logging.getLogger("a2e.client")
+
+#: Messages sent without waiting whose late ``error`` is still recognised (the newest kept).
+MAX_UNANSWERED = 1024
 
 
 class HandshakeFailed(ConnectionError):
@@ -99,6 +103,7 @@ class A2EClient:
         self.capabilities: list[str] = []
         self.server = ""
         self._tools_cache: dict[Any, Any] = {}
+        self._unanswered: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._pending: dict[str, PendingReply] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -177,7 +182,12 @@ class A2EClient:
         return reply
 
     def send(self, message: A2EMessage) -> None:
-        """Fire and forget (e.g. a cancel)."""
+        """Fire and forget (e.g. a cancel). An ``error`` the host may still answer it with (a
+        cancel that arrived after its call ended) is expected, and not reported as a stray."""
+        with self._lock:
+            self._unanswered[message.id] = None
+            while len(self._unanswered) > MAX_UNANSWERED:
+                self._unanswered.popitem(last=False)
         self.transport.send(message)
 
     def _forget(self, req_id: str) -> None:
@@ -227,7 +237,11 @@ class A2EClient:
             if pending is not None and not isinstance(message, ToolEvent):
                 del self._pending[req_id]
         if pending is None:
-            if isinstance(message, A2EError):
+            with self._lock:
+                expected = self._unanswered.pop(req_id, 0) is None
+            if isinstance(message, A2EError) and expected:
+                log.debug("%s answered a message sent without waiting: %s", message.code, req_id)
+            elif isinstance(message, A2EError):
                 log.warning(
                     "host error not tied to a request: %s: %s", message.code, message.message
                 )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import platform
@@ -411,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.soak is not None:
+        if args.soak < 100:
+            parser.error("--soak needs at least 100 calls")
         return _soak(args.soak, args.json, not args.no_progress)
     options = Options(progress=not args.no_progress)
     if args.quick:
@@ -432,6 +435,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.seconds <= 0:
             parser.error("--seconds must be positive")
         options.seconds = args.seconds
+    # Before measuring anything: a run of minutes must not end in a missing package or a file
+    # that cannot be written.
+    if args.chart:
+        try:
+            importlib.import_module("matplotlib")
+        except ImportError as exc:
+            parser.error(f"--chart needs matplotlib: pip install 'a2e-engine[bench]' ({exc})")
+    for flag, path in (("--json", args.json), ("--chart", args.chart)):
+        if path and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
+            parser.error(f"{flag}: cannot write {path} (its directory is missing or read-only)")
     report = run(options)
     print(table(report))
     if args.json:
@@ -451,8 +464,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _soak(calls: int, json_path: str | None, show: bool) -> int:
     from a2e_engine.benchmarks.soak import soak
 
-    if calls < 100:
-        raise SystemExit("a2e bench: --soak needs at least 100 calls")
     done = [0]
 
     def progress(_: int) -> None:

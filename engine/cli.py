@@ -1,9 +1,14 @@
-"""The ``a2e`` command: ``demo``, ``serve --stdio``, ``list``, ``doctor``, ``call``, ``bench``."""
+"""The ``a2e`` command: ``demo``, ``serve --stdio``, ``list``, ``doctor``, ``call``, ``bench``.
+
+Whatever goes wrong is one line on stderr, never a traceback, and the exit status says what
+kind of failure it was (``EXIT_STATUS``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -11,21 +16,42 @@ import os
 import signal
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.client import PendingCall, ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e_engine.engine.config import EngineConfig
 from a2e_engine.engine.config_file import ConfigError, ConfigFile, load_config_file
 from a2e_engine.engine.engine import Engine
 from a2e_engine.engine.plugins import PluginError, entry_point_plugins, load_plugin
+from a2e_engine.engine.registry import ToolRegistry
+from a2e_engine.engine.requirements import LimitTooLow
 from a2e_engine.sandbox.layers import LAYERS, missing_layers
 from a2e_engine.sandbox.limits import Limits
 from a2e_engine.tools import BUILTIN_PLUGINS
 
-__all__ = ["main"]
+__all__ = ["EXIT_STATUS", "main"]
+
+#: What each exit status of ``a2e`` means.
+EXIT_STATUS = {
+    0: "success",
+    1: "the call failed, or the engine could not start (the message says why)",
+    2: "usage: the command line, the configuration file or an argument is wrong",
+    130: "interrupted (Ctrl-C)",
+    141: "the output was closed before it was all written (a pipe to head, say)",
+}
+
+
+class UsageError(Exception):
+    """What was asked cannot be understood as written: exit status 2."""
+
+
+class CommandFailed(Exception):
+    """What was asked could not be done: exit status 1."""
 
 
 def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -> Engine:
@@ -33,7 +59,7 @@ def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -
     try:
         file = load_config_file(args.config) if args.config else ConfigFile()
     except ConfigError as exc:
-        raise SystemExit(f"a2e: {exc}") from None
+        raise UsageError(str(exc)) from None
     flags: dict[str, Any] = {
         "max_workers": args.max_workers,
         "prefork": args.prefork,
@@ -77,8 +103,26 @@ def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -
             tool_settings={k: v for k, v in file.tools.items() if k in builtin_names},
         )
         return Engine(plugins=[*plugins, *found], config=config)
-    except (PluginError, ValueError) as exc:
-        raise SystemExit(f"a2e: {exc}") from None
+    except (PluginError, ValueError, TypeError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+@contextlib.contextmanager
+def _started(engine: Engine) -> Iterator[Engine]:
+    """``with engine:``, a failed start said in one line."""
+    try:
+        engine.start()
+    except LimitTooLow as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        raise CommandFailed(f"the engine did not start: {exc.strerror or exc}{where}") from None
+    except RuntimeError as exc:
+        raise CommandFailed(f"the engine did not start: {exc}") from None
+    try:
+        yield engine
+    finally:
+        engine.stop()
 
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
@@ -150,45 +194,106 @@ def _print_event(event: ToolEvent) -> None:
     print(json.dumps({"seq": event.seq, "kind": str(event.kind), "data": event.data}), flush=True)
 
 
-def _parse_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    arguments: dict[str, Any] = {}
-    if args.json:
+def _positive_seconds(text: str) -> float:
+    """``--timeout``: any positive number of seconds; like the protocol's ``timeout``, a
+    fraction is rounded up to whole seconds when the call is sent."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return seconds
+
+
+def _json_text(source: str) -> str:
+    """``--json``'s value: the JSON itself, ``@path`` for a file's contents, ``-`` for stdin."""
+    if source == "-":
+        return sys.stdin.read()
+    if source.startswith("@"):
         try:
-            loaded = json.loads(args.json)
+            with open(source[1:], encoding="utf-8") as fh:
+                return fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise UsageError(f"--json {source}: cannot read it: {reason}") from None
+    return source
+
+
+def _parse_arguments(args: argparse.Namespace, registry: ToolRegistry) -> dict[str, Any]:
+    """``--json`` first, then each ``--arg key=value`` on top. A value is taken as the type the
+    tool's schema gives the parameter: a string parameter gets the text as written
+    (``--arg code=42`` is the string "42"), any other type is read as JSON; a parameter the
+    tool does not have is JSON where it parses (the call then says it is unknown)."""
+    arguments: dict[str, Any] = {}
+    if args.json is not None:
+        try:
+            loaded = json.loads(_json_text(args.json))
         except ValueError as exc:
-            raise SystemExit(f"a2e: --json is not valid JSON: {exc}") from exc
+            raise UsageError(f"--json is not valid JSON: {exc}") from None
         if not isinstance(loaded, dict):
-            raise SystemExit("a2e: --json must be a JSON object")
+            raise UsageError("--json must be a JSON object")
         arguments.update(loaded)
+    tool = registry.get(args.tool)
+    types = {p.name: p.type for p in tool.definition.input_parameters} if tool else {}
     for item in args.arg:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"a2e: --arg takes key=value, got {item!r}")
+            raise UsageError(f"--arg takes key=value, got {item!r}")
+        expected = types.get(key)
+        if expected == "string":
+            arguments[key] = raw
+            continue
         try:
             arguments[key] = json.loads(raw)
         except ValueError:
+            if expected is not None:
+                raise UsageError(
+                    f"--arg {key}: {args.tool}'s {key} is of type {expected}, written as JSON; "
+                    f"got {raw!r}"
+                ) from None
             arguments[key] = raw
     return arguments
 
 
 def cmd_call(args: argparse.Namespace) -> int:
-    arguments = _parse_arguments(args)
-    with _engine_from_args(args) as engine:
+    engine = _engine_from_args(args)
+    arguments = _parse_arguments(args, engine.registry)
+    output_closed = threading.Event()
+    pending: PendingCall | None = None
+
+    def on_event(event: ToolEvent) -> None:
+        """On the client's reader thread: nobody reading any more ends the call."""
+        if output_closed.is_set():
+            return
+        try:
+            _print_event(event)
+        except BrokenPipeError:
+            output_closed.set()
+            if pending is not None:
+                pending.cancel()
+
+    with _started(engine):
         tools = ToolAPI(engine.connect())
-        result = tools.call(
+        pending = tools.start(
             tool_name=args.tool,
             arguments=arguments,
             streaming=args.stream,
-            on_event=_print_event if args.stream else None,
+            on_event=on_event if args.stream else None,
             timeout=args.timeout,
         )
+        if output_closed.is_set():
+            pending.cancel()
+        result = pending.result()
+    if output_closed.is_set():
+        raise BrokenPipeError
     output = result.model_dump(mode="json", exclude={"events"} if args.stream else None)
     print(json.dumps(output, indent=2, ensure_ascii=False))
     return 0 if result.success else 1
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    with _engine_from_args(args) as engine:
+    with _started(_engine_from_args(args)) as engine:
         tools = ToolAPI(engine.connect()).list(query=args.query, include_deferred=args.all)
     if args.json_output:
         print(json.dumps([t.model_dump(mode="json") for t in tools], indent=2))
@@ -201,11 +306,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     if not args.stdio:
-        raise SystemExit("a2e serve: only --stdio is available in this version")
+        raise UsageError("serve: only --stdio is available in this version")
     from a2e_engine.engine.transports.stdio import serve_stdio
 
-    engine = _engine_from_args(args)
-    with engine:
+    with _started(_engine_from_args(args)) as engine:
         logging.getLogger("a2e").info("serving on stdio; layers: %s", _layer_summary(engine))
         future = asyncio.run_coroutine_threadsafe(serve_stdio(engine), engine.loop)
 
@@ -304,7 +408,7 @@ DEMO_STEPS: list[tuple[str, str, dict[str, Any], float]] = [
 
 def cmd_demo(args: argparse.Namespace) -> int:
     print("a2e-engine demo: every call below runs in a fresh, sandboxed worker process.\n")
-    with _engine_from_args(args) as engine:
+    with _started(_engine_from_args(args)) as engine:
         print(f"isolation layers: {_layer_summary(engine)}\n")
         tools = ToolAPI(engine.connect(client_name="a2e-demo"))
         print("tools:", ", ".join(t.name for t in tools.list()), "\n")
@@ -338,7 +442,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Which layers this host gives the sandbox, why not where not, and the limits per call."""
-    with _engine_from_args(args, enforce_required=False) as engine:
+    with _started(_engine_from_args(args, enforce_required=False)) as engine:
         layers = engine.layers
         limits = engine.config.limits
     missing = missing_layers(tuple(args.require), layers)
@@ -368,7 +472,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="a2e", description="Sandboxed tool execution engine")
+    parser = argparse.ArgumentParser(
+        prog="a2e",
+        description="Sandboxed tool execution engine",
+        epilog="exit status: "
+        + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_STATUS.items()),
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a short tour of the engine")
@@ -390,16 +499,29 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.set_defaults(func=cmd_doctor)
     call = sub.add_parser("call", help="call one tool and print its result")
     call.add_argument("tool")
-    call.add_argument("--json", default=None, help="arguments as a JSON object")
+    call.add_argument(
+        "--json",
+        default=None,
+        metavar="JSON|@FILE|-",
+        help="arguments as a JSON object, or @FILE to read it from a file, or - from stdin",
+    )
     call.add_argument(
         "--arg",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="one argument (value parsed as JSON when it can be)",
+        help="one argument, as the tool's schema types it: text for a string parameter, "
+        "JSON for any other (repeatable; on top of --json)",
     )
     call.add_argument("--stream", action="store_true", help="print events as they arrive")
-    call.add_argument("--timeout", type=float, default=30.0)
+    call.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=30.0,
+        metavar="S",
+        help="seconds the call may take (default 30); a fraction is rounded up to whole "
+        "seconds, as the protocol does",
+    )
     _add_engine_options(call)
     call.set_defaults(func=cmd_call)
     bench = sub.add_parser(
@@ -411,6 +533,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _OursOrWarnings(logging.Filter):
+    """Our own loggers at the level asked for, other libraries' from WARNING up only (bm25s,
+    for one, logs every index it builds at DEBUG)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ours = record.name == "a2e" or record.name.startswith("a2e.")
+        return ours or record.levelno >= logging.WARNING
+
+
+def _configure_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    handler.addFilter(_OursOrWarnings())
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+
+
+def _say(message: object) -> None:
+    print("a2e: " + " ".join(str(message).split()), file=sys.stderr)
+
+
+def _output_closed() -> int:
+    """Nobody reads our output any more: say so once, and let the interpreter's last flush
+    go nowhere instead of raising again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    _say("the output was closed before it was all written; stopped")
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
@@ -419,13 +571,17 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_main(argv[1:])
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
+    _configure_logging(args.verbose)
     try:
         return int(args.func(args))
+    except UsageError as exc:
+        _say(exc)
+        return 2
+    except CommandFailed as exc:
+        _say(exc)
+        return 1
+    except BrokenPipeError:
+        return _output_closed()
     except KeyboardInterrupt:
         return 130
 

@@ -43,6 +43,8 @@ def build_plugin(cls: type[ToolPlugin], settings: Mapping[str, Any], where: str)
         return cls(**settings)
     except (TypeError, ValueError) as exc:
         raise PluginError(f"{where}: {exc}") from None
+    except Exception as exc:  # the plugin's own code: whatever it raises is its failure to build
+        raise PluginError(f"{where}: could not be built: {type(exc).__name__}: {exc}") from None
 
 
 def load_plugin(spec: str, settings: Mapping[str, Any] | None = None) -> ToolPlugin:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+from pathlib import Path
+
+import pytest
 
 A2E = [sys.executable, "-m", "a2e_engine.engine.cli"]
 
@@ -79,3 +84,122 @@ def test_doctor_lists_every_layer_and_fails_on_a_missing_required_one() -> None:
     assert proc.returncode == 1
     assert "missing required layers: pid_namespace (disabled by configuration)" in proc.stdout
     assert "why not: disabled by configuration" in proc.stdout
+
+
+def _one_clear_line(proc: subprocess.CompletedProcess[str], status: int, *words: str) -> None:
+    assert proc.returncode == status, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("a2e: "), proc.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_an_engine_that_cannot_start_says_why_in_one_line(tmp_path: Path) -> None:
+    missing = a2e("call", "python_eval", "--arg", "code=1", "--no-namespaces", "--require",
+                  "pid_namespace", check=False)  # fmt: skip
+    _one_clear_line(missing, 1, "did not start", "pid_namespace (disabled by configuration)")
+    if os.geteuid() == 0:
+        userns = a2e("call", "python_eval", "--arg", "code=1", "--require", "user_namespace",
+                     check=False)  # fmt: skip
+        _one_clear_line(userns, 1, "user_namespace (running as root: not needed)")
+    for audit, why in ((tmp_path / "missing" / "a.jsonl", "No such file"), (tmp_path, "Is a directory")):  # fmt: skip
+        proc = a2e("call", "python_eval", "--arg", "code=1", "--audit", str(audit), check=False)
+        _one_clear_line(proc, 1, f"cannot open the audit log {audit}", why)
+    low = a2e("call", "python_eval", "--arg", "code=1", "--memory-mb", "5", check=False)
+    _one_clear_line(low, 2, "limits.memory_mb is 5 MiB", "at least")
+
+
+def test_a_plugin_that_fails_to_build_is_one_line() -> None:
+    proc = a2e("list", "--plugin", "tests.cli_plugins:FailsToBuild", check=False)
+    _one_clear_line(
+        proc,
+        2,
+        "plugin tests.cli_plugins:FailsToBuild",
+        "RuntimeError: its settings file is missing",
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "list",
+        "doctor --json",
+        "call python_eval --stream --arg code='for i in range(3000): print(i)'",
+        "call python_eval --arg code='print(\"x\" * 500000)'",
+    ],
+)
+def test_output_closed_early_is_one_line(command: str) -> None:
+    """A reader gone before the first line (``true`` reads nothing), as ``| head -1`` is gone
+    after it: whatever is written then is refused."""
+    shell = f"{' '.join(A2E)} {command} --prefork 1 | true; exit ${{PIPESTATUS[0]}}"
+    proc = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120)
+    _one_clear_line(proc, 141, "the output was closed")
+
+
+def test_arguments_take_their_type_from_the_schema(tmp_path: Path) -> None:
+    as_text = json.loads(a2e("call", "python_eval", "--arg", "code=42").stdout)
+    assert as_text["success"] and as_text["data"]["value"] == 42  # "42" ran as code
+    wrong = a2e(
+        "call", "code_eval", "--arg", "program=x=1", "--arg", "time_limit=soon", check=False
+    )
+    _one_clear_line(wrong, 2, "time_limit is of type number", "'soon'")
+    typed = a2e("call", "code_eval", "--arg", "program=def f(): return 1", "--arg",
+                "tests=assert f() == 1", "--arg", "time_limit=2.5")  # fmt: skip
+    assert json.loads(typed.stdout)["data"]["verdict"] == "passed"
+
+
+def test_json_arguments_from_a_file_or_stdin(tmp_path: Path) -> None:
+    big = "x = " + repr("y" * 200_000) + "\nlen(x)"
+    (tmp_path / "args.json").write_text(json.dumps({"code": big}))
+    from_file = json.loads(
+        a2e("call", "python_eval", "--json", f"@{tmp_path / 'args.json'}").stdout
+    )
+    assert from_file["data"]["value"] == 200_000
+    from_stdin = subprocess.run(
+        [*A2E, "call", "python_eval", "--json", "-", "--prefork", "1"],
+        input=json.dumps({"code": "6 * 7"}), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert json.loads(from_stdin.stdout)["data"]["value"] == 42
+    missing = a2e("call", "python_eval", "--json", f"@{tmp_path / 'none.json'}", check=False)
+    _one_clear_line(missing, 2, "cannot read it: No such file or directory")
+
+
+def test_timeouts_take_fractions_like_the_protocol() -> None:
+    quick = json.loads(a2e("call", "python_eval", "--arg", "code=1", "--timeout", "0.3").stdout)
+    assert quick["success"]  # 0.3 s asked, a whole second granted
+    slept = a2e("call", "python_eval", "--arg", "code=import time; time.sleep(5)", "--timeout",
+                "0.3", check=False)  # fmt: skip
+    assert slept.returncode == 1 and "timed out after 1 s" in json.loads(slept.stdout)["error"]
+    for bad in ("0", "-2", "soon"):
+        assert (
+            a2e("call", "python_eval", "--arg", "code=1", "--timeout", bad, check=False).returncode
+            == 2
+        )
+
+
+def test_third_party_debug_lines_are_not_shown() -> None:
+    for flags in ((), ("-v",)):
+        proc = subprocess.run(
+            [*A2E, *flags, "list", "--prefork", "1"], capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0 and "DEBUG" not in proc.stderr and "bm25s" not in proc.stderr
+
+
+def test_bench_checks_its_outputs_before_measuring(tmp_path: Path) -> None:
+    fake = tmp_path / "site" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('matplotlib is not installed here')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+    started = time.monotonic()
+    chart = subprocess.run(
+        [*A2E, "bench", "--quick", "--no-progress", "--chart", str(tmp_path / "c.png")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert chart.returncode == 2 and "--chart needs matplotlib" in chart.stderr, chart.stderr
+    unwritable = subprocess.run(
+        [*A2E, "bench", "--quick", "--no-progress", "--json", str(tmp_path / "no" / "r.json")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert unwritable.returncode == 2 and "--json: cannot write" in unwritable.stderr
+    assert time.monotonic() - started < 30  # refused at once, nothing measured

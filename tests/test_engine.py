@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+import pytest
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition, ToolEvent, ToolParameter
@@ -545,3 +548,16 @@ def test_code_under_tmp_stays_visible_and_read_only_to_workers(tmp_path: Any) ->
         sys.path.remove(str(tmp_path))
     assert result.success, result.error
     assert result.data == {"source": PLUGIN_UNDER_TMP, "writable": False}
+
+
+def test_a_cancel_that_arrives_after_its_call_ended_is_not_a_stray_error(
+    tools: ToolAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    done = tools.start(tool_name="python_eval", arguments={"code": "1"})
+    assert done.result().success
+    with caplog.at_level(logging.DEBUG, logger="a2e.client"):
+        done.cancel()  # the host answers unknown_request: the call is over
+        assert tools.call(tool_name="python_eval", arguments={"code": "2"}).success
+        time.sleep(0.2)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert any("unknown_request answered" in r.getMessage() for r in caplog.records)
