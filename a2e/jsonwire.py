@@ -31,7 +31,7 @@ def dumps(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
-def loads(text: str | bytes) -> Any:
+def loads(text: str | bytes | bytearray) -> Any:
     """Parse JSON text (bytes in any encoding ``json.loads`` accepts); ``ValueError`` (or
     ``UnicodeDecodeError``) for anything that is not strict JSON.
 

@@ -28,7 +28,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
@@ -51,7 +50,7 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
     CpuMeter = importlib.import_module(f"{prefix}benchmarks.resources").CpuMeter
     BenchTools = importlib.import_module(f"{prefix}benchmarks.workloads").BenchTools
 
-    here = os.path.realpath(engine_package.__file__)
+    here = os.path.realpath(str(engine_package.__file__))
     if not here.startswith(os.path.realpath(tree) + os.sep):
         raise RuntimeError(f"the engine came from {here}, not from {tree}")
     figures: dict[str, float] = {}
@@ -107,31 +106,17 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
 
 
 def installs_under_one_name(tree: str) -> bool:
-    """Whether ``tree`` imports its packages as ``a2e_engine.engine`` ... (a checkout from
-    before that imports them as ``engine`` ...)."""
-    try:
-        with open(os.path.join(tree, "pyproject.toml")) as fh:
-            return '"a2e_engine.engine" = "engine"' in fh.read()
-    except OSError:
-        return False
+    """Whether ``tree`` imports its packages as ``a2e_engine.engine`` ... (through the links in
+    its ``a2e_engine/``), not as ``engine`` ... (a checkout from before)."""
+    return os.path.isdir(os.path.join(tree, "a2e_engine", "engine"))
 
 
 def run_in_child(tree: str, calls: int, rate: float) -> dict[str, float]:
     """One run of ``tree`` in a fresh interpreter that imports that tree's code, whatever is
-    installed: ``a2e_engine.*`` through a directory of links to the tree's folders."""
-    with tempfile.TemporaryDirectory(prefix="a2e-compare-", dir=os.path.dirname(tree)) as links:
-        paths = [os.path.realpath(tree)]
-        if installs_under_one_name(tree):
-            os.mkdir(os.path.join(links, "a2e_engine"))
-            for folder in ("engine", "sandbox", "tools", "benchmarks"):
-                os.symlink(os.path.join(tree, folder), os.path.join(links, "a2e_engine", folder))
-            paths.insert(0, links)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
-        command = [sys.executable, __file__, "--one", tree]
-        command += ["--calls", str(calls), "--rate", str(rate)]
-        done = subprocess.run(
-            command, cwd=tree, env=env, capture_output=True, text=True, timeout=900
-        )
+    installed."""
+    env = dict(os.environ, PYTHONPATH=os.path.realpath(tree))
+    command = [sys.executable, __file__, "--one", tree, "--calls", str(calls), "--rate", str(rate)]
+    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=900)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"the run of {tree} failed:\n{done.stderr[-3000:]}")

@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -83,7 +84,7 @@ def test_every_engine_tool_exports_a_schema_the_engine_accepts(tools: ToolAPI) -
 def test_the_framework_shape_calls_through_the_sandbox(tools: ToolAPI) -> None:
     adapted = {tool.name: tool for tool in engine_tools(tools)}
 
-    async def run() -> list[object]:
+    async def run() -> tuple[Any, ...]:
         ok_call = SimpleNamespace(id_="c1", tool_name="python_eval", arguments={"code": "6 * 7"})
         bad_call = SimpleNamespace(id_="c2", tool_name="python_eval", arguments={"code": "1/0"})
         wrong = SimpleNamespace(id_="c3", tool_name="python_eval", arguments={"nope": 1})

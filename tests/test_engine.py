@@ -337,7 +337,7 @@ def test_calls_queue_when_all_workers_are_busy() -> None:
         ]
         assert all(r.success for r in results)
         assert time.monotonic() - started >= 0.85  # one at a time
-        assert max(r.usage.queued_ms for r in results if r.usage) >= 500
+        assert max(r.usage.queued_ms or 0 for r in results if r.usage) >= 500
         waiting = tools.start(
             tool_name="python_eval", arguments={"code": "import time\ntime.sleep(3)"}, timeout=5
         )

@@ -47,7 +47,7 @@ def _imports(module: str, path: Path) -> set[str]:
     """The modules of ours that ``module`` imports (a name imported from a package that is a
     module of its own counts as that module)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
@@ -92,7 +92,8 @@ def test_no_library_module_imports_itself_back() -> None:
     library = {m: t for m, t in GRAPH.items() if _part(m) != "benchmarks"}
     circles = []
     for start in library:
-        seen, todo = set(), [(start, (start,))]
+        seen: set[str] = set()
+        todo: list[tuple[str, tuple[str, ...]]] = [(start, (start,))]
         while todo:
             module, path = todo.pop()
             for target in library.get(module, ()):

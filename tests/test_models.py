@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from a2e.caps.tools.models import (
+    EventKind,
     ToolCallRequest,
     ToolCallResponse,
     ToolCancelRequest,
@@ -127,13 +128,16 @@ def test_tool_parameter_is_recursive() -> None:
 
 
 def test_event_data_is_typed_by_kind() -> None:
-    ToolEvent(
-        kind="artifact", data={"name": "out", "mime": "text/plain", "chunk": "x", "final": True}
+    ToolEvent.model_validate(
+        {
+            "kind": "artifact",
+            "data": {"name": "out", "mime": "text/plain", "chunk": "x", "final": True},
+        }
     )
     with pytest.raises(ValueError, match="pct"):
-        ToolEvent(kind="progress", data={"message": "no pct"})
+        ToolEvent.model_validate({"kind": "progress", "data": {"message": "no pct"}})
     with pytest.raises(ValueError):
-        ToolEvent(kind="telepathy", data={})
+        ToolEvent.model_validate({"kind": "telepathy", "data": {}})
 
 
 def test_handshake_error_and_cancel_wire_forms() -> None:
@@ -214,7 +218,9 @@ def test_bad_lines_get_errors_that_name_the_problem(
     "chunk", ["plain\n", "héllo \u2603 \U0001f600", "a lone surrogate \ud800 printed", '\x00\x1f"']
 )
 def test_events_cross_the_wire_as_one_line_and_come_back_the_same(chunk: str) -> None:
-    event = ToolEvent(kind="artifact", data={"name": "stdout", "chunk": chunk}, req_id="r", seq=3)
+    event = ToolEvent(
+        kind=EventKind.ARTIFACT, data={"name": "stdout", "chunk": chunk}, req_id="r", seq=3
+    )
     line = encode(event)
     assert "\n" not in line
     assert decode(line.encode("utf-8", "surrogatepass")) == decode(line) == event

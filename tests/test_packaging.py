@@ -25,6 +25,16 @@ def test_every_package_folder_is_installed_under_its_name() -> None:
     assert setuptools["package-dir"] == mapped
 
 
+def test_the_checkout_has_the_installed_names_as_links() -> None:
+    """a2e_engine/ links each installed name to its folder, so that the checkout imports (and
+    mypy reads) the code under the names it is installed with."""
+    links = {p.name: p for p in (ROOT / "a2e_engine").iterdir()}
+    assert set(links) == {name.split(".")[1] for name in FOLDERS.values() if "." in name}
+    for name, link in links.items():
+        assert link.is_symlink() and link.resolve() == (ROOT / name).resolve()
+        assert not link.readlink().is_absolute()  # the checkout can move
+
+
 def test_the_installed_packages_import_from_anywhere_and_nothing_generic(tmp_path: Path) -> None:
     code = (
         "import sys, a2e, a2e_engine.engine, a2e_engine.sandbox.zygote, a2e_engine.tools\n"

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,7 +119,7 @@ def test_config_errors_name_the_key(site: Path, toml: str, message: str) -> None
 
 
 def test_config_parsing_errors_without_an_engine() -> None:
-    cases = {
+    cases: dict[str, dict[str, Any]] = {
         "engine.limits.memroy: unknown key": {"engine": {"limits": {"memroy": 1}}},
         "engine.read_roots: expected an array": {"engine": {"read_roots": "/etc"}},
         "engine.uid_range: expected 2 values, got 1": {"engine": {"uid_range": [1]}},

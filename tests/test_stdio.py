@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolEvent
 from a2e.client import A2EClient
 from a2e.codec import MAX_MESSAGE_BYTES
 from a2e.transports.stdio import StdioTransport
@@ -45,7 +46,7 @@ def test_handshake_gives_a_session(client: A2EClient) -> None:
 def test_calls_over_stdio(client: A2EClient) -> None:
     tools = ToolAPI(client)
     assert "python_eval" in {t.name for t in tools.list()}
-    events = []
+    events: list[ToolEvent] = []
     result = tools.call(
         tool_name="python_eval",
         arguments={"code": "print('hi')\n2 + 3"},
@@ -298,7 +299,9 @@ def test_one_socket_as_stdin_and_stdout() -> None:
     description, so one blocking mode, for the reading and the writing side."""
     ours, theirs = socket.socketpair()
     with theirs:
-        proc = subprocess.Popen(SERVE, stdin=theirs, stdout=theirs, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            SERVE, stdin=theirs.fileno(), stdout=theirs.fileno(), stderr=subprocess.DEVNULL
+        )
     handshake = {"type": "handshake/req", "id": "h", "capabilities": ["tools"]}
     call = {
         "type": "tool/call/req",

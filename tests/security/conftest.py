@@ -74,7 +74,7 @@ _REPORT: list[dict[str, Any]] = []
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
+    outcome: Any = yield
     report = outcome.get_result()
     marker = item.get_closest_marker("attack")
     if marker is None or (report.when != "call" and not report.skipped):
