@@ -26,6 +26,8 @@ import ctypes
 import os
 import sys
 
+from a2e_engine.sandbox.probe import ProbeFailed, in_child
+
 __all__ = [
     "enter_idle_priority",
     "fork_single_threaded",
@@ -86,23 +88,17 @@ def leave_idle_priority() -> None:
 def probe_idle_priority() -> str | None:
     """``None`` if a child forked at idle priority can return to normal here, else why not
     (no ``CAP_SYS_NICE`` in the initial user namespace, a kernel without ``SCHED_IDLE``)."""
+
+    def there_and_back() -> None:
+        enter_idle_priority()
+        leave_idle_priority()
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:
+            raise OSError("still at idle priority after leaving it")
+
     try:
-        pid = os.fork()
-    except OSError as exc:
-        return f"cannot fork a probe: {exc.strerror}"
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 0
-        try:
-            enter_idle_priority()
-            leave_idle_priority()
-            code = 0 if os.sched_getscheduler(0) == os.SCHED_OTHER else 2
-        except OSError:
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code == 1:
-        return "a worker could not return from SCHED_IDLE to normal priority (no CAP_SYS_NICE)"
-    if code != 0:
-        return f"idle priority probe failed (exit {code})"
+        in_child(there_and_back)
+    except ProbeFailed as exc:
+        return (
+            f"a worker could not return from SCHED_IDLE to normal priority ({exc}; no CAP_SYS_NICE)"
+        )
     return None

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.probe import Answer, ProbeFailed, in_child
 
 __all__ = [
     "DEFAULT_UID_RANGE",
@@ -124,26 +125,19 @@ def probe_identity(
     wanted += [(p, os.X_OK) for p in enter if os.path.exists(p)]
     if os.geteuid() != 0:
         return "not running as root: there is no other uid to become"
-    read_r, read_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        os.close(read_r)
-        message = b""
-        try:
-            if crossings:
-                syscalls.unshare(syscalls.CLONE_NEWNS)
-                syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
-                open_the_way(crossings)
-            become(uid, uid)
-            unreachable = [p for p, mode in wanted if not os.access(p, mode)]
-            if unreachable:
-                message = f"uid {uid} cannot reach {', '.join(unreachable[:3])}".encode()
-        except OSError as exc:
-            message = f"{exc}".encode()
-        os.write(read_w, message[:1000])
-        os._exit(0)
-    os.close(read_w)
-    with os.fdopen(read_r, "rb") as pipe:
-        answer = pipe.read().decode(errors="replace")
-    os.waitpid(pid, 0)
-    return answer or None
+
+    def become_and_look() -> Answer:
+        if crossings:
+            syscalls.unshare(syscalls.CLONE_NEWNS)
+            syscalls.mount("none", "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
+            open_the_way(crossings)
+        become(uid, uid)
+        unreachable = [p for p, mode in wanted if not os.access(p, mode)]
+        if unreachable:
+            return Answer(f"uid {uid} cannot reach {', '.join(unreachable[:3])}")
+        return Answer()
+
+    try:
+        return in_child(become_and_look).text or None
+    except ProbeFailed as exc:
+        return str(exc)

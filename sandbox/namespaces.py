@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import errno
 import os
-import socket
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.probe import Answer, ProbeFailed, in_child
 from a2e_engine.sandbox.quota import mount_points, under
 
 __all__ = [
@@ -72,29 +72,15 @@ def namespace_made_in_child(kind: str, prepare: Callable[[], None]) -> int:
     """An fd to the ``kind`` namespace (``net``, ``mnt``) that ``prepare`` leaves a short-lived
     child in. The caller itself never leaves its own namespace (in a user namespace it could
     not come back); the namespace lives on as long as the fd does."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 0
-        try:
-            ours.close()
-            prepare()
-            fd = os.open(f"/proc/self/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
-            socket.send_fds(theirs, [b"ns"], [fd])
-        except BaseException as exc:
-            theirs.send(f"{type(exc).__name__}: {exc}".encode()[:500])
-            code = 1
-        os._exit(code)
-    theirs.close()
+
+    def make() -> Answer:
+        prepare()
+        return Answer(fds=(os.open(f"/proc/self/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC),))
+
     try:
-        message, fds, _, _ = socket.recv_fds(ours, 1024, 1)
-    finally:
-        ours.close()
-        os.waitpid(pid, 0)
-    if not fds:
-        raise OSError(errno.EPERM, message.decode(errors="replace") or "no namespace created")
-    os.set_inheritable(fds[0], False)
-    return fds[0]
+        return in_child(make).fds[0]
+    except (ProbeFailed, IndexError) as exc:
+        raise OSError(errno.EPERM, str(exc) or "no namespace was created") from None
 
 
 #: The device nodes a worker gets in its private ``/dev``; every other host device (disks, loop
@@ -275,24 +261,20 @@ def probe_pid_namespaces() -> str | None:
             ns.before_fork()
         except OSError as exc:
             return f"unshare(CLONE_NEWPID) refused: {exc.strerror} (needs root or a user namespace)"
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - runs in the child
-            code = 0
-            try:
-                mount_private_proc()
-                if os.getpid() != 1:
-                    code = 3
-                make_filesystem_read_only(())
-            except OSError:
-                code = 4
-            os._exit(code)
-        ns.after_fork_in_parent()
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        if code == 4:
-            return "a private /proc or a read-only mount tree failed in a new mount namespace"
-        if code != 0:
-            return f"PID namespace probe child failed (exit {code})"
+        try:
+            in_child(_a_worker_s_namespaces)
+        except ProbeFailed as exc:
+            return f"a private /proc or a read-only mount tree failed in a new namespace: {exc}"
+        finally:
+            ns.after_fork_in_parent()
         return None
     finally:
         os.close(ns.own_ns_fd)
+
+
+def _a_worker_s_namespaces() -> None:
+    """In the probe's child, the first of a new PID namespace."""
+    mount_private_proc()
+    if os.getpid() != 1:
+        raise OSError(errno.EINVAL, "the child is not pid 1 of its new PID namespace")
+    make_filesystem_read_only(())
