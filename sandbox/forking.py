@@ -98,7 +98,6 @@ def probe_idle_priority() -> str | None:
     try:
         in_child(there_and_back)
     except ProbeFailed as exc:
-        return (
-            f"a worker could not return from SCHED_IDLE to normal priority ({exc}; no CAP_SYS_NICE)"
-        )
+        why = "no CAP_SYS_NICE" if "Operation not permitted" in str(exc) else str(exc)
+        return f"a worker could not return from SCHED_IDLE to normal priority ({why})"
     return None
