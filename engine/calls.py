@@ -36,8 +36,9 @@ from a2e_engine.engine.retry import run_with_retries
 from a2e_engine.engine.session import Session
 from a2e_engine.engine.validation import validate_arguments
 from a2e_engine.sandbox.deadline import Deadline
+from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.outcome import WorkerOutcome
-from a2e_engine.sandbox.pool import Job, StopSignal, WorkerPool
+from a2e_engine.sandbox.pool import StopSignal, WorkerPool
 
 __all__ = ["CallContext", "run_call"]
 

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from a2e_engine.sandbox.limits import Limits
+    from a2e_engine.sandbox.messages import Job
     from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
-    from a2e_engine.sandbox.pool import Job, PoolConfig, SandboxUnavailable, WorkerPool
+    from a2e_engine.sandbox.pool import PoolConfig, SandboxUnavailable, WorkerPool
     from a2e_engine.sandbox.settings import ZygoteSettings
 
 __all__ = [
@@ -31,7 +32,7 @@ _HOMES = {
     "Limits": "a2e_engine.sandbox.limits",
     "OutcomeStatus": "a2e_engine.sandbox.outcome",
     "WorkerOutcome": "a2e_engine.sandbox.outcome",
-    "Job": "a2e_engine.sandbox.pool",
+    "Job": "a2e_engine.sandbox.messages",
     "PoolConfig": "a2e_engine.sandbox.pool",
     "SandboxUnavailable": "a2e_engine.sandbox.pool",
     "WorkerPool": "a2e_engine.sandbox.pool",

@@ -29,6 +29,13 @@ from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.frames import FrameDecoder, encode_frame
 from a2e_engine.sandbox.handle import WorkerHandle
 from a2e_engine.sandbox.launch import join_or_kill, spawn_zygote
+from a2e_engine.sandbox.messages import (
+    Job,
+    SetupError,
+    check_control,
+    check_worker_frame,
+    control,
+)
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome, describe_exit
 from a2e_engine.sandbox.seccomp import PROFILES
 from a2e_engine.sandbox.settings import ZygoteSettings
@@ -36,7 +43,7 @@ from a2e_engine.sandbox.stream import EventSink, OutputCaps, ResultReader
 from a2e_engine.sandbox.waiting import StopSignal, race
 from a2e_engine.sandbox.zygote import CONTROL_MAX
 
-__all__ = ["Job", "PoolConfig", "SandboxUnavailable", "StopSignal", "WorkerPool"]
+__all__ = ["PoolConfig", "SandboxUnavailable", "StopSignal", "WorkerPool"]
 
 log = logging.getLogger("a2e.sandbox")
 
@@ -78,24 +85,6 @@ class PoolConfig:
     @property
     def max_frame(self) -> int:
         return self.zygote.max_frame
-
-
-@dataclass
-class Job:
-    """One tool execution, as the worker receives it (JSON)."""
-
-    plugin: int
-    tool: str
-    arguments: dict[str, Any]
-    profile: str
-    workspace: str
-    tmp_dir: str
-    streaming: bool = False
-    read_roots: list[str] = field(default_factory=list)
-    call_id: str = ""
-    uid: int | None = None  # the session's uid, when the sandbox has the identity layer
-    cancel_grace_s: float = 0.0  # SIGTERM, then this long to clean up, then SIGKILL
-    secrets: dict[str, str] = field(default_factory=dict)  # this call's only (secrets_for)
 
 
 class WorkerPool:
@@ -172,7 +161,7 @@ class WorkerPool:
             worker.kill()
         if self._sock is not None:
             with contextlib.suppress(OSError):
-                self._sock.send(b'{"op": "stop"}')
+                self._sock.send(control("stop"))
         process = self._process
         self._drop_zygote()
         if process is not None:
@@ -213,43 +202,55 @@ class WorkerPool:
             for fd in fds:
                 os.set_inheritable(fd, False)
             try:
-                message = json.loads(data)
+                message = check_control(json.loads(data))
+            except ValueError as exc:  # MalformedMessage, or not JSON at all
+                log.error("the zygote sent a malformed control message: %s", exc)
+                message = None
+            if message is None:
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                continue
+            try:
                 self._on_message(message, fds)
             except Exception:
-                log.exception("bad control message from the zygote")
+                log.exception("handling a control message from the zygote failed")
                 for fd in fds:
                     with contextlib.suppress(OSError):
                         os.close(fd)
 
     def _on_message(self, message: dict[str, Any], fds: list[int]) -> None:
-        op = message.get("op")
+        """A checked control message (``sandbox.messages``) and the fds it carried."""
+        op = message["op"]
         if op == "ready" and self._zygote_ready and not self._zygote_ready.done():
             self._zygote_ready.set_result(message)
         elif op == "fatal":
-            error = SandboxUnavailable(
-                f"the sandbox zygote failed to start: {message.get('error')}"
-            )
-            log.error("%s\n%s", error, message.get("traceback", ""))
+            error = SandboxUnavailable(f"the sandbox zygote failed to start: {message['error']}")
+            log.error("%s\n%s", error, message["traceback"])
             if self._zygote_ready and not self._zygote_ready.done():
                 self._zygote_ready.set_exception(error)
         elif op == "worker":
             assert self._loop is not None
-            worker = WorkerHandle(int(message["pid"]), str(message["profile"]), fds, self._loop)
+            if len(fds) != 3 or message["profile"] not in self._ready:
+                raise ValueError(f"a worker message with {len(fds)} fds for {message['profile']}")
+            worker = WorkerHandle(message["pid"], message["profile"], fds, self._loop)
             self._workers[worker.pid] = worker
             self._spawning[worker.profile] = max(0, self._spawning[worker.profile] - 1)
             self._ready[worker.profile].append(worker)
             self._wake(worker.profile)
         elif op == "exit":
-            exited = self._workers.pop(int(message["pid"]), None)
+            exited = self._workers.pop(message["pid"], None)
             if exited is None:
                 return
             exited.exited.set_result(message)
             if not exited.busy:
                 self._discard_idle(exited)
         elif op == "spawn_failed":
-            profile = str(message["profile"])
+            profile = message["profile"]
+            if profile not in self._spawning:
+                return
             self._spawning[profile] = max(0, self._spawning[profile] - 1)
-            self._last_spawn_error = str(message.get("error"))
+            self._last_spawn_error = message["error"]
             log.warning("the zygote could not fork a worker: %s", self._last_spawn_error)
             assert self._loop is not None
             self._loop.call_later(0.05, self._ensure_supply, profile)
@@ -262,7 +263,8 @@ class WorkerPool:
         with contextlib.suppress(Exception):
             decoder = FrameDecoder(self.config.max_frame)
             frames = decoder.feed(os.read(worker.result_fd, self.config.max_frame))
-            reason = next((f["error"] for f in frames if f.get("t") == "setup_error"), "")
+            said = [check_worker_frame(frame) for frame in frames]
+            reason = next((s.error for s in said if isinstance(s, SetupError)), "")
         worker.close()
         if self._stopping:
             return
@@ -321,9 +323,7 @@ class WorkerPool:
             return
         self._spawning[profile] += count
         try:
-            self._sock.send(
-                json.dumps({"op": "spawn", "profile": profile, "count": count}).encode()
-            )
+            self._sock.send(control("spawn", profile=profile, count=count))
         except OSError as exc:
             self._spawning[profile] -= count
             self._on_zygote_lost(f"sending to it failed: {exc}")
@@ -472,7 +472,7 @@ class WorkerPool:
     async def _send_job(
         self, worker: WorkerHandle, job: Job, deadline: Deadline, stop: StopSignal
     ) -> None:
-        data = memoryview(encode_frame(vars(job)))
+        data = memoryview(encode_frame(job.to_frame()))
         loop = asyncio.get_running_loop()
         while data:
             try:
@@ -509,11 +509,9 @@ class WorkerPool:
         if not exit_awaited and result is not None:
             # Exited off the path: its own account of itself is all there is (and it only
             # concerns itself).
-            usage = result.get("usage")
-            usage = usage if isinstance(usage, dict) else {}
             outcome.exit_code = 0
-            outcome.cpu_ms = _int_or_none(usage.get("cpu_ms"))
-            outcome.peak_rss_kb = _int_or_none(usage.get("maxrss_kb"))
+            outcome.cpu_ms = result.cpu_ms
+            outcome.peak_rss_kb = result.maxrss_kb
             info: dict[str, Any] = {}
         else:
             info = worker.exited.result() if worker.exited.done() else {"zygote_died": True}
@@ -533,13 +531,12 @@ class WorkerPool:
             outcome.status = ended_by
             outcome.error = "cancelled; the worker and all its processes were killed"
         elif result is not None:
-            outcome.status = OutcomeStatus.OK if result["ok"] else OutcomeStatus.FAILED
-            outcome.data = result.get("data")
-            outcome.error = result.get("error")
-            outcome.exc_type = result.get("exc_type")
-            outcome.retryable = result.get("retryable") is not False
-            tb = result.get("traceback")
-            outcome.traceback = tb if isinstance(tb, str) else None
+            outcome.status = OutcomeStatus.OK if result.ok else OutcomeStatus.FAILED
+            outcome.data = result.data
+            outcome.error = result.error
+            outcome.exc_type = result.exc_type
+            outcome.retryable = result.retryable
+            outcome.traceback = result.traceback
         elif reader.unresponsive:
             outcome.error = (
                 "the worker closed its result pipe without sending a result and did not exit; "
@@ -559,10 +556,6 @@ class WorkerPool:
         else:
             outcome.error = sentence
         return outcome
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from a2e_engine.sandbox.frames import FrameDecoder, FrameError
+from a2e_engine.sandbox.frames import SKIPPED_EVENT, FrameDecoder, FrameError
 from a2e_engine.sandbox.handle import WorkerHandle
+from a2e_engine.sandbox.messages import Event, MalformedMessage, Result, check_worker_frame
 
 __all__ = ["EventSink", "OutputCaps", "ResultReader"]
 
@@ -53,7 +54,7 @@ class ResultReader:
         self.bytes_read = 0
         self.events = 0
         self.dropped = 0
-        self.result: dict[str, Any] | None = None
+        self.result: Result | None = None
         self.setup_error: str | None = None
         self.violation: str | None = None
         self.eof = False
@@ -105,39 +106,39 @@ class ResultReader:
                 return
 
     def _frame(self, frame: dict[str, Any]) -> None:
-        kind = frame.get("t")
         if self.result is not None or self.setup_error is not None:
             return self._violate("the worker wrote a frame after its result")
-        if kind == "event":
+        if frame is SKIPPED_EVENT:
+            return self._drop_event()
+        try:
+            said = check_worker_frame(frame)
+        except MalformedMessage as exc:
+            return self._violate(str(exc))
+        if isinstance(said, Event):
             if self.events >= self.config.max_events:
-                self.dropped += 1
-                self.decoder.skip_events = True
-                if self.dropped > EVENT_FLOOD_FACTOR * self.config.max_events:
-                    return self._violate(
-                        f"the worker wrote more than {EVENT_FLOOD_FACTOR + 1} times the "
-                        f"{self.config.max_events}-event cap"
-                    )
-                return
+                return self._drop_event()
             self.events += 1
-            event_kind, data = frame.get("kind"), frame.get("data")
-            if not isinstance(event_kind, str) or not isinstance(data, dict):
-                return self._violate("the worker wrote an event frame without kind and data")
             try:
-                self.on_event(event_kind, data)
+                self.on_event(said.kind, said.data)
             except ValueError as exc:
                 return self._violate(f"the worker wrote an invalid event: {exc}")
-        elif kind == "result":
-            ok = frame.get("ok")
-            if ok is True or (ok is False and isinstance(frame.get("error"), str)):
-                # Not finished yet: only end of stream proves no (forged or genuine) second
-                # result follows; the worker closes its end right after its result.
-                self.result = frame
-            else:
-                self._violate("the worker wrote a malformed result frame")
-        elif kind == "setup_error" and isinstance(frame.get("error"), str):
-            self.setup_error = frame["error"]
+        elif isinstance(said, Result):
+            # Not finished yet: only end of stream proves no (forged or genuine) second result
+            # follows; the worker closes its end right after its result.
+            self.result = said
         else:
-            self._violate(f"the worker wrote a frame of unknown type {str(kind)[:40]!r}")
+            self.setup_error = said.error
+
+    def _drop_event(self) -> None:
+        """An event past the cap: counted, not read (``FrameDecoder.skip_events``); a flood
+        far past it ends the stream."""
+        self.dropped += 1
+        self.decoder.skip_events = True
+        if self.dropped > EVENT_FLOOD_FACTOR * self.config.max_events:
+            self._violate(
+                f"the worker wrote more than {EVENT_FLOOD_FACTOR + 1} times the "
+                f"{self.config.max_events}-event cap"
+            )
 
     def _violate(self, reason: str) -> None:
         self.violation = reason

@@ -1,15 +1,8 @@
 """A worker's life: harden, wait for one job, run it, report through frames, exit.
 
-Everything the worker says travels as frames on its result pipe (``sandbox.frames``):
-
-* ``{"t": "setup_error", "error": str}`` - a layer could not be applied; no job was run.
-* ``{"t": "event", "kind": str, "data": dict}`` - a streaming event, in emission order.
-* ``{"t": "result", "ok": true, "data": ...}`` or
-  ``{"t": "result", "ok": false, "error": str, "exc_type": str, "data": ...}`` - the end; both
-  carry ``"usage": {"cpu_ms", "maxrss_kb"}``, the worker's own account of itself.
-
-The supervisor treats all of this as hostile input: tool code runs in this process and can
-write anything to the pipe.
+Everything the worker says travels as frames on its result pipe, as ``sandbox.messages``
+declares them: a setup error, events, then one result. The supervisor treats all of it as
+hostile input: tool code runs in this process and can write anything to the pipe.
 """
 
 from __future__ import annotations
@@ -37,6 +30,12 @@ from a2e_engine.sandbox.frames import (
 from a2e_engine.sandbox.harden import Hardening, harden_worker
 from a2e_engine.sandbox.identity import become
 from a2e_engine.sandbox.landlock import Ruleset
+from a2e_engine.sandbox.messages import (
+    event_frame,
+    failure_frame,
+    setup_error_frame,
+    success_frame_head,
+)
 
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
 
@@ -69,32 +68,15 @@ DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
 
 def _failure_frame(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, ToolExecutionError):
-        return {
-            "t": "result",
-            "ok": False,
-            "error": str(exc),
-            "exc_type": "ToolExecutionError",
-            "data": exc.data,
-            "retryable": exc.retryable,
-        }
+        return failure_frame(str(exc), "ToolExecutionError", exc.data, exc.retryable)
     if isinstance(exc, MemoryError):
-        return {
-            "t": "result",
-            "ok": False,
-            "error": "out of memory (MemoryError)",
-            "exc_type": "MemoryError",
-            "data": None,
-            "retryable": True,
-        }
-    return {
-        "t": "result",
-        "ok": False,
-        "error": f"{type(exc).__name__}: {exc}",
-        "exc_type": type(exc).__name__,
-        "data": None,
-        "retryable": not isinstance(exc, DETERMINISTIC_ERRORS),
-        "traceback": "".join(traceback.format_exception(exc, limit=20))[-8000:],
-    }
+        return failure_frame("out of memory (MemoryError)", "MemoryError")
+    return failure_frame(
+        f"{type(exc).__name__}: {exc}",
+        type(exc).__name__,
+        retryable=not isinstance(exc, DETERMINISTIC_ERRORS),
+        traceback="".join(traceback.format_exception(exc, limit=20))[-8000:],
+    )
 
 
 def _encoded_result(data: Any, max_frame: int) -> str | dict[str, Any]:
@@ -103,22 +85,14 @@ def _encoded_result(data: Any, max_frame: int) -> str | dict[str, Any]:
     try:
         encoded = jsonwire.dumps(data)
     except (TypeError, ValueError) as exc:
-        return {
-            "t": "result",
-            "ok": False,
-            "exc_type": "TypeError",
-            "data": None,
-            "error": f"tool returned a result that is not JSON-serialisable: {exc}",
-        }
+        return failure_frame(
+            f"tool returned a result that is not JSON-serialisable: {exc}", "TypeError"
+        )
     if len(encoded) > max_frame - 1024:  # ASCII escapes: characters are bytes
-        return {
-            "t": "result",
-            "ok": False,
-            "exc_type": "ResultTooLarge",
-            "data": None,
-            "error": f"tool result of {len(encoded)} bytes exceeds the limit of "
-            f"{max_frame - 1024} bytes",
-        }
+        return failure_frame(
+            f"tool result of {len(encoded)} bytes exceeds the limit of {max_frame - 1024} bytes",
+            "ResultTooLarge",
+        )
     return encoded
 
 
@@ -169,7 +143,7 @@ def run_job(
     def send_event(kind: str, data: dict[str, Any]) -> None:
         with lock:
             if not finished:
-                write_frame(result_fd, {"t": "event", "kind": str(kind), "data": data})
+                write_frame(result_fd, event_frame(str(kind), data))
 
     plugin.set_event_sink(send_event)  # emit() checks the data; no ToolEvent needed here
     plugin.set_event_callback(lambda event: send_event(event.kind, event.data))
@@ -188,13 +162,10 @@ def run_job(
 def _final_frame(result: str | dict[str, Any]) -> bytes:
     """The result frame with the worker's account of itself; a success's data spliced in."""
     rusage = resource.getrusage(resource.RUSAGE_SELF)
-    usage = {
-        "cpu_ms": int((rusage.ru_utime + rusage.ru_stime) * 1000),
-        "maxrss_kb": int(rusage.ru_maxrss),
-    }
+    cpu_ms, maxrss_kb = int((rusage.ru_utime + rusage.ru_stime) * 1000), int(rusage.ru_maxrss)
     if isinstance(result, dict):
-        return encode_frame({**result, "usage": usage})
-    head = '{"t":"result","ok":true,"usage":' + jsonwire.dumps(usage)
+        return encode_frame({**result, "usage": {"cpu_ms": cpu_ms, "maxrss_kb": maxrss_kb}})
+    head = success_frame_head(cpu_ms, maxrss_kb)
     return frame_of_body(f'{head},"data":{result}}}'.encode())
 
 
@@ -245,7 +216,7 @@ def run_worker(
                 setup, lambda ruleset: rehearse_job_path(setup, ruleset, max_frame)
             )
         except BaseException as exc:
-            write_frame(result_fd, {"t": "setup_error", "error": f"{type(exc).__name__}: {exc}"})
+            write_frame(result_fd, setup_error_frame(f"{type(exc).__name__}: {exc}"))
             os._exit(EXIT_SETUP_FAILED)
         try:
             job = read_frame(job_fd, max_frame)
@@ -258,7 +229,7 @@ def run_worker(
         run_job(plugins[job["plugin"]], job, result_fd, max_frame, ruleset, setup.change_identity)
     except JobSetupError as exc:
         code = 1
-        write_frame(result_fd, {"t": "setup_error", "error": str(exc)})
+        write_frame(result_fd, setup_error_frame(str(exc)))
     except BaseException:
         code = 1
     finally:

@@ -5,15 +5,8 @@ threads or locks are inherited), receives the plugins by value (dill), compiles 
 profiles once, and then forks workers on request. For each worker it hands the supervisor three
 fds over its control socket (``SCM_RIGHTS``): the write end of the job pipe, the read end of the
 result pipe and a pidfd, so the supervisor talks to workers directly and can kill one without a
-pid-reuse race. The zygote reaps workers and reports how each ended, with its rusage.
-
-Control messages are JSON on a ``SOCK_SEQPACKET`` socket, never pickles:
-
-* supervisor -> zygote: ``{"op": "spawn", "profile": str, "count": int}``, ``{"op": "stop"}``
-* zygote -> supervisor: ``{"op": "ready", "layers": {...}}``, ``{"op": "worker", "pid": int,
-  "profile": str}`` + fds, ``{"op": "exit", "pid": int, "status": int, "cpu_ms": int,
-  "maxrss_kb": int}``, ``{"op": "spawn_failed", "profile": str, "error": str}``,
-  ``{"op": "fatal", "error": str}``.
+pid-reuse race. The zygote reaps workers and reports how each ended, with its rusage. Its
+control messages are declared in ``sandbox.messages``: JSON, never pickles.
 """
 
 from __future__ import annotations
@@ -43,6 +36,7 @@ from a2e_engine.sandbox.forking import (
 from a2e_engine.sandbox.harden import Hardening, clear_what_workers_inherit
 from a2e_engine.sandbox.identity import Crossing, closed_ancestors, probe_identity
 from a2e_engine.sandbox.limits import least_memory_mb
+from a2e_engine.sandbox.messages import check_control, control
 from a2e_engine.sandbox.mount_template import create_mount_template
 from a2e_engine.sandbox.namespaces import (
     PidNamespaces,
@@ -292,8 +286,8 @@ class Zygote:
 
     # -- the loop --
 
-    def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
-        data = json.dumps(message).encode()
+    def send(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
+        data = control(op, **fields)
         try:
             if fds:
                 socket.send_fds(self.ctrl, [data], fds)
@@ -309,7 +303,7 @@ class Zygote:
                 slots[controller] = groups.take_slot()
         except OSError as exc:
             self.release_slots(slots)
-            self.send({"op": "spawn_failed", "profile": profile, "error": f"cgroup: {exc}"})
+            self.send("spawn_failed", profile=profile, error=f"cgroup: {exc}")
             return
         job_r, job_w = os.pipe2(os.O_CLOEXEC)
         res_r, res_w = os.pipe2(os.O_CLOEXEC)
@@ -332,7 +326,7 @@ class Zygote:
             for fd in (job_r, job_w, res_r, res_w):
                 os.close(fd)
             self.release_slots(slots)
-            self.send({"op": "spawn_failed", "profile": profile, "error": str(exc)})
+            self.send("spawn_failed", profile=profile, error=str(exc))
             return
         if pid == 0:  # pragma: no cover - the child never returns from run_worker
             run_worker(setup, job_r, res_w, self.plugins, self.max_frame)
@@ -342,7 +336,7 @@ class Zygote:
         self.slots[pid] = slots
         pidfd = os.pidfd_open(pid)
         try:
-            self.send({"op": "worker", "pid": pid, "profile": profile}, [job_w, res_r, pidfd])
+            self.send("worker", [job_w, res_r, pidfd], pid=pid, profile=profile)
         finally:
             for fd in (job_w, res_r, pidfd):
                 os.close(fd)
@@ -383,14 +377,12 @@ class Zygote:
             # Its whole tree is gone: the slots can take the next worker.
             oom = self.release_slots(self.slots.pop(pid, {}))
             self.send(
-                {
-                    "op": "exit",
-                    "pid": pid,
-                    "status": status,
-                    "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
-                    "maxrss_kb": int(usage.ru_maxrss),
-                    "oom": oom,
-                }
+                "exit",
+                pid=pid,
+                status=status,
+                cpu_ms=int((usage.ru_utime + usage.ru_stime) * 1000),
+                maxrss_kb=int(usage.ru_maxrss),
+                oom=oom,
             )
 
     def release_slots(self, slots: dict[str, Slot]) -> bool:
@@ -426,11 +418,12 @@ class Zygote:
             return []
 
     def handle(self, message: dict[str, Any]) -> bool:
-        op = message.get("op")
-        if op == "spawn":
-            for _ in range(int(message.get("count", 1))):
-                self.spawn(str(message["profile"]))
-        elif op == "stop":
+        """A checked control message from the supervisor; False once told to stop."""
+        if message["op"] == "spawn":
+            if message["profile"] in self.filters:
+                for _ in range(message["count"]):
+                    self.spawn(message["profile"])
+        elif message["op"] == "stop":
             return False
         return True
 
@@ -462,7 +455,7 @@ class Zygote:
         poller = select.poll()
         poller.register(self.ctrl.fileno(), select.POLLIN)
         poller.register(wake_r, select.POLLIN)
-        self.send({"op": "ready", "layers": self.layers, "pid": host_pid()})
+        self.send("ready", layers=self.layers, pid=host_pid())
         running = True
         while running:
             for fd, _ in poller.poll():
@@ -480,7 +473,7 @@ class Zygote:
                 if not data:
                     running = False  # the supervisor is gone: take every worker with us
                     break
-                running = self.handle(json.loads(data))
+                running = self.handle(check_control(json.loads(data)))
                 if not running:
                     break
             self.reap()
@@ -522,13 +515,11 @@ def zygote_main(ctrl: socket.socket, settings_json: str, plugins_blob: bytes) ->
     except BaseException as exc:
         try:
             ctrl.send(
-                json.dumps(
-                    {
-                        "op": "fatal",
-                        "error": f"{type(exc).__name__}: {exc}",
-                        "traceback": traceback.format_exc()[-4000:],
-                    }
-                ).encode()
+                control(
+                    "fatal",
+                    error=f"{type(exc).__name__}: {exc}",
+                    traceback=traceback.format_exc()[-4000:],
+                )
             )
         finally:
             sys.exit(1)

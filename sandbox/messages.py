@@ -1,0 +1,201 @@
+"""The sandbox's own messages, declared once: what each side may say, how it is built, and how
+the supervisor checks what it reads.
+
+Supervisor -> worker, one frame on the job pipe (``sandbox.frames``): the job (``Job``).
+
+Worker -> supervisor, frames on the result pipe, in this order:
+
+* ``{"t": "setup_error", "error": str}``: a layer could not be applied; no tool ran;
+* ``{"t": "event", "kind": str, "data": {...}}``: an event, in emission order;
+* ``{"t": "result", "ok": true, "data": ..., "usage": {...}}`` or
+  ``{"t": "result", "ok": false, "error": str, "exc_type": str, "data": ..., "retryable":
+  bool, "traceback": str, "usage": {...}}``: the end, with the worker's own account of itself
+  (``usage``: ``cpu_ms``, ``maxrss_kb``).
+
+Supervisor <-> zygote, JSON datagrams on the control socket: ``spawn`` and ``stop`` one way;
+``ready``, ``worker`` (with the worker's fds), ``exit``, ``spawn_failed`` and ``fatal`` the
+other.
+
+The worker is hostile (tool code runs in it and can write anything to its pipe): every frame is
+checked here before anything of it is used (``check_worker_frame``). The zygote is ours, but
+its messages are still checked for shape (``check_control``): a malformed one is an error
+message, not a crash of the supervisor. Plain data only: workers and the zygote import no
+pydantic, and nothing here is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Event",
+    "Job",
+    "MalformedMessage",
+    "Result",
+    "SetupError",
+    "check_control",
+    "check_worker_frame",
+    "control",
+    "event_frame",
+    "failure_frame",
+    "setup_error_frame",
+    "success_frame_head",
+]
+
+
+class MalformedMessage(ValueError):
+    """A message that breaks its declaration; the sentence says how."""
+
+
+# -- supervisor -> worker --
+
+
+@dataclass
+class Job:
+    """One tool execution, as the worker receives it (its fields, as a JSON object)."""
+
+    plugin: int
+    tool: str
+    arguments: dict[str, Any]
+    profile: str
+    workspace: str
+    tmp_dir: str
+    streaming: bool = False
+    read_roots: list[str] = field(default_factory=list)
+    call_id: str = ""
+    uid: int | None = None  # the session's uid, when the sandbox has the identity layer
+    cancel_grace_s: float = 0.0  # SIGTERM, then this long to clean up, then SIGKILL
+    secrets: dict[str, str] = field(default_factory=dict)  # this call's only (secrets_for)
+
+    def to_frame(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+# -- worker -> supervisor: built by the worker --
+
+
+def event_frame(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"t": "event", "kind": kind, "data": data}
+
+
+def setup_error_frame(error: str) -> dict[str, Any]:
+    return {"t": "setup_error", "error": error}
+
+
+def failure_frame(
+    error: str,
+    exc_type: str,
+    data: Any = None,
+    retryable: bool = True,
+    traceback: str | None = None,
+) -> dict[str, Any]:
+    """A result frame for a call that failed; the worker adds ``usage``."""
+    frame = {"t": "result", "ok": False, "error": error, "exc_type": exc_type, "data": data}
+    frame["retryable"] = retryable
+    if traceback is not None:
+        frame["traceback"] = traceback
+    return frame
+
+
+def success_frame_head(cpu_ms: int, maxrss_kb: int) -> str:
+    """The start of a success's result frame, up to where its data (JSON, encoded once by the
+    worker, since it may be megabytes) is spliced in: ``head + ',"data":' + data + '}'``."""
+    return f'{{"t":"result","ok":true,"usage":{{"cpu_ms":{cpu_ms:d},"maxrss_kb":{maxrss_kb:d}}}'
+
+
+# -- worker -> supervisor: checked by the supervisor --
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SetupError:
+    error: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """A worker's result, checked; ``cpu_ms`` and ``maxrss_kb`` are its own account."""
+
+    ok: bool
+    data: Any = None
+    error: str | None = None
+    exc_type: str | None = None
+    retryable: bool = True
+    traceback: str | None = None
+    cpu_ms: int | None = None
+    maxrss_kb: int | None = None
+
+
+def check_worker_frame(frame: dict[str, Any]) -> Event | Result | SetupError:
+    """What a frame from a worker says, or ``MalformedMessage`` saying what is wrong."""
+    kind = frame.get("t")
+    if kind == "event":
+        event_kind, data = frame.get("kind"), frame.get("data")
+        if not isinstance(event_kind, str) or not isinstance(data, dict):
+            raise MalformedMessage("the worker wrote an event frame without kind and data")
+        return Event(event_kind, data)
+    if kind == "result":
+        ok = frame.get("ok")
+        error = frame.get("error")
+        if not (ok is True or (ok is False and isinstance(error, str))):
+            raise MalformedMessage("the worker wrote a malformed result frame")
+        usage = frame.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        exc_type, tb = frame.get("exc_type"), frame.get("traceback")
+        return Result(
+            ok=ok,
+            data=frame.get("data"),
+            error=error if isinstance(error, str) else None,
+            exc_type=exc_type if isinstance(exc_type, str) else None,
+            retryable=frame.get("retryable") is not False,
+            traceback=tb if isinstance(tb, str) else None,
+            cpu_ms=_count(usage.get("cpu_ms")),
+            maxrss_kb=_count(usage.get("maxrss_kb")),
+        )
+    if kind == "setup_error" and isinstance(frame.get("error"), str):
+        return SetupError(frame["error"])
+    raise MalformedMessage(f"the worker wrote a frame of unknown type {str(kind)[:40]!r}")
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+# -- supervisor <-> zygote --
+
+#: Each control message's fields and their types (``bool`` is never an ``int`` here).
+CONTROL: dict[str, dict[str, type | tuple[type, ...]]] = {
+    # supervisor -> zygote
+    "spawn": {"profile": str, "count": int},
+    "stop": {},
+    # zygote -> supervisor
+    "ready": {"layers": dict, "pid": int},
+    "worker": {"pid": int, "profile": str},  # + its job pipe, result pipe and pidfd
+    "exit": {"pid": int, "status": int, "cpu_ms": int, "maxrss_kb": int, "oom": bool},
+    "spawn_failed": {"profile": str, "error": str},
+    "fatal": {"error": str, "traceback": str},
+}
+
+
+def control(op: str, **fields: Any) -> bytes:
+    """A control message (its reader checks it: ``check_control``)."""
+    return json.dumps({"op": op, **fields}).encode()
+
+
+def check_control(message: Any) -> dict[str, Any]:
+    """``message`` if it is a declared control message with every field of its type."""
+    if not isinstance(message, dict) or message.get("op") not in CONTROL:
+        op = message.get("op") if isinstance(message, dict) else None
+        raise MalformedMessage(f"not a control message: op {str(op)[:40]!r}")
+    for name, kind in CONTROL[message["op"]].items():
+        value = message.get(name)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+            raise MalformedMessage(f"control message {message['op']}: bad {name} {value!r:.40}")
+    return message

@@ -1,0 +1,94 @@
+"""The sandbox's messages (``sandbox.messages``): what the worker and the zygote build is what
+the supervisor accepts, and what breaks a declaration is refused with a sentence."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from a2e_engine.sandbox.messages import (
+    CONTROL,
+    Event,
+    MalformedMessage,
+    Result,
+    SetupError,
+    check_control,
+    check_worker_frame,
+    control,
+    event_frame,
+    failure_frame,
+    setup_error_frame,
+    success_frame_head,
+)
+
+
+def test_what_the_worker_builds_is_what_the_supervisor_reads() -> None:
+    assert check_worker_frame(event_frame("log", {"level": "info", "message": "hi"})) == Event(
+        "log", {"level": "info", "message": "hi"}
+    )
+    assert check_worker_frame(setup_error_frame("no landlock")) == SetupError("no landlock")
+    failed = {**failure_frame("ValueError: x", "ValueError", retryable=False, traceback="tb")}
+    assert check_worker_frame({**failed, "usage": {"cpu_ms": 3, "maxrss_kb": 9}}) == Result(
+        ok=False, error="ValueError: x", exc_type="ValueError", retryable=False, traceback="tb",
+        cpu_ms=3, maxrss_kb=9,
+    )  # fmt: skip
+    success = json.loads(success_frame_head(5, 7) + ',"data":{"v":1}}')
+    assert check_worker_frame(success) == Result(ok=True, data={"v": 1}, cpu_ms=5, maxrss_kb=7)
+
+
+@pytest.mark.parametrize(
+    ("frame", "why"),
+    [
+        ({"t": "event", "kind": 3, "data": {}}, "event frame without kind and data"),
+        ({"t": "event", "kind": "log", "data": []}, "event frame without kind and data"),
+        ({"t": "result", "ok": "yes"}, "malformed result frame"),
+        ({"t": "result", "ok": False}, "malformed result frame"),
+        ({"t": "setup_error", "error": 1}, "unknown type 'setup_error'"),
+        ({"t": "exec", "code": "..."}, "unknown type 'exec'"),
+        ({}, "unknown type 'None'"),
+    ],
+)
+def test_a_frame_that_breaks_its_declaration_is_refused(frame: dict[str, Any], why: str) -> None:
+    with pytest.raises(MalformedMessage, match=why):
+        check_worker_frame(frame)
+
+
+def test_a_forged_usage_is_not_taken() -> None:
+    said = check_worker_frame(
+        {"t": "result", "ok": True, "usage": {"cpu_ms": -1, "maxrss_kb": True}}
+    )
+    assert isinstance(said, Result) and (said.cpu_ms, said.maxrss_kb) == (None, None)
+
+
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "spawn": {"profile": "compute", "count": 2},
+    "stop": {},
+    "ready": {"layers": {}, "pid": 7},
+    "worker": {"pid": 8, "profile": "compute"},
+    "exit": {"pid": 8, "status": 0, "cpu_ms": 1, "maxrss_kb": 2, "oom": False},
+    "spawn_failed": {"profile": "compute", "error": "EAGAIN"},
+    "fatal": {"error": "boom", "traceback": "..."},
+}
+
+
+def test_every_control_message_is_read_as_built() -> None:
+    assert set(EXAMPLES) == set(CONTROL)
+    for op, fields in EXAMPLES.items():
+        assert check_control(json.loads(control(op, **fields))) == {"op": op, **fields}
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"op": "spawn", "profile": "compute", "count": True},
+        {"op": "spawn", "profile": "compute"},
+        {"op": "exit", "pid": "8", "status": 0, "cpu_ms": 1, "maxrss_kb": 2, "oom": False},
+        {"op": "fork_bomb"},
+        ["op", "stop"],
+    ],
+)
+def test_a_control_message_that_breaks_its_declaration_is_refused(message: Any) -> None:
+    with pytest.raises(MalformedMessage):
+        check_control(message)
