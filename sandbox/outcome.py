@@ -1,4 +1,5 @@
-"""What the supervisor learned about one worker run, before it becomes a protocol result."""
+"""What the supervisor learned about one worker run, before it becomes a protocol result:
+its status, its data or its error in a sentence, and what it cost."""
 
 from __future__ import annotations
 
@@ -6,9 +7,15 @@ import os
 import signal
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["OutcomeStatus", "WorkerOutcome", "describe_exit"]
+if TYPE_CHECKING:
+    from a2e_engine.sandbox.deadline import Deadline
+    from a2e_engine.sandbox.handle import WorkerHandle
+    from a2e_engine.sandbox.stream import ResultReader
+    from a2e_engine.sandbox.waiting import StopSignal
+
+__all__ = ["OutcomeStatus", "Run", "WorkerOutcome", "classify", "describe_exit", "not_started"]
 
 
 class OutcomeStatus(StrEnum):
@@ -20,6 +27,17 @@ class OutcomeStatus(StrEnum):
     VIOLATION = "violation"  # the worker broke the frame protocol or a cap; it was killed
     SETUP_FAILED = "setup_failed"  # a sandbox layer could not be applied; the tool never ran
     UNAVAILABLE = "unavailable"  # no worker could be had (sandbox broken)
+
+
+@dataclass
+class Run:
+    """How one job's run through a worker ended (``sandbox.drive``), before ``classify``."""
+
+    worker: WorkerHandle
+    reader: ResultReader
+    ended_by: OutcomeStatus | None  # TIMEOUT or CANCELLED when the call was ended from outside
+    exit_awaited: bool  # False: killed after its result, exiting off the call's path
+    run_ms: int = 0
 
 
 @dataclass
@@ -70,3 +88,77 @@ def describe_exit(status: int) -> tuple[int, str | None, str]:
     if code == 0:
         return 0, None, "the worker exited without sending a result"
     return code, None, f"the worker exited with code {code} before sending a result"
+
+
+def not_started(
+    stop: StopSignal, deadline: Deadline, queued_ms: int, waiting: str, detail: str = ""
+) -> WorkerOutcome:
+    """A call that never got a worker: cancelled, or timed out while ``waiting``."""
+    if stop.is_set():
+        return WorkerOutcome(
+            OutcomeStatus.CANCELLED, error=f"cancelled before the tool started ({waiting})"
+        )
+    return WorkerOutcome(
+        OutcomeStatus.TIMEOUT,
+        queued_ms=queued_ms,
+        error=deadline.timed_out(f" while {waiting}{detail}"),
+    )
+
+
+def classify(run: Run, deadline: Deadline, call_memory_mb: int) -> WorkerOutcome:
+    """What a finished ``Run`` means, first reason first: a broken rule, the deadline, a
+    cancel, the tool's own result, and only then how the worker died."""
+    worker, reader = run.worker, run.reader
+    outcome = WorkerOutcome(OutcomeStatus.CRASHED, events_dropped=reader.dropped)
+    outcome.run_ms = run.run_ms
+    result = reader.result
+    sentence = ""
+    if not run.exit_awaited and result is not None:
+        # Exited off the path: its own account of itself is all there is (and it only
+        # concerns itself).
+        outcome.exit_code = 0
+        outcome.cpu_ms = result.cpu_ms
+        outcome.peak_rss_kb = result.maxrss_kb
+        info: dict[str, Any] = {}
+    else:
+        info = worker.exited.result() if worker.exited.done() else {"zygote_died": True}
+    if "status" in info:
+        outcome.exit_code, outcome.signal, sentence = describe_exit(int(info["status"]))
+        outcome.cpu_ms = int(info.get("cpu_ms", 0))
+        outcome.peak_rss_kb = int(info.get("maxrss_kb", 0))
+    if reader.violation is not None:
+        outcome.status = OutcomeStatus.VIOLATION
+        outcome.error = f"{reader.violation}; it was killed"
+    # A result written during a cancel grace (the tool cleaning up) does not change why the
+    # call ended.
+    elif run.ended_by is OutcomeStatus.TIMEOUT:
+        outcome.status = run.ended_by
+        outcome.error = deadline.timed_out("; the worker and all its processes were killed")
+    elif run.ended_by is OutcomeStatus.CANCELLED:
+        outcome.status = run.ended_by
+        outcome.error = "cancelled; the worker and all its processes were killed"
+    elif result is not None:
+        outcome.status = OutcomeStatus.OK if result.ok else OutcomeStatus.FAILED
+        outcome.data = result.data
+        outcome.error = result.error
+        outcome.exc_type = result.exc_type
+        outcome.retryable = result.retryable
+        outcome.traceback = result.traceback
+    elif reader.unresponsive:
+        outcome.error = (
+            "the worker closed its result pipe without sending a result and did not exit; "
+            "it was killed"
+        )
+    elif reader.setup_error is not None:
+        outcome.status = OutcomeStatus.SETUP_FAILED
+        outcome.error = f"the sandbox could not be set up: {reader.setup_error}"
+    elif info.get("oom"):
+        outcome.error = (
+            f"out of memory: the call went past its {call_memory_mb} MiB memory limit and the "
+            "kernel killed it"
+        )
+    elif info.get("zygote_died"):
+        outcome.error = "the sandbox zygote died during the call; the call was aborted"
+    else:
+        outcome.error = sentence
+    return outcome

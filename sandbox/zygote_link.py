@@ -1,0 +1,209 @@
+"""``ZygoteLink``: the supervisor's line to its zygote, and the zygote's restarts.
+
+It starts the zygote (a fresh interpreter, ``sandbox.launch``), reads its control messages on
+the event loop (checked, ``sandbox.messages``) and hands them on, sends it ``spawn`` and
+``stop``, and when the zygote dies, tells its listener (whose workers went with it) and starts a
+new one: one restart loop at a time, and more than five deaths within a minute mark the sandbox
+broken for good. It knows nothing of workers beyond the messages about them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+from typing import Any, Protocol
+
+from a2e_engine.sandbox.cgroups import remove_cgroup_tree
+from a2e_engine.sandbox.launch import join_or_kill, spawn_zygote
+from a2e_engine.sandbox.messages import check_control, control
+from a2e_engine.sandbox.zygote import CONTROL_MAX
+
+__all__ = ["SandboxUnavailable", "ZygoteLink", "ZygoteListener"]
+
+log = logging.getLogger("a2e.sandbox")
+
+#: More deaths than this within ``RESTART_WINDOW_S`` and the sandbox is broken.
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 60.0
+
+
+class SandboxUnavailable(RuntimeError):
+    """The zygote could not be started (or keeps dying)."""
+
+
+class ZygoteListener(Protocol):
+    def on_ready(self, hello: dict[str, Any]) -> None:
+        """A zygote (the first or a restarted one) is ready: its ``ready`` message."""
+
+    def on_message(self, message: dict[str, Any], fds: list[int]) -> None:
+        """Any other control message, checked, and the fds it carried (the listener's now)."""
+
+    def on_lost(self) -> None:
+        """The zygote died: its workers died with it."""
+
+    def on_broken(self, why: str) -> None:
+        """No zygote will be started again."""
+
+
+class ZygoteLink:
+    def __init__(
+        self,
+        settings_json: str,
+        plugins_blob: bytes,
+        listener: ZygoteListener,
+        start_timeout: float = 60.0,
+    ) -> None:
+        self._settings_json = settings_json
+        self._plugins_blob = plugins_blob
+        self._listener = listener
+        self._start_timeout = start_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._process: Any = None
+        self._sock: socket.socket | None = None
+        self._ready: asyncio.Future[dict[str, Any]] | None = None
+        self._deaths: list[float] = []
+        self._restart_task: asyncio.Task[None] | None = None
+        self._cgroups: list[str] = []  # every zygote's, removed at stop
+        self._stopping = False
+        self.broken: str | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    async def start(self) -> dict[str, Any]:
+        """Start a zygote and wait until it is ready; its ``ready`` message (also given to the
+        listener). ``SandboxUnavailable`` if it failed or did not answer in time."""
+        self._loop = asyncio.get_running_loop()
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        process = spawn_zygote(child, self._settings_json, self._plugins_blob)
+        child.close()
+        parent.setblocking(False)
+        self._process, self._sock = process, parent
+        self._ready = self._loop.create_future()
+        self._loop.add_reader(parent.fileno(), self._on_readable, parent)
+        try:
+            hello = await asyncio.wait_for(self._ready, self._start_timeout)
+        except (TimeoutError, SandboxUnavailable):
+            self._close()
+            await self._loop.run_in_executor(None, join_or_kill, process, 0.0)
+            raise
+        for layer in ("pids_cgroup", "memory_cgroup"):
+            cgroup = hello["layers"].get(layer, {})
+            if cgroup.get("active"):
+                self._cgroups.append(cgroup["path"])
+        self._listener.on_ready(hello)
+        return hello
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.send(control("stop"))
+        process = self._process
+        self._close()
+        if process is not None:
+            await asyncio.get_running_loop().run_in_executor(None, join_or_kill, process)
+        for path in self._cgroups:
+            remove_cgroup_tree(path)
+
+    def spawn(self, profile: str, count: int) -> bool:
+        """Ask for ``count`` workers of ``profile``; False if there is no zygote to ask."""
+        if self._sock is None or self._stopping:
+            return False
+        try:
+            self._sock.send(control("spawn", profile=profile, count=count))
+        except OSError as exc:
+            self._lost(f"sending to it failed: {exc}")
+            return False
+        return True
+
+    def _close(self) -> None:
+        if self._sock is not None and self._loop is not None:
+            self._loop.remove_reader(self._sock.fileno())
+            self._sock.close()
+        self._sock = None
+
+    def _on_readable(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(sock, CONTROL_MAX, 4)
+            except BlockingIOError:
+                return
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                _close_all(fds)
+                self._lost("its control socket closed")
+                return
+            for fd in fds:
+                os.set_inheritable(fd, False)
+            try:
+                message = check_control(json.loads(data))
+            except ValueError as exc:  # MalformedMessage, or not JSON at all
+                log.error("the zygote sent a malformed control message: %s", exc)
+                _close_all(fds)
+                continue
+            try:
+                self._dispatch(message, fds)
+            except Exception:
+                log.exception("handling a control message from the zygote failed")
+                _close_all(fds)
+
+    def _dispatch(self, message: dict[str, Any], fds: list[int]) -> None:
+        op = message["op"]
+        if op == "ready":
+            _close_all(fds)
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_result(message)
+        elif op == "fatal":
+            _close_all(fds)
+            error = SandboxUnavailable(f"the sandbox zygote failed to start: {message['error']}")
+            log.error("%s\n%s", error, message["traceback"])
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_exception(error)
+        else:
+            self._listener.on_message(message, fds)
+
+    def _lost(self, why: str) -> None:
+        if self._stopping:
+            return
+        if self._ready is not None and not self._ready.done():
+            # It died while starting: whoever waits for it (the restart loop) sees this.
+            self._ready.set_exception(SandboxUnavailable(f"the new zygote died: {why}"))
+            return
+        log.error("the sandbox zygote died (%s); calls in flight fail, restarting it", why)
+        self._close()
+        self._listener.on_lost()
+        if self._restart_task is None or self._restart_task.done():
+            assert self._loop is not None
+            self._restart_task = self._loop.create_task(self._restart(why))
+
+    async def _restart(self, why: str) -> None:
+        while not self._stopping:
+            now = time.monotonic()
+            self._deaths = [t for t in self._deaths if now - t < RESTART_WINDOW_S] + [now]
+            if len(self._deaths) > MAX_RESTARTS:
+                self.broken = (
+                    f"the sandbox zygote died {len(self._deaths)} times within a minute ({why})"
+                )
+                self._listener.on_broken(self.broken)
+                return
+            try:
+                await self.start()
+                return
+            except Exception as exc:
+                why = f"restart failed: {exc}"
+                log.error("%s", why)
+                await asyncio.sleep(0.5)
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
