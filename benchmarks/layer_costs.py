@@ -21,18 +21,25 @@ import a2e
 from a2e_engine import sandbox, tools
 from a2e_engine.sandbox import landlock, syscalls
 from a2e_engine.sandbox.cgroups import SlotGroups, join_cgroup, remove_cgroup_tree
-from a2e_engine.sandbox.harden import clear_what_workers_inherit, close_inherited_fds
-from a2e_engine.sandbox.identity import DEFAULT_UID_RANGE, become, closed_ancestors
-from a2e_engine.sandbox.limits import Limits, apply_rlimits
-from a2e_engine.sandbox.mount_template import create_mount_template, enter_copy_of_template
-from a2e_engine.sandbox.namespaces import (
-    PidNamespaces,
-    create_empty_network_namespace,
+from a2e_engine.sandbox.clean_start import (
+    close_inherited_fds,
+    scrub_environment,
+    zero_initial_environ,
+)
+from a2e_engine.sandbox.identity import become, closed_ancestors
+from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.mount_template import (
+    create_mount_template,
+    enter_copy_of_template,
     mount_private_tmp,
     tmp_binds,
 )
+from a2e_engine.sandbox.namespaces import PidNamespaces
+from a2e_engine.sandbox.probe import namespace_made_in_child
 from a2e_engine.sandbox.quota import mount_session_quota, share_state_dir, unmount
+from a2e_engine.sandbox.rlimits import apply_rlimits
 from a2e_engine.sandbox.seccomp import PROFILES, compile_profile
+from a2e_engine.sandbox.settings import DEFAULT_UID_RANGE
 
 Step = Callable[[], None]
 
@@ -75,9 +82,11 @@ def main() -> None:
     bpf = compile_profile(PROFILES["compute"])
     syscalls.prepare_seccomp_bpf(bpf)
     # As the zygote does once for all its workers (this process is never used for more).
-    clear_what_workers_inherit()
+    zero_initial_environ()
+    scrub_environment()
+    syscalls.empty_inherited_capability_sets()
     pidns = PidNamespaces.open()
-    net_fd = create_empty_network_namespace()
+    net_fd = namespace_made_in_child("net", lambda: syscalls.unshare(syscalls.CLONE_NEWNET))
     abi = landlock.abi_version()
     read_paths = (
         *landlock.SYSTEM_READ_PATHS,

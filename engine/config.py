@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
-from a2e_engine.sandbox.identity import DEFAULT_UID_RANGE
 from a2e_engine.sandbox.layers import LAYERS
 from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.settings import DEFAULT_UID_RANGE
 
 __all__ = ["EngineConfig", "RetryPolicy"]
 

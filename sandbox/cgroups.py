@@ -1,5 +1,6 @@
-"""Per-call cgroups: caps on processes (pids) and memory that no fork, thread, memfd or shared
-memory segment gets around, plus a pids cap on the whole sandbox.
+"""Layers ``pids_cgroup`` and ``memory_cgroup``: per-call cgroups, caps on processes (pids) and
+memory that no fork, thread, memfd or shared memory segment gets around, plus a pids cap on
+the whole sandbox.
 
 A fork bomb, a thread bomb or memory held outside ``RLIMIT_AS`` in one call must neither harm
 the host nor starve the other calls. For each controller the zygote creates one group for the
@@ -16,10 +17,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from a2e_engine.sandbox.leftovers import dead_owners, owner_tag
 
-__all__ = ["Slot", "SlotGroups", "join_cgroup", "remove_cgroup_tree"]
+if TYPE_CHECKING:
+    from a2e_engine.sandbox.preparation import Preparation
+
+__all__ = ["Slot", "SlotGroups", "join", "join_cgroup", "prepare", "remove_cgroup_tree"]
 
 _ROOT = "/sys/fs/cgroup"
 _PREFIX = "a2e-sandbox-"
@@ -113,6 +118,63 @@ class SlotGroups:
         except (OSError, ValueError):
             pass
         return 0
+
+
+def prepare(prep: Preparation) -> dict[str, SlotGroups]:
+    """In the zygote: the sandbox group and its slots' settings per controller that can be had
+    (each reported, active or why not)."""
+    limits, total = prep.settings.limits, prep.settings.max_processes
+    groups: dict[str, SlotGroups] = {}
+    _prepare(
+        prep,
+        groups,
+        "pids",
+        "pids_cgroup",
+        enabled=total > 0,
+        sandbox={"pids.max": str(total)},
+        slot={"pids.max": str(limits.processes)},
+        per_call=limits.processes,
+        total=total,
+    )
+    _prepare(
+        prep,
+        groups,
+        "memory",
+        "memory_cgroup",
+        enabled=prep.settings.memory_cgroup,
+        sandbox={},
+        slot={"memory.limit_in_bytes": str(limits.call_memory_mb << 20)},
+        per_call_mb=limits.call_memory_mb,
+    )
+    return groups
+
+
+def _prepare(
+    prep: Preparation,
+    groups: dict[str, SlotGroups],
+    controller: str,
+    layer: str,
+    enabled: bool,
+    sandbox: dict[str, str],
+    slot: dict[str, str],
+    **facts: Any,
+) -> None:
+    try:
+        if not enabled:
+            raise OSError("disabled by configuration")
+        made = SlotGroups.create(controller, sandbox, slot)
+    except OSError as exc:
+        prep.report(layer, exc.strerror or str(exc))
+        return
+    groups[controller] = made
+    prep.report(layer, None, path=made.path, **facts)
+
+
+def join(paths: tuple[str, ...]) -> None:
+    """In the worker, right after its fds are closed: everything below, and every child,
+    counts against the slots it was given."""
+    for path in paths:
+        join_cgroup(path)
 
 
 def join_cgroup(path: str) -> None:

@@ -1,4 +1,5 @@
-"""Driving one job through one worker: send the job, read its frames as they come, and end it.
+"""Layer ``deadline``: driving one job through one worker: send the job, read its frames as they
+come, and end it, at the deadline at the latest.
 
 The worker ends the call by finishing its stream; the deadline or a cancel end it otherwise
 (after a SIGTERM and the tool's grace, if it asked for one). Whatever ends it, the worker and
@@ -20,7 +21,7 @@ from a2e_engine.sandbox.frames import encode_frame
 from a2e_engine.sandbox.handle import WorkerHandle
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.outcome import OutcomeStatus, Run
-from a2e_engine.sandbox.seccomp import PROFILES
+from a2e_engine.sandbox.profiles import PROFILES
 from a2e_engine.sandbox.stream import EventSink, OutputCaps, ResultReader
 from a2e_engine.sandbox.waiting import StopSignal, race
 

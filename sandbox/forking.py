@@ -1,4 +1,5 @@
-"""How the zygote forks: cheaply, and on CPU time that calls in flight leave free.
+"""Layer ``fresh_process``: how the zygote forks each call's worker, cheaply, and on CPU time
+that calls in flight leave free.
 
 **Without CPython's after-fork bookkeeping.** ``os.fork`` runs ``PyOS_AfterFork_Child`` in every
 child: it re-creates the GIL and the runtime's locks and runs the ``os.register_at_fork``
@@ -25,13 +26,21 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from a2e_engine.sandbox.probe import ProbeFailed, in_child
 
+if TYPE_CHECKING:
+    from a2e_engine.sandbox.preparation import Preparation
+
 __all__ = [
+    "ForkPlan",
     "enter_idle_priority",
     "fork_single_threaded",
     "leave_idle_priority",
+    "prepare",
     "probe_idle_priority",
     "reseed_random",
     "thread_count",
@@ -42,6 +51,36 @@ _fork.restype = ctypes.c_int
 _fork.argtypes = ()
 
 _NORMAL = os.sched_param(0)
+
+
+@dataclass(frozen=True)
+class ForkPlan:
+    fork: Callable[[], int]  # the cheap fork where the zygote is alone, os.fork otherwise
+    at_idle: bool  # fork and harden at SCHED_IDLE (the worker leaves it before its job)
+
+
+def prepare(prep: Preparation) -> ForkPlan:
+    """In the zygote, once its plugins are loaded: how it will fork (reported)."""
+    # A plugin's preload may have started a thread (a C library's pool, say): then only
+    # os.fork knows how to leave the child consistent.
+    threads = thread_count()
+    idle_why = "disabled by configuration" if not prep.settings.idle_priority else None
+    idle_why = idle_why or probe_idle_priority()
+    how = "libc fork (single-threaded)" if threads == 1 else f"os.fork ({threads} threads)"
+    prep.report(
+        "fresh_process",
+        None,
+        fork=how,
+        prepared_at_idle_priority=idle_why is None,
+        idle_priority_reason=idle_why or "",
+    )
+    return ForkPlan(_fork_from_fresh_random if threads == 1 else os.fork, idle_why is None)
+
+
+def _fork_from_fresh_random() -> int:
+    """The cheap fork, each child starting from ``random`` state drawn afresh here."""
+    reseed_random()
+    return fork_single_threaded(reseed_child=False)
 
 
 def thread_count() -> int:

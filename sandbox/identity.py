@@ -1,4 +1,4 @@
-"""Identity: a call runs as its session's own unprivileged uid and gid, never as root.
+"""Layer ``identity``: a call runs as its session's own unprivileged uid and gid, never as root.
 
 Why: a uid-0 worker without capabilities is still the *owner* of every root-owned file, so it
 can read ``/etc/shadow`` and anything else root may read under the allowed system paths; and
@@ -20,22 +20,23 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.landlock import SYSTEM_READ_PATHS
+from a2e_engine.sandbox.preparation import Preparation
 from a2e_engine.sandbox.probe import Answer, ProbeFailed, in_child
 
 __all__ = [
-    "DEFAULT_UID_RANGE",
     "Crossing",
     "become",
     "closed_ancestors",
+    "crossings",
+    "on_job",
     "open_the_way",
+    "prepare",
     "probe_identity",
 ]
-
-#: Unnamed ids (no ``/etc/passwd`` entry): far above login users, system users and the usual
-#: ``/etc/subuid`` ranges. The gid of a session is its uid.
-DEFAULT_UID_RANGE = (1_500_000_000, 4096)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,54 @@ def open_the_way(crossings: list[Crossing]) -> None:
         finally:
             for _, fd, _ in held:
                 os.close(fd)
+
+
+def crossings(prep: Preparation) -> tuple[Crossing, ...]:
+    """In the zygote: the closed directories on the way to what a session's uid must reach
+    (none when calls keep the engine's uid), for the workers' mount template to open."""
+    if not prep.settings.identity or prep.in_user_namespace:
+        return ()
+    return tuple(closed_ancestors([*_reached(prep), *prep.settings.writable_paths]))
+
+
+def prepare(prep: Preparation, ways: tuple[Crossing, ...], mount_namespace: bool) -> bool:
+    """In the zygote: whether calls run as their session's uid (reported, why not if not).
+    It must be root, and the interpreter and the state directory stay reachable for that uid
+    (through the workers' mount namespace, when ``ways`` must be opened)."""
+    settings = prep.settings
+    if not settings.identity:
+        prep.report("identity", "disabled by configuration")
+        return False
+    if prep.in_user_namespace:
+        prep.report("identity", "not root: the user namespace maps only the engine's uid")
+        return False
+    if ways and not mount_namespace:
+        closed = ", ".join(c.directory for c in ways)
+        prep.report(
+            "identity",
+            f"{closed} may not be entered by other users and there is no mount namespace to "
+            "open the way to the interpreter",
+        )
+        return False
+    uid = settings.first_uid
+    why_not = probe_identity(list(ways), _reached(prep), settings.writable_paths, uid)
+    prep.report("identity", why_not, first_uid=uid, opened=[c.directory for c in ways])
+    return why_not is None
+
+
+def _reached(prep: Preparation) -> list[str]:
+    return [*SYSTEM_READ_PATHS, *prep.code_paths, *prep.settings.read_roots]
+
+
+def on_job(change_identity: bool, job: dict[str, Any]) -> None:
+    """In the worker, first once the job is known: become the session's uid. (Root without
+    capabilities could not even open the session's workspace for Landlock's rule.)"""
+    if not change_identity:
+        return
+    uid = job.get("uid")
+    if not isinstance(uid, int) or isinstance(uid, bool) or uid <= 0:
+        raise PermissionError("calls here run as a session uid; the job names none")
+    become(uid, uid)
 
 
 def become(uid: int, gid: int) -> None:

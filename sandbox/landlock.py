@@ -1,4 +1,5 @@
-"""Landlock: a call may read only what it needs to run, and write only its own directories.
+"""Layer ``landlock``: a call may read only what it needs to run, and write only its own
+directories.
 
 Applied in the worker once its job names the session's workspace and the call's tmp directory.
 Paths beneath the *read* rules (system directories, the Python installation, the packages of
@@ -15,14 +16,23 @@ import ctypes
 import os
 import stat
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from a2e_engine.sandbox import syscalls
 
+if TYPE_CHECKING:
+    from a2e_engine.sandbox.preparation import Preparation
+
 __all__ = [
     "SYSTEM_READ_PATHS",
+    "LandlockPlan",
     "Ruleset",
     "abi_version",
+    "begin",
     "covering_paths",
+    "on_job",
+    "prepare",
     "readable_code_paths",
 ]
 
@@ -93,6 +103,53 @@ def _syscall(name: str, *args: object) -> int:
         err = ctypes.get_errno()
         raise OSError(err, f"{name}: {os.strerror(err)}")
     return result
+
+
+@dataclass(frozen=True)
+class LandlockPlan:
+    """What every worker's ruleset starts from, worked out once by the zygote."""
+
+    abi: int
+    read_paths: tuple[str, ...]  # system paths and code, the fewest rules that cover them
+    private_tmp: bool  # the worker's own /tmp (sandbox.mount_template): writable all along
+
+
+def prepare(prep: Preparation, private_tmp: bool) -> LandlockPlan | None:
+    """In the zygote: the plan, or ``None`` (reported why)."""
+    if not prep.settings.landlock:
+        prep.report("landlock", "disabled by configuration")
+        return None
+    abi = abi_version()
+    if not abi:
+        prep.report("landlock", "the kernel has no Landlock (or it is disabled)")
+        return None
+    read_paths = covering_paths((*SYSTEM_READ_PATHS, *prep.code_paths))
+    prep.report("landlock", None, abi=abi, read=list(read_paths))
+    return LandlockPlan(abi, read_paths, private_tmp)
+
+
+def begin(plan: LandlockPlan | None) -> Ruleset | None:
+    """In the worker, while it waits for a job: the ruleset with its fixed rules in place, for
+    ``on_job`` to complete (``None`` without Landlock)."""
+    if plan is None:
+        return None
+    ruleset = Ruleset(plan.abi)
+    ruleset.allow_read(plan.read_paths)
+    ruleset.allow_devices(("/dev",))
+    if plan.private_tmp:
+        # The worker's own tmpfs, every job's tmp_dir: its rule is off the call's path.
+        ruleset.allow_write(("/tmp",))
+    return ruleset
+
+
+def on_job(ruleset: Ruleset | None, job: dict[str, Any]) -> None:
+    """In the worker, once the job names its directories, before any tool code or thread runs:
+    the job's read roots, the workspace and the call's tmp; then enforced."""
+    if ruleset is None:
+        return
+    ruleset.allow_read(job.get("read_roots", ()))
+    ruleset.allow_write((job["workspace"], job["tmp_dir"]))
+    ruleset.restrict()
 
 
 def abi_version() -> int:

@@ -1,4 +1,5 @@
-"""The isolation layers: their names, what each one stops, and what the host must allow.
+"""The isolation layers: their names, what each one stops, what the host must allow, and the
+module that holds its whole life (what the zygote prepares, what the worker applies).
 
 One source for three readers: the zygote and the engine report each layer under these names
 (``engine.layers``: active or not, and why not); ``a2e doctor`` prints them for this host;
@@ -21,6 +22,7 @@ __all__ = ["LAYERS", "Layer", "markdown_table", "missing_layers"]
 class Layer:
     stops: str  # what it stops, for people
     needs: str  # what the host must allow ("always": nothing)
+    module: str  # where it lives, its whole life (sandbox.<module>)
 
 
 _L = Limits()
@@ -29,23 +31,27 @@ LAYERS: dict[str, Layer] = {
     "fresh_process": Layer(
         "state leaking between calls: each call runs in a new, single-use worker process",
         "always",
+        "forking",
     ),
     "deadline": Layer(
         "hangs: at the call's timeout the worker and every process in its namespace are "
         "SIGKILLed, partial output returned",
         "always",
+        "drive",
     ),
     "frames": Layer(
         "a hostile worker forging, flooding or corrupting its result: length-framed JSON, "
         f"never unpickled, {DEFAULT_MAX_FRAME >> 20} MiB per frame, 64 MiB and 10,000 events per "
         "call (ten times that and the worker is killed)",
         "always",
+        "stream",
     ),
     "clean_start": Layer(
         "reaching the zygote's control socket, the host's stdout, or the supervisor's "
         "environment: inherited fds closed, stdio on /dev/null, environment scrubbed and the "
         "inherited environment block zeroed; own session, parent-death signal",
         "always",
+        "clean_start",
     ),
     "seccomp": Layer(
         "ptrace, process_vm_*, mount and friends, setns/unshare, namespace flags on clone "
@@ -56,95 +62,115 @@ LAYERS: dict[str, Layer] = {
         "kill the worker. Per tool profile: `compute` also refuses socket(), new processes, "
         "exec, memfd and SysV/POSIX IPC; `process` refuses socket(); `network` nothing more",
         "always (libseccomp)",
+        "seccomp",
     ),
     "rlimits": Layer(
         f"memory bombs (address space {_L.memory_mb} MiB: a catchable MemoryError), runaway CPU "
         f"({_L.cpu_seconds} s), fd exhaustion ({_L.open_files}), one huge file "
         f"({_L.file_size_mb} MiB); no core dumps; processes per session uid ({_L.processes})",
         "always",
+        "rlimits",
     ),
     "no_capabilities": Layer(
         "a uid-0 worker bypassing file permissions, reconfiguring the network, signalling or "
         "reading other users' processes; setuid programs give nothing back (no_new_privs, "
         "empty bounding set)",
         "always",
+        "capabilities",
     ),
     "identity": Layer(
         "reading root-only files (/etc/shadow) and other sessions' files: each session's calls "
         "run as a uid and gid of their own, no supplementary groups",
         "root; a mount namespace where the interpreter lives under a closed directory",
+        "identity",
     ),
     "subreaper": Layer(
         "orphans escaping the tree when PID namespaces are missing: re-parented to the zygote "
         "and killed",
         "always",
+        "subreaper",
     ),
     "user_namespace": Layer(
         "an engine that is not root going without namespaces: its zygote runs in a user "
         "namespace of its own, where it may create the PID, mount, IPC and network ones",
         "not root; unprivileged user namespaces allowed",
+        "userns",
     ),
     "pid_namespace": Layer(
         "processes that outlive the call (double fork + setsid, daemons, stopped or "
         "SIGTERM-ignoring children): the worker is pid 1 of its own namespace",
         "root, or the user namespace",
+        "namespaces",
     ),
     "private_proc": Layer(
         "seeing other processes, reading the supervisor's /proc/<pid>/environ",
         "the PID namespace",
+        "mount_template",
     ),
     "ipc_namespace": Layer(
         "SysV and POSIX IPC objects outliving the call or crossing calls",
         "the PID namespace",
+        "mount_template",
     ),
     "minimal_dev": Layer(
         "host devices (disks, loop devices, /dev/kvm, /dev/kmsg, consoles): /dev holds only "
         "null, zero, full, random, urandom, tty",
         "the PID namespace",
+        "mount_template",
     ),
     "readonly_filesystem": Layer(
         "rewriting the host (/proc/sys/kernel/core_pattern, cgroup release_agent, .pth files, "
         "sources, /etc): every mount read-only except the engine's state directory",
         "the PID namespace (mount_setattr, Linux 5.12+)",
+        "mount_template",
     ),
     "private_tmp": Layer(
         f"the host's /tmp, what an earlier call left there, filling it: each worker gets its "
         f"own tmpfs on /tmp ({_L.tmp_mb} MiB)",
         "the PID namespace",
+        "mount_template",
     ),
     "disk_quota": Layer(
         "filling the disk from the workspace: each session's directory is a tmpfs of its own "
         "(1024 MiB by default, EngineConfig.workspace_mb)",
         "root",
+        "quota",
     ),
     "network_namespace": Layer(
         "any network access even if a socket slipped past seccomp: tools without the network "
         "profile join one empty namespace (a down loopback)",
         "root, or the user namespace",
+        "network",
     ),
     "landlock": Layer(
         "reading anything but system paths, the Python installation and the engine's and "
         "plugins' code, or writing anything but the session's workspace and the call's tmp "
         "(other sessions, the state directory, /root, the host application's directory)",
         "a kernel with Landlock",
+        "landlock",
     ),
     "pids_cgroup": Layer(
         f"fork and thread bombs: {_L.processes} processes and threads per call, 4096 for the "
         "sandbox; the zygote stays outside and can always fork",
         "root, cgroup v1",
+        "cgroups",
     ),
     "memory_cgroup": Layer(
         f"memory outside RLIMIT_AS (children, memfd, shared memory, tmpfs pages): "
         f"{_L.call_memory_mb} MiB per call, an overrun killed and reported as out of memory",
         "root, cgroup v1",
+        "cgroups",
     ),
 }
 
 
 def markdown_table() -> str:
     """The README's isolation table."""
-    rows = ["| layer | what it stops | needs |", "|---|---|---|"]
-    rows += [f"| `{name}` | {layer.stops} | {layer.needs} |" for name, layer in LAYERS.items()]
+    rows = ["| layer | what it stops | needs | module |", "|---|---|---|---|"]
+    rows += [
+        f"| `{name}` | {layer.stops} | {layer.needs} | `sandbox/{layer.module}.py` |"
+        for name, layer in LAYERS.items()
+    ]
     return "\n".join(rows) + "\n"
 
 

@@ -9,12 +9,13 @@ namespace kept alive by its fd); a probe that raised, or a child that died, is a
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 from collections.abc import Callable
 from typing import NamedTuple
 
-__all__ = ["Answer", "ProbeFailed", "in_child"]
+__all__ = ["Answer", "ProbeFailed", "in_child", "namespace_made_in_child"]
 
 _MAX_TEXT = 1000
 
@@ -59,3 +60,18 @@ def in_child(probe: Callable[[], Answer | None]) -> Answer:
     if message[:1] == b"-":
         raise ProbeFailed(text)
     raise ProbeFailed(f"the probe's child died without answering (wait status {status})")
+
+
+def namespace_made_in_child(kind: str, prepare: Callable[[], None]) -> int:
+    """An fd to the ``kind`` namespace (``net``, ``mnt``) that ``prepare`` leaves a short-lived
+    child in. The caller itself never leaves its own namespace (in a user namespace it could
+    not come back); the namespace lives on as long as the fd does. ``OSError`` saying why not."""
+
+    def make() -> Answer:
+        prepare()
+        return Answer(fds=(os.open(f"/proc/self/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC),))
+
+    try:
+        return in_child(make).fds[0]
+    except (ProbeFailed, IndexError) as exc:
+        raise OSError(errno.EPERM, str(exc) or "no namespace was created") from None

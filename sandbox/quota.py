@@ -1,4 +1,4 @@
-"""Disk quota: each session's directory is a tmpfs of its own, capped in bytes and inodes.
+"""Layer ``disk_quota``: each session's directory is a tmpfs of its own, capped in bytes and inodes.
 
 Why: a call could otherwise fill the disk the state directory lives on, for the host and for
 every other session; ``RLIMIT_FSIZE`` caps one file, not a thousand. A size-capped tmpfs is the

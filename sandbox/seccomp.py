@@ -1,4 +1,6 @@
-"""Seccomp profiles: which system calls a worker may make, compiled once to BPF in the zygote.
+"""Layer ``seccomp``: which system calls a worker may make, compiled once to BPF in the zygote,
+installed by each worker as the last step of its hardening (after it, the process can only lose
+privileges).
 
 Every profile is an allow-by-default filter with a deny list (an allow-list for Python is future
 work, see README). Denied calls fail with ``EPERM`` so Python code gets a clear
@@ -14,13 +16,18 @@ from __future__ import annotations
 import errno
 import stat
 import tempfile
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyseccomp as sc
 
+from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.profiles import PROFILES, SeccompProfile
 from a2e_engine.sandbox.syscalls import CLONE_THREAD, NAMESPACE_FLAGS
 
-__all__ = ["PROFILES", "SeccompProfile", "compile_profile"]
+if TYPE_CHECKING:
+    from a2e_engine.sandbox.preparation import Preparation
+
+__all__ = ["PROFILES", "SeccompProfile", "compile_profile", "install", "prepare"]
 
 #: Refused with EPERM in every profile.
 DENY_EPERM: tuple[str, ...] = (
@@ -91,20 +98,6 @@ _F_SETPIPE_SZ = 1031
 _S_IFMT = 0o170000
 
 
-@dataclass(frozen=True)
-class SeccompProfile:
-    name: str
-    allow_processes: bool
-    allow_sockets: bool
-
-
-PROFILES: dict[str, SeccompProfile] = {
-    "compute": SeccompProfile("compute", allow_processes=False, allow_sockets=False),
-    "process": SeccompProfile("process", allow_processes=True, allow_sockets=False),
-    "network": SeccompProfile("network", allow_processes=True, allow_sockets=True),
-}
-
-
 def _add(filt: sc.SyscallFilter, action: int, name: str, *args: sc.Arg) -> None:
     try:
         filt.add_rule(action, name, *args)
@@ -170,3 +163,17 @@ def compile_profile(profile: SeccompProfile) -> bytes:
         filt.export_bpf(out)
         out.seek(0)
         return out.read()
+
+
+def prepare(prep: Preparation) -> dict[str, bytes]:
+    """In the zygote: each profile's filter as BPF, its ``sock_fprog`` made already."""
+    filters = {name: compile_profile(PROFILES[name]) for name in prep.settings.profiles}
+    for program in filters.values():
+        syscalls.prepare_seccomp_bpf(program)
+    prep.report("seccomp", None, profiles=sorted(filters))
+    return filters
+
+
+def install(program: bytes) -> None:
+    """In the worker, last: the filter, with no_new_privs."""
+    syscalls.install_seccomp_bpf(program)

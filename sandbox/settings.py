@@ -12,11 +12,14 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
-from a2e_engine.sandbox.identity import DEFAULT_UID_RANGE
 from a2e_engine.sandbox.limits import Limits
-from a2e_engine.sandbox.seccomp import PROFILES
+from a2e_engine.sandbox.profiles import PROFILES
 
-__all__ = ["ZygoteSettings"]
+__all__ = ["DEFAULT_UID_RANGE", "ZygoteSettings"]
+
+#: Unnamed ids (no ``/etc/passwd`` entry): far above login users, system users and the usual
+#: ``/etc/subuid`` ranges. The gid of a session is its uid.
+DEFAULT_UID_RANGE = (1_500_000_000, 4096)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Reading one worker's result pipe on the event loop, with every cap enforced as bytes arrive.
+"""Layer ``frames``: reading one worker's result pipe on the event loop, with every cap enforced
+as bytes arrive.
 
 The worker is hostile: what it writes is checked frame by frame (``sandbox.frames``), counted
 against the output and event caps, and the first broken rule ends the stream as a violation.

@@ -1,4 +1,4 @@
-"""A user namespace for engines that do not run as root.
+"""Layer ``user_namespace``: a user namespace for engines that do not run as root.
 
 Why: without privileges the kernel refuses every namespace but one, the user namespace; inside
 it the zygote holds capabilities over namespaces it creates itself, so an unprivileged engine

@@ -18,7 +18,7 @@ from typing import Any
 
 from a2e import jsonwire
 from a2e.caps.tools.plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
-from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox import identity, landlock, syscalls
 from a2e_engine.sandbox.frames import (
     DEFAULT_MAX_FRAME,
     encode_frame,
@@ -28,7 +28,6 @@ from a2e_engine.sandbox.frames import (
     write_frame_bytes,
 )
 from a2e_engine.sandbox.harden import Hardening, harden_worker
-from a2e_engine.sandbox.identity import become
 from a2e_engine.sandbox.landlock import Ruleset
 from a2e_engine.sandbox.messages import (
     event_frame,
@@ -106,18 +105,9 @@ def run_job(
 ) -> None:
     workspace = job["workspace"]
     try:
-        if change_identity:
-            # First: the workspace belongs to the session's uid, and root without
-            # capabilities could not even open it for the Landlock rule.
-            uid = job.get("uid")
-            if not isinstance(uid, int) or isinstance(uid, bool) or uid <= 0:
-                raise PermissionError("calls here run as a session uid; the job names none")
-            become(uid, uid)
-        if ruleset is not None:
-            # Now that the job names its directories; before any tool code or thread runs.
-            ruleset.allow_read(job.get("read_roots", ()))
-            ruleset.allow_write((workspace, job["tmp_dir"]))
-            ruleset.restrict()
+        # The layers' part that needs the job, in this order: the uid owns the workspace.
+        identity.on_job(change_identity, job)
+        landlock.on_job(ruleset, job)
         os.chdir(workspace)
         if float(job.get("cancel_grace_s") or 0) > 0:
             signal.signal(signal.SIGTERM, _raise_cancelled)
@@ -188,8 +178,8 @@ def rehearse_job_path(setup: Hardening, ruleset: Ruleset | None, max_frame: int)
         os.close(rehearsal_w)
     if setup.change_identity:
         syscalls.permitted_capabilities()
-    if ruleset is not None and setup.read_paths:
-        ruleset.allow_read(setup.read_paths[:1])
+    if ruleset is not None and setup.landlock is not None and setup.landlock.read_paths:
+        ruleset.allow_read(setup.landlock.read_paths[:1])
     os.chdir("/")
     os.environ["HOME"] = os.environ["TMPDIR"] = "/"
     ToolContext(workspace="/", tmp_dir="/", read_roots=tuple(job["read_roots"]))

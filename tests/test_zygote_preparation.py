@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from a2e_engine.sandbox.landlock import covering_paths
-from a2e_engine.sandbox.namespaces import TmpBind, tmp_binds
+from a2e_engine.sandbox.mount_template import TmpBind, tmp_binds
 
 
 def test_covering_paths_resolve_links_and_drop_what_is_covered(tmp_path: Path) -> None:
@@ -83,3 +83,16 @@ def test_the_zygote_settings_arrive_as_the_value_that_was_sent() -> None:
     )
     assert ZygoteSettings.from_json(sent.to_json()) == sent
     assert ZygoteSettings.from_json(ZygoteSettings().to_json()) == ZygoteSettings()
+
+
+def test_each_layer_lives_in_the_module_the_catalog_names() -> None:
+    """A reader finds each layer in one module: the one ``sandbox.layers`` names, whose
+    docstring opens on it."""
+    import importlib
+
+    from a2e_engine.sandbox.layers import LAYERS
+
+    for name, layer in LAYERS.items():
+        module = importlib.import_module(f"a2e_engine.sandbox.{layer.module}")
+        opening = (module.__doc__ or "").split(":", 1)[0]
+        assert opening.startswith("Layer") and f"``{name}``" in opening, (name, layer.module)

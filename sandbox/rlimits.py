@@ -1,0 +1,63 @@
+"""Layer ``rlimits``: resource limits of one worker process (``sandbox.limits.Limits``).
+
+Why: memory bombs end in a catchable ``MemoryError`` (``RLIMIT_AS``), runaway CPU in SIGXCPU,
+fd exhaustion and one huge file in clear errors; no core dumps; processes per session uid once
+a worker runs as its session's uid (``RLIMIT_NPROC``, ignored for root).
+
+How: each worker sets soft and hard limits together, before seccomp, which then refuses to raise
+them. The zygote measures the least address space a worker can run under: the engine refuses a
+``memory_mb`` below it.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+
+from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.preparation import Preparation
+
+__all__ = ["apply_rlimits", "least_memory_mb", "prepare", "report_least_memory"]
+
+_MB = 1024 * 1024
+#: Room for a call's own first allocations, above what a worker maps when it starts.
+_HEADROOM_MB = 8
+
+
+def prepare(prep: Preparation) -> Limits:
+    prep.report("rlimits", None, limits=prep.settings.limits.to_dict())
+    return prep.settings.limits
+
+
+def report_least_memory(prep: Preparation) -> None:
+    """Once the zygote is all it will be (every worker starts as its copy)."""
+    prep.layers["rlimits"]["least_memory_mb"] = least_memory_mb()
+
+
+def apply_rlimits(limits: Limits) -> None:
+    """Set soft and hard limits together: a hard limit cannot be raised again without privilege."""
+    pairs = [
+        (resource.RLIMIT_AS, limits.memory_mb * _MB, limits.memory_mb * _MB),
+        (resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * _MB, limits.file_size_mb * _MB),
+        (resource.RLIMIT_CORE, 0, 0),
+        # Inert while the worker is root; binding once it becomes its session's uid.
+        (resource.RLIMIT_NPROC, limits.processes, limits.processes),
+    ]
+    for which, soft, hard in pairs:
+        resource.setrlimit(which, (soft, hard))
+
+
+def least_memory_mb() -> int:
+    """The least ``memory_mb`` a worker forked from this process runs under, rounded up to
+    16 MiB: what this process maps already (a worker starts as its copy), the stack of one
+    thread (tools start threads; with less, "can't start new thread"), and a little room.
+    The zygote works it out once it is ready; the engine refuses a limit below it."""
+    with open("/proc/self/status") as fh:
+        mapped_kb = next(int(line.split()[1]) for line in fh if line.startswith("VmSize:"))
+    stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    if stack <= 0 or stack == resource.RLIM_INFINITY:
+        stack = 8 * _MB  # glibc's default thread stack when the limit is unlimited
+    needed_mb = (mapped_kb * 1024 + stack) / _MB + _HEADROOM_MB
+    return math.ceil(needed_mb / 16) * 16
