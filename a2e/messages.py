@@ -1,8 +1,9 @@
 """Connection-level wire messages shared by every A2E capability.
 
-The tools spec names a handshake and ``A2EError`` without spelling them out; the wire form here is
-the one the project settled on (see README). Every message carries ``type``, ``id``, ``version``
-and ``ts``; models ignore unknown fields so that newer peers can add fields without breaking us.
+The tools spec names a handshake and ``A2EError`` without spelling them out; the wire form here
+is the one the project settled on (see docs/protocol.md). Every message carries ``type``,
+``id``, ``version`` and ``ts``; models ignore unknown fields so that newer peers can add fields
+without breaking us.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class _Running:
 
 
 class Engine:
-    """A sandboxed tool host. See the README for the embedding and the isolation it provides."""
+    """A sandboxed tool host (docs/architecture.md: the parts; docs/isolation.md: the layers)."""
 
     def __init__(
         self,

@@ -5,8 +5,8 @@ the whole sandbox.
 A fork bomb, a thread bomb or memory held outside ``RLIMIT_AS`` in one call must neither harm
 the host nor starve the other calls. For each controller the zygote creates one group for the
 sandbox and, below it, reusable *slot* groups with the per-call limits. Each worker joins the
-slots the zygote assigned it as the first step of its hardening, while it is pre-forked (each
-join costs ~0.4 ms, off the call's path); a slot goes to a new worker once the previous one and
+slots the zygote assigned it as the first step of its hardening, while it is pre-forked (a
+join is slow, and off the call's path there); a slot goes to a new worker once the previous one and
 everything it started are gone. The zygote itself stays outside, so it can always fork
 replacements. Workers see ``/sys`` read-only and cannot lift the caps. Groups that a zygote
 killed together with its supervisor left behind go when the next one starts
@@ -181,7 +181,7 @@ def join_cgroup(path: str) -> None:
     """Move the calling process into the group at ``path``.
 
     Plain ``os`` calls: each worker joins its groups first thing, and a text-mode ``open`` (an
-    io stack, an encoding lookup) costs it ~100 us more, mostly pages copied from the zygote."""
+    io stack, an encoding lookup) would cost it pages copied from the zygote."""
     fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.write(fd, str(os.getpid()).encode())

@@ -6,15 +6,15 @@ child: it re-creates the GIL and the runtime's locks and runs the ``os.register_
 callbacks (``threading._after_fork``, the reseeding of ``random``, logging's lock resets). All of
 that repairs state that *other threads* may have left half-changed. The zygote has no other
 thread, so in its children it repairs nothing, yet it is the first Python code a child runs and
-each object it touches copies a page of the zygote's memory: 170-240 copy-on-write faults per
-worker, about 1 ms of CPU on these VMs, paid once per call. A fork through libc from a
+each object it touches copies a page of the zygote's memory, a cost paid once per call. A fork
+through libc from a
 ``ctypes.PyDLL`` function keeps the GIL held across the call (PyDLL never releases it), so the
 child starts from the same consistent interpreter state. The one callback whose effect we need is
 redone by hand: ``random`` is reseeded, or every worker would draw the same numbers (the
 zygote reseeds its own before each fork, so that each child starts from a state of its own).
 
-**At idle priority.** Forking and hardening the next worker costs several ms of CPU; the call
-that took the last worker needs the CPU *now*, for well under one. The zygote forks as
+**At idle priority.** Forking and hardening the next worker costs many times the CPU that the
+call which took the last worker needs *now*. The zygote forks as
 ``SCHED_IDLE`` and the child hardens itself so, then returns to normal priority before it drops
 its capabilities and waits for a job: preparation only runs on CPU time nothing else wants, and a
 call never waits behind it. The zygote itself stays at normal priority between forks, so that it
@@ -97,7 +97,7 @@ def fork_single_threaded(reseed_child: bool = True) -> int:
     The child's ``random`` is reseeded, as ``random``'s own at-fork callback would. A caller
     that forks child after child may instead call ``reseed_random`` itself before each fork
     (``reseed_child=False``): in the parent the state and the code are hot, where in a fresh
-    child the reseed costs ~0.17 ms and ~34 copied pages."""
+    child the reseed copies pages of the zygote's."""
     pid = _fork()
     if pid < 0:
         err = ctypes.get_errno()

@@ -7,7 +7,7 @@ the engine and of the loaded plugins, the engine's configured read roots) may be
 executed; paths beneath the *write* rules (the workspace and the call's tmp) may also be
 changed. Everything else, other sessions' workspaces, the engine's state directory, the host's
 ``/tmp`` and ``/root`` among them, cannot even be opened. Unprivileged and cheap (one ruleset,
-a dozen rules, ~0.1 ms), enforced by the kernel for the worker and every child it starts.
+a few rules), enforced by the kernel for the worker and every child it starts.
 """
 
 from __future__ import annotations

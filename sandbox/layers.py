@@ -3,7 +3,7 @@ module that holds its whole life (what the zygote prepares, what the worker appl
 
 One source for three readers: the zygote and the engine report each layer under these names
 (``engine.layers``: active or not, and why not); ``a2e doctor`` prints them for this host;
-the README's isolation table is ``python -m a2e_engine.sandbox.layers`` (a test keeps the two
+docs/isolation.md's table is ``python -m a2e_engine.sandbox.layers`` (a test keeps the two
 equal).
 ``EngineConfig.require`` names the ones the engine must refuse to start without.
 """
@@ -165,7 +165,7 @@ LAYERS: dict[str, Layer] = {
 
 
 def markdown_table() -> str:
-    """The README's isolation table."""
+    """The isolation table of docs/isolation.md."""
     rows = ["| layer | what it stops | needs | module |", "|---|---|---|---|"]
     rows += [
         f"| `{name}` | {layer.stops} | {layer.needs} | `sandbox/{layer.module}.py` |"

@@ -6,8 +6,8 @@ its ``/dev`` holds only harmless devices, every mount is read-only but the engin
 directory, its ``/tmp`` is a tmpfs of its own that dies with it, and its SysV and POSIX IPC
 objects are its own.
 
-How: built from the host's each time, that namespace cost a worker about 1 ms of CPU, and most
-of it was the same every time: private propagation, a minimal ``/dev``, the closed directories
+How: built from the host's each time, that namespace was a large part of a worker's CPU, and
+most of it the same every time: private propagation, a minimal ``/dev``, the closed directories
 on the way to the interpreter opened (``sandbox.identity``), every mount but the writable paths
 made read-only. The zygote builds that part once, in a template namespace that an fd keeps
 alive. A worker enters the template and unshares a copy of its own: a copy keeps each mount's

@@ -7,8 +7,8 @@ namespace, which hides every process outside the call.
 
 How: ``unshare(CLONE_NEWPID)`` only affects the *next* children of the caller and may be called
 once per namespace, so before each fork the zygote unshares, forks, and ``setns`` back to its
-own namespace, ready for the next one (+0.15 ms per worker), when a worker is pre-forked, off
-the call's path. The probe tries the whole sequence, mount namespace included, once.
+own namespace, ready for the next one, when a worker is pre-forked, off the call's path. The
+probe tries the whole sequence, mount namespace included, once.
 """
 
 from __future__ import annotations

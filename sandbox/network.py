@@ -3,7 +3,7 @@
 Why: on top of the seccomp rule against ``socket()``, such a worker has no route anywhere even
 if a socket slipped through: it lives in a network namespace with nothing but a down loopback.
 
-How: the zygote creates that one empty namespace once (about 0.5 ms and a global kernel lock,
+How: the zygote creates that one empty namespace once (creating one takes a global kernel lock:
 too dear per call) and keeps it alive by an fd; each worker of such a profile joins it first
 thing, before it closes the fds it inherited.
 """

@@ -2,8 +2,8 @@
 installed by each worker as the last step of its hardening (after it, the process can only lose
 privileges).
 
-Every profile is an allow-by-default filter with a deny list (an allow-list for Python is future
-work, see README). Denied calls fail with ``EPERM`` so Python code gets a clear
+Every profile is an allow-by-default filter with a deny list (docs/isolation.md says what an
+allow list would take). Denied calls fail with ``EPERM`` so Python code gets a clear
 ``PermissionError``; calls that no legitimate tool makes and that only serve an attack (loading
 kernel modules, kexec, reboot, raw port I/O, handle-based opens that escape a chroot) kill the
 whole process (``SIGSYS``). ``clone3`` returns ``ENOSYS`` because its flags live in memory a

@@ -173,7 +173,7 @@ class WorkerSupply:
                 if not worker.exited.done():
                     worker.busy = True
                     # Not now: the zygote woken by this request tends to take our CPU (the
-                    # scheduler favours a wakee) for the ~2 ms of a fork, with the job still
+                    # scheduler favours a wakee) for the length of a fork, with the job still
                     # unsent. Queued, it goes out once the job is written and we wait.
                     self._loop.call_soon(self.ensure, profile)
                     return worker

@@ -272,8 +272,8 @@ def _sock_fprog(program: bytes) -> tuple[ctypes.Array[ctypes.c_char], _SockFprog
 def install_seccomp_bpf(program: bytes) -> None:
     """Load a compiled classic-BPF seccomp program for this thread (no_new_privs first).
 
-    Compiling with libseccomp costs ~0.7 ms; the zygote compiles once and each worker only
-    installs it: ~0.25 ms here, nearly all of it the kernel translating and JIT-compiling it.
+    Compiling with libseccomp costs several times what installing costs; the zygote compiles
+    once and each worker only installs, nearly all of it the kernel translating the program.
     """
     _buffer, fprog = _PREPARED.get(program) or _sock_fprog(program)
     prctl(PR_SET_NO_NEW_PRIVS, 1)

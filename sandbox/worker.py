@@ -164,8 +164,8 @@ def rehearse_job_path(setup: Hardening, ruleset: Ruleset | None, max_frame: int)
 
     A forked worker shares every page with the zygote until it writes one, and in CPython even
     reading an object writes its reference count: each function, type and module the job path
-    touches for the first time costs a copy-on-write fault (~5 us here), and ctypes resolves a
-    C function on its first call. Taken now, ~400 us of this leave the call's path. Nothing here
+    touches for the first time costs a copy-on-write fault, and ctypes resolves a C function on
+    its first call. Taken now, at idle priority, they leave the call's path. Nothing here
     widens what the worker may do: the Landlock rule repeats one it has, the directory and
     environment are set again by the job.
     """
@@ -196,8 +196,7 @@ def run_worker(
 ) -> None:
     """Entry point in the forked child. Never returns."""
     # No collection before the job: the objects the zygote made since it froze its heap are
-    # shared with us, and collecting them writes to (and copies) their pages: ~0.5 ms and ~40
-    # copied pages when a collection fell inside the hardening.
+    # shared with us, and collecting them writes to (and copies) their pages.
     gc.disable()
     code = 0
     try:

@@ -1,1 +1,2 @@
-"""Server-side transports: how messages reach an engine ``Connection``."""
+"""Server-side transports: each carries one kind of connection to the engine through the host
+protocol (``engine.host``) alone."""
