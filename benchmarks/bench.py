@@ -411,6 +411,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="instead: N calls (20,000) at full concurrency, checked for losses and leaks",
     )
     args = parser.parse_args(argv)
+    # Before measuring anything: a run of minutes must not end in a file that cannot be written
+    # or a missing package.
+    for flag, path in (("--json", args.json), ("--chart", args.chart)):
+        if path and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
+            parser.error(f"{flag}: cannot write {path} (its directory is missing or read-only)")
     if args.soak is not None:
         if args.soak < 100:
             parser.error("--soak needs at least 100 calls")
@@ -435,16 +440,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.seconds <= 0:
             parser.error("--seconds must be positive")
         options.seconds = args.seconds
-    # Before measuring anything: a run of minutes must not end in a missing package or a file
-    # that cannot be written.
     if args.chart:
         try:
             importlib.import_module("matplotlib")
         except ImportError as exc:
             parser.error(f"--chart needs matplotlib: pip install 'a2e-engine[bench]' ({exc})")
-    for flag, path in (("--json", args.json), ("--chart", args.chart)):
-        if path and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
-            parser.error(f"{flag}: cannot write {path} (its directory is missing or read-only)")
     report = run(options)
     print(table(report))
     if args.json:

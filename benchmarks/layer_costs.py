@@ -36,9 +36,10 @@ from a2e_engine.sandbox.mount_template import (
 )
 from a2e_engine.sandbox.namespaces import PidNamespaces
 from a2e_engine.sandbox.probe import namespace_made_in_child
+from a2e_engine.sandbox.profiles import PROFILES
 from a2e_engine.sandbox.quota import mount_session_quota, share_state_dir, unmount
 from a2e_engine.sandbox.rlimits import apply_rlimits
-from a2e_engine.sandbox.seccomp import PROFILES, compile_profile
+from a2e_engine.sandbox.seccomp import compile_profile
 from a2e_engine.sandbox.settings import DEFAULT_UID_RANGE
 
 Step = Callable[[], None]

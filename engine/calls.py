@@ -55,7 +55,7 @@ class CallContext:
     registry: ToolRegistry
     pool: WorkerPool
     audit: AuditTrail | None
-    private_tmp: bool = False  # workers bring their own /tmp (see sandbox.namespaces)
+    private_tmp: bool = False  # workers bring their own /tmp (see sandbox.mount_template)
 
 
 class CallEvents:

@@ -58,6 +58,15 @@ class Admission:
         self.limit = limit
         self.pending = 0
 
+    def admit(self) -> bool:
+        if self.pending >= self.limit:
+            return False
+        self.pending += 1
+        return True
+
+    def release(self) -> None:
+        self.pending -= 1
+
 
 @dataclass(frozen=True)
 class Services:
@@ -105,7 +114,8 @@ class Connection:
 
     def finish(self) -> concurrent.futures.Future[None]:
         try:
-            return asyncio.run_coroutine_threadsafe(self._finish(), self.services.loop.loop)
+            loop = self.services.loop.loop
+            return asyncio.run_coroutine_threadsafe(self._finish(), loop)
         except RuntimeError as exc:
             raise HostClosed(str(exc)) from None
 
@@ -301,7 +311,7 @@ class Connection:
             )
             return
         admission = self.services.admission
-        if admission.pending >= admission.limit:
+        if not admission.admit():
             self.error(
                 request.id,
                 ErrorCode.OVERLOADED,
@@ -313,7 +323,6 @@ class Connection:
         loop = asyncio.get_running_loop()
         deadline = Deadline.after(min(request.timeout, self.config.max_timeout), loop)
         call = self.calls[request.id] = _Call(session)
-        admission.pending += 1
         call.task = loop.create_task(self._run(request, deadline, call))
 
     async def _run(self, request: ToolCallRequest, deadline: Deadline, call: _Call) -> None:
@@ -329,7 +338,7 @@ class Connection:
                 request.id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
             )
         finally:
-            self.services.admission.pending -= 1
+            self.services.admission.release()
             self.calls.pop(request.id, None)
 
     def _cancel(self, request: ToolCancelRequest) -> None:

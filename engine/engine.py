@@ -37,6 +37,7 @@ from a2e_engine.engine.registry import ToolRegistry
 from a2e_engine.engine.requirements import IsolationUnavailable, protect_supervisor, refusal
 from a2e_engine.engine.sessions import Sessions
 from a2e_engine.engine.state_dir import StateDirectory
+from a2e_engine.sandbox import quota
 from a2e_engine.sandbox.pool import PoolConfig, WorkerPool
 from a2e_engine.sandbox.settings import ZygoteSettings
 
@@ -122,17 +123,13 @@ class Engine:
             state_dir = StateDirectory(self.config.state_dir)
             undo.callback(state_dir.remove)
             state_dir.create()
-            quota_off = state_dir.share_for_quotas(self.config.workspace_mb)
+            quota_off = quota.enable(state_dir.path, self.config.workspace_mb)
             self._loop.start()
             undo.callback(self._loop.stop)
             pool = WorkerPool(self._plugins_blob, self._pool_config(state_dir, quota_off))
             undo.callback(self._stop_pool, pool)
             self._loop.run(pool.start())
-            pool.layers["disk_quota"] = {
-                "active": quota_off is None,
-                "reason": quota_off or "",
-                "workspace_mb": self.config.workspace_mb,
-            }
+            quota.report(pool.layers, quota_off, self.config.workspace_mb)
             refused = refusal(self.config, pool.layers)
             if refused is not None:
                 raise refused
@@ -216,7 +213,7 @@ class Engine:
         with undo:
             if running is not None:
                 with contextlib.suppress(Exception):
-                    self._loop.run(self._end_connections(running), timeout=30)
+                    self._loop.run(self._end_connections(running), timeout=2 * STOP_CALLS_S + 5)
 
     async def _end_connections(self, running: _Running) -> None:
         with self._connections_lock:

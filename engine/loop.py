@@ -24,10 +24,6 @@ class EngineLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    @property
-    def running(self) -> bool:
-        return self._loop is not None
-
     def start(self) -> None:
         if self._loop is not None:
             raise RuntimeError("the engine's loop is already running")

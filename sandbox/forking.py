@@ -3,22 +3,22 @@ that calls in flight leave free.
 
 **Without CPython's after-fork bookkeeping.** ``os.fork`` runs ``PyOS_AfterFork_Child`` in every
 child: it re-creates the GIL and the runtime's locks and runs the ``os.register_at_fork``
-callbacks (``threading._after_fork``, the reseeding of ``random``, logging's lock resets). All of
-that repairs state that *other threads* may have left half-changed. The zygote has no other
+callbacks (``threading._after_fork``, the reseeding of ``random``, logging's lock resets). All
+of that repairs state that *other threads* may have left half-changed. The zygote has no other
 thread, so in its children it repairs nothing, yet it is the first Python code a child runs and
 each object it touches copies a page of the zygote's memory, a cost paid once per call. A fork
-through libc from a
-``ctypes.PyDLL`` function keeps the GIL held across the call (PyDLL never releases it), so the
-child starts from the same consistent interpreter state. The one callback whose effect we need is
-redone by hand: ``random`` is reseeded, or every worker would draw the same numbers (the
-zygote reseeds its own before each fork, so that each child starts from a state of its own).
+through libc from a ``ctypes.PyDLL`` function keeps the GIL held across the call (PyDLL never
+releases it), so the child starts from the same consistent interpreter state. The one callback
+whose effect we need is redone by hand: ``random`` is reseeded, or every worker would draw the
+same numbers (the zygote reseeds its own before each fork, so that each child starts from a
+state of its own).
 
 **At idle priority.** Forking and hardening the next worker costs many times the CPU that the
-call which took the last worker needs *now*. The zygote forks as
-``SCHED_IDLE`` and the child hardens itself so, then returns to normal priority before it drops
-its capabilities and waits for a job: preparation only runs on CPU time nothing else wants, and a
-call never waits behind it. The zygote itself stays at normal priority between forks, so that it
-reaps workers and reports their exits promptly even when tool code keeps every CPU busy.
+call which took the last worker needs *now*. The zygote forks as ``SCHED_IDLE`` and the child
+hardens itself so, then returns to normal priority before it drops its capabilities and waits
+for a job: preparation only runs on CPU time nothing else wants, and a call never waits behind
+it. The zygote itself stays at normal priority between forks, so that it reaps workers and
+reports their exits promptly even when tool code keeps every CPU busy.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from a2e_engine.sandbox.probe import ProbeFailed, in_child
+from a2e_engine.sandbox.probe import Answer, ProbeFailed, in_child
 
 if TYPE_CHECKING:
     from a2e_engine.sandbox.preparation import Preparation
@@ -119,7 +119,7 @@ def enter_idle_priority() -> None:
 
 
 def leave_idle_priority() -> None:
-    """Back to normal priority if at idle (needs CAP_SYS_NICE, which ``probe`` checked)."""
+    """Back to normal priority if at idle (needs CAP_SYS_NICE: ``probe_idle_priority``)."""
     if os.sched_getscheduler(0) == os.SCHED_IDLE:
         os.sched_setscheduler(0, os.SCHED_OTHER, _NORMAL)
 
@@ -128,15 +128,18 @@ def probe_idle_priority() -> str | None:
     """``None`` if a child forked at idle priority can return to normal here, else why not
     (no ``CAP_SYS_NICE`` in the initial user namespace, a kernel without ``SCHED_IDLE``)."""
 
-    def there_and_back() -> None:
+    def there_and_back() -> Answer:
         enter_idle_priority()
-        leave_idle_priority()
+        try:
+            leave_idle_priority()
+        except PermissionError:
+            return Answer("no CAP_SYS_NICE")
         if os.sched_getscheduler(0) != os.SCHED_OTHER:
-            raise OSError("still at idle priority after leaving it")
+            return Answer("still at idle priority after leaving it")
+        return Answer()
 
     try:
-        in_child(there_and_back)
+        why = in_child(there_and_back).text
     except ProbeFailed as exc:
-        why = "no CAP_SYS_NICE" if "Operation not permitted" in str(exc) else str(exc)
-        return f"a worker could not return from SCHED_IDLE to normal priority ({why})"
-    return None
+        why = str(exc)
+    return f"a worker could not return from SCHED_IDLE to normal priority ({why})" if why else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Mapping
 from typing import Any
 
 from a2e import jsonwire
@@ -35,7 +36,7 @@ class FrameError(ValueError):
     """The byte stream broke the framing rules; the writer is not to be trusted further."""
 
 
-def encode_frame(obj: dict[str, Any]) -> bytes:
+def encode_frame(obj: Mapping[str, Any]) -> bytes:
     return frame_of_body(jsonwire.dumps(obj).encode())
 
 

@@ -20,10 +20,10 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from a2e_engine.sandbox import syscalls
 from a2e_engine.sandbox.landlock import SYSTEM_READ_PATHS
+from a2e_engine.sandbox.messages import JobFrame
 from a2e_engine.sandbox.preparation import Preparation
 from a2e_engine.sandbox.probe import Answer, ProbeFailed, in_child
 
@@ -36,6 +36,7 @@ __all__ = [
     "open_the_way",
     "prepare",
     "probe_identity",
+    "report_off",
 ]
 
 
@@ -140,11 +141,16 @@ def prepare(prep: Preparation, ways: tuple[Crossing, ...], mount_namespace: bool
     return why_not is None
 
 
+def report_off(prep: Preparation, why: str) -> None:
+    """The mount namespace that was to open the way to the interpreter could not be made."""
+    prep.report("identity", why)
+
+
 def _reached(prep: Preparation) -> list[str]:
     return [*SYSTEM_READ_PATHS, *prep.code_paths, *prep.settings.read_roots]
 
 
-def on_job(change_identity: bool, job: dict[str, Any]) -> None:
+def on_job(change_identity: bool, job: JobFrame) -> None:
     """In the worker, first once the job is known: become the session's uid. (Root without
     capabilities could not even open the session's workspace for Landlock's rule.)"""
     if not change_identity:

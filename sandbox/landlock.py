@@ -17,11 +17,12 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from a2e_engine.sandbox import syscalls
 
 if TYPE_CHECKING:
+    from a2e_engine.sandbox.messages import JobFrame
     from a2e_engine.sandbox.preparation import Preparation
 
 __all__ = [
@@ -142,7 +143,7 @@ def begin(plan: LandlockPlan | None) -> Ruleset | None:
     return ruleset
 
 
-def on_job(ruleset: Ruleset | None, job: dict[str, Any]) -> None:
+def on_job(ruleset: Ruleset | None, job: JobFrame) -> None:
     """In the worker, once the job names its directories, before any tool code or thread runs:
     the job's read roots, the workspace and the call's tmp; then enforced."""
     if ruleset is None:

@@ -9,8 +9,9 @@ Worker -> supervisor, frames on the result pipe, in this order:
 * ``{"t": "event", "kind": str, "data": {...}}``: an event, in emission order;
 * ``{"t": "result", "ok": true, "data": ..., "usage": {...}}`` or
   ``{"t": "result", "ok": false, "error": str, "exc_type": str, "data": ..., "retryable":
-  bool, "traceback": str, "usage": {...}}``: the end, with the worker's own account of itself
-  (``usage``: ``cpu_ms``, ``maxrss_kb``).
+  bool, "usage": {...}}`` (and ``"traceback": str`` for an exception the tool did not mean to
+  raise): the end, with the worker's own account of itself (``usage``: ``cpu_ms``,
+  ``maxrss_kb``).
 
 Supervisor <-> zygote, JSON datagrams on the control socket: ``spawn`` and ``stop`` one way;
 ``ready``, ``worker`` (with the worker's fds), ``exit``, ``spawn_failed`` and ``fatal`` the
@@ -27,11 +28,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 __all__ = [
+    "CONTROL",
+    "CONTROL_MAX",
     "Event",
     "Job",
+    "JobFrame",
     "MalformedMessage",
     "Result",
     "SetupError",
@@ -69,8 +73,25 @@ class Job:
     cancel_grace_s: float = 0.0  # SIGTERM, then this long to clean up, then SIGKILL
     secrets: dict[str, str] = field(default_factory=dict)  # this call's only (secrets_for)
 
-    def to_frame(self) -> dict[str, Any]:
-        return dict(vars(self))
+    def to_frame(self) -> JobFrame:
+        return cast(JobFrame, dict(vars(self)))
+
+
+class JobFrame(TypedDict, total=False):
+    """``Job`` as the worker reads it: plain data (the worker builds no models)."""
+
+    plugin: int
+    tool: str
+    arguments: dict[str, Any]
+    profile: str
+    workspace: str
+    tmp_dir: str
+    streaming: bool
+    read_roots: list[str]
+    call_id: str
+    uid: int | None
+    cancel_grace_s: float
+    secrets: dict[str, str]
 
 
 # -- worker -> supervisor: built by the worker --
@@ -92,8 +113,8 @@ def failure_frame(
     traceback: str | None = None,
 ) -> dict[str, Any]:
     """A result frame for a call that failed; the worker adds ``usage``."""
-    frame = {"t": "result", "ok": False, "error": error, "exc_type": exc_type, "data": data}
-    frame["retryable"] = retryable
+    frame = {"t": "result", "ok": False, "error": error, "exc_type": exc_type, "data": data,
+             "retryable": retryable}  # fmt: skip
     if traceback is not None:
         frame["traceback"] = traceback
     return frame
@@ -170,6 +191,8 @@ def _count(value: Any) -> int | None:
 
 # -- supervisor <-> zygote --
 
+#: The largest control message (a datagram on a SOCK_SEQPACKET socket).
+CONTROL_MAX = 64 * 1024
 #: Each control message's fields and their types (``bool`` is never an ``int`` here).
 CONTROL: dict[str, dict[str, type | tuple[type, ...]]] = {
     # supervisor -> zygote

@@ -6,16 +6,16 @@ its ``/dev`` holds only harmless devices, every mount is read-only but the engin
 directory, its ``/tmp`` is a tmpfs of its own that dies with it, and its SysV and POSIX IPC
 objects are its own.
 
-How: built from the host's each time, that namespace was a large part of a worker's CPU, and
-most of it the same every time: private propagation, a minimal ``/dev``, the closed directories
-on the way to the interpreter opened (``sandbox.identity``), every mount but the writable paths
-made read-only. The zygote builds that part once, in a template namespace that an fd keeps
-alive. A worker enters the template and unshares a copy of its own: a copy keeps each mount's
-flags and propagation (read-only stays read-only, the receive roots stay slaves of the host's
-mounts, so later session mounts still arrive), and nothing the worker mounts in its copy
-reaches the template or another worker. It then adds only what is its own: ``/proc`` and a
-fresh ``/tmp``. These layers need the worker's own PID namespace (``sandbox.namespaces``): they
-are set up, and fall back, together.
+How: built from the host's for each worker, that namespace would be a large part of the worker's
+CPU, and most of it the same every time: private propagation, a minimal ``/dev``, the closed
+directories on the way to the interpreter opened (``sandbox.identity``), every mount but the
+writable paths made read-only. The zygote builds that part once, in a template namespace that an
+fd keeps alive. A worker enters the template and unshares a copy of its own: a copy keeps each
+mount's flags and propagation (read-only stays read-only, the receive roots stay slaves of the
+host's mounts, so later session mounts still arrive), and nothing the worker mounts in its copy
+reaches the template or another worker. It then adds only what is its own: ``/proc`` and a fresh
+``/tmp``. These layers need the worker's own PID namespace (``sandbox.namespaces``): they are
+set up, and fall back, together.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from a2e_engine.sandbox import syscalls
 from a2e_engine.sandbox.identity import Crossing, open_the_way
@@ -43,7 +43,6 @@ __all__ = [
     "mount_private_proc",
     "mount_private_tmp",
     "prepare",
-    "report_off",
     "tmp_binds",
 ]
 
@@ -62,36 +61,34 @@ class MountPlan:
 
 def prepare(
     prep: Preparation, no_pid_namespace: str | None, crossings: Sequence[Crossing]
-) -> MountPlan | None:
-    """In the zygote: the template, or ``None`` (its layers reported off, and why) when there
-    is no PID namespace for a worker (``no_pid_namespace`` says why) or the template cannot be
-    made. ``crossings``: the closed directories to open on the way to the interpreter."""
+) -> tuple[MountPlan | None, str | None]:
+    """In the zygote: the template, or ``None`` and why not (its layers reported off) when
+    there is no PID namespace for a worker (``no_pid_namespace`` says why) or the template
+    cannot be made. ``crossings``: the closed directories to open on the way to the
+    interpreter."""
     settings = prep.settings
     if no_pid_namespace is not None:
-        report_off(prep, no_pid_namespace)
-        return None
+        _report(prep, no_pid_namespace)
+        return None, no_pid_namespace
     try:
         fd = create_mount_template(settings.receive_mounts, crossings, settings.writable_paths)
     except OSError as exc:
-        report_off(
-            prep, f"the workers' mount namespace could not be prepared: {exc.strerror or exc}"
-        )
-        return None
+        why = f"the workers' mount namespace could not be prepared: {exc.strerror or exc}"
+        _report(prep, why)
+        return None, why
     _report(prep, None)
     # What calls write, read and run stays visible where it lives under /tmp.
     binds = tmp_binds((*settings.writable_paths, *prep.code_paths, *settings.read_roots))
-    return MountPlan(fd, settings.limits.tmp_mb, binds)
-
-
-def report_off(prep: Preparation, why: str) -> None:
-    _report(prep, why)
+    return MountPlan(fd, settings.limits.tmp_mb, binds), None
 
 
 def _report(prep: Preparation, why_not: str | None) -> None:
-    for layer in ("private_proc", "ipc_namespace", "minimal_dev"):
-        prep.report(layer, why_not)
-    prep.report("private_tmp", why_not, size_mb=prep.settings.limits.tmp_mb)
-    prep.report("readonly_filesystem", why_not, writable=list(prep.settings.writable_paths))
+    facts: dict[str, dict[str, Any]] = {
+        "private_tmp": {"size_mb": prep.settings.limits.tmp_mb},
+        "readonly_filesystem": {"writable": list(prep.settings.writable_paths)},
+    }
+    for layer in LAYERS:
+        prep.report(layer, why_not, **facts.get(layer, {}))
 
 
 def enter(plan: MountPlan | None) -> None:

@@ -99,11 +99,11 @@ class WorkerPool:
 
     async def stop(self) -> None:
         if self._supply is not None:
+            # Every worker killed, and its call told at once that the zygote goes with it.
             self._supply.stopping = True
             self._supply.kill_all()
-        await self._link.stop()
-        if self._supply is not None:
             self._supply.drop_all()
+        await self._link.stop()
 
     # -- what the zygote says (sandbox.zygote_link.ZygoteListener) --
 

@@ -9,7 +9,7 @@ cgroup of the call that wrote them.
 How: the supervisor mounts the session's tmpfs in the host's mount namespace, where the host
 can read the workspace too. Workers are pre-forked into mount namespaces of their own *before*
 the session exists, so the engine's state directory is made a shared mount first; each worker
-keeps it as a slave (``sandbox.namespaces``) and sees every session mount appear and vanish.
+keeps it as a slave (``sandbox.mount_template``) and sees every session mount appear and vanish.
 A supervisor that dies without cleaning up leaves that to its zygote; if both are killed at
 once, the next engine to start clears them (``sandbox.leftovers``).
 """
@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import ctypes
 import os
+from typing import Any
 
 from a2e_engine.sandbox import syscalls
 
 __all__ = [
+    "enable",
     "mount_points",
     "mount_session_quota",
+    "report",
     "share_state_dir",
     "under",
     "unmount",
@@ -32,6 +35,29 @@ __all__ = [
 
 MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def enable(state_dir: str, workspace_mb: int) -> str | None:
+    """In the supervisor, before the zygote starts: make per-session quotas possible under
+    ``state_dir``; why they are off, or ``None`` when they are on."""
+    if not workspace_mb:
+        return "disabled by configuration"
+    if os.geteuid() != 0:
+        return "not running as root: no tmpfs per session"
+    try:
+        share_state_dir(state_dir)
+    except OSError as exc:
+        return f"cannot make the state directory a shared mount: {exc.strerror}"
+    return None
+
+
+def report(layers: dict[str, Any], why_not: str | None, workspace_mb: int) -> None:
+    """The supervisor's own layer, beside what the zygote reported."""
+    layers["disk_quota"] = {
+        "active": why_not is None,
+        "reason": why_not or "",
+        "workspace_mb": workspace_mb,
+    }
 
 
 def share_state_dir(path: str) -> None:

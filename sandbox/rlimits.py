@@ -24,9 +24,9 @@ _MB = 1024 * 1024
 _HEADROOM_MB = 8
 
 
-def prepare(prep: Preparation) -> Limits:
+def prepare(prep: Preparation) -> None:
+    """In the zygote: nothing to prepare; the limits every worker applies, reported."""
     prep.report("rlimits", None, limits=prep.settings.limits.to_dict())
-    return prep.settings.limits
 
 
 def report_least_memory(prep: Preparation) -> None:

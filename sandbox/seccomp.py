@@ -2,13 +2,14 @@
 installed by each worker as the last step of its hardening (after it, the process can only lose
 privileges).
 
-Every profile is an allow-by-default filter with a deny list (docs/isolation.md says what an
-allow list would take). Denied calls fail with ``EPERM`` so Python code gets a clear
-``PermissionError``; calls that no legitimate tool makes and that only serve an attack (loading
-kernel modules, kexec, reboot, raw port I/O, handle-based opens that escape a chroot) kill the
-whole process (``SIGSYS``). ``clone3`` returns ``ENOSYS`` because its flags live in memory a
-filter cannot inspect; glibc then falls back to ``clone``, whose flags we can check. System calls
-of a foreign ABI (32-bit ``int 0x80``) hit the bad-arch action and kill the process.
+Every profile is an allow-by-default filter with a deny list (an allow list fitted to what
+CPython needs is not done yet; docs/isolation.md). Denied calls fail with ``EPERM`` so Python
+code gets a clear ``PermissionError``; calls that no legitimate tool makes and that only serve
+an attack (loading kernel modules, kexec, reboot, raw port I/O, handle-based opens that escape a
+chroot) kill the whole process (``SIGSYS``). ``clone3`` returns ``ENOSYS`` because its flags
+live in memory a filter cannot inspect; glibc then falls back to ``clone``, whose flags we can
+check. System calls of a foreign ABI (32-bit ``int 0x80``) hit the bad-arch action and kill the
+process.
 """
 
 from __future__ import annotations

@@ -85,10 +85,18 @@ class WorkerSupply:
     # -- what the zygote reports --
 
     def on_message(self, message: dict[str, Any], fds: list[int]) -> None:
+        """A checked control message (``sandbox.messages``); the fds are ours to keep or close."""
         op = message["op"]
         if op == "worker":
-            if len(fds) != 3 or message["profile"] not in self.ready:
-                raise ValueError(f"a worker message with {len(fds)} fds for {message['profile']}")
+            profile = message["profile"]
+            if self.stopping or len(fds) != 3 or profile not in self.ready:
+                for fd in fds:
+                    os.close(fd)
+                if profile in self.spawning:
+                    self.spawning[profile] = max(0, self.spawning[profile] - 1)
+                if not self.stopping:
+                    log.error("the zygote reported a worker with %d fds for %s", len(fds), profile)
+                return
             worker = WorkerHandle(message["pid"], message["profile"], fds, self._loop)
             self.workers[worker.pid] = worker
             self.spawning[worker.profile] = max(0, self.spawning[worker.profile] - 1)

@@ -14,7 +14,7 @@ import signal
 import tempfile
 import threading
 import traceback
-from typing import Any
+from typing import Any, cast
 
 from a2e import jsonwire
 from a2e.caps.tools.plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
@@ -30,6 +30,7 @@ from a2e_engine.sandbox.frames import (
 from a2e_engine.sandbox.harden import Hardening, harden_worker
 from a2e_engine.sandbox.landlock import Ruleset
 from a2e_engine.sandbox.messages import (
+    JobFrame,
     event_frame,
     failure_frame,
     setup_error_frame,
@@ -97,7 +98,7 @@ def _encoded_result(data: Any, max_frame: int) -> str | dict[str, Any]:
 
 def run_job(
     plugin: ToolPlugin,
-    job: dict[str, Any],
+    job: JobFrame,
     result_fd: int,
     max_frame: int,
     ruleset: Ruleset | None,
@@ -208,7 +209,7 @@ def run_worker(
             write_frame(result_fd, setup_error_frame(f"{type(exc).__name__}: {exc}"))
             os._exit(EXIT_SETUP_FAILED)
         try:
-            job = read_frame(job_fd, max_frame)
+            job = cast(JobFrame, read_frame(job_fd, max_frame))
         except EOFError:
             os._exit(0)  # never used: the supervisor shut down or discarded us
         os.close(job_fd)

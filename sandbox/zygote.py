@@ -40,7 +40,7 @@ from a2e_engine.sandbox.cgroups import Slot, SlotGroups, remove_cgroup_tree
 from a2e_engine.sandbox.forking import ForkPlan, enter_idle_priority, leave_idle_priority
 from a2e_engine.sandbox.harden import Hardening
 from a2e_engine.sandbox.landlock import LandlockPlan
-from a2e_engine.sandbox.messages import check_control, control
+from a2e_engine.sandbox.messages import CONTROL_MAX, check_control, control
 from a2e_engine.sandbox.mount_template import MountPlan
 from a2e_engine.sandbox.namespaces import PidNamespaces
 from a2e_engine.sandbox.preparation import Preparation
@@ -49,9 +49,7 @@ from a2e_engine.sandbox.settings import ZygoteSettings
 from a2e_engine.sandbox.userns import enter_user_namespace, host_pid
 from a2e_engine.sandbox.worker import run_worker
 
-__all__ = ["CONTROL_MAX", "zygote_main"]
-
-CONTROL_MAX = 64 * 1024
+__all__ = ["zygote_main"]
 
 
 class SupervisorGone(Exception):
@@ -99,14 +97,21 @@ class Zygote:
         self.filters = seccomp.prepare(prep)
         self.pidns, no_pid_namespace = namespaces.prepare(prep)
         ways = identity.crossings(prep)
-        self.mounts = mount_template.prepare(prep, no_pid_namespace, ways)
-        if self.mounts is None and self.pidns is not None:
-            # Without its own mount namespace a worker gets no PID namespace either: they
-            # are set up together.
+        self.change_identity = identity.prepare(
+            prep, ways, mount_namespace=no_pid_namespace is None
+        )
+        self.mounts, no_mounts = mount_template.prepare(
+            prep, no_pid_namespace, ways if self.change_identity else ()
+        )
+        if no_mounts is not None and self.pidns is not None:
+            # Without its own mount namespace a worker gets no PID namespace either (they are
+            # set up together), nor the way to the interpreter that its uid would need.
             self.pidns.close()
             self.pidns = None
-            namespaces.report_off(prep, self.layers["private_proc"]["reason"])
-        self.change_identity = identity.prepare(prep, ways, mount_namespace=bool(self.mounts))
+            namespaces.report_off(prep, no_mounts)
+            if self.change_identity and ways:
+                self.change_identity = False
+                identity.report_off(prep, no_mounts)
         self.landlock = landlock.prepare(prep, private_tmp=self.mounts is not None)
         self.empty_net_fd = network.prepare(prep)
         rlimits.prepare(prep)
@@ -287,7 +292,11 @@ class Zygote:
                 if not data:
                     running = False  # the supervisor is gone: take every worker with us
                     break
-                running = self.handle(check_control(json.loads(data)))
+                try:
+                    message = check_control(json.loads(data))
+                except ValueError:
+                    continue  # not a message of ours: nothing to do for it
+                running = self.handle(message)
                 if not running:
                     break
             self.reap()

@@ -20,8 +20,7 @@ from typing import Any, Protocol
 
 from a2e_engine.sandbox.cgroups import remove_cgroup_tree
 from a2e_engine.sandbox.launch import join_or_kill, spawn_zygote
-from a2e_engine.sandbox.messages import check_control, control
-from a2e_engine.sandbox.zygote import CONTROL_MAX
+from a2e_engine.sandbox.messages import CONTROL_MAX, check_control, control
 
 __all__ = ["SandboxUnavailable", "ZygoteLink", "ZygoteListener"]
 
@@ -71,10 +70,6 @@ class ZygoteLink:
         self._cgroups: list[str] = []  # every zygote's, removed at stop
         self._stopping = False
         self.broken: str | None = None
-
-    @property
-    def connected(self) -> bool:
-        return self._sock is not None
 
     async def start(self) -> dict[str, Any]:
         """Start a zygote and wait until it is ready; its ``ready`` message (also given to the

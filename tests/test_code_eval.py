@@ -71,10 +71,16 @@ def test_test_functions_are_reported_one_by_one(tools: ToolAPI) -> None:
     )
     assert top_level["verdict"] == "passed"
     assert top_level["tests"] == [{"name": "tests", "passed": True}]
+    looped = "for a in range(3):\n    if a:\n        assert add(a, 1) == a + 1\n"
+    assert grade(tools, program="def add(a, b):\n    return a + b\n", tests=looped)["passed"]
 
 
 WRONG_ADD = "def add(a, b):\n    return a - b\n"
 HUMAN_EVAL_CHECK = "def check(candidate):\n    assert candidate(1, 2) == 3\n"
+NO_ASSERT = (
+    "no tests ran: the tests define no check(), no test_* function and no assert that runs "
+    "(asserts inside functions or classes run only if called)"
+)
 #: Arguments under which no test would run, and the reason the verdict gives.
 NOTHING_TESTED = {
     "check but no entry_point": (
@@ -90,14 +96,26 @@ NOTHING_TESTED = {
     ),
     "tests that assert nothing": (
         {"program": WRONG_ADD, "tests": "add(1, 2)\n"},
-        "no tests ran: the tests define no check(), no test_* function and no assert",
+        NO_ASSERT,
+    ),
+    "an assert only inside a helper nobody calls": (
+        {"program": WRONG_ADD, "tests": "def helper(f):\n    assert f(1, 2) == 3\n"},
+        NO_ASSERT,
+    ),
+    "a unittest.TestCase nobody runs": (
+        {
+            "program": WRONG_ADD,
+            "tests": "import unittest\nclass TestAdd(unittest.TestCase):\n"
+            "    def test_add(self):\n        assert add(1, 2) == 3\n",
+        },
+        NO_ASSERT,
     ),
     "a check and test_* functions of the program's own": (
         {
             "program": WRONG_ADD + "def check(candidate):\n    pass\ndef test_ok():\n    pass\n",
             "tests": "result = add(1, 2)\n",
         },
-        "no tests ran: the tests define no check(), no test_* function and no assert",
+        NO_ASSERT,
     ),
     "an entry_point but no check in the tests": (
         {

@@ -561,3 +561,11 @@ def test_a_cancel_that_arrives_after_its_call_ended_is_not_a_stray_error(
         time.sleep(0.2)
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert any("unknown_request answered" in r.getMessage() for r in caplog.records)
+
+
+def test_tool_api_takes_the_protocols_timeout_rule(tools: ToolAPI) -> None:
+    pending = tools.start(tool_name="python_eval", arguments={"code": "1"}, timeout=0.3)
+    assert pending.request.timeout == 1 and pending.result().success
+    for bad in (0, -1.5):
+        with pytest.raises(ValueError, match="positive number of seconds"):
+            tools.start(tool_name="python_eval", arguments={"code": "1"}, timeout=bad)

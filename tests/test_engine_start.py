@@ -149,3 +149,36 @@ def test_the_least_memory_limit_named_is_one_that_works(tmp_path: Path) -> None:
         ):
             result = tools.call(tool_name=tool, arguments=arguments, timeout=30)
             assert result.success, (tool, result.error)
+
+
+def _broken(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("this step broke")
+
+
+#: Steps of Engine.start that no configuration makes fail, broken by hand: each undoes the
+#: steps before it all the same.
+BROKEN_STEPS = {
+    "the loop thread": ("a2e_engine.engine.loop.EngineLoop.start", _broken),
+    "the requirements": ("a2e_engine.engine.engine.refusal", _broken),
+    "making up for missing layers": ("a2e_engine.engine.engine.protect_supervisor", _broken),
+    "the sessions": ("a2e_engine.engine.engine.Sessions", _broken),
+}
+
+
+@pytest.mark.parametrize("step", BROKEN_STEPS.values(), ids=BROKEN_STEPS.keys())
+def test_a_step_that_breaks_undoes_every_step_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: tuple[str, Callable[..., None]]
+) -> None:
+    target, replacement = step
+    monkeypatch.setattr(target, replacement)
+    before = _children()
+    audit = tmp_path / "audit.jsonl"
+    engine = Engine(config=EngineConfig(state_dir=str(tmp_path / "state"), audit_path=str(audit)))
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="this step broke"):
+            engine.start()
+        assert not engine.running and engine.pool is None
+        _assert_nothing_left(tmp_path, before)
+    monkeypatch.undo()
+    with engine:  # and once mended, the same engine starts
+        assert engine.running and audit.exists()

@@ -160,11 +160,27 @@ def plan_tests(tests: str, entry_point: str) -> GradingPlan:
         return GradingPlan(
             refusal="no tests ran: the tests define check() but no entry_point was given"
         )
-    if not any(isinstance(node, ast.Assert) for node in ast.walk(module)):
+    if not _asserts_when_run(module.body):
         return GradingPlan(
-            refusal="no tests ran: the tests define no check(), no test_* function and no assert"
+            refusal="no tests ran: the tests define no check(), no test_* function and no "
+            "assert that runs (asserts inside functions or classes run only if called)"
         )
     return GradingPlan()
+
+
+def _asserts_when_run(body: list[ast.stmt]) -> bool:
+    """Whether running ``body`` as a module can reach an ``assert``: at its top level or in a
+    block there (``if``, ``for``, ``with``, ``try``), not inside a function or a class, whose
+    body runs only if something calls it (a helper, a ``unittest.TestCase`` nobody runs)."""
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+    return False
 
 
 def _format_exception(exc: BaseException, _type: Any = type, _str: Any = str) -> tuple[str, str]:
@@ -241,7 +257,7 @@ class CodeEval(ToolPlugin):
             verdict_r, verdict_w = os.pipe()
             started = time.monotonic()
             # The worker is fresh and (unless the plugin started threads) alone: the cheap fork
-            # spares the child CPython's after-fork work, ~200 page copies (sandbox.forking).
+            # spares the child CPython's after-fork work and the pages it copies (sandbox.forking).
             pid = fork_single_threaded() if thread_count() == 1 else os.fork()
             if pid == 0:  # pragma: no cover - the child never returns
                 try:

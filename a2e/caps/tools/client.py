@@ -7,7 +7,6 @@ agent loop has one shape to handle.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -137,15 +136,17 @@ class ToolAPI:
         timeout: float = 30.0,
         correlation_id: str | None = None,
     ) -> PendingCall:
-        """Send a call and return at once; ``.result()`` waits, ``.cancel()`` ends it."""
+        """Send a call and return at once; ``.result()`` waits, ``.cancel()`` ends it.
+
+        ``timeout`` is in seconds, a fraction rounded up as the protocol's field is
+        (``ToolCallRequest``); one that is not a positive number is a ``ValueError``."""
         request = ToolCallRequest(
             session_id=self.client.session_id,
             tool_name=tool_name,
             arguments=arguments,
             correlation_id=correlation_id or "",
             streaming=streaming,
-            # The wire carries whole seconds; round up so the host never cuts a call short.
-            timeout=max(1, math.ceil(timeout)),
+            timeout=timeout,  # type: ignore[arg-type]  # a float, rounded up by the model
         )
         pending = self.client.start(request, on_event=on_event)
         return PendingCall(self, request, pending)

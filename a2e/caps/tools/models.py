@@ -192,7 +192,7 @@ class ToolCallRequest(A2EMessage):
         call never gets less time than it asked for (``ToolAPI`` and ``a2e call`` do the same)."""
         if isinstance(value, bool):
             raise ValueError("timeout must be a number of seconds, not a boolean")
-        if isinstance(value, float) and math.isfinite(value) and value > 0:
+        if isinstance(value, float) and math.isfinite(value):
             return math.ceil(value)
         return value
 
