@@ -54,10 +54,11 @@ async def drive(
         await _send_job(worker, job, deadline, stop)
         if not await race(deadline.at, reader.finished, worker.exited, stop=stop):
             run.ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
-            if job.cancel_grace_s > 0:
+            grace = job["cancel_grace_s"]
+            if grace > 0:
                 # The tool asked to hear about it: it may cancel work it started elsewhere.
                 worker.send_signal(signal.SIGTERM)
-                await race(loop.time() + job.cancel_grace_s, worker.exited)
+                await race(loop.time() + grace, worker.exited)
         if run.ended_by is not None or reader.violation is not None:
             worker.kill()
         elif reader.result is not None and not PROFILES[worker.profile].allow_processes:
@@ -85,7 +86,7 @@ async def drive(
 
 
 async def _send_job(worker: WorkerHandle, job: Job, deadline: Deadline, stop: StopSignal) -> None:
-    data = memoryview(encode_frame(job.to_frame()))
+    data = memoryview(encode_frame(job))
     loop = asyncio.get_running_loop()
     while data:
         try:

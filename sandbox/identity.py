@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from a2e_engine.sandbox import syscalls
 from a2e_engine.sandbox.landlock import SYSTEM_READ_PATHS
-from a2e_engine.sandbox.messages import JobFrame
+from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.preparation import Preparation
 from a2e_engine.sandbox.probe import Answer, ProbeFailed, in_child
 
@@ -150,7 +150,7 @@ def _reached(prep: Preparation) -> list[str]:
     return [*SYSTEM_READ_PATHS, *prep.code_paths, *prep.settings.read_roots]
 
 
-def on_job(change_identity: bool, job: JobFrame) -> None:
+def on_job(change_identity: bool, job: Job) -> None:
     """In the worker, first once the job is known: become the session's uid. (Root without
     capabilities could not even open the session's workspace for Landlock's rule.)"""
     if not change_identity:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from a2e_engine.sandbox import syscalls
 
 if TYPE_CHECKING:
-    from a2e_engine.sandbox.messages import JobFrame
+    from a2e_engine.sandbox.messages import Job
     from a2e_engine.sandbox.preparation import Preparation
 
 __all__ = [
@@ -143,7 +143,7 @@ def begin(plan: LandlockPlan | None) -> Ruleset | None:
     return ruleset
 
 
-def on_job(ruleset: Ruleset | None, job: JobFrame) -> None:
+def on_job(ruleset: Ruleset | None, job: Job) -> None:
     """In the worker, once the job names its directories, before any tool code or thread runs:
     the job's read roots, the workspace and the call's tmp; then enforced."""
     if ruleset is None:

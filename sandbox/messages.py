@@ -27,15 +27,14 @@ pydantic, and nothing here is ever unpickled.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, TypedDict, cast
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 __all__ = [
     "CONTROL",
     "CONTROL_MAX",
     "Event",
     "Job",
-    "JobFrame",
     "MalformedMessage",
     "Result",
     "SetupError",
@@ -56,31 +55,11 @@ class MalformedMessage(ValueError):
 # -- supervisor -> worker --
 
 
-@dataclass
-class Job:
-    """One tool execution, as the worker receives it (its fields, as a JSON object)."""
+class Job(TypedDict):
+    """One tool execution, as the supervisor sends it and the worker reads it: plain data (the
+    worker builds no models)."""
 
-    plugin: int
-    tool: str
-    arguments: dict[str, Any]
-    profile: str
-    workspace: str
-    tmp_dir: str
-    streaming: bool = False
-    read_roots: list[str] = field(default_factory=list)
-    call_id: str = ""
-    uid: int | None = None  # the session's uid, when the sandbox has the identity layer
-    cancel_grace_s: float = 0.0  # SIGTERM, then this long to clean up, then SIGKILL
-    secrets: dict[str, str] = field(default_factory=dict)  # this call's only (secrets_for)
-
-    def to_frame(self) -> JobFrame:
-        return cast(JobFrame, dict(vars(self)))
-
-
-class JobFrame(TypedDict, total=False):
-    """``Job`` as the worker reads it: plain data (the worker builds no models)."""
-
-    plugin: int
+    plugin: int  # the index of its plugin in the zygote's list
     tool: str
     arguments: dict[str, Any]
     profile: str
@@ -89,9 +68,9 @@ class JobFrame(TypedDict, total=False):
     streaming: bool
     read_roots: list[str]
     call_id: str
-    uid: int | None
-    cancel_grace_s: float
-    secrets: dict[str, str]
+    uid: int | None  # the session's uid, when the sandbox has the identity layer
+    cancel_grace_s: float  # SIGTERM, then this long to clean up, then SIGKILL
+    secrets: dict[str, str]  # this call's only (ToolPlugin.secrets_for)
 
 
 # -- worker -> supervisor: built by the worker --
@@ -129,18 +108,21 @@ def success_frame_head(cpu_ms: int, maxrss_kb: int) -> str:
 # -- worker -> supervisor: checked by the supervisor --
 
 
-@dataclass(frozen=True)
+# Plain slotted classes: one of these is made per frame, on the supervisor's hot path.
+
+
+@dataclass(slots=True)
 class Event:
     kind: str
     data: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SetupError:
     error: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Result:
     """A worker's result, checked; ``cpu_ms`` and ``maxrss_kb`` are its own account."""
 
@@ -193,8 +175,9 @@ def _count(value: Any) -> int | None:
 
 #: The largest control message (a datagram on a SOCK_SEQPACKET socket).
 CONTROL_MAX = 64 * 1024
-#: Each control message's fields and their types (``bool`` is never an ``int`` here).
-CONTROL: dict[str, dict[str, type | tuple[type, ...]]] = {
+#: Each control message's fields and their exact types (as JSON decodes them: ``bool`` is not
+#: ``int`` here).
+CONTROL: dict[str, dict[str, type]] = {
     # supervisor -> zygote
     "spawn": {"profile": str, "count": int},
     "stop": {},
@@ -219,6 +202,6 @@ def check_control(message: Any) -> dict[str, Any]:
         raise MalformedMessage(f"not a control message: op {str(op)[:40]!r}")
     for name, kind in CONTROL[message["op"]].items():
         value = message.get(name)
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        if type(value) is not kind:
             raise MalformedMessage(f"control message {message['op']}: bad {name} {value!r:.40}")
     return message

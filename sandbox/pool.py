@@ -137,15 +137,16 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         stop = stop or StopSignal()
         queued_at = loop.time()
-        if job.profile not in self._supply.ready:
+        profile = job["profile"]
+        if profile not in self._supply.ready:
             return WorkerOutcome(
-                OutcomeStatus.SETUP_FAILED, error=f"sandbox profile {job.profile!r} is not enabled"
+                OutcomeStatus.SETUP_FAILED, error=f"sandbox profile {profile!r} is not enabled"
             )
         if not await self._slots.acquire(deadline, stop):
             return self._not_started(stop, deadline, queued_at, "waiting for a free worker slot")
         try:
             try:
-                worker = await self._supply.take(job.profile, deadline, stop)
+                worker = await self._supply.take(profile, deadline, stop)
             except SandboxUnavailable as exc:
                 return WorkerOutcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
             if worker is None:

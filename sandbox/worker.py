@@ -30,7 +30,7 @@ from a2e_engine.sandbox.frames import (
 from a2e_engine.sandbox.harden import Hardening, harden_worker
 from a2e_engine.sandbox.landlock import Ruleset
 from a2e_engine.sandbox.messages import (
-    JobFrame,
+    Job,
     event_frame,
     failure_frame,
     setup_error_frame,
@@ -98,7 +98,7 @@ def _encoded_result(data: Any, max_frame: int) -> str | dict[str, Any]:
 
 def run_job(
     plugin: ToolPlugin,
-    job: JobFrame,
+    job: Job,
     result_fd: int,
     max_frame: int,
     ruleset: Ruleset | None,
@@ -209,7 +209,7 @@ def run_worker(
             write_frame(result_fd, setup_error_frame(f"{type(exc).__name__}: {exc}"))
             os._exit(EXIT_SETUP_FAILED)
         try:
-            job = cast(JobFrame, read_frame(job_fd, max_frame))
+            job = cast(Job, read_frame(job_fd, max_frame))
         except EOFError:
             os._exit(0)  # never used: the supervisor shut down or discarded us
         os.close(job_fd)
