@@ -24,7 +24,15 @@ from a2e_engine.sandbox.leftovers import dead_owners, owner_tag
 if TYPE_CHECKING:
     from a2e_engine.sandbox.preparation import Preparation
 
-__all__ = ["Slot", "SlotGroups", "join", "join_cgroup", "prepare", "remove_cgroup_tree"]
+__all__ = [
+    "Slot",
+    "SlotGroups",
+    "join",
+    "join_cgroup",
+    "made_by",
+    "prepare",
+    "remove_cgroup_tree",
+]
 
 _ROOT = "/sys/fs/cgroup"
 _PREFIX = "a2e-sandbox-"
@@ -212,6 +220,13 @@ def _own_path(controller: str) -> str:
             if controller in controllers.split(","):
                 return path
     return "/"
+
+
+def made_by(layers: dict[str, Any]) -> list[str]:
+    """The cgroups a zygote's layer report says it made: the supervisor removes them when it
+    stops, since a zygote killed outright cannot."""
+    made = (layers.get(layer, {}) for layer in ("pids_cgroup", "memory_cgroup"))
+    return [report["path"] for report in made if report.get("active")]
 
 
 def remove_cgroup_tree(path: str) -> None:

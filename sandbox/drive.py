@@ -15,6 +15,7 @@ import errno
 import logging
 import os
 import signal
+from typing import Any
 
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.frames import encode_frame
@@ -25,7 +26,7 @@ from a2e_engine.sandbox.profiles import PROFILES
 from a2e_engine.sandbox.stream import EventSink, OutputCaps, ResultReader
 from a2e_engine.sandbox.waiting import StopSignal, race
 
-__all__ = ["drive"]
+__all__ = ["drive", "report_deadline"]
 
 log = logging.getLogger("a2e.sandbox")
 
@@ -36,6 +37,11 @@ EXIT_GRACE_S = 5.0
 NO_RESULT_GRACE_S = 0.5
 #: How long to wait for the exit report after SIGKILL.
 KILL_WAIT_S = 10.0
+
+
+def report_deadline() -> dict[str, dict[str, Any]]:
+    """The supervisor applies this layer itself, so it is on wherever the engine runs."""
+    return {"deadline": {"active": True, "reason": ""}}
 
 
 async def drive(

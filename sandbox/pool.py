@@ -17,20 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.drive import drive
+from a2e_engine.sandbox.drive import drive, report_deadline
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome, classify, not_started
 from a2e_engine.sandbox.settings import ZygoteSettings
 from a2e_engine.sandbox.slots import WorkerSlots
-from a2e_engine.sandbox.stream import EventSink, OutputCaps
+from a2e_engine.sandbox.stream import EventSink, OutputCaps, report_frames
 from a2e_engine.sandbox.supply import WorkerSupply
 from a2e_engine.sandbox.waiting import StopSignal
 from a2e_engine.sandbox.zygote_link import SandboxUnavailable, ZygoteLink
 
 __all__ = ["PoolConfig", "SandboxUnavailable", "StopSignal", "WorkerPool"]
-
-#: The supervisor's own layers: every call has a deadline, every frame is checked.
-_ALWAYS: dict[str, Any] = {"active": True, "reason": ""}
 
 
 @dataclass(frozen=True)
@@ -109,7 +106,7 @@ class WorkerPool:
 
     def on_ready(self, hello: dict[str, Any]) -> None:
         # What the engine added (disk_quota) stays across restarts of the zygote.
-        self.layers = {**self.layers, "deadline": _ALWAYS, "frames": _ALWAYS, **hello["layers"]}
+        self.layers = {**self.layers, **report_deadline(), **report_frames(), **hello["layers"]}
         self.zygote_pid = hello["pid"]
         assert self._supply is not None
         self._supply.ensure_all()

@@ -19,7 +19,7 @@ from a2e_engine.sandbox.frames import SKIPPED_EVENT, FrameDecoder, FrameError
 from a2e_engine.sandbox.handle import WorkerHandle
 from a2e_engine.sandbox.messages import Event, MalformedMessage, Result, check_worker_frame
 
-__all__ = ["EventSink", "OutputCaps", "ResultReader"]
+__all__ = ["EventSink", "OutputCaps", "ResultReader", "report_frames"]
 
 log = logging.getLogger("a2e.sandbox")
 
@@ -27,6 +27,11 @@ EventSink = Callable[[str, dict[str, Any]], None]
 
 #: Events past the cap are dropped; this many times the cap more and the worker is killed.
 EVENT_FLOOD_FACTOR = 10
+
+
+def report_frames() -> dict[str, dict[str, Any]]:
+    """The supervisor applies this layer itself, so it is on wherever the engine runs."""
+    return {"frames": {"active": True, "reason": ""}}
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,26 @@ import os
 import signal
 
 from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.settings import ZygoteSettings
 
-__all__ = ["enter_user_namespace", "host_pid"]
+__all__ = ["enter", "enter_user_namespace", "host_pid", "prepare"]
+
+
+def enter(settings: ZygoteSettings) -> str:
+    """Enter the user namespace where one is wanted, first of all (the zygote's own process
+    may change here). ``""`` once the zygote runs in one; else why it does not."""
+    if os.geteuid() == 0:
+        return "running as root: not needed"
+    if not settings.namespaces:
+        return "disabled by configuration"
+    return enter_user_namespace() or ""
+
+
+def prepare(prep: Preparation, why_not: str) -> None:
+    """Report the layer ``enter`` chose, and tell the later layers what it means for them."""
+    prep.in_user_namespace = why_not == ""
+    prep.report("user_namespace", why_not or None)
 
 
 def _write(path: str, text: str) -> None:

@@ -35,6 +35,7 @@ from a2e_engine.sandbox import (
     rlimits,
     seccomp,
     subreaper,
+    userns,
 )
 from a2e_engine.sandbox.cgroups import Slot, SlotGroups, remove_cgroup_tree
 from a2e_engine.sandbox.forking import ForkPlan, enter_idle_priority, leave_idle_priority
@@ -46,7 +47,7 @@ from a2e_engine.sandbox.namespaces import PidNamespaces
 from a2e_engine.sandbox.preparation import Preparation
 from a2e_engine.sandbox.quota import unmount_tree
 from a2e_engine.sandbox.settings import ZygoteSettings
-from a2e_engine.sandbox.userns import enter_user_namespace, host_pid
+from a2e_engine.sandbox.userns import host_pid
 from a2e_engine.sandbox.worker import run_worker
 
 __all__ = ["zygote_main"]
@@ -67,9 +68,8 @@ class Zygote:
         self.ctrl = ctrl
         self.settings = settings
         self.plugins = plugins
-        # pid 1 of our own user + PID namespaces when userns_reason is ""
-        self.prep = Preparation(settings, in_user_namespace=userns_reason == "")
-        self.prep.report("user_namespace", userns_reason or None)
+        self.prep = Preparation(settings)
+        userns.prepare(self.prep, userns_reason)
         self.layers = self.prep.layers
         self.workers: set[int] = set()
         self.slots: dict[int, dict[str, Slot]] = {}  # worker pid -> its cgroup per controller
@@ -327,13 +327,8 @@ def zygote_main(ctrl: socket.socket, settings_json: str, plugins_blob: bytes) ->
 
         plugins = dill.loads(plugins_blob)
         settings = ZygoteSettings.from_json(settings_json)
-        if os.geteuid() == 0:
-            userns = "running as root: not needed"
-        elif not settings.namespaces:
-            userns = "disabled by configuration"
-        else:
-            userns = enter_user_namespace() or ""  # from here on, maybe in the child
-        zygote = Zygote(ctrl, settings, plugins, userns_reason=userns)
+        userns_reason = userns.enter(settings)  # from here on, maybe in the child
+        zygote = Zygote(ctrl, settings, plugins, userns_reason=userns_reason)
         zygote.prepare()
     except BaseException as exc:
         try:

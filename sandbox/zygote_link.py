@@ -18,7 +18,7 @@ import socket
 import time
 from typing import Any, Protocol
 
-from a2e_engine.sandbox.cgroups import remove_cgroup_tree
+from a2e_engine.sandbox.cgroups import made_by, remove_cgroup_tree
 from a2e_engine.sandbox.launch import join_or_kill, spawn_zygote
 from a2e_engine.sandbox.messages import CONTROL_MAX, check_control, control
 
@@ -88,10 +88,7 @@ class ZygoteLink:
             self._close()
             await self._loop.run_in_executor(None, join_or_kill, process, 0.0)
             raise
-        for layer in ("pids_cgroup", "memory_cgroup"):
-            cgroup = hello["layers"].get(layer, {})
-            if cgroup.get("active"):
-                self._cgroups.append(cgroup["path"])
+        self._cgroups += made_by(hello["layers"])
         self._listener.on_ready(hello)
         return hello
 

@@ -96,3 +96,21 @@ def test_each_layer_lives_in_the_module_the_catalog_names() -> None:
         module = importlib.import_module(f"a2e_engine.sandbox.{layer.module}")
         opening = (module.__doc__ or "").split(":", 1)[0]
         assert opening.startswith("Layer") and f"``{name}``" in opening, (name, layer.module)
+
+
+def test_each_layer_is_reported_by_its_own_module_only() -> None:
+    """Whether a layer is on, and why not, is said in one place: the layer's module. A second
+    module that names the layer is a second place that decides or reads its report."""
+    from pathlib import Path
+
+    import a2e_engine.sandbox
+    from a2e_engine.sandbox.layers import LAYERS
+
+    sources = {
+        path.stem: path.read_text()
+        for path in Path(a2e_engine.sandbox.__file__).parent.glob("*.py")
+        if path.stem != "layers"
+    }
+    for name, layer in LAYERS.items():
+        naming = sorted(module for module, text in sources.items() if f'"{name}"' in text)
+        assert naming == [layer.module], (name, naming)
