@@ -39,7 +39,10 @@ class EngineConfig:
     ``max_timeout`` caps any call's ``timeout``; ``read_roots`` are directories tools may read
     besides the session workspace (e.g. ``("/etc",)``); ``state_dir`` holds session workspaces
     (a fresh temporary directory when ``None``); ``token``, when set, must be presented in the
-    handshake; ``audit_path`` receives one JSON line per call.
+    handshake; ``audit_path`` receives one JSON line per call. ``max_pending_calls`` bounds the
+    calls the whole engine holds (running or queued), ``max_calls_per_connection`` those of one
+    connection, so that one client cannot take every place in the queue; past either a call is
+    refused at once with ``overloaded`` (retryable).
 
     ``namespaces``, ``landlock``, ``cgroups`` and ``identity`` switch optional isolation layers
     off (each is used where the host allows it; ``require`` makes one mandatory). ``identity``
@@ -71,6 +74,7 @@ class EngineConfig:
     max_result_events: int = 1_000
     max_pending_calls: int = 10_000
     max_sessions_per_connection: int = 16
+    max_calls_per_connection: int = 256
     server_name: str = "a2e-engine/0.1.0"
     require: tuple[str, ...] = ()
     cgroups: bool = True
@@ -85,8 +89,10 @@ class EngineConfig:
             raise ValueError("EngineConfig.max_workers must be >= 1 and prefork >= 0")
         if self.max_timeout < 1:
             raise ValueError("EngineConfig.max_timeout must be at least 1 second")
-        if self.max_pending_calls < 1:
-            raise ValueError("EngineConfig.max_pending_calls must be at least 1")
+        if self.max_pending_calls < 1 or self.max_calls_per_connection < 1:
+            raise ValueError(
+                "EngineConfig.max_pending_calls and max_calls_per_connection must be at least 1"
+            )
         unknown = [name for name in self.require if name not in LAYERS]
         if unknown:
             raise ValueError(

@@ -310,6 +310,15 @@ class Connection:
                 f"a call with id {request.id!r} is already in flight on this connection",
             )
             return
+        limit = self.config.max_calls_per_connection
+        if len(self.calls) >= limit:
+            self.error(
+                request.id,
+                ErrorCode.OVERLOADED,
+                f"this connection already has {limit} calls in flight; wait for one to end",
+                retryable=True,
+            )
+            return
         admission = self.services.admission
         if not admission.admit():
             self.error(

@@ -83,6 +83,19 @@ def test_too_many_pending_calls_are_refused_retryably(tight: Engine) -> None:
     assert sum(r.success for r in results) == 3
 
 
+def test_one_connection_cannot_take_every_place_in_the_queue() -> None:
+    config = EngineConfig(max_workers=1, prefork=1, max_calls_per_connection=2)
+    with Engine(plugins=[HostileTools()], config=config) as engine:
+        greedy, other = ToolAPI(engine.connect()), ToolAPI(engine.connect())
+        pendings = [greedy.start(tool_name="sleep", arguments={"seconds": 0.3}) for _ in range(4)]
+        theirs = other.call(tool_name="sleep", arguments={"seconds": 0})
+        results = [p.result() for p in pendings]
+    refused = [r for r in results if r.error_code == "overloaded"]
+    assert len(refused) == 2 and "2 calls in flight" in (refused[0].error or "")
+    assert sum(r.success for r in results) == 2
+    assert theirs.success
+
+
 def test_host_errors_become_tool_results(tight: Engine) -> None:
     client = tight.connect()
     tools = ToolAPI(client)
