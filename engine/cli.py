@@ -24,6 +24,7 @@ from typing import Any
 from a2e.caps.tools.client import PendingCall, ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e.caps.tools.plugin import ToolPlugin
+from a2e.codec import MAX_MESSAGE_BYTES
 from a2e_engine.engine.config import EngineConfig
 from a2e_engine.engine.config_file import ConfigError, ConfigFile, load_config_file
 from a2e_engine.engine.engine import Engine
@@ -35,6 +36,9 @@ from a2e_engine.sandbox.limits import Limits
 from a2e_engine.tools import BUILTIN_PLUGINS
 
 __all__ = ["EXIT_STATUS", "main"]
+
+#: Where ``a2e serve --http`` listens when given no address.
+DEFAULT_HTTP = "127.0.0.1:8080"
 
 #: What each exit status of ``a2e`` means.
 EXIT_STATUS = {
@@ -156,7 +160,8 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--token",
         default=os.environ.get("A2E_TOKEN"),
-        help="require this token in the handshake (default: $A2E_TOKEN)",
+        help="require this token: in the handshake, or with --http on every request but "
+        "/healthz (default: $A2E_TOKEN)",
     )
     group.add_argument(
         "--audit", default=None, metavar="PATH", help="append one JSON line per call"
@@ -305,8 +310,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    if not args.stdio:
-        raise UsageError("serve: only --stdio is available in this version")
+    if args.stdio == (args.http is not None):
+        raise UsageError("serve: give one of --stdio or --http [HOST:PORT]")
+    if args.stdio:
+        return _serve_stdio(args)
+    return _serve_http(args)
+
+
+def _serve_stdio(args: argparse.Namespace) -> int:
     from a2e_engine.engine.transports.stdio import serve_stdio
 
     with _started(_engine_from_args(args)) as engine:
@@ -321,6 +332,83 @@ def cmd_serve(args: argparse.Namespace) -> int:
             future.result()
         except (KeyboardInterrupt, Exception):
             pass
+    return 0
+
+
+def _service_config(args: argparse.Namespace) -> Any:
+    """The service's settings from the flags; the rules of binding said as usage errors."""
+    from a2e_engine.engine.service import ServiceConfig, is_loopback
+
+    address = args.http or DEFAULT_HTTP
+    host, _, port_text = address.rpartition(":") if ":" in address else ("", "", address)
+    host = args.host or host or "127.0.0.1"
+    try:
+        port = int(port_text)
+        if not 0 <= port <= 65535:
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"--http: {address!r} is not HOST:PORT or PORT") from None
+    token = args.token or None
+    if args.no_auth and token is not None:
+        raise UsageError("--no-auth and a token (--token or $A2E_TOKEN) exclude each other")
+    if not is_loopback(host):
+        if args.host is None:
+            raise UsageError(
+                f"{host} is not a loopback address: to serve beyond this machine, give it "
+                "with --host"
+            )
+        if token is None and not args.no_auth:
+            raise UsageError(
+                f"serving on {host} needs a token (--token or $A2E_TOKEN), or --no-auth"
+            )
+        if args.no_auth:
+            _say(
+                f"warning: serving on {host} with no authentication: anyone who reaches it "
+                "can run code"
+            )
+    try:
+        return ServiceConfig(
+            host=host,
+            port=port,
+            token=token,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            drain_s=args.drain_s,
+            max_connections=args.max_connections,
+            max_message_bytes=args.max_message_bytes,
+            max_outbox_bytes=args.max_outbox_bytes,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _serve_http(args: argparse.Namespace) -> int:
+    from a2e_engine.engine.service import HttpService, ServiceError
+
+    service_config = _service_config(args)
+    # The service checks the token on every request, before any message reaches the engine.
+    engine_args = argparse.Namespace(**{**vars(args), "token": None})
+    with _started(_engine_from_args(engine_args)) as engine:
+        service = HttpService(engine, service_config)
+        try:
+            engine.run(service.start(), timeout=60)
+        except ServiceError as exc:
+            raise CommandFailed(str(exc)) from None
+        _say(
+            f"serving on {service.url} (WebSocket {service.url.replace('http', 'ws', 1)}/a2e); "
+            f"auth {'on' if service_config.token else 'off'}; layers: {_layer_summary(engine)}"
+        )
+        stopping = threading.Event()
+
+        def stop(signum: int, _frame: Any) -> None:
+            stopping.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        while not stopping.wait(0.5):
+            pass
+        _say(f"stopping: calls in flight have {service_config.drain_s:g} s to finish")
+        engine.run(service.drain(), timeout=service_config.drain_s + 60)
     return 0
 
 
@@ -485,6 +573,44 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     serve = sub.add_parser("serve", help="serve the A2E tools protocol")
     serve.add_argument("--stdio", action="store_true", help="JSON lines on stdin/stdout")
+    serve.add_argument(
+        "--http",
+        nargs="?",
+        const=DEFAULT_HTTP,
+        metavar="HOST:PORT",
+        help=f"a network service (WebSocket /a2e, /healthz, /readyz, /metrics); {DEFAULT_HTTP} "
+        "if no address is given, port 0 for any free port",
+    )
+    http = serve.add_argument_group("service (--http)")
+    http.add_argument(
+        "--host", help="bind this address; needed to serve beyond loopback, with a token"
+    )
+    http.add_argument(
+        "--no-auth", action="store_true", help="serve without a token (warned beyond loopback)"
+    )
+    http.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
+    http.add_argument("--tls-key", metavar="FILE", help="... and this key")
+    http.add_argument(
+        "--drain-s",
+        type=float,
+        default=30.0,
+        help="on SIGTERM, how long calls in flight may take to finish (default 30)",
+    )
+    http.add_argument(
+        "--max-connections", type=int, default=1024, help="connections at once (default 1024)"
+    )
+    http.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=MAX_MESSAGE_BYTES,
+        help=f"largest WebSocket message or request body (default {MAX_MESSAGE_BYTES})",
+    )
+    http.add_argument(
+        "--max-outbox-bytes",
+        type=int,
+        default=64 * 1024 * 1024,
+        help="what may wait for a client that does not read before it is dropped (64 MiB)",
+    )
     _add_engine_options(serve)
     serve.set_defaults(func=cmd_serve)
     lister = sub.add_parser("list", help="list (or search) the tools")

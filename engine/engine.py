@@ -28,7 +28,7 @@ from a2e_engine.engine.audit import AuditTrail
 from a2e_engine.engine.calls import CallContext
 from a2e_engine.engine.config import EngineConfig
 from a2e_engine.engine.connection import Admission, Connection, Services
-from a2e_engine.engine.host import HostClosed, Send
+from a2e_engine.engine.host import HostClosed, HostStatus, Send
 from a2e_engine.engine.identities import SessionUids
 from a2e_engine.engine.loop import EngineLoop
 from a2e_engine.engine.plugins import build_plugin
@@ -245,6 +245,29 @@ class Engine:
         with self._connections_lock:
             self._connections.add(connection)
         return connection
+
+    def status(self) -> HostStatus:
+        running = self._running
+        if running is None:
+            return HostStatus(ready=False, why_not_ready="the engine is not running")
+        pool = running.pool.status()
+        why = ""
+        if pool.broken:
+            why = f"the sandbox is broken: {pool.broken}"
+        elif not pool.zygote_up:
+            why = "the sandbox zygote is restarting"
+        with self._connections_lock:
+            connections = len(self._connections)
+        return HostStatus(
+            ready=not why,
+            why_not_ready=why,
+            calls_pending=running.services.admission.pending,
+            calls_running=pool.calls_running,
+            calls_queued=pool.calls_queued,
+            workers_waiting=pool.workers_waiting,
+            zygote_restarts=pool.zygote_restarts,
+            connections=connections,
+        )
 
     def _forget(self, connection: Connection) -> None:
         with self._connections_lock:

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from a2e.codec import ProtocolError
 from a2e.messages import A2EMessage
 from a2e_engine.engine.policy import Policy
 
-__all__ = ["Host", "HostClosed", "HostConnection", "Send"]
+__all__ = ["Host", "HostClosed", "HostConnection", "HostStatus", "Send"]
 
 #: Where a connection's replies and events go (called on the host's loop thread).
 Send = Callable[[A2EMessage], None]
@@ -33,6 +34,20 @@ Send = Callable[[A2EMessage], None]
 
 class HostClosed(ConnectionError):
     """The host has stopped: nothing more can be received."""
+
+
+@dataclass(frozen=True)
+class HostStatus:
+    """What a host is doing now: for a service's readiness check and its metrics."""
+
+    ready: bool  # running, and its sandbox can take calls
+    why_not_ready: str
+    calls_pending: int = 0  # admitted and not finished: running, queued, or between attempts
+    calls_running: int = 0  # in a worker
+    calls_queued: int = 0  # waiting for a worker slot
+    workers_waiting: int = 0  # pre-forked, ready for a job
+    zygote_restarts: int = 0
+    connections: int = 0
 
 
 class HostConnection(Protocol):
@@ -54,3 +69,6 @@ class Host(Protocol):
     ) -> HostConnection:
         """A new connection whose replies go to ``send``; ``policy`` applies on top of the
         host's own to every session opened on it. ``name`` is for logs."""
+
+    def status(self) -> HostStatus:
+        """A snapshot, from any thread; never raises (a stopped host is not ready)."""

@@ -27,7 +27,19 @@ from a2e_engine.sandbox.supply import WorkerSupply
 from a2e_engine.sandbox.waiting import StopSignal
 from a2e_engine.sandbox.zygote_link import SandboxUnavailable, ZygoteLink
 
-__all__ = ["PoolConfig", "SandboxUnavailable", "StopSignal", "WorkerPool"]
+__all__ = ["PoolConfig", "PoolStatus", "SandboxUnavailable", "StopSignal", "WorkerPool"]
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    """What the pool is doing now, for readiness checks and metrics."""
+
+    zygote_up: bool
+    broken: str | None  # why the sandbox will not come back, once it will not
+    zygote_restarts: int
+    workers_waiting: int  # pre-forked, ready for a job
+    calls_running: int  # holding a worker slot
+    calls_queued: int  # waiting for a slot
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,18 @@ class WorkerPool:
     @property
     def in_flight(self) -> int:
         return self._slots.in_flight if self._slots else 0
+
+    def status(self) -> PoolStatus:
+        """On the pool's loop."""
+        slots, link = self._slots, self._link
+        return PoolStatus(
+            zygote_up=link.up,
+            broken=link.broken,
+            zygote_restarts=max(0, link.starts - 1),
+            workers_waiting=len(self._supply.idle_pids()) if self._supply else 0,
+            calls_running=slots.in_flight if slots else 0,
+            calls_queued=slots.waiting if slots else 0,
+        )
 
     def idle_worker_pids(self) -> set[int]:
         """Pre-forked workers waiting for a job (for tests that look for leftover processes)."""

@@ -15,6 +15,7 @@ class WorkerSlots:
     def __init__(self, count: int) -> None:
         self._free = asyncio.Semaphore(count)
         self.in_flight = 0  # calls that hold a slot
+        self.waiting = 0  # calls waiting for one
 
     async def acquire(self, deadline: Deadline, stop: StopSignal) -> bool:
         """True once a slot is ours (``release`` it); False if the deadline or the stop came
@@ -22,7 +23,12 @@ class WorkerSlots:
         if self._free.locked() or stop.is_set():
             loop = asyncio.get_running_loop()
             acquire = loop.create_task(self._free.acquire())
-            if not await race(deadline.at, acquire, stop=stop):
+            self.waiting += 1
+            try:
+                got = await race(deadline.at, acquire, stop=stop)
+            finally:
+                self.waiting -= 1
+            if not got:
                 acquire.cancel()
                 if acquire.done() and not acquire.cancelled():
                     self._free.release()

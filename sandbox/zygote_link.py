@@ -70,6 +70,7 @@ class ZygoteLink:
         self._cgroups: list[str] = []  # every zygote's, removed at stop
         self._stopping = False
         self.broken: str | None = None
+        self.starts = 0  # zygotes that became ready: the first, then each restart
 
     async def start(self) -> dict[str, Any]:
         """Start a zygote and wait until it is ready; its ``ready`` message (also given to the
@@ -88,12 +89,18 @@ class ZygoteLink:
             self._close()
             await self._loop.run_in_executor(None, join_or_kill, process, 0.0)
             raise
+        self.starts += 1
         self._cgroups += made_by(hello["layers"])
         self._listener.on_ready(hello)
         return hello
 
     async def stop(self) -> None:
         self._stopping = True
+        restart, self._restart_task = self._restart_task, None
+        if restart is not None and not restart.done():
+            restart.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await restart
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.send(control("stop"))
@@ -103,6 +110,11 @@ class ZygoteLink:
             await asyncio.get_running_loop().run_in_executor(None, join_or_kill, process)
         for path in self._cgroups:
             remove_cgroup_tree(path)
+
+    @property
+    def up(self) -> bool:
+        """A zygote is there to ask for workers (not between a death and its restart)."""
+        return self._sock is not None and not self._stopping and self.broken is None
 
     def spawn(self, profile: str, count: int) -> bool:
         """Ask for ``count`` workers of ``profile``; False if there is no zygote to ask."""

@@ -1,0 +1,35 @@
+"""``ServiceState``: what every part of one service shares: its host, its settings, its
+metrics, and whether it is draining."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from a2e.caps.tools.models import ToolCallResponse
+from a2e.messages import A2EError, A2EMessage, ErrorCode
+from a2e_engine.engine.host import Host
+from a2e_engine.engine.service.config import ServiceConfig
+from a2e_engine.engine.service.metrics import ServiceMetrics
+
+__all__ = ["ServiceState"]
+
+#: Protocol errors that mean the service turned a request away (the rest are the client's).
+_COUNTED_REFUSALS = frozenset({ErrorCode.OVERLOADED, ErrorCode.MESSAGE_TOO_LARGE})
+
+
+@dataclass
+class ServiceState:
+    host: Host
+    config: ServiceConfig
+    metrics: ServiceMetrics = field(init=False)
+    draining: bool = False
+
+    def __post_init__(self) -> None:
+        self.metrics = ServiceMetrics(self.host)
+
+    def watch(self, message: A2EMessage) -> None:
+        """Each message a transport sends: results and refusals are counted."""
+        if type(message) is ToolCallResponse:
+            self.metrics.observe(message.data)
+        elif type(message) is A2EError and message.code in _COUNTED_REFUSALS:
+            self.metrics.reject(message.code)

@@ -1,0 +1,84 @@
+"""``a2e serve --http`` as a real subprocess on 127.0.0.1 (port 0: whatever is free), for the
+tests that drive it with real clients."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVE = [sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0"]
+
+
+class ServiceProcess:
+    def __init__(self, *flags: str, env: dict[str, str] | None = None, start_s: float = 90) -> None:
+        self.process = subprocess.Popen(
+            [*SERVE, "--prefork", "1", *flags],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            text=True,
+        )
+        assert self.process.stderr is not None
+        self.stderr: list[str] = []
+        self.url = ""
+        deadline = time.monotonic() + start_s
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            if line.startswith("a2e: serving on "):
+                self.url = line.split()[3]
+                break
+            if time.monotonic() > deadline:
+                break
+        if not self.url:
+            self.process.kill()
+            raise RuntimeError("the service did not start:\n" + "".join(self.stderr))
+        self._drain = threading.Thread(target=self._read_stderr, daemon=True)
+        self._drain.start()
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+
+    @property
+    def ws_url(self) -> str:
+        return self.url.replace("http", "ws", 1) + "/a2e"
+
+    def descendants(self) -> list[psutil.Process]:
+        """Every process under the server: its zygote and the workers."""
+        try:
+            return psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+
+
+def run_serve(flags: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``a2e serve --http`` with ``flags`` expected to be refused before it serves."""
+    return subprocess.run(
+        [sys.executable, "-m", "a2e_engine.engine.cli", "serve", *flags],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
