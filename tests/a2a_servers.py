@@ -33,6 +33,8 @@ from a2a.types.a2a_pb2 import (
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
+from tests.waiting import wait_for
+
 __all__ = ["AGENTS", "ANSWER_DELAY_S", "POINTER_URL", "PeerServers", "free_port"]
 
 
@@ -248,9 +250,4 @@ class PeerServers:
         self.thread.join(10)
 
     def wait_for(self, condition: Callable[[], bool], seconds: float = 10.0) -> bool:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if condition():
-                return True
-            time.sleep(0.05)
-        return condition()
+        return wait_for(condition, seconds)

@@ -14,6 +14,10 @@ from pathlib import Path
 
 import psutil
 
+from tests.waiting import wait_for
+
+__all__ = ["ServiceProcess", "run_serve", "wait_for"]
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0"]
 
@@ -62,6 +66,12 @@ class ServiceProcess:
         except psutil.NoSuchProcess:
             return []
 
+    def workers(self) -> int:
+        """How many workers the server has: its descendants below the zygote (its child)."""
+        under = self.descendants()
+        zygotes = {p.pid for p in under if _parent(p) == self.process.pid}
+        return sum(1 for p in under if p.pid not in zygotes)
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)
@@ -71,6 +81,13 @@ class ServiceProcess:
             self.process.kill()
             self.process.wait()
             raise
+
+
+def _parent(process: psutil.Process) -> int | None:
+    try:
+        return process.ppid()
+    except psutil.NoSuchProcess:
+        return None
 
 
 def run_serve(flags: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:

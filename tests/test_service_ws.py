@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -18,7 +17,7 @@ from websockets.sync.client import connect
 from a2e.caps.tools.client import ToolAPI
 from a2e.client import A2EClient
 from a2e.transports.websocket import TransportRefused, WebSocketTransport
-from tests.service_process import ServiceProcess
+from tests.service_process import ServiceProcess, wait_for
 
 TOKEN = "s3cret-token-for-tests"
 SLEEP = "import time\ntime.sleep(60)"
@@ -33,22 +32,6 @@ def service() -> Iterator[ServiceProcess]:
 
 def _tools(service: ServiceProcess) -> ToolAPI:
     return ToolAPI(A2EClient(WebSocketTransport(service.ws_url, token=TOKEN)))
-
-
-def _workers(service: ServiceProcess) -> int:
-    """The server's workers: its descendants below the zygote (its own children)."""
-    children = {p.pid for p in service.descendants() if p.ppid() == service.process.pid}
-    return sum(1 for p in service.descendants() if p.pid not in children)
-
-
-def _wait_for(condition: object, seconds: float) -> bool:
-    assert callable(condition)
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return bool(condition())
 
 
 def test_calls_over_websocket_work_as_in_process(service: ServiceProcess) -> None:
@@ -82,29 +65,29 @@ def test_several_calls_in_flight_answer_as_each_finishes(service: ServiceProcess
 
 def test_a_cancel_reaches_the_worker(service: ServiceProcess) -> None:
     tools = _tools(service)
-    baseline = _workers(service)
+    baseline = service.workers()
     pending = tools.start(tool_name="python_eval", arguments={"code": SLEEP}, timeout=60)
-    assert _wait_for(lambda: _workers(service) > baseline, 10)
+    assert wait_for(lambda: service.workers() > baseline, 10)
     started = time.monotonic()
     pending.cancel()
     result = pending.result()
     assert not result.success and "cancelled" in (result.error or "")
     assert time.monotonic() - started < 10
-    assert _wait_for(lambda: _workers(service) <= baseline, 10)
+    assert wait_for(lambda: service.workers() <= baseline, 10)
     tools.client.close()
 
 
 def test_a_client_that_vanishes_mid_call_has_its_calls_killed(service: ServiceProcess) -> None:
-    baseline = _workers(service)
+    baseline = service.workers()
     with connect(service.ws_url, additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
         hello = {"type": "handshake/req", "id": "h", "client": "t", "capabilities": ["tools"]}
         ws.send(json.dumps(hello))
         assert json.loads(ws.recv(10))["type"] == "handshake/resp"
         call = {"type": "tool/call/req", "id": "c1", "tool_name": "python_eval", "timeout": 60}
         ws.send(json.dumps({**call, "arguments": {"code": SLEEP}}))
-        assert _wait_for(lambda: _workers(service) > baseline, 10)
+        assert wait_for(lambda: service.workers() > baseline, 10)
         ws.socket.shutdown(socket.SHUT_RDWR)  # gone without a close frame
-    assert _wait_for(lambda: _workers(service) <= baseline, 10)
+    assert wait_for(lambda: service.workers() <= baseline, 10)
 
 
 def test_no_token_or_a_wrong_one_is_refused_everywhere_but_healthz(
@@ -166,16 +149,12 @@ def test_a_session_belongs_to_the_connection_that_opened_it(service: ServiceProc
     intruder.client.session_id = owner.client.session_id
     stolen = intruder.call(tool_name="python_eval", arguments={"code": "print(1)"})
     assert stolen.error_code == "unknown_session"
-    replies: list[object] = []
-    done = threading.Event()
     with connect(service.ws_url, additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
         ws.send(json.dumps({"type": "handshake/req", "id": "h", "client": "t"}))
         ws.recv(10)
         cancel = {"type": "tool/cancel/req", "id": "k", "req_id": pending.req_id}
         ws.send(json.dumps({**cancel, "session_id": owner.client.session_id}))
-        replies.append(json.loads(ws.recv(10)))
-        done.set()
-    assert replies[0]["code"] == "unknown_request"  # type: ignore[index]
+        assert json.loads(ws.recv(10))["code"] == "unknown_request"
     result = pending.result()
     assert result.success and result.data["stdout"] == "mine\n"
     owner.client.close()

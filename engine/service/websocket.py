@@ -36,6 +36,8 @@ log = logging.getLogger("a2e.service")
 #: Close codes (RFC 6455): policy violation, and the server going away.
 CLOSE_POLICY = 1008
 CLOSE_GOING_AWAY = 1001
+#: How long the close of a dropped client may wait for it to read.
+CLOSE_WAIT_S = 5.0
 
 
 class _Outbox:
@@ -110,8 +112,11 @@ async def serve_websocket(
         await asyncio.gather(reader, writer, return_exceptions=True)
     if outbox.overflowed:
         log.warning("dropped %s: it left more than %d bytes unread", peer, outbox.limit)
+        # The close frame waits behind what the client does not read: not for ever.
         with contextlib.suppress(Exception):
-            await websocket.close(CLOSE_POLICY, "too much unread: read your messages")
+            await asyncio.wait_for(
+                websocket.close(CLOSE_POLICY, "too much unread: read your messages"), CLOSE_WAIT_S
+            )
 
 
 async def _read(
