@@ -12,26 +12,20 @@ shell exits, what is already written is collected and its process group is kille
 
 from __future__ import annotations
 
-import codecs
 import os
 import re
-import selectors
 import signal
-import subprocess
-import threading
-import time
 from typing import Any
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
 from a2e_engine.tools.files import resolve_confined
 from a2e_engine.tools.output import EventStream, Flusher, results_of
+from a2e_engine.tools.processes import run_captured
 
 __all__ = ["Shell"]
 
 SHELL = "/bin/sh"
-#: After the shell exits, how long output already in flight may take to arrive.
-DRAIN_S = 0.2
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -93,7 +87,10 @@ class Shell(ToolPlugin):
         flusher = Flusher(out, err)
         flusher.start()
         try:
-            code = _run(str(arguments["command"]), cwd, env, arguments.get("stdin"), out, err)
+            code = run_captured(
+                [SHELL, "-c", str(arguments["command"])], cwd, env, arguments.get("stdin"), out, err
+            ).exit_code
+            assert code is not None  # no time limit of its own: the call's deadline ends it
         finally:
             flusher.stop()
         result: dict[str, Any] = {"exit_code": code, **results_of(out, err)}
@@ -105,63 +102,3 @@ class Shell(ToolPlugin):
             )
             raise ToolExecutionError(f"the command {how}", result, retryable=False)
         return result
-
-
-def _run(
-    command: str,
-    cwd: str,
-    env: dict[str, str],
-    stdin: str | None,
-    out: EventStream,
-    err: EventStream,
-) -> int:
-    proc = subprocess.Popen(
-        [SHELL, "-c", command],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group, killed as a whole at the end
-    )
-    if stdin:
-        threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
-    assert proc.stdout is not None and proc.stderr is not None
-    selector = selectors.DefaultSelector()
-    for pipe, stream in ((proc.stdout, out), (proc.stderr, err)):
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        selector.register(pipe, selectors.EVENT_READ, (stream, decoder))
-    drain_until: float | None = None
-    while selector.get_map():
-        if drain_until is None and proc.poll() is not None:
-            drain_until = time.monotonic() + DRAIN_S
-        timeout = 0.05 if drain_until is None else max(0.0, drain_until - time.monotonic())
-        events = selector.select(timeout)
-        for key, _ in events:
-            stream, decoder = key.data
-            data = os.read(key.fd, 65536)
-            if data:
-                stream.write(decoder.decode(data))
-            else:
-                stream.write(decoder.decode(b"", final=True))
-                selector.unregister(key.fileobj)
-        if drain_until is not None and time.monotonic() >= drain_until:
-            break  # a background job holds the pipes open: do not wait for it
-    selector.close()
-    code = proc.wait()
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # what the command left running in its group
-    except ProcessLookupError:
-        pass
-    for pipe in (proc.stdout, proc.stderr):
-        pipe.close()
-    return code
-
-
-def _feed(proc: subprocess.Popen[bytes], text: str) -> None:
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(text.encode())
-        proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass  # the command did not read it all
