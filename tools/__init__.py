@@ -6,6 +6,7 @@ from a2e_engine.tools.code_eval import CodeEval
 from a2e_engine.tools.files import FileTools
 from a2e_engine.tools.http import HttpTools
 from a2e_engine.tools.python_eval import PythonEval
+from a2e_engine.tools.run_code import RunCode
 from a2e_engine.tools.shell import Shell
 
 __all__ = [
@@ -15,7 +16,8 @@ __all__ = [
     "FileTools",
     "HttpTools",
     "PythonEval",
+    "RunCode",
     "Shell",
 ]
 
-BUILTIN_PLUGINS = (PythonEval, CodeEval, Shell, FileTools, HttpTools, A2APeers)
+BUILTIN_PLUGINS = (PythonEval, CodeEval, RunCode, Shell, FileTools, HttpTools, A2APeers)

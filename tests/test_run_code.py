@@ -1,0 +1,99 @@
+"""``run_code``: a program with stdin and files, judged the way SandboxFusion reports it."""
+
+from __future__ import annotations
+
+import base64
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from a2e.caps.tools.client import ToolAPI
+from a2e_engine.engine import Engine, EngineConfig
+
+
+@pytest.fixture(scope="module")
+def tools() -> Iterator[ToolAPI]:
+    with Engine(config=EngineConfig(prefork=1)) as engine:
+        yield ToolAPI(engine.connect())
+
+
+def _run(tools: ToolAPI, **arguments: object) -> dict:
+    result = tools.call(tool_name="run_code", arguments=arguments)
+    assert result.success, result.error
+    assert isinstance(result.data, dict)
+    return result.data
+
+
+def test_stdin_files_and_fetched_files(tools: ToolAPI) -> None:
+    code = (
+        "import sys\nname = sys.stdin.read().strip()\nprint('hello', name)\n"
+        "open('out/result.txt', 'w').write(open('data/in.txt').read() * 2)"
+    )
+    data = _run(
+        tools,
+        language="python",
+        code=code,
+        stdin="world\n",
+        files={"data/in.txt": base64.b64encode(b"ab").decode(), "out/.keep": ""},
+        fetch_files=["out/result.txt", "missing.txt", "../../../../etc/hostname"],
+    )
+    assert data["status"] == "Success" and data["compile_result"] is None
+    run = data["run_result"]
+    assert run["status"] == "Finished" and run["return_code"] == 0
+    assert run["stdout"] == "hello world\n" and run["stderr"] == ""
+    assert run["execution_time"] > 0
+    # What does not exist, or lies outside the run's directory, is left out.
+    assert data["files"] == {"out/result.txt": base64.b64encode(b"abab").decode()}
+
+
+def test_a_failing_program_is_failed_with_its_exit_code_and_stderr(tools: ToolAPI) -> None:
+    data = _run(tools, language="python", code="print('partial')\nraise SystemExit(3)")
+    assert data["status"] == "Failed" and data["run_result"]["return_code"] == 3
+    assert data["run_result"]["stdout"] == "partial\n"
+    data = _run(tools, language="python", code="def broken(:\n")
+    assert data["status"] == "Failed" and "SyntaxError" in data["run_result"]["stderr"]
+    data = _run(tools, language="bash", code="echo $((6 * 7)); echo oops >&2; exit 1")
+    assert data["run_result"]["stdout"] == "42\n" and data["run_result"]["stderr"] == "oops\n"
+    assert data["status"] == "Failed"
+
+
+def test_past_its_time_limit_the_program_and_its_children_are_killed(tools: ToolAPI) -> None:
+    code = "sleep 30 &\necho started\nsleep 30"
+    data = _run(tools, language="bash", code=code, run_timeout=0.5)
+    run = data["run_result"]
+    assert data["status"] == "Failed" and run["status"] == "TimeLimitExceeded"
+    assert run["return_code"] is None and run["stdout"] == "started\n"
+    assert 0.5 <= run["execution_time"] < 5
+
+
+def test_files_cannot_be_written_outside_the_run(tools: ToolAPI) -> None:
+    content = base64.b64encode(b"x").decode()
+    result = tools.call(
+        tool_name="run_code",
+        arguments={"language": "python", "code": "1", "files": {"../../escape.txt": content}},
+    )
+    assert not result.success and "outside the allowed roots" in (result.error or "")
+    result = tools.call(
+        tool_name="run_code",
+        arguments={"language": "python", "code": "1", "files": {"a.txt": "not base64!"}},
+    )
+    assert not result.success and "not base64" in (result.error or "")
+
+
+def test_an_unknown_language_is_refused_naming_the_known_ones(tools: ToolAPI) -> None:
+    result = tools.call(tool_name="run_code", arguments={"language": "cobol", "code": ""})
+    assert result.error_code == "tool_error" and "['bash', 'python']" in (result.error or "")
+
+
+def test_the_program_cannot_reach_a_server_on_the_host(tools: ToolAPI) -> None:
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        code = (
+            f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n"
+            "    print('connected')\nexcept OSError as exc:\n    print('refused', exc.errno)"
+        )
+        data = _run(tools, language="python", code=code)
+    assert data["run_result"]["stdout"].startswith("refused"), data
