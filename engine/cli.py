@@ -377,6 +377,7 @@ def _service_config(args: argparse.Namespace) -> Any:
             max_connections=args.max_connections,
             max_message_bytes=args.max_message_bytes,
             max_outbox_bytes=args.max_outbox_bytes,
+            request_timeout_s=args.request_timeout_s,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -604,6 +605,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=MAX_MESSAGE_BYTES,
         help=f"largest WebSocket message or request body (default {MAX_MESSAGE_BYTES})",
+    )
+    http.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=30.0,
+        help="how long a client may take to send a request body (default 30)",
     )
     http.add_argument(
         "--max-outbox-bytes",

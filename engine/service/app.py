@@ -1,8 +1,11 @@
 """The service's ASGI app: which path does what, behind which checks.
 
-``/a2e`` is the A2E protocol over WebSocket; ``/healthz`` says the process is alive (no token:
-for load balancers and orchestrators); ``/readyz`` says whether calls can run now; ``/metrics``
-is Prometheus text. Every path but ``/healthz`` wants the token (``engine.service.auth``).
+``/a2e`` is the A2E protocol over WebSocket (``engine.service.websocket``); ``/v1/tools`` is
+REST for tools (``engine.service.rest``); ``/run_code`` and ``/v1/ping`` are SandboxFusion's
+(``engine.service.sandbox_fusion``); ``/openapi.json`` describes them. ``/healthz`` says the
+process is alive (no token: for load balancers and orchestrators); ``/readyz`` says whether
+calls can run now; ``/metrics`` is Prometheus text. Every path but ``/healthz`` wants the
+token (``engine.service.auth``).
 While the service drains (``ServiceState.draining``) new requests get 503 and new WebSockets are
 refused, and the calls in flight finish.
 """
@@ -18,6 +21,10 @@ from starlette.websockets import WebSocket
 from a2e_engine.engine.service.auth import RequireToken
 from a2e_engine.engine.service.draining import RefuseWhileDraining
 from a2e_engine.engine.service.metrics import CONTENT_TYPE
+from a2e_engine.engine.service.openapi import openapi_document
+from a2e_engine.engine.service.responses import json_response
+from a2e_engine.engine.service.rest import rest_routes
+from a2e_engine.engine.service.sandbox_fusion import sandbox_fusion_routes
 from a2e_engine.engine.service.state import ServiceState
 from a2e_engine.engine.service.websocket import serve_websocket
 
@@ -27,7 +34,7 @@ __all__ = ["OPEN_PATHS", "build_app"]
 OPEN_PATHS = frozenset({"/healthz"})
 
 
-def build_app(state: ServiceState) -> RequireToken:
+def build_app(state: ServiceState, version: str = "0") -> RequireToken:
     host, config = state.host, state.config
 
     async def healthz(request: Request) -> Response:
@@ -50,6 +57,11 @@ def build_app(state: ServiceState) -> RequireToken:
     async def metrics(request: Request) -> Response:
         return Response(state.metrics.render(), media_type=CONTENT_TYPE)
 
+    document = openapi_document(version)
+
+    async def openapi(request: Request) -> Response:
+        return json_response(document)
+
     async def a2e(websocket: WebSocket) -> None:
         await serve_websocket(host, websocket, config, state.watch, lambda: state.draining)
 
@@ -57,7 +69,10 @@ def build_app(state: ServiceState) -> RequireToken:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
         WebSocketRoute("/a2e", a2e),
+        *rest_routes(state),
+        *sandbox_fusion_routes(state),
     ]
     app = Starlette(routes=routes)
     gated = RefuseWhileDraining(app, state, OPEN_PATHS | {"/readyz"})

@@ -1,7 +1,9 @@
 """``RequireToken``: every request but the open ones shows the service's token, or gets 401.
 
 The token comes as ``Authorization: Bearer T``, or as ``?token=T`` for clients that can only be
-given a URL (SandboxFusion clients: verl's ``sandbox_fusion_url``). It is compared in constant
+given a URL (verl's ``sandbox_fusion_url``), or as a path prefix ``/t/T/...`` for clients that
+append their path to a base URL they are given (SkyRL's ``SANDBOX_FUSION_URL``), where a query
+string would end up before the path. It is compared in constant
 time. A WebSocket upgrade without it is refused with the same 401, before the upgrade (the ASGI
 denial response), so that a client sees why rather than a bare close.
 """
@@ -15,13 +17,29 @@ from urllib.parse import parse_qs
 
 from a2e import jsonwire
 
-__all__ = ["RequireToken", "presented_token", "refuse"]
+__all__ = ["RequireToken", "presented_token", "refuse", "strip_path_token"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 SendMessage = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, SendMessage], Awaitable[None]]
+
+
+#: The path prefix that carries a token: ``/t/<token>/rest/of/the/path``.
+PATH_TOKEN = "/t/"
+
+
+def strip_path_token(scope: Scope) -> tuple[Scope, str | None]:
+    """The request as if it had no ``/t/<token>`` prefix, and the token it carried."""
+    path: str = scope["path"]
+    if not path.startswith(PATH_TOKEN):
+        return scope, None
+    token, _, rest = path[len(PATH_TOKEN) :].partition("/")
+    stripped = dict(scope)
+    stripped["path"] = "/" + rest
+    stripped["raw_path"] = stripped["path"].encode()
+    return stripped, token
 
 
 def presented_token(scope: Scope) -> str | None:
@@ -50,6 +68,10 @@ class RequireToken:
         self._on_refused = on_refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: SendMessage) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope, in_path = strip_path_token(scope)
+        else:
+            in_path = None
         if (
             self._expected is None
             or scope["type"] not in ("http", "websocket")
@@ -57,7 +79,7 @@ class RequireToken:
         ):
             await self.app(scope, receive, send)
             return
-        shown = presented_token(scope)
+        shown = in_path if in_path is not None else presented_token(scope)
         if shown is not None and hmac.compare_digest(shown.encode(), self._expected):
             await self.app(scope, receive, send)
             return

@@ -13,6 +13,7 @@ what is left and kills its workers. The engine then ends the sessions (``Engine.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 import socket
 import ssl
@@ -60,7 +61,7 @@ class HttpService:
         config = self.config
         self._socket = _bind(config.host, config.port)
         server_config = uvicorn.Config(
-            build_app(self.state),
+            build_app(self.state, _version()),
             ws="websockets-sansio",
             ws_max_size=2 * config.max_message_bytes,
             ws_per_message_deflate=False,  # CPU per message, and a way to inflate memory
@@ -110,6 +111,13 @@ class HttpService:
         """Until the server has stopped (after ``drain``)."""
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("a2e-engine")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -1,0 +1,64 @@
+"""Answers the service's HTTP endpoints share: strict JSON, the host's refusals as HTTP
+statuses, and a call's result unless the client left first (then its call is cancelled)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from a2e import jsonwire
+from a2e.caps.tools.models import ToolCallRequest, ToolCallResponse, ToolResult
+from a2e.messages import ErrorCode
+from a2e_engine.engine.service.bodies import error_response, until_disconnected
+from a2e_engine.engine.service.exchange import Exchange, Refused
+
+__all__ = ["json_response", "refusal_response", "result_or_gone"]
+
+#: How the host's refusals read over HTTP.
+REFUSAL_STATUS: dict[str, int] = {
+    ErrorCode.OVERLOADED: 429,
+    ErrorCode.MESSAGE_TOO_LARGE: 413,
+    ErrorCode.INVALID_MESSAGE: 400,
+    ErrorCode.UNAUTHORIZED: 401,
+}
+
+
+def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """Strict JSON (no NaN), the same encoder as every other wire of ours."""
+    return Response(jsonwire.dumps(value), status, headers, media_type="application/json")
+
+
+def refusal_response(refused: Refused) -> Response:
+    status = REFUSAL_STATUS.get(refused.error.code, 500)
+    headers = {"Retry-After": "1"} if status == 429 else None
+    return error_response(status, refused.error.code, refused.error.message, headers)
+
+
+async def result_or_gone(
+    request: Request, exchange: Exchange, call: ToolCallRequest
+) -> ToolResult | None:
+    """The call's result; ``None`` if the client went away first (the call is then left to
+    ``exchange.close()`` to cancel)."""
+
+    async def until_result() -> ToolResult:
+        async for message in exchange.call(call):
+            if isinstance(message, ToolCallResponse):
+                return message.data
+        raise RuntimeError("the call ended without a result")
+
+    result = asyncio.ensure_future(until_result())
+    gone = asyncio.ensure_future(until_disconnected(request))
+    try:
+        await asyncio.wait((result, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if result.done():
+        return result.result()
+    result.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await result
+    return None

@@ -1,0 +1,142 @@
+"""REST for tools: ``GET /v1/tools`` (list and search) and ``POST /v1/tools/{tool_name}``
+(``{"arguments": {...}, "timeout": 30}`` to the ``ToolResult``; with ``Accept:
+text/event-stream`` the call's ``tool/event``s as server-sent events, then ``result``).
+
+Each request is one ``Exchange`` with the host: a session of its own, ended with the request.
+A result is 200 whatever the tool did (``success`` and ``error_code`` say), but 404 for an
+unknown tool and 403 for a denied one; the host turning a call away is 429 with
+``Retry-After``. A client that leaves before its result has its call cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from a2e import jsonwire
+from a2e.caps.tools.models import (
+    ToolCallRequest,
+    ToolErrorCode,
+    ToolEvent,
+    ToolListRequest,
+)
+from a2e.codec import describe_validation_error, encode
+from a2e_engine.engine.service.bodies import (
+    BadRequest,
+    read_model,
+)
+from a2e_engine.engine.service.exchange import Exchange, Refused
+from a2e_engine.engine.service.responses import json_response, refusal_response, result_or_gone
+from a2e_engine.engine.service.state import ServiceState
+
+__all__ = ["CallBody", "rest_routes"]
+
+#: Tool outcomes that are the request's fault rather than the tool's.
+_RESULT_STATUS: dict[str | None, int] = {
+    ToolErrorCode.UNKNOWN_TOOL: 404,
+    ToolErrorCode.TOOL_DENIED: 403,
+}
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+
+
+class CallBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    arguments: dict[str, Any] = {}
+    timeout: float = 30
+    correlation_id: str = ""
+
+
+def _call_request(tool_name: str, body: CallBody, streaming: bool) -> ToolCallRequest:
+    try:
+        return ToolCallRequest(
+            tool_name=tool_name,
+            arguments=body.arguments,
+            timeout=body.timeout,  # type: ignore[arg-type]  # rounded up by the model
+            correlation_id=body.correlation_id,
+            streaming=streaming,
+        )
+    except ValidationError as exc:
+        raise BadRequest(400, "invalid_request", describe_validation_error(exc)) from None
+
+
+def rest_routes(state: ServiceState) -> list[Route]:
+    host, config = state.host, state.config
+
+    async def list_tools(request: Request) -> Response:
+        params = request.query_params
+        tags = [t for value in params.getlist("tags") for t in value.split(",") if t]
+        listing = ToolListRequest(
+            query=params.get("query", ""),
+            include_deferred=params.get("include_deferred", "").lower() in TRUE_WORDS,
+            filter_tags=tags,
+            filter_kind=params.get("kind", ""),
+        )
+        exchange = Exchange(host, state.watch, "rest")
+        try:
+            await exchange.open()
+            reply = await exchange.list_tools(listing)
+        except Refused as exc:
+            return refusal_response(exc)
+        finally:
+            exchange.close()
+        return json_response({"tools": [tool.model_dump(mode="json") for tool in reply.tools]})
+
+    async def call_tool(request: Request) -> Response:
+        try:
+            body = await read_model(
+                request, CallBody, config.max_message_bytes, config.request_timeout_s
+            )
+            streaming = "text/event-stream" in request.headers.get("accept", "")
+            call = _call_request(request.path_params["tool_name"], body, streaming)
+        except BadRequest as exc:
+            state.metrics.reject(exc.error)
+            return exc.response()
+        exchange = Exchange(host, state.watch, "rest")
+        try:
+            await exchange.open()
+        except Refused as exc:
+            exchange.close()
+            return refusal_response(exc)
+        if streaming:
+            return StreamingResponse(
+                _server_sent_events(exchange, call), media_type="text/event-stream"
+            )
+        try:
+            return await _answer(request, exchange, call)
+        except Refused as exc:
+            return refusal_response(exc)
+        finally:
+            exchange.close()
+
+    return [
+        Route("/v1/tools", list_tools, methods=["GET"]),
+        Route("/v1/tools/{tool_name}", call_tool, methods=["POST"]),
+    ]
+
+
+async def _answer(request: Request, exchange: Exchange, call: ToolCallRequest) -> Response:
+    data = await result_or_gone(request, exchange, call)
+    if data is None:
+        return Response(status_code=499)  # nobody is there to read it
+    status = _RESULT_STATUS.get(data.error_code, 200)
+    return json_response(data.model_dump_wire(), status)
+
+
+async def _server_sent_events(exchange: Exchange, call: ToolCallRequest) -> AsyncIterator[str]:
+    try:
+        async for message in exchange.call(call):
+            if isinstance(message, ToolEvent):
+                yield f"event: tool/event\ndata: {encode(message)}\n\n"
+            else:
+                yield f"event: result\ndata: {jsonwire.dumps(message.data.model_dump_wire())}\n\n"
+    except Refused as exc:
+        error = {"error": exc.error.code, "message": exc.error.message}
+        yield f"event: error\ndata: {jsonwire.dumps(error)}\n\n"
+    finally:
+        exchange.close()

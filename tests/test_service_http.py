@@ -1,0 +1,262 @@
+"""``a2e serve --http`` over plain HTTP, driven by httpx and by a SandboxFusion-style client:
+REST for tools (JSON and server-sent events), ``/run_code`` and ``/v1/ping``, OpenAPI, and the
+attacks a service must survive (bodies too large, too slow or malformed, overload, a client
+that leaves mid-call)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.service_process import ServiceProcess, wait_for
+
+TOKEN = "http-tests-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[ServiceProcess]:
+    server = ServiceProcess(
+        "--token", TOKEN, "--max-message-bytes", "200000", "--request-timeout-s", "1"
+    )
+    yield server
+    assert server.stop() == 0
+
+
+@pytest.fixture()
+def http(service: ServiceProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=service.url, headers=AUTH, timeout=60) as client:
+        yield client
+
+
+# -- REST for tools --
+
+
+def test_list_and_search_tools(http: httpx.Client) -> None:
+    tools = http.get("/v1/tools").json()["tools"]
+    assert {"python_eval", "run_code", "run_shell"} <= {t["name"] for t in tools}
+    found = http.get("/v1/tools", params={"query": "run a shell command"}).json()["tools"]
+    assert found and found[0]["name"] == "run_shell"
+    tagged = http.get("/v1/tools", params={"tags": "judge"}).json()["tools"]
+    assert [t["name"] for t in tagged] == ["run_code"]
+
+
+def test_call_a_tool(http: httpx.Client) -> None:
+    response = http.post("/v1/tools/python_eval", json={"arguments": {"code": "print(6 * 7)"}})
+    assert response.status_code == 200
+    result = response.json()
+    assert result["success"] and result["data"]["stdout"] == "42\n"
+    failed = http.post("/v1/tools/python_eval", json={"arguments": {"code": "1/0"}}).json()
+    assert not failed["success"] and "ZeroDivisionError" in failed["error"]
+    unknown = http.post("/v1/tools/nope", json={"arguments": {}})
+    assert unknown.status_code == 404 and unknown.json()["error_code"] == "unknown_tool"
+    invalid = http.post("/v1/tools/python_eval", json={"arguments": {"code": 5}})
+    assert invalid.status_code == 200 and "invalid arguments" in invalid.json()["error"]
+
+
+def test_a_call_streams_its_events_as_server_sent_events(http: httpx.Client) -> None:
+    code = "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.2)"
+    seen: list[tuple[str, float]] = []
+    started = time.monotonic()
+    with http.stream(
+        "POST",
+        "/v1/tools/python_eval",
+        json={"arguments": {"code": code}},
+        headers={"Accept": "text/event-stream"},
+    ) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        event = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event = line[len("event: ") :]
+            elif line.startswith("data: "):
+                seen.append((event, time.monotonic() - started))
+                if event == "result":
+                    result = json.loads(line[len("data: ") :])
+    kinds = [kind for kind, _ in seen]
+    assert kinds[-1] == "result" and kinds.count("tool/event") >= 3
+    assert result["success"] and result["data"]["stdout"] == "0\n1\n2\n"
+    # Streamed: the first event came well before the result.
+    assert seen[-1][1] - seen[0][1] > 0.3
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "said"),
+    [
+        (b"{not json", 400, "not JSON"),
+        (b"[1, 2]", 400, "must be a JSON object"),
+        (b'{"arguments": {}, "timout": 3}', 400, "timout"),
+        (b'{"arguments": "code"}', 400, "arguments"),
+        (b'{"arguments": {}, "timeout": -1}', 400, "timeout"),
+        (b'{"arguments": {"code": "' + b"x" * 250_000 + b'"}}', 413, "over the limit"),
+    ],
+)
+def test_bad_bodies_are_refused_naming_the_problem(
+    http: httpx.Client, body: bytes, status: int, said: str
+) -> None:
+    response = http.post(
+        "/v1/tools/python_eval", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == status, response.text
+    assert said in response.json()["message"]
+
+
+def test_a_body_that_never_ends_is_timed_out(service: ServiceProcess) -> None:
+    host, port = service.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.sendall(
+            b"POST /v1/tools/python_eval HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + TOKEN.encode()
+            + b'\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"argu'
+        )
+        started = time.monotonic()
+        reply = raw.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 408"), reply
+    assert time.monotonic() - started < 5
+
+
+def test_a_client_that_leaves_mid_call_has_its_call_killed(service: ServiceProcess) -> None:
+    baseline = service.workers()
+    sleeper = {"arguments": {"code": "import time\ntime.sleep(60)"}, "timeout": 60}
+
+    def call() -> None:
+        try:
+            httpx.post(f"{service.url}/v1/tools/python_eval", json=sleeper, headers=AUTH, timeout=2)
+        except httpx.TimeoutException:
+            pass  # the client gives up and closes its connection
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    assert wait_for(lambda: service.workers() > baseline, 10)
+    caller.join()
+    assert wait_for(lambda: service.workers() <= baseline, 10)
+
+
+def test_openapi_describes_the_endpoints(http: httpx.Client) -> None:
+    document = http.get("/openapi.json").json()
+    assert document["openapi"].startswith("3.")
+    assert {"/v1/tools", "/v1/tools/{tool_name}", "/run_code", "/v1/ping"} <= set(document["paths"])
+    assert "ToolResult" in document["components"]["schemas"]
+
+
+# -- SandboxFusion --
+
+
+def _run_code(service: ServiceProcess, body: dict, url_suffix: str = "") -> dict:
+    """As verl's client does: POST to the URL it was given, all eight fields."""
+    full = {
+        "compile_timeout": 10,
+        "run_timeout": 10,
+        "stdin": None,
+        "memory_limit_MB": 1024,
+        "language": "python",
+        "files": {},
+        "fetch_files": [],
+        **body,
+    }
+    response = httpx.post(
+        f"{service.url}{url_suffix or '/run_code?token=' + TOKEN}",
+        content=json.dumps(full),
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert list(answer) == [
+        "status",
+        "message",
+        "compile_result",
+        "run_result",
+        "executor_pod_name",
+        "files",
+    ]
+    return answer
+
+
+def test_stdin_stdout_problems_are_judged_as_sandbox_fusion_does(service: ServiceProcess) -> None:
+    solution = "a, b = map(int, input().split())\nprint(a + b)"
+    cases = [("1 2\n", "3"), ("10 -4\n", "6"), ("0 0\n", "0")]
+    for given, expected in cases:
+        answer = _run_code(service, {"code": solution, "stdin": given})
+        assert answer["status"] == "Success" and answer["message"] == ""
+        run = answer["run_result"]
+        assert run["status"] == "Finished" and run["return_code"] == 0
+        assert run["stdout"].rstrip("\n") == expected and run["stderr"] == ""
+    wrong = _run_code(service, {"code": "print(int(input().split()[0]))", "stdin": "1 2\n"})
+    assert wrong["status"] == "Success" and wrong["run_result"]["stdout"] != "3\n"
+    crashed = _run_code(service, {"code": "raise ValueError('no')", "stdin": "1 2\n"})
+    assert crashed["status"] == "Failed" and crashed["run_result"]["return_code"] == 1
+    assert "ValueError: no" in crashed["run_result"]["stderr"]
+    slow = _run_code(service, {"code": "while True: pass", "run_timeout": 1})
+    assert slow["status"] == "Failed"
+    assert slow["run_result"]["status"] == "TimeLimitExceeded"
+    assert slow["run_result"]["return_code"] is None
+
+
+def test_bash_files_and_fetch_files(service: ServiceProcess) -> None:
+    answer = _run_code(
+        service,
+        {
+            "language": "bash",
+            "code": "tr a-z A-Z < in.txt > out.txt; cat out.txt",
+            "files": {"in.txt": base64.b64encode(b"shout\n").decode()},
+            "fetch_files": ["out.txt"],
+        },
+    )
+    assert answer["status"] == "Success" and answer["run_result"]["stdout"] == "SHOUT\n"
+    assert base64.b64decode(answer["files"]["out.txt"]) == b"SHOUT\n"
+
+
+def test_an_unknown_language_is_a_sandbox_error(service: ServiceProcess) -> None:
+    answer = _run_code(service, {"language": "brainfuck", "code": "+."})
+    assert answer["status"] == "SandboxError" and "'brainfuck' is not served" in answer["message"]
+    assert answer["run_result"] is None
+
+
+def test_sandbox_fusion_tokens_and_ping(service: ServiceProcess) -> None:
+    # SkyRL and SandboxFusion's SDK append /run_code to a base URL: the token goes in the path.
+    answer = _run_code(service, {"code": "print(1)"}, url_suffix=f"/t/{TOKEN}/run_code")
+    assert answer["run_result"]["stdout"] == "1\n"
+    ping = httpx.get(f"{service.url}/t/{TOKEN}/v1/ping", timeout=10)
+    assert ping.status_code == 200 and ping.content == b'"pong"'
+    for url in ("/run_code", f"/run_code?token={TOKEN}x", f"/t/{TOKEN}x/run_code", "/t//run_code"):
+        response = httpx.post(f"{service.url}{url}", json={"code": "1", "language": "python"})
+        assert response.status_code == 401, url
+    missing = httpx.post(f"{service.url}/run_code?token={TOKEN}", json={"language": "python"})
+    assert missing.status_code == 422 and "code" in missing.json()["message"]
+
+
+def test_overload_is_429_with_retry_after(tmp_path: Path) -> None:
+    config = tmp_path / "engine.toml"
+    config.write_text("[engine]\nmax_pending_calls = 1\nmax_workers = 1\n")
+    server = ServiceProcess("--config", str(config))
+    try:
+        sleeper = {"arguments": {"code": "import time\ntime.sleep(1)"}}
+        statuses: list[tuple[int, str | None]] = []
+
+        def call() -> None:
+            response = httpx.post(f"{server.url}/v1/tools/python_eval", json=sleeper, timeout=30)
+            statuses.append((response.status_code, response.headers.get("retry-after")))
+
+        callers = [threading.Thread(target=call) for _ in range(4)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+        assert (200, None) in statuses and (429, "1") in statuses, statuses
+        assert len(statuses) == 4
+        answer = httpx.post(
+            f"{server.url}/run_code",
+            json={"code": "import time\ntime.sleep(1)", "language": "python"},
+        )
+        assert answer.status_code == 200
+    finally:
+        assert server.stop() == 0
