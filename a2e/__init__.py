@@ -1,4 +1,5 @@
-"""The A2E protocol: wire models, plugin contracts and the client. Depends on pydantic only."""
+"""The A2E protocol: wire models, plugin contracts and the clients. Depends on pydantic, and
+on websockets for the WebSocket transports."""
 
 from a2e.client import A2EClient, HandshakeFailed
 from a2e.codec import ProtocolError, decode, encode

@@ -10,8 +10,10 @@ PUBLIC = {
     "a2e": ["A2EClient", "A2ECapability", "A2EError", "ErrorCode", "decode", "encode"],
     "a2e.caps.tools": ["ToolDefinition", "ToolParameter", "ToolResult", "ToolErrorCode"],
     "a2e.caps.tools.client": ["ToolAPI", "PendingCall"],
+    "a2e.caps.tools.async_client": ["AsyncToolAPI", "AsyncPendingCall"],
     "a2e.caps.tools.plugin": ["ToolPlugin", "ToolContext", "ToolExecutionError", "SandboxProfile"],
-    "a2e.transports": ["StdioTransport"],
+    "a2e.transports": ["StdioTransport", "WebSocketTransport", "AsyncWebSocketTransport"],
+    "a2e_engine.engine.service": ["HttpService", "ServiceConfig"],
     "a2e_engine.engine": ["Engine", "EngineConfig", "Limits", "RetryPolicy", "ToolPolicy"],
     "a2e_engine.sandbox": [
         "WorkerPool",

@@ -1,6 +1,7 @@
-"""Client-side transports for ``A2EClient``."""
+"""Client-side transports for ``A2EClient`` (and, awaited, for ``AsyncToolAPI``)."""
 
 from a2e.transports.stdio import StdioTransport
 from a2e.transports.websocket import TransportRefused, WebSocketTransport
+from a2e.transports.websocket_async import AsyncWebSocketTransport
 
-__all__ = ["StdioTransport", "TransportRefused", "WebSocketTransport"]
+__all__ = ["AsyncWebSocketTransport", "StdioTransport", "TransportRefused", "WebSocketTransport"]

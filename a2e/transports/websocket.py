@@ -7,9 +7,12 @@ header; a server that refuses the upgrade (401, 503) raises ``TransportRefused``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import ssl
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
@@ -19,7 +22,13 @@ from a2e.codec import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
 from a2e.messages import A2EMessage
 from a2e.transport import TransportClosed
 
-__all__ = ["TransportRefused", "WebSocketTransport"]
+__all__ = [
+    "TransportRefused",
+    "WebSocketTransport",
+    "connect_options",
+    "refusal",
+    "refused_as",
+]
 
 log = logging.getLogger("a2e.transports.websocket")
 
@@ -38,21 +47,10 @@ class WebSocketTransport:
         ssl_context: ssl.SSLContext | None = None,
         max_message_bytes: int = 2 * MAX_MESSAGE_BYTES,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token is not None else None
-        try:
+        options = connect_options(token, open_timeout, ssl_context, max_message_bytes)
+        with refused_as(url):
             # Entered at once: the connection lives as long as the transport (close() ends it).
-            self._ws: ClientConnection = connect(
-                url,
-                additional_headers=headers,
-                open_timeout=open_timeout,
-                max_size=max_message_bytes,
-                compression=None,
-                ssl=ssl_context,
-            ).__enter__()
-        except InvalidStatus as exc:
-            raise TransportRefused(_refusal(exc)) from None
-        except (InvalidHandshake, OSError, TimeoutError) as exc:
-            raise TransportRefused(f"cannot connect to {url}: {exc}") from None
+            self._ws: ClientConnection = connect(url, **options).__enter__()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -92,7 +90,36 @@ class WebSocketTransport:
         self._ws.close()
 
 
-def _refusal(exc: InvalidStatus) -> str:
+def connect_options(
+    token: str | None,
+    open_timeout: float,
+    ssl_context: ssl.SSLContext | None,
+    max_message_bytes: int,
+) -> dict[str, Any]:
+    """What both clients of ``websockets`` (sync and asyncio) are opened with: the token as a
+    bearer header, no compression (CPU per message, for JSON that is mostly small)."""
+    return {
+        "additional_headers": {"Authorization": f"Bearer {token}"} if token is not None else None,
+        "open_timeout": open_timeout,
+        "max_size": max_message_bytes,
+        "compression": None,
+        "ssl": ssl_context,
+    }
+
+
+@contextlib.contextmanager
+def refused_as(url: str) -> Iterator[None]:
+    """A failed upgrade or connection as ``TransportRefused``, with the server's reason."""
+    try:
+        yield
+    except InvalidStatus as exc:
+        raise TransportRefused(refusal(exc)) from None
+    except (InvalidHandshake, OSError, TimeoutError) as exc:
+        raise TransportRefused(f"cannot connect to {url}: {exc}") from None
+
+
+def refusal(exc: InvalidStatus) -> str:
+    """Why the server refused the upgrade: its status and the reason its body gives."""
     response = exc.response
     why = response.reason_phrase
     try:

@@ -26,7 +26,7 @@ from a2e.client import A2EClient, PendingReply
 from a2e.messages import A2EError
 from a2e.transport import TransportClosed
 
-__all__ = ["PendingCall", "ToolAPI"]
+__all__ = ["REPLY_GRACE_S", "PendingCall", "ToolAPI", "to_result"]
 
 #: How long past the call's own timeout the client waits for the host's reply before giving up.
 REPLY_GRACE_S = 10.0
@@ -66,32 +66,51 @@ class PendingCall:
         self._result = self._to_result(reply)
         return self._result
 
-    def _failure(self, error: str, code: str) -> ToolResult:
-        return ToolResult(
-            success=False,
-            tool_name=self.request.tool_name,
-            error=error,
-            error_code=code,
-            duration_ms=int((time.monotonic() - self._started) * 1000),
-            events=list(self._pending.events),
+    def _to_result(self, reply: object) -> ToolResult:
+        return to_result(
+            self.request,
+            reply,
+            self._pending.events,
+            self._started,
+            closed=self._pending.closed_reason if self._pending.done else None,
         )
 
-    def _to_result(self, reply: object) -> ToolResult:
-        if isinstance(reply, ToolCallResponse):
-            result = reply.data
-            if not result.events and self._pending.events:
-                result = result.model_copy(update={"events": list(self._pending.events)})
-            return result
-        if isinstance(reply, A2EError):
-            return self._failure(f"{reply.code}: {reply.message}", reply.code)
-        if reply is None and self._pending.done:
-            return self._failure(self._pending.closed_reason or "connection closed", "tool_error")
-        if reply is None:
-            return self._failure(
-                f"no reply from the host within {self.request.timeout + REPLY_GRACE_S:.0f} s",
-                ToolErrorCode.TOOL_ERROR,
-            )
-        return self._failure(f"unexpected reply {type(reply).__name__}", ToolErrorCode.TOOL_ERROR)
+
+def to_result(
+    request: ToolCallRequest,
+    reply: object,
+    events: list[ToolEvent],
+    started: float,
+    closed: str | None,
+) -> ToolResult:
+    """What a call's reply means, as a ``ToolResult`` in every case. ``reply`` is ``None`` when
+    none came: then ``closed`` is why the connection ended, or ``None`` if time ran out."""
+
+    def failure(error: str, code: str) -> ToolResult:
+        return ToolResult(
+            success=False,
+            tool_name=request.tool_name,
+            error=error,
+            error_code=code,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            events=list(events),
+        )
+
+    if isinstance(reply, ToolCallResponse):
+        result = reply.data
+        if not result.events and events:
+            result = result.model_copy(update={"events": list(events)})
+        return result
+    if isinstance(reply, A2EError):
+        return failure(f"{reply.code}: {reply.message}", reply.code)
+    if reply is None and closed is not None:
+        return failure(closed or "connection closed", ToolErrorCode.TOOL_ERROR)
+    if reply is None:
+        return failure(
+            f"no reply from the host within {request.timeout + REPLY_GRACE_S:.0f} s",
+            ToolErrorCode.TOOL_ERROR,
+        )
+    return failure(f"unexpected reply {type(reply).__name__}", ToolErrorCode.TOOL_ERROR)
 
 
 class ToolAPI:
