@@ -123,6 +123,27 @@ def test_a_body_that_never_ends_is_timed_out(service: ServiceProcess) -> None:
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.parametrize("trickle", [b"", b"GET /healthz HTTP/1.1\r\nHo"])
+def test_a_request_head_that_never_ends_is_cut_off(service: ServiceProcess, trickle: bytes) -> None:
+    host, port = service.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        started = time.monotonic()
+        raw.sendall(trickle)
+        # A byte now and then resets no timer: the head has its deadline from the start.
+        closed = False
+        while time.monotonic() - started < 5 and not closed:
+            time.sleep(0.3)
+            try:
+                raw.sendall(b"x")
+                raw.settimeout(0.01)
+                closed = raw.recv(1) == b""
+            except TimeoutError:
+                pass
+            except OSError:
+                closed = True
+    assert closed and time.monotonic() - started < 3
+
+
 def test_a_client_that_leaves_mid_call_has_its_call_killed(service: ServiceProcess) -> None:
     baseline = service.workers()
     sleeper = {"arguments": {"code": "import time\ntime.sleep(60)"}, "timeout": 60}
