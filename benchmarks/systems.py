@@ -1,7 +1,7 @@
-"""Where a benchmark call runs: this engine (in-process ``ToolAPI`` and ``a2e serve --stdio``)
-and what people use instead. Each system opens, for a workload, a call function that is safe to
-use from several threads at once; a call does the next payload and returns
-``(payload index, answer)``.
+"""Where a benchmark call runs: this engine (in-process ``ToolAPI``, ``a2e serve --stdio``, and
+``a2e serve --http`` over WebSocket and over REST) and what people use instead. Each system
+opens, for a workload, a call function that is safe to use from several threads at once; a
+call does the next payload and returns ``(payload index, answer)``.
 
 The alternatives run the payload's script in a child and read its output through a pipe:
 ``os.fork`` from a minimal parent (the floor), ``multiprocessing.Process`` (fork),
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
 import multiprocessing
 import os
 import shutil
@@ -137,6 +138,88 @@ def engine_stdio(workload: Workload, payloads: list[Payload]) -> Iterator[Opened
             client.close()
     finally:
         transport.close()
+
+
+@contextlib.contextmanager
+def _http_service() -> Iterator[tuple[str, int]]:
+    """``a2e serve --http`` on 127.0.0.1 (a free port), as the stdio system runs its server:
+    its URL and its pid."""
+    command = [
+        sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0",
+        "--no-entry-points", "--prefork", "4", "--max-workers", "8",
+        "--plugin", "a2e_engine.benchmarks.workloads:BenchTools",
+    ]  # fmt: skip
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    assert server.stderr is not None
+    url = ""
+    for line in server.stderr:
+        if line.startswith("a2e: serving on "):
+            url = line.split()[3]
+            break
+    if not url:
+        server.kill()
+        server.wait()
+        raise RuntimeError("a2e serve --http did not start")
+    threading.Thread(target=server.stderr.read, daemon=True).start()  # keep its pipe drained
+    try:
+        yield url, server.pid
+    finally:
+        server.terminate()
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@contextlib.contextmanager
+def engine_websocket(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    from a2e.client import A2EClient
+    from a2e.transports.websocket import WebSocketTransport
+
+    with _http_service() as (url, pid):
+        client = A2EClient(
+            WebSocketTransport(url.replace("http", "ws", 1) + "/a2e"), client_name="a2e-bench"
+        )
+        try:
+            yield Opened(
+                _engine_call(ToolAPI(client), workload, payloads), lambda: {"supervisor": [pid]}
+            )
+        finally:
+            client.close()
+
+
+@contextlib.contextmanager
+def engine_rest(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    """Each call a POST /v1/tools/{tool}, as a service's clients make them; a streaming one
+    reads its events as server-sent events."""
+    import httpx
+
+    with _http_service() as (url, pid), httpx.Client(base_url=url, timeout=60) as http:
+        take = _next_payload(payloads)
+
+        def call() -> tuple[int, Any]:
+            index, payload = take()
+            body = {"arguments": payload.arguments, "timeout": 60}
+            path = f"/v1/tools/{payload.tool}"
+            if payload.streaming:
+                events, result = 0, None
+                headers = {"Accept": "text/event-stream"}
+                with http.stream("POST", path, json=body, headers=headers) as response:
+                    for line in response.iter_lines():
+                        if line == "event: tool/event":
+                            events += 1
+                        elif line.startswith("data: ") and '"success"' in line:
+                            result = json.loads(line[len("data: ") :])
+                if events != EVENTS_PER_STREAM:
+                    raise RuntimeError(f"{events} events arrived, not {EVENTS_PER_STREAM}")
+            else:
+                result = http.post(path, json=body).json()
+            if not result or not result["success"]:
+                raise RuntimeError(f"the engine failed {payload.tool}: {result}")
+            return index, workload.engine_answer(result["data"])
+
+        yield Opened(call, lambda: {"supervisor": [pid]})
 
 
 # -- the alternatives: the payload's script in a child --
@@ -331,6 +414,8 @@ def human_eval_check(workload: Workload, payloads: list[Payload]) -> Iterator[Op
 SYSTEMS = (
     System("engine", "engine, ToolAPI in-process", engine_in_process, is_engine=True),
     System("engine_stdio", "engine, a2e serve --stdio", engine_stdio, is_engine=True),
+    System("engine_ws", "engine, a2e serve --http, WebSocket", engine_websocket, is_engine=True),
+    System("engine_rest", "engine, a2e serve --http, REST", engine_rest, is_engine=True),
     System("fork", "bare os.fork + pipe (floor)", bare_fork),
     System("mp_process", "multiprocessing.Process per call", multiprocessing_process),
     System("subprocess", "subprocess.run(python -c)", subprocess_python),

