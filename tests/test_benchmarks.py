@@ -245,3 +245,13 @@ def test_systems_are_measured_in_rounds_and_one_failure_costs_only_itself() -> N
     assert report["failed"] == {"dead": "RuntimeError: cannot start here"}
     assert set(report["results"]) == {"engine", "b", "c"}
     assert set(report["extras"]["c"]["open_loop"]) == {"0.25", "0.50", "0.90"}
+
+
+def test_load_test_of_the_service() -> None:
+    """The load test's checks run for real on a short run (the 64-client minute is for the
+    closing notes); a queue smaller than the clients makes the server turn some away."""
+    from a2e_engine.benchmarks.load import load_test
+
+    report = load_test(clients=8, seconds=4, workers=2)
+    assert report["ok"], report
+    assert report["calls"] > 0 and report["lost"] == report["duplicated"] == 0
