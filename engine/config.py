@@ -74,7 +74,7 @@ class EngineConfig:
     max_result_events: int = 1_000
     max_pending_calls: int = 10_000
     max_sessions_per_connection: int = 16
-    max_calls_per_connection: int = 256
+    max_calls_per_connection: int = 1024
     server_name: str = "a2e-engine/0.1.0"
     require: tuple[str, ...] = ()
     cgroups: bool = True
