@@ -15,6 +15,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolEvent
 from a2e.client import A2EClient
 from a2e.transports.websocket import TransportRefused, WebSocketTransport
 from tests.service_process import ServiceProcess, wait_for
@@ -50,6 +51,24 @@ def test_calls_over_websocket_work_as_in_process(service: ServiceProcess) -> Non
     assert streamed.success and events, streamed
     refused = tools.call(tool_name="no_such_tool", arguments={})
     assert refused.error_code == "unknown_tool"
+    tools.client.close()
+
+
+def test_a_burst_of_events_arrives_whole_and_in_order(service: ServiceProcess) -> None:
+    """Events a worker writes at once leave the server in one write (frame_batches), each still
+    a message of its own."""
+    tools = _tools(service)
+    events: list[ToolEvent] = []
+    result = tools.call(
+        tool_name="python_eval",
+        arguments={"code": "for i in range(2000):\n    print(i)"},
+        streaming=True,
+        on_event=events.append,
+    )
+    assert result.success
+    assert [event.seq for event in events] == list(range(len(events)))
+    streamed = "".join(event.data["chunk"] for event in events if event.kind == "artifact")
+    assert streamed == result.data["stdout"] == "".join(f"{i}\n" for i in range(2000))
     tools.client.close()
 
 

@@ -71,18 +71,32 @@ class Exchange:
 
     async def call(self, request: ToolCallRequest) -> AsyncIterator[ToolEvent | ToolCallResponse]:
         """The call's events as they come, then its response (``Refused`` for an error)."""
+        async for batch in self.call_in_batches(request):
+            for message in batch:
+                yield message
+
+    async def call_in_batches(
+        self, request: ToolCallRequest
+    ) -> AsyncIterator[list[ToolEvent | ToolCallResponse]]:
+        """The same, in the batches they arrived in (a burst of a tool's events at once), so
+        that a transport can write each burst with one write."""
         request = request.model_copy(update={"session_id": self._session})
         self._connection.receive(request)
         while True:
-            message = await self._inbox.get()
-            if getattr(message, "req_id", None) != request.id:
-                continue
-            if isinstance(message, A2EError):
-                raise Refused(message)
-            if isinstance(message, ToolEvent | ToolCallResponse):
-                yield message
-                if isinstance(message, ToolCallResponse):
-                    return
+            batch: list[ToolEvent | ToolCallResponse] = []
+            message: A2EMessage | None = await self._inbox.get()
+            while message is not None:
+                if getattr(message, "req_id", None) == request.id:
+                    if isinstance(message, A2EError):
+                        raise Refused(message)
+                    if isinstance(message, ToolEvent | ToolCallResponse):
+                        batch.append(message)
+                        if isinstance(message, ToolCallResponse):
+                            yield batch
+                            return
+                message = self._inbox.get_nowait() if not self._inbox.empty() else None
+            if batch:
+                yield batch
 
     def close(self) -> None:
         """End the connection: a call still running is cancelled, the session ends."""

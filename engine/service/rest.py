@@ -21,6 +21,7 @@ from starlette.routing import Route
 from a2e import jsonwire
 from a2e.caps.tools.models import (
     ToolCallRequest,
+    ToolCallResponse,
     ToolErrorCode,
     ToolEvent,
     ToolListRequest,
@@ -128,13 +129,17 @@ async def _answer(request: Request, exchange: Exchange, call: ToolCallRequest) -
     return json_response(data.model_dump_wire(), status)
 
 
+def _server_sent_event(message: ToolEvent | ToolCallResponse) -> str:
+    if isinstance(message, ToolEvent):
+        return f"event: tool/event\ndata: {encode(message)}\n\n"
+    return f"event: result\ndata: {jsonwire.dumps(message.data.model_dump_wire())}\n\n"
+
+
 async def _server_sent_events(exchange: Exchange, call: ToolCallRequest) -> AsyncIterator[str]:
     try:
-        async for message in exchange.call(call):
-            if isinstance(message, ToolEvent):
-                yield f"event: tool/event\ndata: {encode(message)}\n\n"
-            else:
-                yield f"event: result\ndata: {jsonwire.dumps(message.data.model_dump_wire())}\n\n"
+        # A burst of events goes out as one chunk: one write, one wake-up of the client.
+        async for batch in exchange.call_in_batches(call):
+            yield "".join(_server_sent_event(message) for message in batch)
     except Refused as exc:
         error = {"error": exc.error.code, "message": exc.error.message}
         yield f"event: error\ndata: {jsonwire.dumps(error)}\n\n"

@@ -23,6 +23,7 @@ import uvicorn
 from a2e_engine.engine.host import Host
 from a2e_engine.engine.service.app import build_app
 from a2e_engine.engine.service.config import ServiceConfig
+from a2e_engine.engine.service.frame_batches import BatchingWebSocketProtocol
 from a2e_engine.engine.service.slow_clients import with_header_deadline
 from a2e_engine.engine.service.state import ServiceState
 
@@ -64,7 +65,7 @@ class HttpService:
         server_config = uvicorn.Config(
             build_app(self.state, _version()),
             http=with_header_deadline(config.request_timeout_s),
-            ws="websockets-sansio",
+            ws=BatchingWebSocketProtocol,
             ws_max_size=2 * config.max_message_bytes,
             ws_per_message_deflate=False,  # CPU per message, and a way to inflate memory
             lifespan="off",

@@ -7,7 +7,9 @@ so a reply goes from the engine to the socket without a hop between threads. A f
 not a message gets an ``error`` reply and the connection goes on; a message over the limit gets
 ``message_too_large`` (twice the limit and the server closes with 1009 before reading it). A
 client that stops reading is dropped once ``max_outbox_bytes`` wait for it; a client that goes
-away has its calls cancelled, their workers killed, its sessions ended.
+away has its calls cancelled, their workers killed, its sessions ended. What waits to be sent
+goes out in one write where the server allows it (``engine.service.frame_batches``), each
+message still its own frame.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from a2e.codec import ProtocolError, decode, encode
 from a2e.messages import A2EError, A2EMessage, ErrorCode
 from a2e_engine.engine.host import Host, HostClosed
 from a2e_engine.engine.service.config import ServiceConfig
+from a2e_engine.engine.service.frame_batches import SEND_MANY
 
 __all__ = ["Watch", "serve_websocket"]
 
@@ -154,10 +157,17 @@ async def _write(websocket: WebSocket, outbox: _Outbox) -> None:
         outbox.wake.clear()
         if outbox.overflowed:
             return
+        batching = SEND_MANY in websocket.scope.get("extensions", {})
         while outbox.texts:
-            text = outbox.texts.popleft()
-            outbox.waiting -= len(text)
+            if batching and len(outbox.texts) > 1:
+                texts = list(outbox.texts)
+                outbox.texts.clear()
+                message = {"type": "websocket.send", "text": texts[0], SEND_MANY: texts}
+            else:
+                texts = [outbox.texts.popleft()]
+                message = {"type": "websocket.send", "text": texts[0]}
+            outbox.waiting -= sum(len(text) for text in texts)
             try:
-                await websocket.send_text(text)
+                await websocket.send(message)
             except (WebSocketDisconnect, RuntimeError, OSError):
                 return
