@@ -161,6 +161,27 @@ def test_a_client_that_leaves_mid_call_has_its_call_killed(service: ServiceProce
     assert wait_for(lambda: service.workers() <= baseline, 10)
 
 
+def test_a_client_that_leaves_an_event_stream_has_its_call_killed(
+    service: ServiceProcess,
+) -> None:
+    baseline = service.workers()
+    code = "import time\nprint('started', flush=True)\ntime.sleep(60)"
+    with (
+        httpx.Client(base_url=service.url, headers=AUTH, timeout=30) as http,
+        http.stream(
+            "POST",
+            "/v1/tools/python_eval",
+            json={"arguments": {"code": code}, "timeout": 60},
+            headers={"Accept": "text/event-stream"},
+        ) as response,
+    ):
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                break  # the first event: the call is running; now leave
+        assert service.workers() > baseline
+    assert wait_for(lambda: service.workers() <= baseline, 10)
+
+
 def test_openapi_describes_the_endpoints(http: httpx.Client) -> None:
     document = http.get("/openapi.json").json()
     assert document["openapi"].startswith("3.")

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -105,8 +106,11 @@ def rest_routes(state: ServiceState) -> list[Route]:
             exchange.close()
             return refusal_response(exc)
         if streaming:
+            # Closed after the response however it ends, even if the stream never started.
             return StreamingResponse(
-                _server_sent_events(exchange, call), media_type="text/event-stream"
+                _server_sent_events(exchange, call),
+                media_type="text/event-stream",
+                background=BackgroundTask(exchange.close),
             )
         try:
             return await _answer(request, exchange, call)
