@@ -579,8 +579,9 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const=DEFAULT_HTTP,
         metavar="HOST:PORT",
-        help=f"a network service (WebSocket /a2e, /healthz, /readyz, /metrics); {DEFAULT_HTTP} "
-        "if no address is given, port 0 for any free port",
+        help="a network service (WebSocket /a2e, REST /v1/tools, SandboxFusion's /run_code, "
+        f"/healthz, /readyz, /metrics; docs/service.md); {DEFAULT_HTTP} if no address is "
+        "given, port 0 for any free port",
     )
     http = serve.add_argument_group("service (--http)")
     http.add_argument(
@@ -610,7 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--request-timeout-s",
         type=float,
         default=30.0,
-        help="how long a client may take to send a request body (default 30)",
+        help="how long a client may take to send a request's head, or its body (default 30)",
     )
     http.add_argument(
         "--max-outbox-bytes",

@@ -72,6 +72,20 @@ class ServiceProcess:
         zygotes = {p.pid for p in under if _parent(p) == self.process.pid}
         return sum(1 for p in under if p.pid not in zygotes)
 
+    def settled_workers(self, seconds: float = 10) -> int:
+        """``workers()`` once it has held still for half a second: a worker of an earlier call
+        may still be exiting, and its replacement still be forking."""
+        deadline = time.monotonic() + seconds
+        last, since = self.workers(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = self.workers()
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= 0.5:
+                break
+        return last
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)

@@ -145,7 +145,7 @@ def test_a_request_head_that_never_ends_is_cut_off(service: ServiceProcess, tric
 
 
 def test_a_client_that_leaves_mid_call_has_its_call_killed(service: ServiceProcess) -> None:
-    baseline = service.workers()
+    baseline = service.settled_workers()
     sleeper = {"arguments": {"code": "import time\ntime.sleep(60)"}, "timeout": 60}
 
     def call() -> None:
@@ -164,7 +164,7 @@ def test_a_client_that_leaves_mid_call_has_its_call_killed(service: ServiceProce
 def test_a_client_that_leaves_an_event_stream_has_its_call_killed(
     service: ServiceProcess,
 ) -> None:
-    baseline = service.workers()
+    baseline = service.settled_workers()
     code = "import time\nprint('started', flush=True)\ntime.sleep(60)"
     with (
         httpx.Client(base_url=service.url, headers=AUTH, timeout=30) as http,
@@ -176,9 +176,10 @@ def test_a_client_that_leaves_an_event_stream_has_its_call_killed(
         ) as response,
     ):
         for line in response.iter_lines():
-            if line.startswith("data: "):
-                break  # the first event: the call is running; now leave
-        assert service.workers() > baseline
+            if line.startswith("data: "):  # the first event: the call is running
+                # Its worker, and the one forked to replace it in waiting.
+                assert wait_for(lambda: service.workers() > baseline, 10)
+                break  # leaving the stream closes it
     assert wait_for(lambda: service.workers() <= baseline, 10)
 
 

@@ -164,7 +164,7 @@ def test_a_client_that_does_not_read_is_dropped_and_its_calls_end() -> None:
             "timeout": 120,
             "arguments": {"code": flood},
         }
-        baseline = server.workers()
+        baseline = server.settled_workers()
         with connect(server.ws_url, max_queue=1, ping_interval=None) as ws:
             ws.send(json.dumps(hello))
             ws.send(json.dumps(call))

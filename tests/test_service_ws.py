@@ -84,7 +84,7 @@ def test_several_calls_in_flight_answer_as_each_finishes(service: ServiceProcess
 
 def test_a_cancel_reaches_the_worker(service: ServiceProcess) -> None:
     tools = _tools(service)
-    baseline = service.workers()
+    baseline = service.settled_workers()
     pending = tools.start(tool_name="python_eval", arguments={"code": SLEEP}, timeout=60)
     assert wait_for(lambda: service.workers() > baseline, 10)
     started = time.monotonic()
@@ -97,7 +97,7 @@ def test_a_cancel_reaches_the_worker(service: ServiceProcess) -> None:
 
 
 def test_a_client_that_vanishes_mid_call_has_its_calls_killed(service: ServiceProcess) -> None:
-    baseline = service.workers()
+    baseline = service.settled_workers()
     with connect(service.ws_url, additional_headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
         hello = {"type": "handshake/req", "id": "h", "client": "t", "capabilities": ["tools"]}
         ws.send(json.dumps(hello))
