@@ -17,10 +17,8 @@ import argparse
 import asyncio
 import itertools
 import json
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +28,7 @@ import httpx
 import psutil
 
 from a2e.caps.tools.async_client import AsyncToolAPI
+from a2e_engine.benchmarks.systems import http_service
 
 __all__ = ["load_test", "main"]
 
@@ -45,23 +44,6 @@ class Tally:
     failed: list[str] = field(default_factory=list)
     overloaded: int = 0
     sent: int = 0
-
-
-def _start_server(clients: int, workers: int) -> tuple[subprocess.Popen[str], str, Path]:
-    config = Path(tempfile.mkdtemp(prefix="a2e-load-")) / "engine.toml"
-    config.write_text(f"[engine]\nmax_pending_calls = {max(1, clients * 3 // 4)}\n")
-    command = [
-        sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0",
-        "--max-workers", str(workers), "--prefork", "2", "--config", str(config),
-    ]  # fmt: skip
-    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    assert server.stderr is not None
-    for line in server.stderr:
-        if line.startswith("a2e: serving on "):
-            threading.Thread(target=server.stderr.read, daemon=True).start()
-            return server, line.split()[3], config
-    server.wait()
-    raise RuntimeError("a2e serve --http did not start")
 
 
 def _footprint(pid: int) -> dict[str, int]:
@@ -138,21 +120,19 @@ async def _drive(url: str, clients: int, seconds: float, pid: int) -> tuple[Tall
 
 
 def load_test(clients: int = 64, seconds: float = 60.0, workers: int = 4) -> dict[str, Any]:
-    server, url, config = _start_server(clients, workers)
-    try:
-        time.sleep(1.0)
-        before = _footprint(server.pid)
-        started = time.monotonic()
-        tally, warm = asyncio.run(_drive(url, clients, seconds, server.pid))
-        elapsed = time.monotonic() - started
-        end = _footprint(server.pid)
-        time.sleep(SETTLE_S)
-        after = _footprint(server.pid)
-    finally:
-        server.terminate()
-        server.wait(60)
-        config.unlink(missing_ok=True)
-        config.parent.rmdir()
+    with tempfile.TemporaryDirectory(prefix="a2e-load-") as scratch:
+        config = Path(scratch) / "engine.toml"
+        config.write_text(f"[engine]\nmax_pending_calls = {max(1, clients * 3 // 4)}\n")
+        flags = ("--max-workers", str(workers), "--prefork", "2", "--config", str(config))
+        with http_service(*flags) as (url, pid):
+            time.sleep(1.0)
+            before = _footprint(pid)
+            started = time.monotonic()
+            tally, warm = asyncio.run(_drive(url, clients, seconds, pid))
+            elapsed = time.monotonic() - started
+            end = _footprint(pid)
+            time.sleep(SETTLE_S)
+            after = _footprint(pid)
     lost = tally.sent - len(tally.answered) - len(tally.failed)
     duplicated = sum(1 for times in tally.answered.values() if times > 1)
     growth = (end["rss_kb"] - warm["rss_kb"]) / max(1, warm["rss_kb"])

@@ -30,7 +30,7 @@ from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e_engine.benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload, script_result
 
-__all__ = ["SYSTEMS", "Call", "Opened", "System", "why_unavailable"]
+__all__ = ["SYSTEMS", "Call", "Opened", "System", "http_service", "why_unavailable"]
 
 Call = Callable[[], tuple[int, Any]]
 
@@ -67,6 +67,12 @@ def _next_payload(payloads: list[Payload]) -> Callable[[], tuple[int, Payload]]:
 
 
 # -- this engine --
+
+#: How the benchmarks' engine servers run: the bench's tools, no installed plugins.
+BENCH_ENGINE_FLAGS = (
+    "--no-entry-points", "--prefork", "4", "--max-workers", "8",
+    "--plugin", "a2e_engine.benchmarks.workloads:BenchTools",
+)  # fmt: skip
 
 
 def _engine_call(tools: ToolAPI, workload: Workload, payloads: list[Payload]) -> Call:
@@ -121,9 +127,7 @@ def engine_stdio(workload: Workload, payloads: list[Payload]) -> Iterator[Opened
     from a2e.transports.stdio import StdioTransport
 
     command = [
-        sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--stdio", "--no-entry-points",
-        "--prefork", "4", "--max-workers", "8",
-        "--plugin", "a2e_engine.benchmarks.workloads:BenchTools",
+        sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--stdio", *BENCH_ENGINE_FLAGS
     ]  # fmt: skip
     transport = StdioTransport(command, stderr=subprocess.DEVNULL)
     try:
@@ -141,13 +145,10 @@ def engine_stdio(workload: Workload, payloads: list[Payload]) -> Iterator[Opened
 
 
 @contextlib.contextmanager
-def _http_service() -> Iterator[tuple[str, int]]:
-    """``a2e serve --http`` on 127.0.0.1 (a free port), as the stdio system runs its server:
-    its URL and its pid."""
+def http_service(*flags: str) -> Iterator[tuple[str, int]]:
+    """``a2e serve --http`` on 127.0.0.1 (a free port) with ``flags``: its URL and its pid."""
     command = [
-        sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0",
-        "--no-entry-points", "--prefork", "4", "--max-workers", "8",
-        "--plugin", "a2e_engine.benchmarks.workloads:BenchTools",
+        sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0", *flags
     ]  # fmt: skip
     server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     assert server.stderr is not None
@@ -177,7 +178,7 @@ def engine_websocket(workload: Workload, payloads: list[Payload]) -> Iterator[Op
     from a2e.client import A2EClient
     from a2e.transports.websocket import WebSocketTransport
 
-    with _http_service() as (url, pid):
+    with http_service(*BENCH_ENGINE_FLAGS) as (url, pid):
         client = A2EClient(
             WebSocketTransport(url.replace("http", "ws", 1) + "/a2e"), client_name="a2e-bench"
         )
@@ -195,7 +196,10 @@ def engine_rest(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]
     reads its events as server-sent events."""
     import httpx
 
-    with _http_service() as (url, pid), httpx.Client(base_url=url, timeout=60) as http:
+    with (
+        http_service(*BENCH_ENGINE_FLAGS) as (url, pid),
+        httpx.Client(base_url=url, timeout=60) as http,
+    ):
         take = _next_payload(payloads)
 
         def call() -> tuple[int, Any]:
