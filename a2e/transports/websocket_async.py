@@ -13,7 +13,7 @@ from websockets.exceptions import ConnectionClosed
 from a2e.codec import MAX_MESSAGE_BYTES, ProtocolError, decode, encode
 from a2e.messages import A2EMessage
 from a2e.transport import TransportClosed
-from a2e.transports.websocket import connect_options, refused_as
+from a2e.transports.websocket_opening import connect_options, refused_as
 
 __all__ = ["AsyncWebSocketTransport"]
 
