@@ -12,12 +12,14 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.frames import Frame, Opcode
 from websockets.sync.client import connect
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e.client import A2EClient
 from a2e.transports.websocket import TransportRefused, WebSocketTransport
+from a2e_engine.engine.service.frame_batches import text_frame
 from tests.service_process import ServiceProcess, wait_for
 
 TOKEN = "s3cret-token-for-tests"
@@ -70,6 +72,30 @@ def test_a_burst_of_events_arrives_whole_and_in_order(service: ServiceProcess) -
     streamed = "".join(event.data["chunk"] for event in events if event.kind == "artifact")
     assert streamed == result.data["stdout"] == "".join(f"{i}\n" for i in range(2000))
     tools.client.close()
+
+
+def test_large_messages_are_framed_as_any_websocket_client_reads_them(
+    service: ServiceProcess,
+) -> None:
+    """Frames the server makes itself (frame_batches.text_frame) need a 16- or 64-bit length
+    past 125 and 65,535 bytes; the ``websockets`` client parses them independently."""
+    for size in (0, 125, 126, 65535, 65536, 100_000):
+        payload = b"x" * size
+        assert text_frame(payload) == Frame(Opcode.TEXT, payload).serialize(mask=False)
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    with connect(service.ws_url, additional_headers=bearer, max_size=None) as ws:
+        hello = {"type": "handshake/req", "id": "h", "capabilities": ["tools"]}
+        ws.send(json.dumps(hello))
+        session = json.loads(ws.recv(10))["session_id"]
+        code = "print('y' * 70000)"
+        call = {"tool_name": "python_eval", "arguments": {"code": code}, "streaming": True}
+        ws.send(json.dumps({"type": "tool/call/req", "id": "c", "session_id": session, **call}))
+        while (reply := json.loads(ws.recv(10)))["type"] == "tool/event":
+            pass
+    assert reply["type"] == "tool/call/resp", reply
+    result = reply["data"]
+    assert result["success"], result
+    assert result["data"]["stdout"] == "y" * 70000 + "\n"
 
 
 def test_several_calls_in_flight_answer_as_each_finishes(service: ServiceProcess) -> None:

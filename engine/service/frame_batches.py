@@ -7,18 +7,20 @@ with no delay, a packet and a wake-up of the client: on loopback that costs more
 the frame. This protocol offers the ASGI extension ``SEND_MANY`` in the scope; a message
 ``{"type": "websocket.send", "text": first, SEND_MANY: [texts...]}`` sends every text of the
 list as its own text frame, with one write. Without the extension (another server), the app
-sends one message at a time, as before.
+sends one message at a time.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.exceptions import InvalidState
+from websockets.protocol import State
 
-__all__ = ["SEND_MANY", "BatchingWebSocketProtocol"]
+__all__ = ["SEND_MANY", "BatchingWebSocketProtocol", "text_frame"]
 
 SEND_MANY = "a2e.websocket.send_many"
 
@@ -37,9 +39,27 @@ class BatchingWebSocketProtocol(WebSocketsSansIOProtocol):
         await self.writable.wait()
         if self.disconnected:
             raise ClientDisconnected()
-        try:
-            for text in texts:
-                self.conn.send_text(text.encode())
-        except InvalidState:
-            raise ClientDisconnected() from None
-        self.transport.write(b"".join(self.conn.data_to_send()))
+        conn = self.conn
+        if conn.state is not State.OPEN or conn.extensions:
+            try:
+                for text in texts:
+                    conn.send_text(text.encode())
+            except InvalidState:
+                raise ClientDisconnected() from None
+            self.transport.write(b"".join(conn.data_to_send()))
+            return
+        # What the protocol queued (a pong) goes first; the texts are framed here.
+        out = conn.data_to_send()
+        out.extend(text_frame(text.encode()) for text in texts)
+        self.transport.write(b"".join(out))
+
+
+def text_frame(payload: bytes) -> bytes:
+    """A whole, unmasked text frame (the only kind a server sends with no extension), framed
+    without ``websockets``' general serializer, which costs more than the write it feeds."""
+    size = len(payload)
+    if size < 126:
+        return bytes((0x81, size)) + payload
+    if size < 1 << 16:
+        return struct.pack("!BBH", 0x81, 126, size) + payload
+    return struct.pack("!BBQ", 0x81, 127, size) + payload

@@ -159,7 +159,7 @@ async def _write(websocket: WebSocket, outbox: _Outbox) -> None:
             return
         batching = SEND_MANY in websocket.scope.get("extensions", {})
         while outbox.texts:
-            if batching and len(outbox.texts) > 1:
+            if batching:
                 texts = list(outbox.texts)
                 outbox.texts.clear()
                 message = {"type": "websocket.send", "text": texts[0], SEND_MANY: texts}
