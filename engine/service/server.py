@@ -24,7 +24,7 @@ from a2e_engine.engine.host import Host
 from a2e_engine.engine.service.app import build_app
 from a2e_engine.engine.service.config import ServiceConfig
 from a2e_engine.engine.service.frame_batches import BatchingWebSocketProtocol
-from a2e_engine.engine.service.slow_clients import with_header_deadline
+from a2e_engine.engine.service.request_heads import bounded_heads
 from a2e_engine.engine.service.state import ServiceState
 
 __all__ = ["HttpService", "ServiceError"]
@@ -64,7 +64,7 @@ class HttpService:
         self._socket = _bind(config.host, config.port)
         server_config = uvicorn.Config(
             build_app(self.state, _version()),
-            http=with_header_deadline(config.request_timeout_s),
+            http=bounded_heads(config.request_timeout_s),
             ws=BatchingWebSocketProtocol,
             ws_max_size=2 * config.max_message_bytes,
             ws_per_message_deflate=False,  # CPU per message, and a way to inflate memory
