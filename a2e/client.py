@@ -202,6 +202,8 @@ class A2EClient:
             while True:
                 message = self.transport.receive()
                 if message is None:
+                    why = getattr(self.transport, "close_reason", "")
+                    reason = f"{reason}: {why}" if why else reason
                     break
                 self._dispatch(message)
         except Exception as exc:  # a broken transport must not leave callers waiting forever

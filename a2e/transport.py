@@ -5,7 +5,9 @@ over a socket. Implementations must make ``send`` safe to call from many threads
 
 A transport whose messages arrive on a thread of this process anyway (in-process) may also offer
 ``route_directly(route)``: the client passes a function that completes a waiting request at
-once, sparing the hop through its reader thread (see ``A2EClient``).
+once, sparing the hop through its reader thread (see ``A2EClient``). One that can say why its
+stream ended (a close code, a peer gone silent) offers it as ``close_reason``, and the client's
+waiting requests fail with it.
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ from websockets.protocol import State
 from websockets.sync.server import ServerConnection, serve
 from websockets.uri import parse_uri
 
+from a2e.client import A2EClient
 from a2e.codec import encode
-from a2e.messages import A2EError
+from a2e.messages import A2EError, HandshakeRequest
 from a2e.transports.websocket import WebSocketTransport
 from a2e.transports.websocket_inbound import Inbound
 
@@ -237,16 +238,19 @@ def silent_server() -> Iterator[str]:
 
 
 def test_a_server_gone_silent_is_taken_as_gone(silent_server: str) -> None:
-    transport = WebSocketTransport(silent_server, ping_interval=0.2)
+    """What is waiting fails, saying why, after two quiet intervals: not never."""
+    client = A2EClient(WebSocketTransport(silent_server, ping_interval=0.2), handshake=False)
     started = time.monotonic()
-    received: list[object] = []
-    reader = threading.Thread(target=lambda: received.append(transport.receive()))
-    reader.start()
-    reader.join(5)
-    assert not reader.is_alive() and received == [None]
+    pending = client.start(HandshakeRequest(client="t"))
+    assert pending.wait(5) is None
     assert 0.3 < time.monotonic() - started < 2.0
-    assert transport.close_reason == "no answer from the server for 0.4 s"
-    transport.close()
+    assert pending.closed_reason.endswith(": no answer from the server for 0.4 s")
+    client.close()
+
+
+def test_a_ping_interval_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="ping_interval must be a positive number"):
+        WebSocketTransport("ws://127.0.0.1:9/a2e", ping_interval=0)
 
 
 def test_close_does_not_wait_long_for_a_server_that_never_answers(silent_server: str) -> None:

@@ -63,6 +63,10 @@ class WebSocketTransport:
         max_message_bytes: int = 2 * MAX_MESSAGE_BYTES,
         ping_interval: float = 20.0,
     ) -> None:
+        if not ping_interval > 0:
+            raise ValueError(
+                f"ping_interval must be a positive number of seconds, not {ping_interval}"
+            )
         with refused_as(url):
             self._sock, self._protocol, early = open_websocket(
                 url,
