@@ -72,7 +72,7 @@ def test_inbound_gives_the_same_messages_however_the_bytes_are_cut() -> None:
     cuts += [lambda: rng.randint(1, 70000)]
     for cut in cuts:
         protocol = _protocol()
-        inbound = Inbound(protocol, 1 << 20)
+        inbound = Inbound(protocol, 1 << 20, [])
         out: list[bytes | Frame] = []
         offset = 0
         while offset < len(stream):
@@ -103,7 +103,7 @@ def test_inbound_leaves_every_frame_it_does_not_read_to_the_protocol(
     wire: bytes, code: int
 ) -> None:
     protocol = ClientProtocol(parse_uri("ws://127.0.0.1/a2e"), state=State.OPEN, max_size=1000)
-    inbound = Inbound(protocol, 1000)
+    inbound = Inbound(protocol, 1000, [])
     assert _messages(inbound.feed(wire)) == []
     assert protocol.state is State.CLOSING
     assert protocol.close_sent is not None and protocol.close_sent.code == code
@@ -111,7 +111,7 @@ def test_inbound_leaves_every_frame_it_does_not_read_to_the_protocol(
 
 def test_inbound_refuses_a_huge_frame_from_its_header_alone() -> None:
     protocol = ClientProtocol(parse_uri("ws://127.0.0.1/a2e"), state=State.OPEN, max_size=1000)
-    inbound = Inbound(protocol, 1000)
+    inbound = Inbound(protocol, 1000, [])
     header = bytes([0x81, 127]) + (1 << 40).to_bytes(8, "big")
     assert inbound.feed(header + b"x" * 100) == []
     assert protocol.close_sent is not None and protocol.close_sent.code == 1009
@@ -120,7 +120,7 @@ def test_inbound_refuses_a_huge_frame_from_its_header_alone() -> None:
 
 def test_inbound_reads_nothing_after_the_servers_close() -> None:
     protocol = _protocol()
-    inbound = Inbound(protocol, 1 << 20)
+    inbound = Inbound(protocol, 1 << 20, [])
     out = inbound.feed(_wire(Frame(Opcode.CLOSE, b"\x03\xe8bye"), Frame(Opcode.TEXT, b"late")))
     assert _messages(out) == []
     assert protocol.close_rcvd is not None and protocol.close_rcvd.reason == "bye"
@@ -204,15 +204,22 @@ def test_close_is_a_clean_close_even_with_a_reader_waiting(
     assert _eventually(lambda: codes == [1000])
 
 
-@pytest.fixture
-def silent_server() -> Iterator[str]:
-    """A server that accepts the upgrade, then neither reads nor writes another byte."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    accepted: list[socket.socket] = []
+class RawServer:
+    """Accepts one connection and answers its upgrade with 101, with ``extra`` bytes in the same
+    write; then sends nothing more, and reads only when a test asks what the client sent."""
 
-    def serve_one() -> None:
-        conn, _ = listener.accept()
-        accepted.append(conn)
+    def __init__(self, extra: bytes = b"") -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"ws://127.0.0.1:{self._listener.getsockname()[1]}/a2e"
+        self._extra = extra
+        self._conn: socket.socket | None = None
+        self._upgraded = threading.Event()
+        self._thread = threading.Thread(target=self._serve_one, daemon=True)
+        self._thread.start()
+
+    def _serve_one(self) -> None:
+        conn, _ = self._listener.accept()
+        self._conn = conn
         request = b""
         while b"\r\n\r\n" not in request:
             request += conn.recv(4096)
@@ -225,16 +232,73 @@ def silent_server() -> Iterator[str]:
         accept = base64.b64encode(hashlib.sha1(key + guid).digest())
         conn.sendall(
             b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-            b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n" + self._extra
         )
+        self._upgraded.set()
 
-    thread = threading.Thread(target=serve_one, daemon=True)
-    thread.start()
-    yield f"ws://127.0.0.1:{listener.getsockname()[1]}/a2e"
-    thread.join(5)
-    for conn in accepted:
-        conn.close()
-    listener.close()
+    def received(self, seconds: float) -> bytes:
+        """What the client sent after the upgrade, within ``seconds``."""
+        assert self._upgraded.wait(5) and self._conn is not None
+        self._conn.settimeout(seconds)
+        try:
+            return self._conn.recv(4096)
+        except TimeoutError:
+            return b""
+
+    def send(self, data: bytes) -> None:
+        assert self._upgraded.wait(5) and self._conn is not None
+        self._conn.sendall(data)
+
+    def close(self) -> None:
+        self._thread.join(5)
+        if self._conn is not None:
+            self._conn.close()
+        self._listener.close()
+
+
+@pytest.fixture
+def raw_server() -> Iterator[Callable[[bytes], RawServer]]:
+    started: list[RawServer] = []
+
+    def start(extra: bytes = b"") -> RawServer:
+        started.append(RawServer(extra))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.close()
+
+
+@pytest.fixture
+def silent_server(raw_server: Callable[[bytes], RawServer]) -> str:
+    return raw_server(b"").url
+
+
+def test_a_close_that_comes_with_the_upgrade_is_answered_at_once(
+    raw_server: Callable[[bytes], RawServer],
+) -> None:
+    server = raw_server(_wire(Frame(Opcode.CLOSE, b"\x03\xe8bye")))
+    transport = WebSocketTransport(server.url)
+    echo = server.received(2)
+    assert echo[:1] == b"\x88", "the close is echoed before anyone reads"
+    server.close()  # the server ends the stream, as it should after the echo
+    assert transport.receive() is None
+    assert transport.close_reason == "1000 bye"
+    transport.close()
+
+
+def test_a_fragmented_message_begun_with_the_upgrade_is_still_judged_whole(
+    raw_server: Callable[[bytes], RawServer],
+) -> None:
+    """A whole text frame may not come inside a fragmented message, even one that began in the
+    bytes the upgrade's answer brought."""
+    server = raw_server(_wire(Frame(Opcode.TEXT, b'{"a', fin=False)))
+    transport = WebSocketTransport(server.url)
+    server.send(_wire(Frame(Opcode.TEXT, MESSAGE.encode())))
+    server.close()
+    assert transport.receive() is None
+    assert transport.close_reason.startswith("1002 ")
+    transport.close()
 
 
 def test_a_server_gone_silent_is_taken_as_gone(silent_server: str) -> None:

@@ -81,7 +81,7 @@ class WebSocketTransport:
         self._lock = threading.Lock()
         #: Held by whoever reads the socket: ``receive``, or ``close`` waiting for the end.
         self._reading = threading.Lock()
-        self._inbound = Inbound(self._protocol, max_message_bytes)
+        self._inbound = Inbound(self._protocol, max_message_bytes, early)
         #: Whole messages, and the frames the protocol parsed, in the order they came.
         self._frames: collections.deque[bytes | Frame] = collections.deque(early)
         self._fragments: list[bytes] = []
@@ -90,6 +90,8 @@ class WebSocketTransport:
         self._ended = False
         self._closed = False
         self._lost = ""
+        if self._protocol.close_expected():  # a close came with the upgrade's answer
+            self._expect_close()
 
     def send(self, message: A2EMessage) -> None:
         self.send_raw(encode(message))

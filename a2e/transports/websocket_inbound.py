@@ -22,11 +22,15 @@ _CONTINUATION, _TEXT, _BINARY = 0x0, 0x1, 0x2
 
 
 class Inbound:
-    def __init__(self, protocol: ClientProtocol, max_size: int) -> None:
+    def __init__(self, protocol: ClientProtocol, max_size: int, seen: list[Frame]) -> None:
+        """``seen``: the frames the protocol already parsed (those that came with the upgrade),
+        so that a fragmented message they began is known to be under way."""
         self._protocol = protocol
         self._max_size = max_size
         self._buffer = bytearray()
         self._in_fragments = False
+        for frame in seen:
+            self._track(frame.opcode.value | (0x80 if frame.fin else 0))
 
     def feed(self, data: bytes) -> list[bytes | Frame]:
         """The messages (``bytes``) and protocol frames that ``data`` completes, in order. An
@@ -56,15 +60,20 @@ class Inbound:
             if first == _WHOLE_TEXT and not buffer[offset + 1] & _MASKED and not self._in_fragments:
                 out.append(bytes(buffer[offset + header : stop]))
             else:
-                opcode = first & 0x0F
-                if opcode in (_TEXT, _BINARY):
-                    self._in_fragments = not first & 0x80
-                elif opcode == _CONTINUATION and first & 0x80:
-                    self._in_fragments = False
+                self._track(first)
                 self._to_protocol(bytes(buffer[offset:stop]), out)
             offset = stop
         del buffer[:offset]
         return out
+
+    def _track(self, first: int) -> None:
+        """Whether a fragmented message is under way, from a frame's first byte (FIN, opcode):
+        a whole text frame inside one is the protocol's to refuse."""
+        opcode = first & 0x0F
+        if opcode in (_TEXT, _BINARY):
+            self._in_fragments = not first & 0x80
+        elif opcode == _CONTINUATION and first & 0x80:
+            self._in_fragments = False
 
     def end(self) -> list[bytes | Frame]:
         """The stream ended: what was left goes to the protocol, then its end."""

@@ -84,6 +84,8 @@ def open_websocket(
             if protocol.handshake_exc is not None:
                 raise protocol.handshake_exc
             if events and isinstance(events[0], Response):
+                # Frames may have come with the answer, and the protocol may owe them a reply.
+                write_all(sock, protocol.data_to_send())
                 sock.settimeout(None)
                 return sock, protocol, [event for event in events[1:] if isinstance(event, Frame)]
             if not data:
