@@ -31,20 +31,12 @@ from a2e.transports.websocket_inbound import Inbound
 from a2e.transports.websocket_opening import (
     RECEIVE_BYTES,
     TransportRefused,
-    connect_options,
     open_websocket,
-    refusal,
     refused_as,
     write_all,
 )
 
-__all__ = [
-    "TransportRefused",
-    "WebSocketTransport",
-    "connect_options",
-    "refusal",
-    "refused_as",
-]
+__all__ = ["TransportRefused", "WebSocketTransport"]
 
 log = logging.getLogger("a2e.transports.websocket")
 
