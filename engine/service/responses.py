@@ -14,7 +14,7 @@ from a2e import jsonwire
 from a2e.caps.tools.models import ToolCallRequest, ToolCallResponse, ToolResult
 from a2e.messages import ErrorCode
 from a2e_engine.engine.service.bodies import error_response, until_disconnected
-from a2e_engine.engine.service.exchange import Exchange, Refused
+from a2e_engine.engine.transports.conversation import Conversation, Refused
 
 __all__ = ["json_response", "refusal_response", "result_or_gone"]
 
@@ -39,13 +39,13 @@ def refusal_response(refused: Refused) -> Response:
 
 
 async def result_or_gone(
-    request: Request, exchange: Exchange, call: ToolCallRequest
+    request: Request, conversation: Conversation, call: ToolCallRequest
 ) -> ToolResult | None:
     """The call's result; ``None`` if the client went away first (the call is then left to
-    ``exchange.close()`` to cancel)."""
+    ``conversation.close()`` to cancel)."""
 
     async def until_result() -> ToolResult:
-        async for message in exchange.call(call):
+        async for message in conversation.call(call):
             if isinstance(message, ToolCallResponse):
                 return message.data
         raise RuntimeError("the call ended without a result")

@@ -2,7 +2,7 @@
 (``{"arguments": {...}, "timeout": 30}`` to the ``ToolResult``; with ``Accept:
 text/event-stream`` the call's ``tool/event``s as server-sent events, then ``result``).
 
-Each request is one ``Exchange`` with the host: a session of its own, ended with the request.
+Each request is one ``Conversation`` with the host: a session of its own, ended with the request.
 A result is 200 whatever the tool did (``success`` and ``error_code`` say), but 404 for an
 unknown tool and 403 for a denied one; the host turning a call away is 429 with
 ``Retry-After``. A client that leaves before its result has its call cancelled.
@@ -32,9 +32,9 @@ from a2e_engine.engine.service.bodies import (
     BadRequest,
     read_model,
 )
-from a2e_engine.engine.service.exchange import Exchange, Refused
 from a2e_engine.engine.service.responses import json_response, refusal_response, result_or_gone
 from a2e_engine.engine.service.state import ServiceState
+from a2e_engine.engine.transports.conversation import Conversation, Refused
 
 __all__ = ["CallBody", "rest_routes"]
 
@@ -79,14 +79,14 @@ def rest_routes(state: ServiceState) -> list[Route]:
             filter_tags=tags,
             filter_kind=params.get("kind", ""),
         )
-        exchange = Exchange(host, state.watch, "rest")
+        conversation = Conversation(host, state.watch, "rest")
         try:
-            await exchange.open()
-            reply = await exchange.list_tools(listing)
+            await conversation.open()
+            reply = await conversation.list_tools(listing)
         except Refused as exc:
             return refusal_response(exc)
         finally:
-            exchange.close()
+            conversation.close()
         return json_response({"tools": [tool.model_dump(mode="json") for tool in reply.tools]})
 
     async def call_tool(request: Request) -> Response:
@@ -99,25 +99,25 @@ def rest_routes(state: ServiceState) -> list[Route]:
         except BadRequest as exc:
             state.metrics.reject(exc.error)
             return exc.response()
-        exchange = Exchange(host, state.watch, "rest")
+        conversation = Conversation(host, state.watch, "rest")
         try:
-            await exchange.open()
+            await conversation.open()
         except Refused as exc:
-            exchange.close()
+            conversation.close()
             return refusal_response(exc)
         if streaming:
             # Closed after the response however it ends, even if the stream never started.
             return StreamingResponse(
-                _server_sent_events(exchange, call),
+                _server_sent_events(conversation, call),
                 media_type="text/event-stream",
-                background=BackgroundTask(exchange.close),
+                background=BackgroundTask(conversation.close),
             )
         try:
-            return await _answer(request, exchange, call)
+            return await _answer(request, conversation, call)
         except Refused as exc:
             return refusal_response(exc)
         finally:
-            exchange.close()
+            conversation.close()
 
     return [
         Route("/v1/tools", list_tools, methods=["GET"]),
@@ -125,8 +125,8 @@ def rest_routes(state: ServiceState) -> list[Route]:
     ]
 
 
-async def _answer(request: Request, exchange: Exchange, call: ToolCallRequest) -> Response:
-    data = await result_or_gone(request, exchange, call)
+async def _answer(request: Request, conversation: Conversation, call: ToolCallRequest) -> Response:
+    data = await result_or_gone(request, conversation, call)
     if data is None:
         return Response(status_code=499)  # nobody is there to read it
     status = _RESULT_STATUS.get(data.error_code, 200)
@@ -139,13 +139,15 @@ def _server_sent_event(message: ToolEvent | ToolCallResponse) -> str:
     return f"event: result\ndata: {jsonwire.dumps(message.data.model_dump_wire())}\n\n"
 
 
-async def _server_sent_events(exchange: Exchange, call: ToolCallRequest) -> AsyncIterator[str]:
+async def _server_sent_events(
+    conversation: Conversation, call: ToolCallRequest
+) -> AsyncIterator[str]:
     try:
         # A burst of events goes out as one chunk: one write, one wake-up of the client.
-        async for batch in exchange.call_in_batches(call):
+        async for batch in conversation.call_in_batches(call):
             yield "".join(_server_sent_event(message) for message in batch)
     except Refused as exc:
         error = {"error": exc.error.code, "message": exc.error.message}
         yield f"event: error\ndata: {jsonwire.dumps(error)}\n\n"
     finally:
-        exchange.close()
+        conversation.close()

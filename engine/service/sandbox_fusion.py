@@ -27,9 +27,9 @@ from starlette.routing import Route
 
 from a2e.caps.tools.models import ToolCallRequest
 from a2e_engine.engine.service.bodies import BadRequest, read_model
-from a2e_engine.engine.service.exchange import Exchange, Refused
 from a2e_engine.engine.service.responses import json_response, refusal_response, result_or_gone
 from a2e_engine.engine.service.state import ServiceState
+from a2e_engine.engine.transports.conversation import Conversation, Refused
 
 __all__ = ["LANGUAGES", "RunCodeRequest", "sandbox_fusion_routes"]
 
@@ -105,14 +105,14 @@ def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
             arguments=arguments,
             timeout=math.ceil(body.compile_timeout + body.run_timeout + SLACK_S),
         )
-        exchange = Exchange(host, state.watch, "sandbox-fusion")
+        conversation = Conversation(host, state.watch, "sandbox-fusion")
         try:
-            await exchange.open()
-            result = await result_or_gone(request, exchange, call)
+            await conversation.open()
+            result = await result_or_gone(request, conversation, call)
         except Refused as exc:
             return refusal_response(exc)
         finally:
-            exchange.close()
+            conversation.close()
         if result is None:
             return Response(status_code=499)  # nobody is there to read it
         if not result.success or not isinstance(result.data, dict):
