@@ -18,7 +18,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from a2e.caps.tools.client import PendingCall, ToolAPI
@@ -106,7 +106,7 @@ def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -
             **settings,
             tool_settings={k: v for k, v in file.tools.items() if k in builtin_names},
         )
-        return Engine(plugins=[*plugins, *found], config=config)
+        return Engine(plugins=[*plugins, *found], config=config, policy=file.policy)
     except (PluginError, ValueError, TypeError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -310,19 +310,34 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    if args.stdio == (args.http is not None):
-        raise UsageError("serve: give one of --stdio or --http [HOST:PORT]")
+    if [args.stdio, args.mcp, args.http is not None].count(True) != 1:
+        raise UsageError("serve: give one of --stdio, --mcp or --http [HOST:PORT]")
     if args.stdio:
         return _serve_stdio(args)
+    if args.mcp:
+        return _serve_mcp(args)
     return _serve_http(args)
 
 
 def _serve_stdio(args: argparse.Namespace) -> int:
     from a2e_engine.engine.transports.stdio import serve_stdio
 
+    return _serve_until_stdin_ends(args, serve_stdio, "serving on stdio")
+
+
+def _serve_mcp(args: argparse.Namespace) -> int:
+    from a2e_engine.engine.mcp.stdio import serve_mcp_stdio
+
+    return _serve_until_stdin_ends(args, serve_mcp_stdio, "serving MCP on stdio")
+
+
+def _serve_until_stdin_ends(
+    args: argparse.Namespace, serve: Callable[[Engine], Coroutine[Any, Any, None]], said: str
+) -> int:
+    """Serve one peer on stdin/stdout, on the engine's loop, until it closes stdin or SIGTERM."""
     with _started(_engine_from_args(args)) as engine:
-        logging.getLogger("a2e").info("serving on stdio; layers: %s", _layer_summary(engine))
-        future = asyncio.run_coroutine_threadsafe(serve_stdio(engine), engine.loop)
+        logging.getLogger("a2e").info("%s; layers: %s", said, _layer_summary(engine))
+        future = asyncio.run_coroutine_threadsafe(serve(engine), engine.loop)
 
         def stop(signum: int, _frame: Any) -> None:
             future.cancel()
@@ -574,6 +589,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     serve = sub.add_parser("serve", help="serve the A2E tools protocol")
     serve.add_argument("--stdio", action="store_true", help="JSON lines on stdin/stdout")
+    serve.add_argument(
+        "--mcp",
+        action="store_true",
+        help="the Model Context Protocol on stdin/stdout, for MCP hosts (docs/mcp.md)",
+    )
     serve.add_argument(
         "--http",
         nargs="?",

@@ -14,6 +14,10 @@
     spec = "my_package.tools:MyTools"
     settings = { api_root = "/srv/data" }
 
+    [policy]                 # which tools any session may call (engine.policy.ToolPolicy)
+    deny = ["run_shell", "http_*"]
+    allow = ["*"]            # optional: only these (deny still wins)
+
 Every error names the key it is about (``engine.max_workers: expected an integer, got 'four'``)
 and nothing is half-applied: the file is checked whole before anything starts.
 """
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2e_engine.engine.config import EngineConfig, RetryPolicy
+from a2e_engine.engine.policy import ToolPolicy
 from a2e_engine.sandbox.limits import Limits
 
 __all__ = ["ConfigError", "ConfigFile", "load_config_file", "parse_config"]
@@ -41,6 +46,7 @@ class ConfigFile:
     engine: dict[str, Any] = field(default_factory=dict)  # EngineConfig keyword arguments
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # settings per plugin name
     plugins: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (spec, settings)
+    policy: ToolPolicy | None = None
 
 
 def load_config_file(path: str) -> ConfigFile:
@@ -58,9 +64,11 @@ def load_config_file(path: str) -> ConfigFile:
 
 
 def parse_config(document: dict[str, Any]) -> ConfigFile:
-    unknown = set(document) - {"engine", "tools", "plugins"}
+    unknown = set(document) - {"engine", "tools", "plugins", "policy"}
     if unknown:
-        raise ConfigError(f"{sorted(unknown)[0]}: unknown section; known: engine, tools, plugins")
+        raise ConfigError(
+            f"{sorted(unknown)[0]}: unknown section; known: engine, tools, plugins, policy"
+        )
     result = ConfigFile()
     engine = _table(document.get("engine", {}), "engine")
     if "tool_settings" in engine:
@@ -81,11 +89,28 @@ def parse_config(document: dict[str, Any]) -> ConfigFile:
         if not isinstance(spec, str) or ":" not in spec:
             raise ConfigError(f"{where}.spec: expected 'module:Class'")
         result.plugins.append((spec, dict(_table(entry.get("settings", {}), f"{where}.settings"))))
+    if "policy" in document:
+        result.policy = _policy(_table(document["policy"], "policy"))
     try:
         EngineConfig(**result.engine)  # the dataclass's own checks, with the key named
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"engine: {exc}") from None
     return result
+
+
+def _policy(table: dict[str, Any]) -> ToolPolicy:
+    extra = set(table) - {"allow", "deny"}
+    if extra:
+        raise ConfigError(f"policy.{sorted(extra)[0]}: unknown key; known: allow, deny")
+    lists = {}
+    for key in ("allow", "deny"):
+        value = table.get(key)
+        if value is not None and (
+            not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+        ):
+            raise ConfigError(f"policy.{key}: expected an array of tool names or patterns")
+        lists[key] = value
+    return ToolPolicy(allow=lists["allow"], deny=tuple(lists["deny"] or ()))
 
 
 def _table(value: Any, where: str) -> dict[str, Any]:

@@ -125,9 +125,15 @@ def test_config_parsing_errors_without_an_engine() -> None:
         "engine.uid_range: expected 2 values, got 1": {"engine": {"uid_range": [1]}},
         "plugins[0].spec: expected 'module:Class'": {"plugins": [{"spec": "x"}]},
         "toolz: unknown section": {"toolz": {}},
+        "policy.alow: unknown key; known: allow, deny": {"policy": {"alow": ["x"]}},
+        "policy.deny: expected an array of tool names": {"policy": {"deny": "run_shell"}},
     }
     for message, document in cases.items():
         with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
             parse_config(document)
     parsed = parse_config({"engine": {"read_roots": ["/etc"], "limits": {"tmp_mb": 64}}})
     assert parsed.engine["read_roots"] == ("/etc",) and parsed.engine["limits"].tmp_mb == 64
+    policy = parse_config({"policy": {"deny": ["run_*"]}}).policy
+    assert policy is not None
+    assert "denied by policy" in (policy.check(None, "run_shell") or "")  # type: ignore[arg-type]
+    assert policy.check(None, "python_eval") is None  # type: ignore[arg-type]

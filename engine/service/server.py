@@ -13,7 +13,6 @@ what is left and kills its workers. The engine then ends the sessions (``Engine.
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import logging
 import socket
 import ssl
@@ -26,6 +25,7 @@ from a2e_engine.engine.service.config import ServiceConfig
 from a2e_engine.engine.service.frame_batches import BatchingWebSocketProtocol
 from a2e_engine.engine.service.request_heads import bounded_heads
 from a2e_engine.engine.service.state import ServiceState
+from a2e_engine.engine.version import engine_version
 
 __all__ = ["HttpService", "ServiceError"]
 
@@ -63,7 +63,7 @@ class HttpService:
         config = self.config
         self._socket = _bind(config.host, config.port)
         server_config = uvicorn.Config(
-            build_app(self.state, _version()),
+            build_app(self.state, engine_version()),
             http=bounded_heads(config.request_timeout_s),
             ws=BatchingWebSocketProtocol,
             ws_max_size=2 * config.max_message_bytes,
@@ -114,13 +114,6 @@ class HttpService:
         """Until the server has stopped (after ``drain``)."""
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("a2e-engine")
-    except importlib.metadata.PackageNotFoundError:
-        return "0"
 
 
 def _bind(host: str, port: int) -> socket.socket:

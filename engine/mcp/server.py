@@ -1,0 +1,151 @@
+"""The engine's tools as an MCP server, on the official SDK's low-level ``Server``.
+
+Each MCP request goes through a ``Conversation`` with the host (``engine.transports``), like
+every other door: ``tools/list`` is the engine's list after policy, and ``tools/call`` is a
+streaming ``tool/call`` with its validation, policy, retries, timeout and fresh worker. Its
+events are relayed as they come (``engine.mcp.events``), its result is mapped by
+``engine.mcp.definitions``, and a client's ``notifications/cancelled`` (which the SDK turns
+into a cancellation of the handler) cancels the call and kills its worker.
+
+Deferred tools are not listed; when the engine has some, the list carries one more tool,
+``search_tools``, which returns the definitions (deferred ones included) that match a query.
+Any tool, listed or not, is called by its name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+from a2e.caps.tools.models import ToolCallRequest, ToolEvent, ToolListRequest
+from a2e_engine.engine.mcp.definitions import mcp_result, mcp_tool
+from a2e_engine.engine.mcp.events import EventRelay
+from a2e_engine.engine.transports.conversation import Conversation, Refused
+
+__all__ = ["SEARCH_TOOL", "ConversationFor", "build_server"]
+
+log = logging.getLogger("a2e.mcp")
+
+#: How a server finds the engine session a request belongs to.
+ConversationFor = Callable[[ServerRequestContext[Any]], Awaitable[Conversation]]
+
+SEARCH_TOOL = "search_tools"
+
+_SEARCH_DEFINITION = types.Tool(
+    name=SEARCH_TOOL,
+    description=(
+        "Find tools by what they do, including tools not listed until asked for: returns the "
+        "definitions (name, description, inputSchema) that match the query, best first. Call "
+        "a tool it returns by its name."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "what the tool should do"},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "all of these"},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(
+        read_only_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+)
+
+
+def build_server(conversation_for: ConversationFor, version: str) -> Server[Any]:
+    schemas: dict[str, dict[str, Any]] = {}  # by name, as last listed
+    engine_names: set[str] = set()  # the engine's own tools, as last listed
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        conversation = await conversation_for(ctx)
+        listed = await conversation.list_tools(ToolListRequest())
+        tools = [mcp_tool(tool) for tool in listed.tools]
+        engine_names.clear()
+        engine_names.update(tool.name for tool in tools)
+        every = await conversation.list_tools(ToolListRequest(include_deferred=True))
+        if SEARCH_TOOL not in engine_names and len(every.tools) > len(listed.tools):
+            tools.append(_SEARCH_DEFINITION)
+        schemas.update({tool.name: tool.input_schema for tool in tools})
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            conversation = await conversation_for(ctx)
+            if params.name == SEARCH_TOOL and SEARCH_TOOL not in engine_names:
+                return await _search(conversation, params.arguments or {})
+            return await _call(ctx, conversation, params.name, params.arguments or {})
+        except Refused as exc:
+            return _failure(exc.error.code, exc.error.message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The SDK would send the exception's text to the client; it gets one line instead.
+            log.exception("MCP call of %r failed", params.name)
+            return _failure("internal_error", "the engine could not run this call; see its log")
+
+    return Server(
+        "a2e-engine",
+        version=version,
+        get_tool_input_schema=schemas.get,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def _call(
+    ctx: ServerRequestContext[Any],
+    conversation: Conversation,
+    name: str,
+    arguments: dict[str, Any],
+) -> types.CallToolResult:
+    request = ToolCallRequest(tool_name=name, arguments=arguments, streaming=True)
+    relay = EventRelay(ctx, name)
+    try:
+        async for batch in conversation.call_in_batches(request):
+            for message in batch:
+                if isinstance(message, ToolEvent):
+                    await relay.forward(message)
+                else:
+                    return mcp_result(message.data)
+    except asyncio.CancelledError:
+        conversation.cancel(request.id)  # the client cancelled: the worker goes with it
+        raise
+    raise RuntimeError("the call ended without a result")
+
+
+async def _search(conversation: Conversation, arguments: dict[str, Any]) -> types.CallToolResult:
+    query, tags = arguments.get("query"), arguments.get("tags", [])
+    if not isinstance(query, str) or not isinstance(tags, list):
+        return _failure("invalid_arguments", "search_tools takes a query (a string) and tags")
+    listed = await conversation.list_tools(
+        ToolListRequest(query=query, filter_tags=[str(t) for t in tags], include_deferred=True)
+    )
+    found = [
+        mcp_tool(tool).model_dump(mode="json", by_alias=True, exclude_none=True)
+        for tool in listed.tools
+    ]
+    names = ", ".join(tool["name"] for tool in found) or "no tool matches"
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=names)],
+        structured_content={"tools": found},
+        is_error=False,
+    )
+
+
+def _failure(code: str, message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"{code}: {message}")],
+        structured_content={"error_code": code, "error": message},
+        is_error=True,
+    )
