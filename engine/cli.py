@@ -328,7 +328,10 @@ def _serve_stdio(args: argparse.Namespace) -> int:
 def _serve_mcp(args: argparse.Namespace) -> int:
     from a2e_engine.engine.mcp.stdio import serve_mcp_stdio
 
-    return _serve_until_stdin_ends(args, serve_mcp_stdio, "serving MCP on stdio")
+    def serve(engine: Engine) -> Coroutine[Any, Any, None]:
+        return serve_mcp_stdio(engine, args.call_timeout_s)
+
+    return _serve_until_stdin_ends(args, serve, "serving MCP on stdio")
 
 
 def _serve_until_stdin_ends(
@@ -593,6 +596,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--mcp",
         action="store_true",
         help="the Model Context Protocol on stdin/stdout, for MCP hosts (docs/mcp.md)",
+    )
+    serve.add_argument(
+        "--call-timeout-s",
+        type=_positive_seconds,
+        default=30,
+        metavar="S",
+        help="with --mcp: each call's timeout, as MCP requests carry none (default 30)",
     )
     serve.add_argument(
         "--http",

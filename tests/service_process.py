@@ -12,9 +12,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import psutil
-
 from tests.waiting import wait_for
+from tests.worker_tree import WorkerTree
 
 __all__ = ["ServiceProcess", "run_serve", "wait_for"]
 
@@ -22,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0"]
 
 
-class ServiceProcess:
+class ServiceProcess(WorkerTree):
     def __init__(self, *flags: str, env: dict[str, str] | None = None, start_s: float = 90) -> None:
         self.process = subprocess.Popen(
             [*SERVE, "--prefork", "1", *flags],
@@ -33,6 +32,7 @@ class ServiceProcess:
             env={**os.environ, **(env or {})},
             text=True,
         )
+        super().__init__(self.process.pid)
         assert self.process.stderr is not None
         self.stderr: list[str] = []
         self.url = ""
@@ -59,33 +59,6 @@ class ServiceProcess:
     def ws_url(self) -> str:
         return self.url.replace("http", "ws", 1) + "/a2e"
 
-    def descendants(self) -> list[psutil.Process]:
-        """Every process under the server: its zygote and the workers."""
-        try:
-            return psutil.Process(self.process.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
-
-    def workers(self) -> int:
-        """How many workers the server has: its descendants below the zygote (its child)."""
-        under = self.descendants()
-        zygotes = {p.pid for p in under if _parent(p) == self.process.pid}
-        return sum(1 for p in under if p.pid not in zygotes)
-
-    def settled_workers(self, seconds: float = 10) -> int:
-        """``workers()`` once it has held still for half a second: a worker of an earlier call
-        may still be exiting, and its replacement still be forking."""
-        deadline = time.monotonic() + seconds
-        last, since = self.workers(), time.monotonic()
-        while time.monotonic() < deadline:
-            time.sleep(0.05)
-            now = self.workers()
-            if now != last:
-                last, since = now, time.monotonic()
-            elif time.monotonic() - since >= 0.5:
-                break
-        return last
-
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)
@@ -95,13 +68,6 @@ class ServiceProcess:
             self.process.kill()
             self.process.wait()
             raise
-
-
-def _parent(process: psutil.Process) -> int | None:
-    try:
-        return process.ppid()
-    except psutil.NoSuchProcess:
-        return None
 
 
 def run_serve(flags: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -59,7 +60,10 @@ _SEARCH_DEFINITION = types.Tool(
 )
 
 
-def build_server(conversation_for: ConversationFor, version: str) -> Server[Any]:
+def build_server(
+    conversation_for: ConversationFor, version: str, call_timeout_s: float = 30
+) -> Server[Any]:
+    """``call_timeout_s``: each call's timeout (an MCP request has no field for one)."""
     schemas: dict[str, dict[str, Any]] = {}  # by name, as last listed
     engine_names: set[str] = set()  # the engine's own tools, as last listed
 
@@ -84,7 +88,8 @@ def build_server(conversation_for: ConversationFor, version: str) -> Server[Any]
             conversation = await conversation_for(ctx)
             if params.name == SEARCH_TOOL and SEARCH_TOOL not in engine_names:
                 return await _search(conversation, params.arguments or {})
-            return await _call(ctx, conversation, params.name, params.arguments or {})
+            arguments = params.arguments or {}
+            return await _call(ctx, conversation, params.name, arguments, call_timeout_s)
         except Refused as exc:
             return _failure(exc.error.code, exc.error.message)
         except asyncio.CancelledError:
@@ -108,8 +113,11 @@ async def _call(
     conversation: Conversation,
     name: str,
     arguments: dict[str, Any],
+    timeout: float,
 ) -> types.CallToolResult:
-    request = ToolCallRequest(tool_name=name, arguments=arguments, streaming=True)
+    request = ToolCallRequest(
+        tool_name=name, arguments=arguments, streaming=True, timeout=math.ceil(timeout)
+    )
     relay = EventRelay(ctx, name)
     try:
         async for batch in conversation.call_in_batches(request):
