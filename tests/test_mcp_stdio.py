@@ -6,6 +6,7 @@ client gets (a JSON-RPC error, and the session goes on)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -72,12 +73,15 @@ def test_an_mcp_host_sees_the_engines_tools_and_their_results(tmp_path: Path) ->
             assert listed["python_eval"].annotations.open_world_hint is False  # type: ignore[union-attr]
             assert listed["code_eval"].annotations.idempotent_hint is True  # type: ignore[union-attr]
 
-            result = await session.call_tool("python_eval", {"code": "print('hi')\n6 * 7"})
+            code = "for i in range(300):\n    print('line', i)\n6 * 7"
+            result = await session.call_tool("python_eval", {"code": code})
             assert not result.is_error and result.structured_content is not None
             assert result.structured_content["value"] == 42
-            assert json.loads(result.content[0].text)["stdout"] == "hi\n"  # type: ignore[union-attr]
-            assert wait_for(lambda: any(log.logger == "python_eval/stdout" for log in logs), 5)
-            assert [log.data for log in logs if log.logger == "python_eval/stdout"] == ["hi\n"]
+            stdout = "".join(f"line {i}\n" for i in range(300))
+            assert json.loads(result.content[0].text)["stdout"] == stdout  # type: ignore[union-attr]
+            # The output streamed as log messages, each burst's chunks joined into one.
+            streamed = [log.data for log in logs if log.logger == "python_eval/stdout"]
+            assert "".join(streamed) == stdout and len(streamed) < 300
 
             graded = await session.call_tool(
                 "code_eval",
@@ -96,9 +100,12 @@ def test_an_mcp_host_sees_the_engines_tools_and_their_results(tmp_path: Path) ->
             ) -> None:
                 seen.append((progress, total, message))
 
-            streamed = await session.call_tool("emit_events", {}, progress_callback=on_progress)
-            assert not streamed.is_error
-            assert seen == [(float(i), 100.0, f"event {i}") for i in range(100)]
+            emitted = await session.call_tool("emit_events", {}, progress_callback=on_progress)
+            assert not emitted.is_error
+            # Each burst's last progress: growing, and ending where the tool's events end.
+            assert seen and seen[-1] == (99.0, 100.0, "event 99")
+            assert all(a[0] < b[0] for a, b in itertools.pairwise(seen))
+            assert all(message == f"event {int(value)}" for value, _, message in seen)
 
             wrong = await session.call_tool("python_eval", {"source": "1"})
             assert wrong.is_error and "missing required argument 'code'" in wrong.content[0].text  # type: ignore[union-attr]

@@ -1,11 +1,18 @@
 """A running call's events, as MCP clients show them.
 
+Events come in bursts (what a worker wrote between two reads of its pipe), and an MCP client
+pays for each notification: the SDK's client spawns two tasks for every one, about 0.3 ms of
+CPU. So a burst is relayed as what a host shows of it: its last progress, and each artifact's
+chunks joined; status lines and log messages each stay their own.
+
 - ``progress``: a progress notification (``pct`` of 100, with its message), when the client
-  sent a progress token. MCP wants progress to grow, so one that does not is not sent.
+  sent a progress token: the burst's last. MCP wants progress to grow, so one that does not
+  is not sent.
 - ``status``: a log message at ``info``, from the logger ``<tool>/status``.
 - ``log``: a log message at its level (an unknown level is ``info``), from ``<tool>``.
-- ``artifact``: each chunk a log message at ``info``, from ``<tool>/<artifact name>`` (for
-  example ``python_eval/stdout``); the whole output is in the result as well.
+- ``artifact``: a log message at ``info`` from ``<tool>/<artifact name>`` (for example
+  ``python_eval/stdout``), its chunks of the burst joined; the whole output is in the result
+  as well.
 
 Log messages are MCP's ``notifications/message``: sent to clients of the handshake era, and to
 clients of the 2026-07-28 era only when their request asked for a log level.
@@ -37,19 +44,38 @@ class EventRelay:
         self._tool = tool_name
         self._progress = -1
 
-    async def forward(self, event: ToolEvent) -> None:
-        data = event.data
-        if event.kind is EventKind.PROGRESS:
-            if data["pct"] > self._progress:
-                self._progress = data["pct"]
-                await self._ctx.session.report_progress(data["pct"], 100, data["message"] or None)
-        elif event.kind is EventKind.STATUS:
-            await self._log("info", data["message"], f"{self._tool}/status")
-        elif event.kind is EventKind.LOG:
-            level = data["level"] if data["level"] in _LEVELS else "info"
-            await self._log(level, data["message"], self._tool)
-        elif event.kind is EventKind.ARTIFACT:
-            await self._log("info", data["chunk"], f"{self._tool}/{data['name']}")
+    async def forward(self, burst: list[ToolEvent]) -> None:
+        """Relay one burst of events, in order, with its progress and each run of one
+        artifact's chunks made one notification each."""
+        last_progress = max(
+            (i for i, event in enumerate(burst) if event.kind is EventKind.PROGRESS), default=-1
+        )
+        chunks: list[str] = []
+        artifact = ""
+        for i, event in enumerate(burst):
+            data = event.data
+            if event.kind is EventKind.ARTIFACT and (not chunks or data["name"] == artifact):
+                artifact = data["name"]
+                chunks.append(data["chunk"])
+                continue
+            if chunks:
+                await self._log("info", "".join(chunks), f"{self._tool}/{artifact}")
+                chunks = []
+            if event.kind is EventKind.ARTIFACT:
+                artifact, chunks = data["name"], [data["chunk"]]
+            elif event.kind is EventKind.PROGRESS:
+                if i == last_progress and data["pct"] > self._progress:
+                    self._progress = data["pct"]
+                    await self._ctx.session.report_progress(
+                        data["pct"], 100, data["message"] or None
+                    )
+            elif event.kind is EventKind.STATUS:
+                await self._log("info", data["message"], f"{self._tool}/status")
+            elif event.kind is EventKind.LOG:
+                level = data["level"] if data["level"] in _LEVELS else "info"
+                await self._log(level, data["message"], self._tool)
+        if chunks:
+            await self._log("info", "".join(chunks), f"{self._tool}/{artifact}")
 
     async def _log(self, level: str, message: str, logger: str) -> None:
         await self._ctx.session.send_log_message(

@@ -121,11 +121,9 @@ async def _call(
     relay = EventRelay(ctx, name)
     try:
         async for batch in conversation.call_in_batches(request):
-            for message in batch:
-                if isinstance(message, ToolEvent):
-                    await relay.forward(message)
-                else:
-                    return mcp_result(message.data)
+            await relay.forward([message for message in batch if isinstance(message, ToolEvent)])
+            if not isinstance(batch[-1], ToolEvent):  # the answer ends its batch
+                return mcp_result(batch[-1].data)
     except asyncio.CancelledError:
         conversation.cancel(request.id)  # the client cancelled: the worker goes with it
         raise

@@ -1,25 +1,42 @@
 """``a2e serve --mcp``: the engine's tools over MCP's stdio transport.
 
 The process is one MCP session, and so one engine session (one workspace, one uid), opened
-with the first request and ended when the client closes stdin. The SDK's server runs on the
-engine's own loop, so that a call's events reach the client without a hop between threads.
+with the first request and ended when the client closes stdin.
+
+The lines come and go through the engine's own stdio pipes (``engine.transports.lines``), on
+the engine's loop, where the SDK's server runs too: the SDK's stdio transport hands every line
+in and every line out to a thread, twice per message, which for a streaming call's hundred
+progress notifications cost more than the calls. What the server sends in one turn of the loop
+goes out in one write. A line that is not a JSON-RPC message is answered at once (the SDK's
+transport dropped it without a word, and the client would wait for ever): not JSON gets
+-32700, anything else -32600; either way the session goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol, Self
+import math
+import os
+from typing import Any, BinaryIO
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp import types
 from mcp.server.context import ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from a2e.codec import MAX_MESSAGE_BYTES
 from a2e_engine.engine.host import Host
 from a2e_engine.engine.mcp.server import build_server
 from a2e_engine.engine.transports.conversation import Conversation
+from a2e_engine.engine.transports.lines import (
+    LineWriter,
+    give_back_blocking,
+    loop_can_watch,
+    open_writer,
+    read_lines,
+)
 from a2e_engine.engine.version import engine_version
 
 __all__ = ["serve_mcp_stdio"]
@@ -53,57 +70,71 @@ class _OneSession:
         opened.result().close()
 
 
-class _Reading(Protocol):
-    async def receive(self) -> SessionMessage | Exception: ...
-    async def aclose(self) -> None: ...
+async def serve_mcp_stdio(
+    host: Host,
+    call_timeout_s: float = 30,
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+) -> None:
+    """Serve until the client closes stdin and the last answer is out (on the host's loop)."""
+    stdin = stdin or os.fdopen(0, "rb", closefd=False)
+    stdout = stdout or os.fdopen(1, "wb", closefd=False)
+    pipes = [stream.fileno() for stream in (stdin, stdout) if loop_can_watch(stream)]
+    writer = await open_writer(stdout)
+    # The client's messages wait for the server unbounded, as A2E's stdio does: the client is
+    # the host that started this process.
+    inbox_in, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
+    outbox, outbox_out = anyio.create_memory_object_stream[SessionMessage](math.inf)
 
-
-class _Writing(Protocol):
-    async def send(self, item: SessionMessage, /) -> None: ...
-
-
-class _AnsweringUnreadable:
-    """The stdin stream of messages, with each line that is not one answered at once: the
-    SDK's stdio transport would drop it without a word, and the client wait for ever. Not JSON
-    gets -32700 (parse error), JSON that is not a JSON-RPC message -32600 (invalid request);
-    either way, the session goes on."""
-
-    def __init__(
-        self,
-        read: _Reading,
-        write: _Writing,
-    ) -> None:
-        self._read = read
-        self._write = write
-
-    async def receive(self) -> SessionMessage | Exception:
-        while True:
-            item = await self._read.receive()
-            if not isinstance(item, Exception):
-                return item
-            await self._write.send(SessionMessage(_unreadable(item)))
-
-    async def aclose(self) -> None:
-        await self._read.aclose()
-
-    def __aiter__(self) -> _AnsweringUnreadable:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
+    def on_line(line: bytes) -> None:
         try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValidationError as exc:
+            writer.write(_line(_unreadable(exc)))
+            return
+        inbox_in.send_nowait(SessionMessage(message))
 
-    async def __aenter__(self) -> Self:
-        return self
+    def on_too_long() -> None:
+        error = types.ErrorData(
+            code=types.INVALID_REQUEST,
+            message=f"line longer than the limit of {MAX_MESSAGE_BYTES} bytes; skipped",
+        )
+        writer.write(_line(types.JSONRPCError(jsonrpc="2.0", id=None, error=error)))
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    session = _OneSession(host)
+    server = build_server(session.conversation, engine_version(), call_timeout_s)
+    sending = asyncio.ensure_future(_send_all(outbox_out, writer))
+    try:
+        await read_lines(stdin, MAX_MESSAGE_BYTES, on_line, on_too_long, inbox_in.close)
+        await server.run(inbox, outbox, server.create_initialization_options())
+    finally:
+        outbox.close()
+        await sending
+        session.close()
+        await writer.close()
+        give_back_blocking(pipes)
 
 
-def _unreadable(problem: Exception) -> types.JSONRPCError:
-    errors = problem.errors() if isinstance(problem, ValidationError) else []
+async def _send_all(
+    messages: MemoryObjectReceiveStream[SessionMessage], writer: LineWriter
+) -> None:
+    """Each message a line; those ready together, one write."""
+    async for message in messages:
+        lines = [_line(message.message)]
+        while True:
+            try:
+                lines.append(_line(messages.receive_nowait().message))
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
+        writer.write(b"".join(lines))
+
+
+def _line(message: types.JSONRPCMessage | types.JSONRPCError) -> bytes:
+    return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+
+
+def _unreadable(problem: ValidationError) -> types.JSONRPCError:
+    errors = problem.errors()
     if errors and errors[0]["type"] == "json_invalid":
         error = types.ErrorData(code=types.PARSE_ERROR, message=f"parse error: {errors[0]['msg']}")
     else:
@@ -111,15 +142,3 @@ def _unreadable(problem: Exception) -> types.JSONRPCError:
             code=types.INVALID_REQUEST, message="invalid request: not a JSON-RPC 2.0 message"
         )
     return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
-
-
-async def serve_mcp_stdio(host: Host, call_timeout_s: float = 30) -> None:
-    """Serve until the client closes stdin (on the host's loop)."""
-    session = _OneSession(host)
-    server = build_server(session.conversation, engine_version(), call_timeout_s)
-    try:
-        async with stdio_server() as (read, write):
-            messages = _AnsweringUnreadable(read, write)
-            await server.run(messages, write, server.create_initialization_options())
-    finally:
-        session.close()
