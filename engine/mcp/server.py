@@ -15,9 +15,10 @@ Any tool, listed or not, is called by its name.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from mcp import types
@@ -33,8 +34,10 @@ __all__ = ["SEARCH_TOOL", "ConversationFor", "build_server"]
 
 log = logging.getLogger("a2e.mcp")
 
-#: How a server finds the engine session a request belongs to.
-ConversationFor = Callable[[ServerRequestContext[Any]], Awaitable[Conversation]]
+#: How a server finds the engine session a request belongs to, for the time of the request.
+ConversationFor = Callable[
+    [ServerRequestContext[Any]], contextlib.AbstractAsyncContextManager[Conversation]
+]
 
 SEARCH_TOOL = "search_tools"
 
@@ -70,12 +73,12 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        conversation = await conversation_for(ctx)
-        listed = await conversation.list_tools(ToolListRequest())
+        async with conversation_for(ctx) as conversation:
+            listed = await conversation.list_tools(ToolListRequest())
+            every = await conversation.list_tools(ToolListRequest(include_deferred=True))
         tools = [mcp_tool(tool) for tool in listed.tools]
         engine_names.clear()
         engine_names.update(tool.name for tool in tools)
-        every = await conversation.list_tools(ToolListRequest(include_deferred=True))
         if SEARCH_TOOL not in engine_names and len(every.tools) > len(listed.tools):
             tools.append(_SEARCH_DEFINITION)
         schemas.update({tool.name: tool.input_schema for tool in tools})
@@ -85,11 +88,11 @@ def build_server(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         try:
-            conversation = await conversation_for(ctx)
-            if params.name == SEARCH_TOOL and SEARCH_TOOL not in engine_names:
-                return await _search(conversation, params.arguments or {})
-            arguments = params.arguments or {}
-            return await _call(ctx, conversation, params.name, arguments, call_timeout_s)
+            async with conversation_for(ctx) as conversation:
+                if params.name == SEARCH_TOOL and SEARCH_TOOL not in engine_names:
+                    return await _search(conversation, params.arguments or {})
+                arguments = params.arguments or {}
+                return await _call(ctx, conversation, params.name, arguments, call_timeout_s)
         except Refused as exc:
             return _failure(exc.error.code, exc.error.message)
         except asyncio.CancelledError:

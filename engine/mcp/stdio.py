@@ -15,8 +15,10 @@ transport dropped it without a word, and the client would wait for ever): not JS
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
+from collections.abc import AsyncIterator
 from typing import Any, BinaryIO
 
 import anyio
@@ -29,6 +31,7 @@ from pydantic import ValidationError
 from a2e.codec import MAX_MESSAGE_BYTES
 from a2e_engine.engine.host import Host
 from a2e_engine.engine.mcp.server import build_server
+from a2e_engine.engine.mcp.sessions import LazyConversation
 from a2e_engine.engine.transports.conversation import Conversation
 from a2e_engine.engine.transports.lines import (
     LineWriter,
@@ -40,34 +43,6 @@ from a2e_engine.engine.transports.lines import (
 from a2e_engine.engine.version import engine_version
 
 __all__ = ["serve_mcp_stdio"]
-
-
-class _OneSession:
-    """The process's engine session, opened once, on first use."""
-
-    def __init__(self, host: Host) -> None:
-        self._host = host
-        self._opened: asyncio.Task[Conversation] | None = None
-
-    async def conversation(self, ctx: ServerRequestContext[Any]) -> Conversation:
-        if self._opened is None:
-            self._opened = asyncio.ensure_future(self._open())
-        return await asyncio.shield(self._opened)
-
-    async def _open(self) -> Conversation:
-        conversation = Conversation(self._host, lambda message: None, "mcp stdio", "mcp")
-        try:
-            await conversation.open()
-        except BaseException:
-            conversation.close()
-            raise
-        return conversation
-
-    def close(self) -> None:
-        opened = self._opened
-        if opened is None or not opened.done() or opened.cancelled() or opened.exception():
-            return
-        opened.result().close()
 
 
 async def serve_mcp_stdio(
@@ -101,8 +76,13 @@ async def serve_mcp_stdio(
         )
         writer.write(_line(types.JSONRPCError(jsonrpc="2.0", id=None, error=error)))
 
-    session = _OneSession(host)
-    server = build_server(session.conversation, engine_version(), call_timeout_s)
+    session = LazyConversation(host, "mcp stdio")
+
+    @contextlib.asynccontextmanager
+    async def the_session(ctx: ServerRequestContext[Any]) -> AsyncIterator[Conversation]:
+        yield await session.get()
+
+    server = build_server(the_session, engine_version(), call_timeout_s)
     sending = asyncio.ensure_future(_send_all(outbox_out, writer))
     try:
         await read_lines(stdin, MAX_MESSAGE_BYTES, on_line, on_too_long, inbox_in.close)
