@@ -396,6 +396,7 @@ def _service_config(args: argparse.Namespace) -> Any:
             max_message_bytes=args.max_message_bytes,
             max_outbox_bytes=args.max_outbox_bytes,
             request_timeout_s=args.request_timeout_s,
+            mcp_call_timeout_s=args.call_timeout_s,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -602,7 +603,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_seconds,
         default=30,
         metavar="S",
-        help="with --mcp: each call's timeout, as MCP requests carry none (default 30)",
+        help="MCP calls' timeout (--mcp, and /mcp with --http), as MCP requests carry none "
+        "(default 30)",
     )
     serve.add_argument(
         "--http",
@@ -610,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
         const=DEFAULT_HTTP,
         metavar="HOST:PORT",
         help="a network service (WebSocket /a2e, REST /v1/tools, SandboxFusion's /run_code, "
-        f"/healthz, /readyz, /metrics; docs/service.md); {DEFAULT_HTTP} if no address is "
+        f"MCP /mcp, /healthz, /readyz, /metrics; docs/service.md); {DEFAULT_HTTP} if no address is "
         "given, port 0 for any free port",
     )
     http = serve.add_argument_group("service (--http)")

@@ -22,6 +22,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client, types
 
 from a2e.caps.tools.schema import input_schema
 from a2e_engine.tools.python_eval import PythonEval
+from tests.mcp_raw import INITIALIZE
 from tests.waiting import wait_for
 from tests.worker_tree import WorkerTree
 
@@ -183,19 +184,7 @@ def test_a_line_that_is_not_json_rpc_gets_an_error_and_the_session_goes_on() -> 
     lines = [
         b"{not json\n",
         b'{"hello": "world"}\n',
-        json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "0"},
-                },
-            }
-        ).encode()
-        + b"\n",
+        json.dumps(INITIALIZE).encode() + b"\n",
     ]
     proc = subprocess.run(
         [sys.executable, *SERVE_MCP],

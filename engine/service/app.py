@@ -2,7 +2,8 @@
 
 ``/a2e`` is the A2E protocol over WebSocket (``engine.service.websocket``); ``/v1/tools`` is
 REST for tools (``engine.service.rest``); ``/run_code`` and ``/v1/ping`` are SandboxFusion's
-(``engine.service.sandbox_fusion``); ``/openapi.json`` describes them. ``/healthz`` says the
+(``engine.service.sandbox_fusion``); ``/mcp`` is MCP's Streamable HTTP (``engine.mcp.http``);
+``/openapi.json`` describes the REST ones. ``/healthz`` says the
 process is alive (no token: for load balancers and orchestrators); ``/readyz`` says whether
 calls can run now; ``/metrics`` is Prometheus text. Every path but ``/healthz`` wants the
 token (``engine.service.auth``).
@@ -18,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from a2e_engine.engine.mcp.http import McpEndpoint
 from a2e_engine.engine.service.auth import RequireToken
 from a2e_engine.engine.service.draining import RefuseWhileDraining
 from a2e_engine.engine.service.metrics import CONTENT_TYPE
@@ -34,7 +36,7 @@ __all__ = ["OPEN_PATHS", "build_app"]
 OPEN_PATHS = frozenset({"/healthz"})
 
 
-def build_app(state: ServiceState, version: str = "0") -> RequireToken:
+def build_app(state: ServiceState, mcp: McpEndpoint, version: str = "0") -> RequireToken:
     host, config = state.host, state.config
 
     async def healthz(request: Request) -> Response:
@@ -71,6 +73,7 @@ def build_app(state: ServiceState, version: str = "0") -> RequireToken:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         WebSocketRoute("/a2e", a2e),
+        Route("/mcp", mcp),
         *rest_routes(state),
         *sandbox_fusion_routes(state),
     ]

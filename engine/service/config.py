@@ -44,6 +44,8 @@ class ServiceConfig:
     max_connections: int = 1024
     #: How long a client may take to send its request line and headers, or a body.
     request_timeout_s: float = 30.0
+    #: Each MCP call's timeout (``/mcp``), as MCP requests carry none.
+    mcp_call_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.token is not None and not self.token:
@@ -56,3 +58,5 @@ class ServiceConfig:
             )
         if self.drain_s < 0 or self.max_connections < 1 or self.request_timeout_s <= 0:
             raise ValueError("drain_s must be >= 0, max_connections >= 1, request_timeout_s > 0")
+        if not self.mcp_call_timeout_s > 0:
+            raise ValueError("mcp_call_timeout_s must be a positive number of seconds")

@@ -20,6 +20,7 @@ import ssl
 import uvicorn
 
 from a2e_engine.engine.host import Host
+from a2e_engine.engine.mcp.http import McpEndpoint
 from a2e_engine.engine.service.app import build_app
 from a2e_engine.engine.service.config import ServiceConfig
 from a2e_engine.engine.service.frame_batches import BatchingWebSocketProtocol
@@ -49,6 +50,7 @@ class HttpService:
         self._server: uvicorn.Server | None = None
         self._socket: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
+        self.mcp = McpEndpoint(host, config.mcp_call_timeout_s)
 
     @property
     def url(self) -> str:
@@ -63,7 +65,7 @@ class HttpService:
         config = self.config
         self._socket = _bind(config.host, config.port)
         server_config = uvicorn.Config(
-            build_app(self.state, engine_version()),
+            build_app(self.state, self.mcp, engine_version()),
             http=bounded_heads(config.request_timeout_s),
             ws=BatchingWebSocketProtocol,
             ws_max_size=2 * config.max_message_bytes,
@@ -84,12 +86,20 @@ class HttpService:
             self._socket.close()
             raise ServiceError(f"cannot use the TLS certificate or key: {exc}") from None
         self._server = uvicorn.Server(server_config)
-        self._task = asyncio.get_running_loop().create_task(self._server.serve([self._socket]))
+        await self.mcp.start()
+        self._task = asyncio.get_running_loop().create_task(self._serve())
         while not self._server.started:
             if self._task.done():
                 self._task.result()
                 raise ServiceError("the server stopped while starting")
             await asyncio.sleep(0.01)
+
+    async def _serve(self) -> None:
+        assert self._server is not None and self._socket is not None
+        try:
+            await self._server.serve([self._socket])
+        finally:
+            await self.mcp.stop()
 
     async def drain(self, grace_s: float | None = None) -> None:
         """Stop: no new connections or requests, the calls in flight finish within ``grace_s``

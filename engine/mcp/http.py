@@ -1,0 +1,103 @@
+"""``/mcp``: the engine's tools over MCP's Streamable HTTP transport, in the service's app.
+
+The SDK's session manager serves the transport; its task group runs on the engine's loop,
+where uvicorn serves (``start``, ``stop``). The token, the drain and the limits on request
+heads are the service's, as for every other path.
+
+An MCP session (its ``Mcp-Session-Id``) is one engine session, opened with its first request
+and ended when the client deletes the session, when it has been idle for ``idle_s`` (as the
+SDK ends it), or when the service stops. A request of the 2026-07-28 protocol carries no
+session: it gets an engine session of its own, ended with it, as a REST request does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import Receive, Scope, Send
+
+from a2e_engine.engine.host import Host
+from a2e_engine.engine.mcp.server import build_server
+from a2e_engine.engine.mcp.sessions import LazyConversation
+from a2e_engine.engine.transports.conversation import Conversation
+from a2e_engine.engine.version import engine_version
+
+__all__ = ["McpEndpoint"]
+
+SESSION_HEADER = "mcp-session-id"
+#: How often sessions are looked at for idleness.
+SWEEP_S = 30.0
+
+
+class McpEndpoint:
+    def __init__(self, host: Host, call_timeout_s: float = 30, idle_s: float = 1800) -> None:
+        self._host = host
+        self._idle_s = idle_s
+        self._sessions: dict[str, LazyConversation] = {}
+        server = build_server(self._conversation, engine_version(), call_timeout_s)
+        self._manager = StreamableHTTPSessionManager(app=server, session_idle_timeout=idle_s)
+        self._running = contextlib.AsyncExitStack()
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """On the loop uvicorn serves from, before it serves."""
+        await self._running.enter_async_context(self._manager.run())
+        self._sweeper = asyncio.ensure_future(self._sweep())
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        await self._running.aclose()
+        for session in self._sessions.values():
+            session.close()
+        self._sessions.clear()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._manager.handle_request(scope, receive, send)
+        if scope["method"] == "DELETE":
+            ended = _header(scope, SESSION_HEADER)
+            session = self._sessions.pop(ended, None) if ended else None
+            if session is not None:
+                session.close()
+
+    @contextlib.asynccontextmanager
+    async def _conversation(self, ctx: ServerRequestContext[Any]) -> AsyncIterator[Conversation]:
+        request = ctx.request
+        session_id: str | None = request.headers.get(SESSION_HEADER) if request else None
+        if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            session_id = None  # the 2026 protocol has no sessions: the header proves nothing
+        if not session_id:
+            alone = LazyConversation(self._host, "mcp http")
+            try:
+                yield await alone.get()
+            finally:
+                alone.close()
+            return
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = LazyConversation(self._host, "mcp http")
+        yield await session.get()
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(min(SWEEP_S, self._idle_s))
+            now = time.monotonic()
+            for session_id, session in list(self._sessions.items()):
+                if now - session.last_used > self._idle_s:
+                    del self._sessions[session_id]
+                    session.close()
+
+
+def _header(scope: Scope, name: str) -> str:
+    wanted = name.encode()
+    for key, value in scope.get("headers", []):
+        if key.lower() == wanted:
+            return str(value.decode("latin-1"))
+    return ""
