@@ -21,6 +21,7 @@ import psutil
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
 
 from a2e.caps.tools.schema import input_schema
+from a2e_engine.engine.mcp.server import SEARCH_TOOL
 from a2e_engine.tools.python_eval import PythonEval
 from tests.mcp_raw import INITIALIZE
 from tests.waiting import wait_for
@@ -115,6 +116,34 @@ def test_an_mcp_host_sees_the_engines_tools_and_their_results(tmp_path: Path) ->
             assert denied.structured_content["error_code"] == "tool_denied"
             unknown = await session.call_tool("no_such_tool", {})
             assert unknown.is_error and "no_such_tool" in unknown.content[0].text  # type: ignore[union-attr]
+
+    _run(scenario())
+
+
+def test_deferred_tools_are_found_by_search_and_called_by_name() -> None:
+    async def scenario() -> None:
+        async with _mcp("--plugin", "tests.cli_plugins:DeferredHelpers") as (session, _, logs):
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert "convert_units" not in names and SEARCH_TOOL in names
+            found = await session.call_tool(SEARCH_TOOL, {"query": "metres to feet"})
+            assert not found.is_error and found.structured_content is not None
+            (tool, *_) = found.structured_content["tools"]
+            assert tool["name"] == "convert_units" and tool["inputSchema"]["type"] == "object"
+            seen: list[tuple[float, str | None]] = []
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                seen.append((progress, message))
+
+            result = await session.call_tool("convert_units", {}, progress_callback=on_progress)
+            assert result.structured_content == {"feet_per_metre": 3.28084}
+            assert seen == [(100.0, "done")]
+            said = {(log.level, log.logger, log.data) for log in logs}
+            assert ("info", "convert_units/status", "looking up the factor") in said
+            assert ("warning", "convert_units", "feet are approximate") in said
+            wrong = await session.call_tool(SEARCH_TOOL, {"query": 3})
+            assert wrong.is_error and "takes a query" in wrong.content[0].text  # type: ignore[union-attr]
 
     _run(scenario())
 

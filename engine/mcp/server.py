@@ -7,9 +7,9 @@ events are relayed as they come (``engine.mcp.events``), its result is mapped by
 ``engine.mcp.definitions``, and a client's ``notifications/cancelled`` (which the SDK turns
 into a cancellation of the handler) cancels the call and kills its worker.
 
-Deferred tools are not listed; when the engine has some, the list carries one more tool,
-``search_tools``, which returns the definitions (deferred ones included) that match a query.
-Any tool, listed or not, is called by its name.
+Deferred tools are not listed. The list carries one more tool, ``search_tools``, which
+returns the definitions (deferred ones included) that match a query: how an MCP host finds
+them, and how it searches a large catalog. Any tool, listed or not, is called by its name.
 """
 
 from __future__ import annotations
@@ -75,11 +75,10 @@ def build_server(
     ) -> types.ListToolsResult:
         async with conversation_for(ctx) as conversation:
             listed = await conversation.list_tools(ToolListRequest())
-            every = await conversation.list_tools(ToolListRequest(include_deferred=True))
         tools = [mcp_tool(tool) for tool in listed.tools]
         engine_names.clear()
         engine_names.update(tool.name for tool in tools)
-        if SEARCH_TOOL not in engine_names and len(every.tools) > len(listed.tools):
+        if SEARCH_TOOL not in engine_names:
             tools.append(_SEARCH_DEFINITION)
         schemas.update({tool.name: tool.input_schema for tool in tools})
         return types.ListToolsResult(tools=tools)
