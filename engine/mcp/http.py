@@ -37,12 +37,20 @@ SWEEP_S = 30.0
 
 
 class McpEndpoint:
-    def __init__(self, host: Host, call_timeout_s: float = 30, idle_s: float = 1800) -> None:
+    def __init__(
+        self,
+        host: Host,
+        call_timeout_s: float = 30,
+        max_body_bytes: int = 4 * 1024 * 1024,
+        idle_s: float = 1800,
+    ) -> None:
         self._host = host
         self._idle_s = idle_s
         self._sessions: dict[str, LazyConversation] = {}
         server = build_server(self._conversation, engine_version(), call_timeout_s)
-        self._manager = StreamableHTTPSessionManager(app=server, session_idle_timeout=idle_s)
+        self._manager = StreamableHTTPSessionManager(
+            app=server, session_idle_timeout=idle_s, max_request_body_size=max_body_bytes
+        )
         self._running = contextlib.AsyncExitStack()
         self._sweeper: asyncio.Task[None] | None = None
 

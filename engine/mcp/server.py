@@ -94,8 +94,6 @@ def build_server(
                 return await _call(ctx, conversation, params.name, arguments, call_timeout_s)
         except Refused as exc:
             return _failure(exc.error.code, exc.error.message)
-        except asyncio.CancelledError:
-            raise
         except Exception:
             # The SDK would send the exception's text to the client; it gets one line instead.
             log.exception("MCP call of %r failed", params.name)

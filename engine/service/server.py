@@ -50,7 +50,7 @@ class HttpService:
         self._server: uvicorn.Server | None = None
         self._socket: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
-        self.mcp = McpEndpoint(host, config.mcp_call_timeout_s)
+        self.mcp = McpEndpoint(host, config.mcp_call_timeout_s, config.max_message_bytes)
 
     @property
     def url(self) -> str:
