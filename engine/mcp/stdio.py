@@ -67,7 +67,8 @@ async def serve_mcp_stdio(
         except ValidationError as exc:
             writer.write(_line(_unreadable(exc)))
             return
-        inbox_in.send_nowait(SessionMessage(message))
+        with contextlib.suppress(anyio.BrokenResourceError):  # the server has stopped reading
+            inbox_in.send_nowait(SessionMessage(message))
 
     def on_too_long() -> None:
         error = types.ErrorData(
