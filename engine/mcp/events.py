@@ -45,25 +45,28 @@ class EventRelay:
         self._progress = -1
 
     async def forward(self, burst: list[ToolEvent]) -> None:
-        """Relay one burst of events, in order, with its progress and each run of one
-        artifact's chunks made one notification each."""
+        """Relay one burst of events in order: its last progress, each run of one artifact's
+        chunks as one message, every status line and log message."""
         last_progress = max(
             (i for i, event in enumerate(burst) if event.kind is EventKind.PROGRESS), default=-1
         )
-        chunks: list[str] = []
-        artifact = ""
+        artifact, chunks = "", list[str]()
+
+        async def flush() -> None:
+            if chunks:
+                await self._log("info", "".join(chunks), f"{self._tool}/{artifact}")
+                chunks.clear()
+
         for i, event in enumerate(burst):
             data = event.data
-            if event.kind is EventKind.ARTIFACT and (not chunks or data["name"] == artifact):
+            if event.kind is EventKind.ARTIFACT:
+                if data["name"] != artifact:
+                    await flush()
                 artifact = data["name"]
                 chunks.append(data["chunk"])
                 continue
-            if chunks:
-                await self._log("info", "".join(chunks), f"{self._tool}/{artifact}")
-                chunks = []
-            if event.kind is EventKind.ARTIFACT:
-                artifact, chunks = data["name"], [data["chunk"]]
-            elif event.kind is EventKind.PROGRESS:
+            await flush()
+            if event.kind is EventKind.PROGRESS:
                 if i == last_progress and data["pct"] > self._progress:
                     self._progress = data["pct"]
                     await self._ctx.session.report_progress(
@@ -74,8 +77,7 @@ class EventRelay:
             elif event.kind is EventKind.LOG:
                 level = data["level"] if data["level"] in _LEVELS else "info"
                 await self._log(level, data["message"], self._tool)
-        if chunks:
-            await self._log("info", "".join(chunks), f"{self._tool}/{artifact}")
+        await flush()
 
     async def _log(self, level: str, message: str, logger: str) -> None:
         await self._ctx.session.send_log_message(
