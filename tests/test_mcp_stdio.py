@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client, types
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from a2e.caps.tools.schema import input_schema
 from a2e_engine.engine.mcp.server import SEARCH_TOOL
@@ -116,6 +117,28 @@ def test_an_mcp_host_sees_the_engines_tools_and_their_results(tmp_path: Path) ->
             assert denied.structured_content["error_code"] == "tool_denied"
             unknown = await session.call_tool("no_such_tool", {})
             assert unknown.is_error and "no_such_tool" in unknown.content[0].text  # type: ignore[union-attr]
+
+    _run(scenario())
+
+
+def test_a_client_of_the_2026_protocol_is_served_too() -> None:
+    """No handshake and no session: each request carries its own envelope, and asks for log
+    messages itself."""
+    logs: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async def scenario() -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=SERVE_MCP, env=dict(os.environ), cwd=str(ROOT)
+        )
+        async with Client(params, mode="auto", log_level="info", logging_callback=on_log) as client:
+            assert client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
+            assert "python_eval" in {tool.name for tool in (await client.list_tools()).tools}
+            result = await client.call_tool("python_eval", {"code": "print('modern')\n6 * 7"})
+            assert not result.is_error and result.structured_content["value"] == 42  # type: ignore[index]
+            assert [log.data for log in logs if log.logger == "python_eval/stdout"] == ["modern\n"]
 
     _run(scenario())
 
