@@ -114,4 +114,30 @@ def test_mcp_wants_the_token_and_answers_bad_json_rpc(service: ServiceProcess) -
         lines = [line for line in answered.text.splitlines() if line.startswith("data: ")]
         body = json.loads(lines[-1][len("data: ") :]) if lines else answered.json()
         assert body["id"] == 2 and "result" in body
+
+
+def test_deleting_an_mcp_session_ends_its_engine_session(service: ServiceProcess) -> None:
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {TOKEN}",
+    }
+    with httpx.Client(base_url=service.url, headers=headers, timeout=30) as http:
+
+        def connections() -> int:
+            text = http.get("/metrics").text
+            (line,) = [line for line in text.splitlines() if line.startswith("a2e_connections ")]
+            return int(float(line.split()[1]))
+
+        before = connections()
+        opened = http.post("/mcp", json=INITIALIZE)
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        http.post("/mcp", json=initialized, headers=session)
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        assert http.post("/mcp", json=listing, headers=session).status_code == 200
+        assert connections() == before + 1  # the engine session the MCP session opened
         assert http.delete("/mcp", headers=session).status_code in (200, 204)
+        assert wait_for(lambda: connections() == before, 10)
+        gone = http.post("/mcp", json=listing, headers=session)
+        assert gone.status_code == 404
