@@ -20,7 +20,7 @@ from a2e import jsonwire
 from a2e.caps.tools.models import ToolDefinition, ToolResult
 from a2e.caps.tools.schema import input_schema
 
-__all__ = ["mcp_result", "mcp_tool"]
+__all__ = ["mcp_failure", "mcp_result", "mcp_tool"]
 
 
 def mcp_tool(tool: ToolDefinition) -> types.Tool:
@@ -45,14 +45,21 @@ def mcp_result(result: ToolResult) -> types.CallToolResult:
             structured_content=structured,
             is_error=False,
         )
-    failure: dict[str, Any] = {"error_code": result.error_code, "error": result.error}
+    extra: dict[str, Any] = {}
     if result.exit_code is not None:
-        failure["exit_code"] = result.exit_code
+        extra["exit_code"] = result.exit_code
     if result.data is not None:
-        failure["data"] = result.data
+        extra["data"] = result.data
+    return mcp_failure(result.error_code, result.error, extra)
+
+
+def mcp_failure(
+    code: str | None, message: str | None, extra: dict[str, Any] | None = None
+) -> types.CallToolResult:
+    """A failed call: ``code: message`` as text, and the same (with ``extra``) structured."""
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"{result.error_code}: {result.error}")],
-        structured_content=failure,
+        content=[types.TextContent(type="text", text=f"{code}: {message}")],
+        structured_content={"error_code": code, "error": message, **(extra or {})},
         is_error=True,
     )
 

@@ -21,6 +21,7 @@ from typing import Any
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
 from a2e_engine.engine.host import Host
@@ -70,7 +71,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._manager.handle_request(scope, receive, send)
         if scope["method"] == "DELETE":
-            ended = _header(scope, SESSION_HEADER)
+            ended = Headers(scope=scope).get(SESSION_HEADER)
             session = self._sessions.pop(ended, None) if ended else None
             if session is not None:
                 session.close()
@@ -101,11 +102,3 @@ class McpEndpoint:
                 if now - session.last_used > self._idle_s:
                     del self._sessions[session_id]
                     session.close()
-
-
-def _header(scope: Scope, name: str) -> str:
-    wanted = name.encode()
-    for key, value in scope.get("headers", []):
-        if key.lower() == wanted:
-            return str(value.decode("latin-1"))
-    return ""

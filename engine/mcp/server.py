@@ -26,7 +26,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from a2e.caps.tools.models import ToolCallRequest, ToolEvent, ToolListRequest
-from a2e_engine.engine.mcp.definitions import mcp_result, mcp_tool
+from a2e_engine.engine.mcp.definitions import mcp_failure, mcp_result, mcp_tool
 from a2e_engine.engine.mcp.events import EventRelay
 from a2e_engine.engine.transports.conversation import Conversation, Refused
 
@@ -93,11 +93,11 @@ def build_server(
                 arguments = params.arguments or {}
                 return await _call(ctx, conversation, params.name, arguments, call_timeout_s)
         except Refused as exc:
-            return _failure(exc.error.code, exc.error.message)
+            return mcp_failure(exc.error.code, exc.error.message)
         except Exception:
             # The SDK would send the exception's text to the client; it gets one line instead.
             log.exception("MCP call of %r failed", params.name)
-            return _failure("internal_error", "the engine could not run this call; see its log")
+            return mcp_failure("internal_error", "the engine could not run this call; see its log")
 
     return Server(
         "a2e-engine",
@@ -133,7 +133,7 @@ async def _call(
 async def _search(conversation: Conversation, arguments: dict[str, Any]) -> types.CallToolResult:
     query, tags = arguments.get("query"), arguments.get("tags", [])
     if not isinstance(query, str) or not isinstance(tags, list):
-        return _failure("invalid_arguments", "search_tools takes a query (a string) and tags")
+        return mcp_failure("invalid_arguments", "search_tools takes a query (a string) and tags")
     listed = await conversation.list_tools(
         ToolListRequest(query=query, filter_tags=[str(t) for t in tags], include_deferred=True)
     )
@@ -146,12 +146,4 @@ async def _search(conversation: Conversation, arguments: dict[str, Any]) -> type
         content=[types.TextContent(type="text", text=names)],
         structured_content={"tools": found},
         is_error=False,
-    )
-
-
-def _failure(code: str, message: str) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"{code}: {message}")],
-        structured_content={"error_code": code, "error": message},
-        is_error=True,
     )
