@@ -43,6 +43,7 @@ class Hardening:
     mounts: MountPlan | None  # its mount namespace's template (mount_template)
     landlock: LandlockPlan | None
     limits: Limits  # (rlimits)
+    cap_address_space: bool  # RLIMIT_AS, or the memory cgroup alone (rlimits)
     change_identity: bool  # keep CAP_SETUID/SETGID until the job names the uid (identity)
     seccomp_bpf: bytes
 
@@ -65,7 +66,7 @@ def harden_worker(
     mount_template.enter(setup.mounts)
     ruleset = landlock.begin(setup.landlock)
     # The environment, bounding and ambient sets: cleared by the zygote, inherited.
-    rlimits.apply_rlimits(setup.limits)
+    rlimits.apply_rlimits(setup.limits, setup.cap_address_space)
     if while_idle is not None:
         while_idle(ruleset)
     leave_idle_priority()  # the last step that needs a capability (see sandbox.forking)

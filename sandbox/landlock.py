@@ -8,6 +8,10 @@ executed; paths beneath the *write* rules (the workspace and the call's tmp) may
 changed. Everything else, other sessions' workspaces, the engine's state directory, the host's
 ``/tmp`` and ``/root`` among them, cannot even be opened. Unprivileged and cheap (one ruleset,
 a few rules), enforced by the kernel for the worker and every child it starts.
+
+A tool that runs a program it does not trust with its own files (``run_code``: a compile cache,
+other runs' directories) confines that program further with ``confine_writes``: one more
+Landlock layer, stacked on the worker's, under which it writes only its own directory.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ __all__ = [
     "SYSTEM_READ_PATHS",
     "LandlockPlan",
     "Ruleset",
+    "WriteConfinement",
     "abi_version",
     "begin",
+    "confine_writes",
     "covering_paths",
     "on_job",
     "prepare",
@@ -153,6 +159,63 @@ def on_job(ruleset: Ruleset | None, job: Job) -> None:
     ruleset.restrict()
 
 
+#: What ``confine_writes`` takes away: every right that changes the file system.
+_WRITE_RIGHTS = (
+    WRITE_FILE
+    | REMOVE_DIR
+    | REMOVE_FILE
+    | MAKE_CHAR
+    | MAKE_DIR
+    | MAKE_REG
+    | MAKE_SOCK
+    | MAKE_FIFO
+    | MAKE_BLOCK
+    | MAKE_SYM
+    | REFER
+    | TRUNCATE
+)
+
+
+class WriteConfinement:
+    """One more Landlock layer for a program a tool runs: beneath it the program, and all it
+    starts, may change files only beneath the directories given (and write to ``/dev``'s
+    devices); what it may read is left as it was.
+
+    The ruleset is built in the tool's process; the child only enforces it between fork and
+    exec (``enforce``, a ``preexec_fn``: no allocation, no path walk there). Close it when no
+    more children will be started."""
+
+    def __init__(self, abi: int, writable: Iterable[str]) -> None:
+        self._ruleset = Ruleset(abi, handled=_WRITE_RIGHTS)
+        self._ruleset.allow_write(writable)
+        self._ruleset.allow_devices(("/dev",))
+        self._fd = self._ruleset.fd
+        self._number = _NUMBERS["landlock_restrict_self"]
+        self._restrict = _ENTRIES["landlock_restrict_self"]
+
+    def enforce(self) -> None:
+        # Without no_new_privs (a worker whose seccomp layer is off) Landlock refuses.
+        syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
+        if self._restrict(self._number, self._fd, 0) < 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+
+    def close(self) -> None:
+        self._ruleset.close()
+
+    def __enter__(self) -> WriteConfinement:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def confine_writes(writable: Iterable[str]) -> WriteConfinement | None:
+    """A ``WriteConfinement`` to ``writable``, or ``None`` where the kernel has no Landlock: the
+    caller must then not rely on it."""
+    abi = abi_version()
+    return WriteConfinement(abi, writable) if abi else None
+
+
 def abi_version() -> int:
     """The kernel's Landlock ABI (0 when it has none or it is disabled). Resolves the system
     call numbers too, so that forked workers inherit them."""
@@ -215,8 +278,8 @@ class Ruleset:
     """A ruleset built in two steps: the fixed rules while the worker waits (off the call's
     path), the job's directories and ``restrict`` when the job arrives."""
 
-    def __init__(self, abi: int) -> None:
-        self.handled = _handled(abi)
+    def __init__(self, abi: int, handled: int | None = None) -> None:
+        self.handled = _handled(abi) if handled is None else handled & _handled(abi)
         attr = _RulesetAttr(self.handled)
         self.writable: set[str] = set()
         self.fd = _syscall(
@@ -236,6 +299,11 @@ class Ruleset:
     def allow_devices(self, paths: Iterable[str]) -> None:
         for path in paths:
             _allow(self.fd, path, (READ_DIR | READ_FILE | WRITE_FILE | IOCTL_DEV) & self.handled)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def restrict(self) -> None:
         """Enforce on this thread and what it starts later. Run it before any other thread

@@ -6,7 +6,10 @@ a worker runs as its session's uid (``RLIMIT_NPROC``, ignored for root).
 
 How: each worker sets soft and hard limits together, before seccomp, which then refuses to raise
 them. The zygote measures the least address space a worker can run under: the engine refuses a
-``memory_mb`` below it.
+``memory_mb`` below it. Workers of profiles that start programs get no ``RLIMIT_AS`` where the
+memory cgroup caps them (``address_space_capped``): the JVM, Go and V8 reserve far more address
+space than they use, and a compiler or runtime stopped by that would judge nothing; the cgroup
+caps what they really hold. Everywhere else ``RLIMIT_AS`` is the cap.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ import resource
 from a2e_engine.sandbox.limits import Limits
 from a2e_engine.sandbox.preparation import Preparation
 
-__all__ = ["apply_rlimits", "least_memory_mb", "prepare", "report_least_memory"]
+__all__ = [
+    "address_space_capped",
+    "apply_rlimits",
+    "least_memory_mb",
+    "prepare",
+    "report_address_space",
+    "report_least_memory",
+]
 
 _MB = 1024 * 1024
 #: Room for a call's own first allocations, above what a worker maps when it starts.
@@ -29,15 +39,27 @@ def prepare(prep: Preparation) -> None:
     prep.report("rlimits", None, limits=prep.settings.limits.to_dict())
 
 
+def address_space_capped(starts_processes: bool, memory_cgroup: bool) -> bool:
+    """Whether a worker gets ``RLIMIT_AS``: always, but for one that starts programs under a
+    memory cgroup (see the module's docstring)."""
+    return not (starts_processes and memory_cgroup)
+
+
+def report_address_space(prep: Preparation, uncapped: list[str]) -> None:
+    """Which profiles run without ``RLIMIT_AS`` (the memory cgroup caps them instead)."""
+    prep.layers["rlimits"]["address_space_uncapped"] = uncapped
+
+
 def report_least_memory(prep: Preparation) -> None:
     """Once the zygote is all it will be (every worker starts as its copy)."""
     prep.layers["rlimits"]["least_memory_mb"] = least_memory_mb()
 
 
-def apply_rlimits(limits: Limits) -> None:
+def apply_rlimits(limits: Limits, cap_address_space: bool = True) -> None:
     """Set soft and hard limits together: a hard limit cannot be raised again without privilege."""
+    address_space = limits.memory_mb * _MB if cap_address_space else resource.RLIM_INFINITY
     pairs = [
-        (resource.RLIMIT_AS, limits.memory_mb * _MB, limits.memory_mb * _MB),
+        (resource.RLIMIT_AS, address_space, address_space),
         (resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
         (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
         (resource.RLIMIT_FSIZE, limits.file_size_mb * _MB, limits.file_size_mb * _MB),

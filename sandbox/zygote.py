@@ -45,6 +45,7 @@ from a2e_engine.sandbox.messages import CONTROL_MAX, check_control, control
 from a2e_engine.sandbox.mount_template import MountPlan
 from a2e_engine.sandbox.namespaces import PidNamespaces
 from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.profiles import PROFILES
 from a2e_engine.sandbox.quota import unmount_tree
 from a2e_engine.sandbox.settings import ZygoteSettings
 from a2e_engine.sandbox.userns import host_pid
@@ -82,6 +83,7 @@ class Zygote:
         self.landlock: LandlockPlan | None = None
         self.empty_net_fd: int | None = None
         self.cgroups: dict[str, SlotGroups] = {}
+        self.capped: dict[str, bool] = {}  # profile -> whether its workers get RLIMIT_AS
         self.forking = ForkPlan(os.fork, at_idle=False)
 
     # -- start-up --
@@ -116,6 +118,13 @@ class Zygote:
         self.empty_net_fd = network.prepare(prep)
         rlimits.prepare(prep)
         self.cgroups = cgroups.prepare(prep)
+        self.capped = {
+            name: rlimits.address_space_capped(
+                PROFILES[name].allow_processes, "memory" in self.cgroups
+            )
+            for name in self.filters
+        }
+        rlimits.report_address_space(prep, sorted(n for n, c in self.capped.items() if not c))
         clean_start.prepare(prep)
         capabilities.prepare(prep)
         self.forking = forking.prepare(prep)
@@ -161,6 +170,7 @@ class Zygote:
             mounts=self.mounts,
             landlock=self.landlock,
             limits=self.settings.limits,
+            cap_address_space=self.capped[profile],
             change_identity=self.change_identity,
             seccomp_bpf=self.filters[profile],
         )

@@ -290,6 +290,24 @@ def test_bash_files_and_fetch_files(service: ServiceProcess) -> None:
     assert base64.b64decode(answer["files"]["out.txt"]) == b"SHOUT\n"
 
 
+def test_cpp_with_its_memory_limit_as_sandbox_fusion_sends_it(service: ServiceProcess) -> None:
+    solution = (
+        "#include <iostream>\nint main() { long a, b; std::cin >> a >> b; std::cout << a + b; }"
+    )
+    answer = _run_code(service, {"language": "cpp", "code": solution, "stdin": "40 2"})
+    assert answer["status"] == "Success", answer
+    assert answer["compile_result"]["return_code"] == 0
+    assert answer["run_result"]["stdout"] == "42"
+    greedy = (
+        "#include <vector>\nint main() { std::vector<std::vector<char>> v;\n"
+        "  for (;;) v.emplace_back(1 << 20, 1); }"
+    )
+    answer = _run_code(service, {"language": "cpp", "code": greedy, "memory_limit_MB": 48})
+    assert answer["status"] == "Failed"
+    assert answer["run_result"]["status"] == "MemoryLimitExceeded"
+    assert answer["run_result"]["peak_memory_kb"] > 48 * 1024
+
+
 def test_an_unknown_language_is_a_sandbox_error(service: ServiceProcess) -> None:
     answer = _run_code(service, {"language": "brainfuck", "code": "+."})
     assert answer["status"] == "SandboxError" and "'brainfuck' is not served" in answer["message"]

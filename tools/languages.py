@@ -1,45 +1,241 @@
 """The languages ``run_code`` runs: one declarative entry each.
 
-An entry says where the source goes, how it is compiled (if it is) and how it runs, with
-``{source}`` and ``{binary}`` standing for the file names, and which programs its toolchain
-needs, so that a missing one is refused with what to install. A new language is one entry.
+An entry says where the source goes, how it is compiled (if it is) and how it runs, what the
+compile step leaves for the run (the compile cache keeps exactly that), what its runtime needs
+from the sandbox (environment, the memory flags that fit it), how it says it ran out of memory,
+and what to install when its toolchain is missing. A new language is one entry.
+
+In a step, ``{source}`` is the source file, ``{main}`` its name without the suffix (Java's class),
+``{memory_mb}`` the run's memory limit, ``{dir}`` the step's directory and ``{node_modules}`` the
+global ``node_modules`` that holds the step's program (where the TypeScript compiler finds Node's
+types); the same go for ``env``. Programs are looked
+up on the sandbox's ``PATH`` (``/usr/local/bin:/usr/bin:/bin``): a toolchain the sandbox cannot
+read (one under ``/root``, say) counts as missing.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-__all__ = ["LANGUAGES", "Language"]
+__all__ = ["LANGUAGES", "Language", "toolchain_path"]
+
+#: Where workers look for programs: the sandbox's own PATH, whatever the caller's is.
+TOOLCHAIN_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 @dataclass(frozen=True)
 class Language:
     name: str
-    source: str  # the file the code is written to, in the run's directory
+    source: str  # the file the code is written to; "{main}" in it is taken from the code
     run: tuple[str, ...]
     compile: tuple[str, ...] | None = None
-    binary: str = ""  # what the compile step makes, for ``{binary}``
-    install: str = ""  # what to install when the toolchain is missing (Debian package)
+    outputs: tuple[str, ...] = ()  # what the compile step makes for the run (glob patterns)
+    install: str = ""  # what to install when the toolchain is missing
+    version: tuple[str, ...] = ()  # prints the toolchain's version (``a2e doctor``)
+    env: Mapping[str, str] = field(default_factory=dict)
+    out_of_memory: tuple[str, ...] = ()  # what its runtime writes to stderr when memory ran out
+    main_pattern: str = ""  # a regex whose first group names ``{main}`` (Java's public class)
+    default_main: str = "main"
 
-    def argv(self, step: tuple[str, ...]) -> list[str]:
-        return [part.format(source=self.source, binary=self.binary) for part in step]
+    def main_name(self, code: str) -> str:
+        if self.main_pattern:
+            found = re.search(self.main_pattern, code, re.MULTILINE)
+            if found:
+                return found.group(1)
+        return self.default_main
+
+    def source_name(self, code: str) -> str:
+        return self.source.format(main=self.main_name(code))
+
+    def argv(self, step: tuple[str, ...], code: str, where: str, memory_mb: int) -> list[str]:
+        program = toolchain_path(step[0]) or step[0]
+        values = self._values(code, where, memory_mb, program)
+        return [program, *(part.format(**values) for part in step[1:])]
+
+    def environment(self, code: str, where: str, memory_mb: int) -> dict[str, str]:
+        values = self._values(code, where, memory_mb, "")
+        return {name: value.format(**values) for name, value in self.env.items()}
+
+    def _values(self, code: str, where: str, memory_mb: int, program: str) -> dict[str, object]:
+        return {
+            "source": self.source_name(code),
+            "main": self.main_name(code),
+            "memory_mb": memory_mb,
+            "dir": where,
+            "node_modules": _node_modules(program) if program else "",
+        }
+
+    def programs(self) -> list[str]:
+        """The toolchain's programs (not what the compile step makes: ``./main``)."""
+        steps = (self.compile, self.run)
+        return [step[0] for step in steps if step and not step[0].startswith("./")]
 
     def missing(self) -> str | None:
         """Why this host cannot run the language, or None."""
-        for step in (self.compile, self.run):
-            if step and shutil.which(step[0]) is None:
+        for program in self.programs():
+            if toolchain_path(program) is None:
                 hint = f"; install {self.install}" if self.install else ""
-                return f"{self.name} needs {step[0]}, which this host does not have{hint}"
+                return f"{self.name} needs {program}, which this host does not have{hint}"
         return None
 
+    def toolchain(self) -> tuple[tuple[str, int, int], ...]:
+        """What identifies the toolchain for the compile cache: each program's real path, size
+        and modification time (an upgrade changes them; asking the compiler would cost a run)."""
+        found = []
+        for program in self.programs():
+            path = toolchain_path(program)
+            if path is not None:
+                real = os.path.realpath(path)
+                stat = os.stat(real)
+                found.append((real, stat.st_size, stat.st_mtime_ns))
+        return tuple(found)
+
+
+def toolchain_path(program: str) -> str | None:
+    """``program`` as the sandbox finds it: an absolute path as it is, a name on its PATH."""
+    if os.path.isabs(program):
+        return program if os.access(program, os.X_OK) else None
+    return shutil.which(program, path=TOOLCHAIN_PATH)
+
+
+def _node_modules(program: str) -> str:
+    """The ``node_modules`` directory above ``program``'s real path ('' when there is none)."""
+    path = os.path.realpath(program)
+    while path != os.path.dirname(path):
+        path = os.path.dirname(path)
+        if os.path.basename(path) == "node_modules":
+            return path
+    return ""
+
+
+#: The run's own limit steers runtimes that would otherwise size their heap by the machine.
+_JAVA_RUN = ("java", "-Xmx{memory_mb}m", "-Xss64m", "-XX:+UseSerialGC", "-cp", ".", "{main}")
+#: javac is itself a JVM: a small heap and one GC thread start it fastest.
+_JAVAC = (
+    "javac",
+    "-J-Xmx512m",
+    "-J-XX:+UseSerialGC",
+    "-J-XX:TieredStopAtLevel=1",
+    "-encoding",
+    "UTF-8",
+    "-d",
+    ".",
+    "{source}",
+)
+_TSC = (
+    "tsc",
+    "--target",
+    "es2022",
+    "--module",
+    "commonjs",
+    "--esModuleInterop",
+    "--skipLibCheck",
+    "--types",
+    "node",
+    "--typeRoots",
+    "{node_modules}/@types",
+    "--outDir",
+    ".",
+    "{source}",
+)
+_NODE_RUN = ("node", "--max-old-space-size={memory_mb}", "main.js")
 
 LANGUAGES: dict[str, Language] = {
     language.name: language
     for language in (
-        # The engine's own interpreter: the one the sandbox already lets workers run.
-        Language("python", "main.py", (sys.executable, "{source}")),
+        # The engine's own interpreter: the one the sandbox already lets workers read.
+        Language(
+            "python",
+            "main.py",
+            (sys.executable, "{source}"),
+            version=(sys.executable, "--version"),
+            out_of_memory=("MemoryError",),
+        ),
         Language("bash", "main.sh", ("/bin/bash", "{source}"), install="bash"),
+        Language(
+            "c",
+            "main.c",
+            ("./main",),
+            compile=("gcc", "-std=gnu11", "-O2", "-pipe", "-o", "main", "{source}", "-lm"),
+            outputs=("main",),
+            install="gcc",
+            version=("gcc", "--version"),
+        ),
+        Language(
+            "cpp",
+            "main.cpp",
+            ("./main",),
+            compile=("g++", "-std=gnu++17", "-O2", "-pipe", "-o", "main", "{source}"),
+            outputs=("main",),
+            install="g++",
+            version=("g++", "--version"),
+            out_of_memory=("std::bad_alloc",),
+        ),
+        Language(
+            "java",
+            "{main}.java",
+            _JAVA_RUN,
+            compile=_JAVAC,
+            outputs=("*.class",),
+            install="default-jdk-headless",
+            version=("javac", "-version"),
+            out_of_memory=("java.lang.OutOfMemoryError",),
+            main_pattern=r"^\s*public\s+(?:final\s+)?class\s+(\w+)",
+            default_main="Main",
+        ),
+        Language(
+            "nodejs",
+            "main.js",
+            _NODE_RUN,
+            install="nodejs",
+            version=("node", "--version"),
+            out_of_memory=("JavaScript heap out of memory",),
+        ),
+        Language(
+            "typescript",
+            "main.ts",
+            _NODE_RUN,
+            compile=_TSC,
+            outputs=("main.js",),
+            install="nodejs, and the TypeScript compiler: npm install -g typescript @types/node",
+            version=("tsc", "--version"),
+            out_of_memory=("JavaScript heap out of memory",),
+        ),
+        Language(
+            "rust",
+            "main.rs",
+            ("./main",),
+            compile=("rustc", "--edition", "2021", "-O", "-o", "main", "{source}"),
+            outputs=("main",),
+            install="rustc",
+            version=("rustc", "--version"),
+            out_of_memory=("memory allocation of",),
+        ),
+        Language(
+            "go",
+            "main.go",
+            ("./main",),
+            compile=("go", "build", "-o", "main", "{source}"),
+            outputs=("main",),
+            install="golang-go",
+            version=("go", "version"),
+            # No cgo: its directives would hand flags of the program's choosing to gcc.
+            env={
+                "CGO_ENABLED": "0",
+                "GO111MODULE": "off",
+                "GOCACHE": "{dir}/.gocache",  # the build's own: nothing a program wrote
+                "GOPATH": "{dir}/.gopath",
+                "GOMEMLIMIT": "{memory_mb}MiB",
+            },
+            out_of_memory=("runtime: out of memory",),
+        ),
+        Language("perl", "main.pl", ("perl", "{source}"), install="perl"),
+        Language("ruby", "main.rb", ("ruby", "{source}"), install="ruby"),
+        Language("lua", "main.lua", ("lua", "{source}"), install="lua5.4"),
     )
 }

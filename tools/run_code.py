@@ -1,18 +1,23 @@
-"""``run_code``: one program in a language (``tools.languages``), with its stdin, its files, its
-time limits, and the files it made fetched back: what graders and SandboxFusion clients send.
+"""``run_code``: one program in a language (``tools.languages``), with its stdin, its arguments,
+its files, its time and memory limits, and the files it made fetched back: what graders and
+SandboxFusion clients send.
 
 The result has SandboxFusion's shape, so that ``/run_code`` (``engine.service.sandbox_fusion``)
 is a mapping onto this tool: ``status`` (``Success``, ``Failed`` when the program did not
 finish with 0, ``SandboxError`` when it could not be run), ``compile_result`` (``null`` for a
 language without a compile step) and ``run_result`` (``null`` when the compile failed), each
-with ``status`` (``Finished``, ``TimeLimitExceeded``), ``execution_time`` (s), ``return_code``
-(``null`` past the time limit), ``stdout`` and ``stderr``; and ``files``, path to base64. The
-call succeeds whenever the program ran, whatever it did: the verdict is in the data.
+with ``status`` (``Finished``, ``Error`` when it could not be started, ``TimeLimitExceeded``,
+``MemoryLimitExceeded``), ``execution_time`` and ``cpu_time`` (s), ``peak_memory_kb``,
+``return_code`` (``null`` past a limit), ``stdout`` and ``stderr``; and ``files``, path to
+base64. The call succeeds whenever the program ran, whatever it did: the verdict is in the data.
 
 Runs under the ``process`` profile (it may fork and exec, it has no network), in a directory of
-its own in the session's workspace. Paths in ``files`` and ``fetch_files`` stay inside it. Its
-memory is the call's (``--memory-mb``, the memory cgroup): a worker cannot lower a limit for
-its child, since the sandbox lets it set none.
+its own in the session's workspace. Paths in ``files`` and ``fetch_files`` stay inside it. The
+compiler and the program may change files only in that directory (``confine_writes``), which
+is what lets a session's compile cache (``tools.compile_cache``) be trusted. ``memory_mb`` is
+on the program's resident memory (``tools.resident``): past it, it is killed and the run is
+``MemoryLimitExceeded``, as it is when its runtime says it ran out (``Language.out_of_memory``).
+Everything the call holds, the compiler included, is capped by the call's memory cgroup.
 """
 
 from __future__ import annotations
@@ -25,16 +30,20 @@ from typing import Any
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+from a2e_engine.sandbox.landlock import WriteConfinement, confine_writes
+from a2e_engine.tools.compile_cache import CompileCache
 from a2e_engine.tools.files import resolve_confined
 from a2e_engine.tools.languages import LANGUAGES, Language
 from a2e_engine.tools.output import EventStream, Flusher
-from a2e_engine.tools.processes import run_captured
+from a2e_engine.tools.processes import Finished, run_captured
 
 __all__ = ["RunCode"]
 
 #: What the fetched files may add up to (they travel in the result).
 MAX_FETCH_BYTES = 8 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_MEMORY_MB = 1024
+MAX_MEMORY_MB = 65536
 
 
 class RunCode(ToolPlugin):
@@ -45,9 +54,10 @@ class RunCode(ToolPlugin):
         return [
             ToolDefinition(
                 name="run_code",
-                description="Run a program in a language (python, bash, ...) with its stdin and "
-                "files, and return how it ended: status, compile and run results (exit code, "
-                "stdout, stderr, time), and the files asked for.",
+                description="Run a program in a language (python, cpp, java, nodejs, go, rust, "
+                "...) with its stdin, arguments and files, within time and memory limits, and "
+                "return how it ended: status, compile and run results (exit code, stdout, "
+                "stderr, time, CPU time, peak memory), and the files asked for.",
                 input_parameters=[
                     ToolParameter(
                         name="language",
@@ -60,6 +70,7 @@ class RunCode(ToolPlugin):
                         name="code", type="string", description="the source", required=True
                     ),
                     ToolParameter(name="stdin", type="string", description="the program's input"),
+                    ToolParameter(name="args", type="array", description="the program's arguments"),
                     ToolParameter(
                         name="files",
                         type="object",
@@ -79,6 +90,12 @@ class RunCode(ToolPlugin):
                         name="run_timeout",
                         type="number",
                         description=f"seconds for the run ({DEFAULT_TIMEOUT_S:g})",
+                    ),
+                    ToolParameter(
+                        name="memory_mb",
+                        type="integer",
+                        description="resident memory the program may hold, in MiB "
+                        f"({DEFAULT_MEMORY_MB})",
                     ),
                 ],
                 output_parameters=[
@@ -101,58 +118,174 @@ class RunCode(ToolPlugin):
         missing = language.missing()
         if missing:
             return _sandbox_error(missing)
+        code = str(arguments["code"])
+        files = arguments.get("files") or {}
+        if not isinstance(files, dict):
+            raise ValueError("files must be an object of path to base64 content")
+        run_args = _strings(arguments.get("args") or [], "args")
+        memory_mb = _memory_mb(arguments.get("memory_mb"))
         workspace = self.context.workspace if self.context else os.getcwd()
         where = tempfile.mkdtemp(prefix="run-", dir=workspace)
-        _write_files(where, arguments.get("files") or {})
-        with open(os.path.join(where, language.source), "w") as fh:
-            fh.write(str(arguments["code"]))
-        result: dict[str, Any] = {"status": "Success", "message": "", "compile_result": None}
-        if language.compile is not None:
-            compiled = self._step(language, language.compile, where, None, arguments, "compile")
-            result["compile_result"] = compiled
-            if compiled["return_code"] != 0:
-                return {**result, "status": "Failed", "run_result": None, "files": {}}
-        ran = self._step(language, language.run, where, arguments.get("stdin"), arguments, "run")
+        _write_files(where, files)
+        with open(os.path.join(where, language.source_name(code)), "w") as fh:
+            fh.write(code)
+        # Beneath this the compiler and the program change only their run's directory and /tmp.
+        confinement = confine_writes((where, tempfile.gettempdir()))
+        try:
+            result: dict[str, Any] = {"status": "Success", "message": "", "compile_result": None}
+            if language.compile is not None:
+                compiled = self._compile(
+                    language, code, files, where, memory_mb, confinement, arguments
+                )
+                result["compile_result"] = compiled
+                if compiled["return_code"] != 0:
+                    return {**result, "status": "Failed", "run_result": None, "files": {}}
+            argv = [*language.argv(language.run, code, where, memory_mb), *run_args]
+            ran = self._step(
+                language,
+                argv,
+                code,
+                where,
+                arguments.get("stdin"),
+                memory_mb,
+                confinement,
+                arguments,
+                "run",
+            )
+        finally:
+            if confinement is not None:
+                confinement.close()
         result["run_result"] = ran
-        if ran["return_code"] != 0:
+        if ran["status"] != "Finished" or ran["return_code"] != 0:
             result["status"] = "Failed"
         result["files"] = _fetch(where, arguments.get("fetch_files") or [])
         return result
 
+    def _compile(
+        self,
+        language: Language,
+        code: str,
+        files: dict[str, Any],
+        where: str,
+        memory_mb: int,
+        confinement: WriteConfinement | None,
+        arguments: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The compile step, or its outputs from the session's cache (only where programs
+        cannot write the cache: ``confinement``)."""
+        assert language.compile is not None
+        argv = language.argv(language.compile, code, where, memory_mb)
+        cache = CompileCache(os.path.dirname(where)) if confinement is not None else None
+        key = (
+            cache.key(language, code, files, language.argv(language.compile, code, "", 0))
+            if cache
+            else ""
+        )
+        if cache is not None:
+            hit = cache.lookup(key)
+            if hit is not None:
+                entry, compiled = hit
+                cache.place(entry, where)
+                return {**compiled, "cached": True}
+        compiled = self._step(
+            language, argv, code, where, None, None, confinement, arguments, "compile"
+        )
+        if cache is not None and compiled["return_code"] == 0:
+            cache.store(key, where, language.outputs, compiled)
+        return {**compiled, "cached": False}
+
     def _step(
         self,
         language: Language,
-        step: tuple[str, ...],
+        argv: list[str],
+        code: str,
         where: str,
         stdin: Any,
+        memory_mb: int | None,
+        confinement: WriteConfinement | None,
         arguments: dict[str, Any],
         name: str,
     ) -> dict[str, Any]:
         line_by_line = bool(self.context and self.context.streaming)
         out = EventStream(self, "stdout" if name == "run" else f"{name}_stdout", line_by_line)
         err = EventStream(self, "stderr" if name == "run" else f"{name}_stderr", line_by_line)
+        env = {**os.environ, **language.environment(code, where, memory_mb or DEFAULT_MEMORY_MB)}
+        limit = _seconds(arguments.get(f"{name}_timeout"), f"{name}_timeout")
         flusher = Flusher(out, err)
         flusher.start()
-        limit = float(arguments.get(f"{name}_timeout") or DEFAULT_TIMEOUT_S)
         try:
             finished = run_captured(
-                language.argv(step),
+                argv,
                 where,
-                dict(os.environ),
+                env,
                 stdin if isinstance(stdin, str) else None,
                 out,
                 err,
                 time_limit=limit,
+                memory_limit_kb=memory_mb * 1024 if memory_mb is not None else None,
+                preexec=confinement.enforce if confinement is not None else None,
             )
+        except OSError as exc:  # the program could not be started at all
+            return _not_started(f"{argv[0]}: {exc.strerror or exc}")
         finally:
             flusher.stop()
+        stderr = err.getvalue()
         return {
-            "status": "Finished" if finished.exit_code is not None else "TimeLimitExceeded",
+            "status": _status(finished, stderr, language, memory_mb is not None),
             "execution_time": round(finished.seconds, 4),
+            "cpu_time": round(finished.cpu_seconds, 4),
+            "peak_memory_kb": finished.peak_kb,
             "return_code": finished.exit_code,
             "stdout": out.getvalue(),
-            "stderr": err.getvalue(),
+            "stderr": stderr,
         }
+
+
+def _status(finished: Finished, stderr: str, language: Language, limited: bool) -> str:
+    if finished.memory_exceeded:
+        return "MemoryLimitExceeded"
+    if finished.timed_out:
+        return "TimeLimitExceeded"
+    ran_out = any(marker in stderr for marker in language.out_of_memory)
+    if limited and finished.exit_code != 0 and ran_out:
+        return "MemoryLimitExceeded"  # the runtime's own limit (the JVM's heap, V8's) came first
+    return "Finished"
+
+
+def _not_started(why: str) -> dict[str, Any]:
+    return {
+        "status": "Error",
+        "execution_time": 0.0,
+        "cpu_time": 0.0,
+        "peak_memory_kb": 0,
+        "return_code": None,
+        "stdout": "",
+        "stderr": why,
+    }
+
+
+def _strings(values: Any, name: str) -> list[str]:
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ValueError(f"{name} must be an array of strings")
+    if any("\0" in v for v in values):
+        raise ValueError(f"{name} must not contain NUL characters")
+    return list(values)
+
+
+def _memory_mb(value: Any) -> int:
+    if value is None:
+        return DEFAULT_MEMORY_MB
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_MEMORY_MB:
+        raise ValueError(f"memory_mb must be an integer from 1 to {MAX_MEMORY_MB}, got {value!r}")
+    return value
+
+
+def _seconds(value: Any, name: str) -> float:
+    if value is None:
+        return DEFAULT_TIMEOUT_S
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def _sandbox_error(why: str) -> dict[str, Any]:
@@ -165,9 +298,7 @@ def _sandbox_error(why: str) -> dict[str, Any]:
     }
 
 
-def _write_files(where: str, files: Any) -> None:
-    if not isinstance(files, dict):
-        raise ValueError("files must be an object of path to base64 content")
+def _write_files(where: str, files: dict[str, Any]) -> None:
     for path, content in files.items():
         if content is None:
             continue

@@ -8,7 +8,7 @@ fields are ignored, as it ignores them) and answers in its shape: 200 with ``sta
 ``executor_pod_name``, ``files``. It is a mapping onto the ``run_code`` tool, whose result has
 that shape already; ``LANGUAGES`` maps SandboxFusion's names to the tool's, one entry each. A
 language not served, or a call that could not run, is a ``SandboxError`` that says why.
-``memory_limit_MB`` is accepted; each run has the engine's per-call memory limit.
+``memory_limit_MB`` above 0 is the run's ``memory_mb``.
 
 Clients that can only be given a URL pass the token as ``?token=`` (verl's
 ``sandbox_fusion_url``) or, for those that append ``/run_code`` to a base URL (SkyRL's
@@ -33,10 +33,20 @@ from a2e_engine.engine.transports.conversation import Conversation, Refused
 
 __all__ = ["LANGUAGES", "RunCodeRequest", "sandbox_fusion_routes"]
 
-#: SandboxFusion's language name -> the ``run_code`` tool's.
+#: SandboxFusion's language name -> the ``run_code`` tool's (``tools.languages``).
 LANGUAGES: dict[str, str] = {
     "python": "python",
     "bash": "bash",
+    "cpp": "cpp",
+    "c": "c",
+    "java": "java",
+    "nodejs": "nodejs",
+    "typescript": "typescript",
+    "go": "go",
+    "rust": "rust",
+    "perl": "perl",
+    "ruby": "ruby",
+    "lua": "lua",
 }
 #: SandboxFusion's response, in its order.
 RESPONSE_KEYS = ("status", "message", "compile_result", "run_result", "executor_pod_name", "files")
@@ -100,6 +110,8 @@ def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
         }
         if body.stdin is not None:
             arguments["stdin"] = body.stdin
+        if body.memory_limit_MB > 0:
+            arguments["memory_mb"] = body.memory_limit_MB
         call = ToolCallRequest(
             tool_name="run_code",
             arguments=arguments,

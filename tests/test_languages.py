@@ -1,0 +1,195 @@
+"""Every language ``run_code`` serves, for real: its toolchain inside the sandbox, a program
+reading stdin and its arguments, a compile error, a runtime error, a time limit and a memory
+limit. ``.ci/run`` installs each toolchain; a missing one fails here rather than skipping."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from a2e.caps.tools.client import ToolAPI
+from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.tools.languages import LANGUAGES, Language
+
+#: Reads a word from stdin and prints it with its first argument: "<arg> <word>".
+ECHO = {
+    "python": "import sys\nprint(sys.argv[1], input())",
+    "bash": 'read word\necho "$1 $word"',
+    "c": '#include <stdio.h>\nint main(int c, char **v) {\n  char w[64];\n  scanf("%63s", w);\n'
+    '  printf("%s %s\\n", v[1], w);\n  return 0;\n}',
+    "cpp": "#include <iostream>\n#include <string>\nint main(int c, char **v) {\n"
+    '  std::string w;\n  std::cin >> w;\n  std::cout << v[1] << " " << w << std::endl;\n}',
+    "java": "import java.util.Scanner;\npublic class Echo {\n  public static void main(String[] a) {"
+    '\n    System.out.println(a[0] + " " + new Scanner(System.in).next());\n  }\n}',
+    "nodejs": 'const w = require("fs").readFileSync(0, "utf8").trim();\n'
+    'console.log(process.argv[2] + " " + w);',
+    "typescript": 'import * as fs from "fs";\nconst w: string = fs.readFileSync(0, "utf8").trim();\n'
+    'console.log(process.argv[2] + " " + w);',
+    "rust": "use std::io::Read;\nfn main() {\n  let mut w = String::new();\n"
+    "  std::io::stdin().read_to_string(&mut w).unwrap();\n"
+    '  println!("{} {}", std::env::args().nth(1).unwrap(), w.trim());\n}',
+    "go": 'package main\nimport ("fmt"; "os")\nfunc main() {\n  var w string\n  fmt.Scan(&w)\n'
+    "  fmt.Println(os.Args[1], w)\n}",
+    "perl": 'my $w = <STDIN>;\nchomp $w;\nprint "$ARGV[0] $w\\n";',
+    "ruby": 'puts "#{ARGV[0]} #{STDIN.read.strip}"',
+    "lua": 'print(arg[1] .. " " .. io.read("*l"))',
+}
+#: Does not compile (or, interpreted, does not parse).
+BROKEN = {
+    "python": "def f(:\n",
+    "bash": "if then fi (",
+    "c": "int main() { return undefined_name; }",
+    "cpp": "int main() { std::vector<int> v; }",
+    "java": "public class Main { void f() { int x = ; } }",
+    "nodejs": "function (",
+    "typescript": "const x: number = 'a string';",
+    "rust": 'fn main() { let x: u32 = "s"; }',
+    "go": "package main\nfunc main() { undefined() }",
+    "perl": "my $x = ;",
+    "ruby": "def f(",
+    "lua": "local = 1",
+}
+#: Fails while it runs, with a non-zero exit.
+CRASHING = {
+    "python": "raise ValueError('boom')",
+    "bash": "echo partial; exit 7",
+    "c": "#include <stdlib.h>\nint main() { abort(); }",
+    "cpp": '#include <stdexcept>\nint main() { throw std::runtime_error("boom"); }',
+    "java": 'public class Main { public static void main(String[] a) { throw new RuntimeException("boom"); } }',
+    "nodejs": "throw new Error('boom');",
+    "typescript": "throw new Error('boom');",
+    "rust": 'fn main() { panic!("boom"); }',
+    "go": 'package main\nfunc main() { panic("boom") }',
+    "perl": "die 'boom';",
+    "ruby": "raise 'boom'",
+    "lua": "error('boom')",
+}
+#: Never ends on its own.
+SPINNING = {
+    "python": "while True:\n    pass",
+    "bash": "while true; do :; done",
+    "c": "int main() { volatile int x = 0; for (;;) x++; }",
+    "cpp": "int main() { volatile int x = 0; for (;;) x++; }",
+    "java": "public class Main { public static void main(String[] a) { while (true) {} } }",
+    "nodejs": "for (;;) {}",
+    "typescript": "for (;;) {}",
+    "rust": "fn main() {\n  let mut x: u64 = 0;\n"
+    "  loop { unsafe { std::ptr::write_volatile(&mut x, x.wrapping_add(1)) } }\n}",
+    "go": "package main\nfunc main() { for {} }",
+    "perl": "while (1) {}",
+    "ruby": "loop {}",
+    "lua": "while true do end",
+}
+#: Holds ever more memory, each megabyte touched.
+GREEDY = {
+    "python": "held = []\nwhile True:\n    held.append(bytearray(1 << 20))",
+    "bash": 'x=a; while true; do x="$x$x"; done',
+    "c": "#include <stdlib.h>\n#include <string.h>\nint main() {\n"
+    "  for (;;) { char *p = malloc(1 << 20); if (!p) return 3; memset(p, 1, 1 << 20); }\n}",
+    "cpp": "#include <vector>\nint main() {\n  std::vector<std::vector<char>> v;\n"
+    "  for (;;) v.emplace_back(1 << 20, 1);\n}",
+    "java": "import java.util.*;\npublic class Main { public static void main(String[] a) {\n"
+    "  List<byte[]> l = new ArrayList<>(); for (;;) l.add(new byte[1 << 20]); } }",
+    "nodejs": "const l = []; for (;;) l.push(new Array(100000).fill(1.5));",
+    "typescript": "const l: number[][] = []; for (;;) l.push(new Array(100000).fill(1.5));",
+    "rust": "fn main() { let mut v: Vec<Vec<u8>> = Vec::new(); loop { v.push(vec![1u8; 1 << 20]); } }",
+    "go": "package main\nfunc main() {\n  var l [][]byte\n  for {\n    b := make([]byte, 1<<20)\n"
+    "    for i := range b { b[i] = 1 }\n    l = append(l, b)\n  }\n}",
+    "perl": 'my @l; while (1) { push @l, "x" x (1 << 20); }',
+    "ruby": 'l = []; loop { l << "x" * (1 << 20) }',
+    "lua": 'local l = {} while true do l[#l + 1] = string.rep("x", 1 << 20) .. #l end',
+}
+
+
+@pytest.fixture(scope="module")
+def tools() -> Iterator[ToolAPI]:
+    with Engine(config=EngineConfig(prefork=2, max_workers=2)) as engine:
+        yield ToolAPI(engine.connect())
+
+
+def _run(tools: ToolAPI, language: str, code: str, **arguments: Any) -> dict[str, Any]:
+    result = tools.call(
+        tool_name="run_code",
+        arguments={"language": language, "code": code, **arguments},
+        timeout=60,
+    )
+    assert result.success, result.error
+    assert isinstance(result.data, dict)
+    return result.data
+
+
+def test_every_language_has_each_kind_of_program() -> None:
+    for programs in (ECHO, BROKEN, CRASHING, SPINNING, GREEDY):
+        assert set(programs) == set(LANGUAGES)
+
+
+@pytest.mark.parametrize("language", sorted(LANGUAGES))
+def test_a_program_reads_stdin_and_its_arguments(tools: ToolAPI, language: str) -> None:
+    assert LANGUAGES[language].missing() is None  # .ci/run installs every toolchain
+    data = _run(tools, language, ECHO[language], stdin="world\n", args=["hello"])
+    run = data["run_result"]
+    assert data["status"] == "Success", data
+    assert run["status"] == "Finished" and run["return_code"] == 0
+    assert run["stdout"] == "hello world\n"
+    assert run["execution_time"] > 0 and run["cpu_time"] >= 0
+    compiled = data["compile_result"]
+    assert (compiled is None) == (LANGUAGES[language].compile is None)
+
+
+@pytest.mark.parametrize("language", sorted(LANGUAGES))
+def test_a_compile_error_or_a_syntax_error_fails_with_the_message(
+    tools: ToolAPI, language: str
+) -> None:
+    data = _run(tools, language, BROKEN[language])
+    assert data["status"] == "Failed"
+    if LANGUAGES[language].compile is not None:
+        assert data["run_result"] is None
+        compiled = data["compile_result"]
+        assert compiled["status"] == "Finished" and compiled["return_code"] != 0
+        assert compiled["stderr"] or compiled["stdout"]  # the compiler said why
+    else:
+        run = data["run_result"]
+        assert run["status"] == "Finished" and run["return_code"] != 0 and run["stderr"]
+
+
+@pytest.mark.parametrize("language", sorted(LANGUAGES))
+def test_a_runtime_error_fails_with_its_exit(tools: ToolAPI, language: str) -> None:
+    data = _run(tools, language, CRASHING[language])
+    run = data["run_result"]
+    assert data["status"] == "Failed" and run["status"] == "Finished"
+    assert run["return_code"] not in (0, None)
+    if language == "bash":
+        assert run["return_code"] == 7 and run["stdout"] == "partial\n"
+    else:
+        assert "boom" in run["stderr"] or run["return_code"] < 0, run  # C's abort: a signal
+
+
+@pytest.mark.parametrize("language", sorted(LANGUAGES))
+def test_past_its_time_limit_a_program_is_killed(tools: ToolAPI, language: str) -> None:
+    data = _run(tools, language, SPINNING[language], run_timeout=0.5)
+    run = data["run_result"]
+    assert data["status"] == "Failed"
+    assert run["status"] == "TimeLimitExceeded" and run["return_code"] is None
+    assert 0.5 <= run["execution_time"] < 5
+    assert run["cpu_time"] > 0.1  # it did spin, rather than fail to start
+
+
+@pytest.mark.parametrize("language", sorted(LANGUAGES))
+def test_past_its_memory_limit_a_program_is_killed(tools: ToolAPI, language: str) -> None:
+    data = _run(tools, language, GREEDY[language], memory_mb=64, run_timeout=10)
+    run = data["run_result"]
+    assert data["status"] == "Failed"
+    assert run["status"] == "MemoryLimitExceeded", run
+    assert run["return_code"] is None and run["execution_time"] < 9  # not the time limit
+    assert run["peak_memory_kb"] > 64 * 1024
+
+
+def test_a_missing_toolchain_is_named_with_what_to_install() -> None:
+    language = Language("cobol", "main.cob", ("cobc-not-here", "{source}"), install="gnucobol")
+    assert language.missing() == (
+        "cobol needs cobc-not-here, which this host does not have; install gnucobol"
+    )
+    # A toolchain the sandbox could not read, one outside its PATH, counts as missing.
+    assert Language("x", "x", ("/no/such/dir/tool",)).missing() is not None
