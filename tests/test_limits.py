@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 
@@ -154,3 +155,41 @@ def test_memory_outside_rlimit_as_hits_the_calls_memory_cgroup(tight: Engine) ->
     assert "out of memory: the call went past its 256 MiB memory limit" in (result.error or "")
     assert result.usage is not None and result.usage.signal == "SIGKILL"
     assert tools.call(tool_name="hold_memory", arguments={"mb": 64}).success  # slot reused
+
+
+def test_programs_a_tool_starts_are_capped_by_the_memory_cgroup_not_rlimit_as() -> None:
+    """The JVM, Go and V8 reserve more address space than any RLIMIT_AS that would still
+    protect the host: where the memory cgroup caps a call, workers that start programs get no
+    RLIMIT_AS, and what those programs hold is capped all the same. Compute workers keep it."""
+    limits = Limits(memory_mb=512, call_memory_mb=256)
+    with Engine(config=EngineConfig(prefork=1, limits=limits)) as engine:
+        tools = ToolAPI(engine.connect())
+        capped = engine.layers["memory_cgroup"]["active"]
+        assert engine.layers["rlimits"]["address_space_uncapped"] == (
+            ["network", "process"] if capped else []
+        )
+        compute = tools.call(
+            tool_name="python_eval",
+            arguments={"code": "import resource\nresource.getrlimit(resource.RLIMIT_AS)[0]"},
+        )
+        assert compute.data["value"] == 512 * 1024**2
+        shell = tools.call(tool_name="run_shell", arguments={"command": "ulimit -v"})
+        assert shell.data["stdout"].strip() == ("unlimited" if capped else str(512 * 1024))
+        # A JVM sized past what RLIMIT_AS would have let it reserve.
+        java = tools.call(
+            tool_name="run_code",
+            arguments={"language": "java", "code": _JAVA_HELLO, "memory_mb": 768},
+            timeout=60,
+        )
+        assert java.data["run_result"]["stdout"] == "hi\n" or not capped
+        grab = (
+            f"{sys.executable} -c \"b = bytearray(600 * 1024**2); b[::4096] = b'x' * len(b[::4096]);"
+            " print('held')\""
+        )
+        greedy = tools.call(tool_name="run_shell", arguments={"command": grab}, timeout=30)
+        assert "held" not in (greedy.data or {}).get("stdout", "")  # capped either way
+
+
+_JAVA_HELLO = (
+    'public class Main { public static void main(String[] a) { System.out.println("hi"); } }'
+)

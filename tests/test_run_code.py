@@ -97,3 +97,56 @@ def test_the_program_cannot_reach_a_server_on_the_host(tools: ToolAPI) -> None:
         )
         data = _run(tools, language="python", code=code)
     assert data["run_result"]["stdout"].startswith("refused"), data
+
+
+def test_one_submission_is_compiled_once_per_session(tools: ToolAPI) -> None:
+    code = '#include "greeting.h"\n#include <stdio.h>\nint main() { puts(GREETING); }'
+    header = {"greeting.h": base64.b64encode(b'#define GREETING "first"\n').decode()}
+    first = _run(tools, language="c", code=code, files=header)
+    again = _run(tools, language="c", code=code, files=header)
+    assert first["compile_result"]["cached"] is False and again["compile_result"]["cached"]
+    assert again["compile_result"]["execution_time"] == first["compile_result"]["execution_time"]
+    assert first["run_result"]["stdout"] == again["run_result"]["stdout"] == "first\n"
+    # What the compiler reads beside the source is part of what is cached.
+    header = {"greeting.h": base64.b64encode(b'#define GREETING "second"\n').decode()}
+    changed = _run(tools, language="c", code=code, files=header)
+    assert changed["compile_result"]["cached"] is False
+    assert changed["run_result"]["stdout"] == "second\n"
+    # Another session has a cache of its own.
+    with Engine(config=EngineConfig(prefork=1)) as other_engine:
+        other = _run(ToolAPI(other_engine.connect()), language="c", code=code, files=header)
+    assert other["compile_result"]["cached"] is False
+
+
+def test_a_program_cannot_plant_a_binary_in_the_compile_cache(tools: ToolAPI) -> None:
+    victim = '#include <stdio.h>\nint main() { puts("honest"); }'
+    assert _run(tools, language="c", code=victim)["run_result"]["stdout"] == "honest\n"
+    attack = (
+        "for entry in ../.a2e/compiled/*/; do\n"
+        "  printf '#!/bin/sh\\necho planted\\n' > \"$entry/main\" && echo wrote\n"
+        '  rm -rf "$entry" && echo removed\n'
+        "done\n"
+        "mkdir ../.a2e/compiled/fake && echo made\n"
+        'echo mine > own.txt && echo x > "$TMPDIR/scratch" && echo own-files-ok\n'
+        "echo x > /tmp/outside-its-run || echo refused-tmp"
+    )
+    attempt = _run(tools, language="bash", code=attack)["run_result"]
+    assert "wrote" not in attempt["stdout"] and "removed" not in attempt["stdout"]
+    assert "made" not in attempt["stdout"] and "own-files-ok" in attempt["stdout"]
+    assert "refused-tmp" in attempt["stdout"]  # /tmp holds the session's workspace beneath it
+    assert "Permission denied" in attempt["stderr"]
+    again = _run(tools, language="c", code=victim)
+    assert again["compile_result"]["cached"] and again["run_result"]["stdout"] == "honest\n"
+
+
+def test_a_program_writes_only_its_own_run_directory(tools: ToolAPI) -> None:
+    planted = _run(tools, language="bash", code="echo earlier > shared.txt; pwd")
+    earlier = planted["run_result"]["stdout"].strip().rsplit("/", 1)[1]
+    code = (
+        f"echo overwritten > ../{earlier}/shared.txt || echo refused-other-run\n"
+        "echo new > ../top-level.txt || echo refused-workspace\n"
+        f"cat ../{earlier}/shared.txt"
+    )
+    run = _run(tools, language="bash", code=code)["run_result"]
+    assert "refused-other-run" in run["stdout"] and "refused-workspace" in run["stdout"]
+    assert run["stdout"].endswith("earlier\n")  # reading is left as it was

@@ -114,13 +114,24 @@ def _node_modules(program: str) -> str:
 
 
 #: The run's own limit steers runtimes that would otherwise size their heap by the machine.
-_JAVA_RUN = ("java", "-Xmx{memory_mb}m", "-Xss64m", "-XX:+UseSerialGC", "-cp", ".", "{main}")
+#: No perf data: it would go to /tmp, which the program may not write (``TMPDIR`` is its own).
+_JAVA_RUN = (
+    "java",
+    "-Xmx{memory_mb}m",
+    "-Xss64m",
+    "-XX:+UseSerialGC",
+    "-XX:-UsePerfData",
+    "-cp",
+    ".",
+    "{main}",
+)
 #: javac is itself a JVM: a small heap and one GC thread start it fastest.
 _JAVAC = (
     "javac",
     "-J-Xmx512m",
     "-J-XX:+UseSerialGC",
     "-J-XX:TieredStopAtLevel=1",
+    "-J-XX:-UsePerfData",
     "-encoding",
     "UTF-8",
     "-d",

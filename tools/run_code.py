@@ -13,8 +13,9 @@ base64. The call succeeds whenever the program ran, whatever it did: the verdict
 
 Runs under the ``process`` profile (it may fork and exec, it has no network), in a directory of
 its own in the session's workspace. Paths in ``files`` and ``fetch_files`` stay inside it. The
-compiler and the program may change files only in that directory (``confine_writes``), which
-is what lets a session's compile cache (``tools.compile_cache``) be trusted. ``memory_mb`` is
+compiler and the program may change files only in that directory (``confine_writes``; their
+``TMPDIR`` is inside it too), which is what lets a session's compile cache
+(``tools.compile_cache``) be trusted. ``memory_mb`` is
 on the program's resident memory (``tools.resident``): past it, it is killed and the run is
 ``MemoryLimitExceeded``, as it is when its runtime says it ran out (``Language.out_of_memory``).
 Everything the call holds, the compiler included, is capped by the call's memory cgroup.
@@ -129,8 +130,10 @@ class RunCode(ToolPlugin):
         _write_files(where, files)
         with open(os.path.join(where, language.source_name(code)), "w") as fh:
             fh.write(code)
-        # Beneath this the compiler and the program change only their run's directory and /tmp.
-        confinement = confine_writes((where, tempfile.gettempdir()))
+        # Beneath this the compiler and the program change only their run's directory, which
+        # holds their TMPDIR too: the call's /tmp holds the session's workspace beneath it.
+        os.mkdir(os.path.join(where, ".tmp"))
+        confinement = confine_writes((where,))
         try:
             result: dict[str, Any] = {"status": "Success", "message": "", "compile_result": None}
             if language.compile is not None:
@@ -209,7 +212,11 @@ class RunCode(ToolPlugin):
         line_by_line = bool(self.context and self.context.streaming)
         out = EventStream(self, "stdout" if name == "run" else f"{name}_stdout", line_by_line)
         err = EventStream(self, "stderr" if name == "run" else f"{name}_stderr", line_by_line)
-        env = {**os.environ, **language.environment(code, where, memory_mb or DEFAULT_MEMORY_MB)}
+        env = {
+            **os.environ,
+            "TMPDIR": os.path.join(where, ".tmp"),
+            **language.environment(code, where, memory_mb or DEFAULT_MEMORY_MB),
+        }
         limit = _seconds(arguments.get(f"{name}_timeout"), f"{name}_timeout")
         flusher = Flusher(out, err)
         flusher.start()
