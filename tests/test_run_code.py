@@ -140,13 +140,16 @@ def test_a_program_cannot_plant_a_binary_in_the_compile_cache(tools: ToolAPI) ->
 
 
 def test_a_program_writes_only_its_own_run_directory(tools: ToolAPI) -> None:
-    planted = _run(tools, language="bash", code="echo earlier > shared.txt; pwd")
-    earlier = planted["run_result"]["stdout"].strip().rsplit("/", 1)[1]
+    written = tools.call(
+        tool_name="write_file", arguments={"path": "shared.txt", "content": "earlier\n"}
+    )
+    assert written.success, written.error
     code = (
-        f"echo overwritten > ../{earlier}/shared.txt || echo refused-other-run\n"
+        "echo overwritten > ../shared.txt || echo refused-shared\n"
         "echo new > ../top-level.txt || echo refused-workspace\n"
-        f"cat ../{earlier}/shared.txt"
+        "cat ../shared.txt; ls .. | grep -c '^run-'"
     )
     run = _run(tools, language="bash", code=code)["run_result"]
-    assert "refused-other-run" in run["stdout"] and "refused-workspace" in run["stdout"]
-    assert run["stdout"].endswith("earlier\n")  # reading is left as it was
+    assert "refused-shared" in run["stdout"] and "refused-workspace" in run["stdout"]
+    # Reading is left as it was; and earlier runs' directories went with their calls.
+    assert run["stdout"].endswith("earlier\n1\n")

@@ -23,7 +23,7 @@ from typing import Any
 
 from a2e_engine.tools.languages import Language
 
-__all__ = ["CompileCache"]
+__all__ = ["CompileCache", "outputs_of"]
 
 _RESULT = "compile_result.json"
 
@@ -61,8 +61,8 @@ class CompileCache:
         os.makedirs(self.root, exist_ok=True)
         staging = tempfile.mkdtemp(prefix=".staging-", dir=self.root)
         try:
-            for path in _outputs(built, patterns):
-                target = os.path.join(staging, os.path.relpath(path, built))
+            for relative in outputs_of(built, patterns):
+                path, target = os.path.join(built, relative), os.path.join(staging, relative)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 shutil.copy2(path, target)
             with open(os.path.join(staging, _RESULT), "w") as fh:
@@ -84,8 +84,11 @@ class CompileCache:
                     shutil.copy2(source, os.path.join(where, name))
 
 
-def _outputs(built: str, patterns: tuple[str, ...]) -> list[str]:
+def outputs_of(where: str, patterns: tuple[str, ...]) -> list[str]:
+    """The files beneath ``where`` that ``patterns`` match, relative to it."""
     found: list[str] = []
     for pattern in patterns:
-        found.extend(p for p in glob.glob(os.path.join(built, pattern)) if os.path.isfile(p))
+        for path in glob.glob(os.path.join(where, pattern)):
+            if os.path.isfile(path):
+                found.append(os.path.relpath(path, where))
     return found

@@ -19,16 +19,24 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from a2e_engine.tools.output import EventStream
 from a2e_engine.tools.resident import own_resident_kb, peak_resident_kb
 
-__all__ = ["Finished", "run_captured"]
+__all__ = ["Finished", "TextSink", "run_captured"]
 
 #: After the command exits, how long output already in flight may take to arrive.
 DRAIN_S = 0.2
 #: How often a running command has its memory read (and its time looked at).
 MEMORY_POLL_S = 0.01
+
+
+class TextSink(Protocol):
+    """Where a command's decoded output goes: an ``EventStream``, or a plain capped capture."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def getvalue(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -46,8 +54,8 @@ def run_captured(
     cwd: str,
     env: dict[str, str],
     stdin: str | None,
-    out: EventStream,
-    err: EventStream,
+    out: TextSink,
+    err: TextSink,
     time_limit: float | None = None,
     memory_limit_kb: int | None = None,
     preexec: Callable[[], None] | None = None,

@@ -24,19 +24,17 @@ Everything the call holds, the compiler included, is capped by the call's memory
 from __future__ import annotations
 
 import base64
-import binascii
 import os
-import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
-from a2e_engine.sandbox.landlock import WriteConfinement, confine_writes
-from a2e_engine.tools.compile_cache import CompileCache
 from a2e_engine.tools.files import resolve_confined
-from a2e_engine.tools.languages import LANGUAGES, Language
+from a2e_engine.tools.languages import LANGUAGES
 from a2e_engine.tools.output import EventStream, Flusher
-from a2e_engine.tools.processes import Finished, run_captured
+from a2e_engine.tools.submission import RunLimits, Submission
 
 __all__ = ["RunCode"]
 
@@ -119,156 +117,50 @@ class RunCode(ToolPlugin):
         missing = language.missing()
         if missing:
             return _sandbox_error(missing)
-        code = str(arguments["code"])
         files = arguments.get("files") or {}
         if not isinstance(files, dict):
             raise ValueError("files must be an object of path to base64 content")
         run_args = _strings(arguments.get("args") or [], "args")
-        memory_mb = _memory_mb(arguments.get("memory_mb"))
+        limits = RunLimits(
+            _seconds(arguments.get("run_timeout"), "run_timeout"),
+            _memory_mb(arguments.get("memory_mb")),
+        )
+        compile_seconds = _seconds(arguments.get("compile_timeout"), "compile_timeout")
         workspace = self.context.workspace if self.context else os.getcwd()
-        where = tempfile.mkdtemp(prefix="run-", dir=workspace)
-        _write_files(where, files)
-        with open(os.path.join(where, language.source_name(code)), "w") as fh:
-            fh.write(code)
-        # Beneath this the compiler and the program change only their run's directory, which
-        # holds their TMPDIR too: the call's /tmp holds the session's workspace beneath it.
-        os.mkdir(os.path.join(where, ".tmp"))
-        confinement = confine_writes((where,))
+        submission = Submission(language, str(arguments["code"]), files, workspace)
         try:
             result: dict[str, Any] = {"status": "Success", "message": "", "compile_result": None}
-            if language.compile is not None:
-                compiled = self._compile(
-                    language, code, files, where, memory_mb, confinement, arguments
-                )
+            with self._streams("compile_") as (out, err):
+                compiled = submission.compile(compile_seconds, out, err)
+            if compiled is not None:
                 result["compile_result"] = compiled
                 if compiled["return_code"] != 0:
                     return {**result, "status": "Failed", "run_result": None, "files": {}}
-            argv = [*language.argv(language.run, code, where, memory_mb), *run_args]
-            ran = self._step(
-                language,
-                argv,
-                code,
-                where,
-                arguments.get("stdin"),
-                memory_mb,
-                confinement,
-                arguments,
-                "run",
-            )
+            stdin = arguments.get("stdin")
+            with self._streams("") as (out, err):
+                given = stdin if isinstance(stdin, str) else None
+                ran = submission.run(submission.home, given, run_args, limits, out, err)
+            result["run_result"] = ran
+            if ran["status"] != "Finished" or ran["return_code"] != 0:
+                result["status"] = "Failed"
+            result["files"] = _fetch(submission.home, arguments.get("fetch_files") or [])
+            return result
         finally:
-            if confinement is not None:
-                confinement.close()
-        result["run_result"] = ran
-        if ran["status"] != "Finished" or ran["return_code"] != 0:
-            result["status"] = "Failed"
-        result["files"] = _fetch(where, arguments.get("fetch_files") or [])
-        return result
+            submission.close()
 
-    def _compile(
-        self,
-        language: Language,
-        code: str,
-        files: dict[str, Any],
-        where: str,
-        memory_mb: int,
-        confinement: WriteConfinement | None,
-        arguments: dict[str, Any],
-    ) -> dict[str, Any]:
-        """The compile step, or its outputs from the session's cache (only where programs
-        cannot write the cache: ``confinement``)."""
-        assert language.compile is not None
-        argv = language.argv(language.compile, code, where, memory_mb)
-        cache = CompileCache(os.path.dirname(where)) if confinement is not None else None
-        key = (
-            cache.key(language, code, files, language.argv(language.compile, code, "", 0))
-            if cache
-            else ""
-        )
-        if cache is not None:
-            hit = cache.lookup(key)
-            if hit is not None:
-                entry, compiled = hit
-                cache.place(entry, where)
-                return {**compiled, "cached": True}
-        compiled = self._step(
-            language, argv, code, where, None, None, confinement, arguments, "compile"
-        )
-        if cache is not None and compiled["return_code"] == 0:
-            cache.store(key, where, language.outputs, compiled)
-        return {**compiled, "cached": False}
-
-    def _step(
-        self,
-        language: Language,
-        argv: list[str],
-        code: str,
-        where: str,
-        stdin: Any,
-        memory_mb: int | None,
-        confinement: WriteConfinement | None,
-        arguments: dict[str, Any],
-        name: str,
-    ) -> dict[str, Any]:
+    @contextmanager
+    def _streams(self, prefix: str) -> Iterator[tuple[EventStream, EventStream]]:
+        """The step's stdout and stderr, streamed as events (``compile_stdout``, ``stdout``)
+        while it runs; what a non-streaming call holds pending goes out every 0.1 s."""
         line_by_line = bool(self.context and self.context.streaming)
-        out = EventStream(self, "stdout" if name == "run" else f"{name}_stdout", line_by_line)
-        err = EventStream(self, "stderr" if name == "run" else f"{name}_stderr", line_by_line)
-        env = {
-            **os.environ,
-            "TMPDIR": os.path.join(where, ".tmp"),
-            **language.environment(code, where, memory_mb or DEFAULT_MEMORY_MB),
-        }
-        limit = _seconds(arguments.get(f"{name}_timeout"), f"{name}_timeout")
+        out = EventStream(self, f"{prefix}stdout", line_by_line)
+        err = EventStream(self, f"{prefix}stderr", line_by_line)
         flusher = Flusher(out, err)
         flusher.start()
         try:
-            finished = run_captured(
-                argv,
-                where,
-                env,
-                stdin if isinstance(stdin, str) else None,
-                out,
-                err,
-                time_limit=limit,
-                memory_limit_kb=memory_mb * 1024 if memory_mb is not None else None,
-                preexec=confinement.enforce if confinement is not None else None,
-            )
-        except OSError as exc:  # the program could not be started at all
-            return _not_started(f"{argv[0]}: {exc.strerror or exc}")
+            yield out, err
         finally:
             flusher.stop()
-        stderr = err.getvalue()
-        return {
-            "status": _status(finished, stderr, language, memory_mb is not None),
-            "execution_time": round(finished.seconds, 4),
-            "cpu_time": round(finished.cpu_seconds, 4),
-            "peak_memory_kb": finished.peak_kb,
-            "return_code": finished.exit_code,
-            "stdout": out.getvalue(),
-            "stderr": stderr,
-        }
-
-
-def _status(finished: Finished, stderr: str, language: Language, limited: bool) -> str:
-    if finished.memory_exceeded:
-        return "MemoryLimitExceeded"
-    if finished.timed_out:
-        return "TimeLimitExceeded"
-    ran_out = any(marker in stderr for marker in language.out_of_memory)
-    if limited and finished.exit_code != 0 and ran_out:
-        return "MemoryLimitExceeded"  # the runtime's own limit (the JVM's heap, V8's) came first
-    return "Finished"
-
-
-def _not_started(why: str) -> dict[str, Any]:
-    return {
-        "status": "Error",
-        "execution_time": 0.0,
-        "cpu_time": 0.0,
-        "peak_memory_kb": 0,
-        "return_code": None,
-        "stdout": "",
-        "stderr": why,
-    }
 
 
 def _strings(values: Any, name: str) -> list[str]:
@@ -303,20 +195,6 @@ def _sandbox_error(why: str) -> dict[str, Any]:
         "run_result": None,
         "files": {},
     }
-
-
-def _write_files(where: str, files: dict[str, Any]) -> None:
-    for path, content in files.items():
-        if content is None:
-            continue
-        target = resolve_confined(str(path), where, ())
-        try:
-            data = base64.b64decode(str(content), validate=True)
-        except binascii.Error:
-            raise ValueError(f"files[{path!r}] is not base64") from None
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as fh:
-            fh.write(data)
 
 
 def _fetch(where: str, paths: Any) -> dict[str, str]:
