@@ -1,6 +1,14 @@
 """``code_eval``: run a program against its tests the way graders do, and return a verdict.
 
-Two shapes of input, both common in training and benchmark harnesses:
+Judged by its output (any language of ``tools.languages``, ``tools.stdio_judge``): ``language``,
+``program`` and ``test_cases`` (``[{"input", "output"}...]``) or APPS/LiveCodeBench's
+``input_output``; each case runs in a fresh process and gets ``AC``, ``WA``, ``TLE``, ``MLE``,
+``RE`` or ``CE``, compared by a rule of ``tools.judging``. In a language other than Python,
+``tests`` are a test program appended to the program and run (MultiPL-E's form: it passes when
+it exits 0). APPS's call-based problems (``input_output`` with ``fn_name``) are Python function
+tests, one per case.
+
+In Python, function tests, in two shapes, both common in training and benchmark harnesses:
 
 * HumanEval style: ``program`` (prompt + completion), ``tests`` (defining ``check``) and
   ``entry_point``; the harness calls ``check(<entry_point>)``.
@@ -43,7 +51,12 @@ from typing import Any
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.sandbox.forking import fork_single_threaded, thread_count
+from a2e_engine.tools.call_based import call_based_tests
+from a2e_engine.tools.judging import COMPARISONS, DEFAULT_TOLERANCE, cases_from
+from a2e_engine.tools.languages import LANGUAGES, Language
 from a2e_engine.tools.output import SPOOL_DIR, CappedText
+from a2e_engine.tools.stdio_judge import judge_cases, judge_options, judge_test_program
+from a2e_engine.tools.submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
 __all__ = ["CodeEval"]
 
@@ -171,7 +184,7 @@ def plan_tests(tests: str, entry_point: str) -> GradingPlan:
 def _asserts_when_run(body: list[ast.stmt]) -> bool:
     """Whether running ``body`` as a module can reach an ``assert``: at its top level or in a
     block there (``if``, ``for``, ``with``, ``try``), not inside a function or a class, whose
-    body runs only if something calls it (a helper, a ``unittest.TestCase`` nobody runs)."""
+    body runs only if something calls it (a helper, a ``unittest.JudgeCase`` nobody runs)."""
     todo = list(body)
     while todo:
         node = todo.pop()
@@ -199,9 +212,11 @@ class CodeEval(ToolPlugin):
         return [
             ToolDefinition(
                 name="code_eval",
-                description="Run a program against its tests (HumanEval style: program, tests "
-                "defining check, entry_point; or test_* functions) and return a verdict: passed, "
-                "failed with the reason, or timed out.",
+                description="Judge a program: by stdin/stdout test cases in any language "
+                "(verdict AC, WA, TLE, MLE, RE or CE per case and overall), by a test program "
+                "appended to it (other languages: passes on exit 0), or by Python function "
+                "tests (HumanEval style: tests defining check, entry_point; or test_* "
+                "functions: passed, failed with the reason, or timed out).",
                 input_parameters=[
                     ToolParameter(
                         name="program",
@@ -222,8 +237,51 @@ class CodeEval(ToolPlugin):
                     ToolParameter(
                         name="time_limit",
                         type="number",
-                        description=f"seconds the program and its tests may take "
-                        f"(default {DEFAULT_TIME_LIMIT_S:g}); past it the verdict is 'timed out'",
+                        description=f"seconds the program and its tests may take, or each "
+                        f"test case (default {DEFAULT_TIME_LIMIT_S:g})",
+                    ),
+                    ToolParameter(
+                        name="language",
+                        type="string",
+                        description="the program's language (default python)",
+                        enum=sorted(LANGUAGES),
+                    ),
+                    ToolParameter(
+                        name="test_cases",
+                        type="array",
+                        description="stdin/stdout cases: [{input, output}...]",
+                    ),
+                    ToolParameter(
+                        name="input_output",
+                        type="object",
+                        description="APPS/LiveCodeBench cases: {inputs, outputs[, fn_name]}",
+                    ),
+                    ToolParameter(
+                        name="compare",
+                        type="string",
+                        description="how outputs are compared (default whitespace)",
+                        enum=sorted(COMPARISONS),
+                    ),
+                    ToolParameter(
+                        name="float_tolerance",
+                        type="number",
+                        description=f"for compare=float (default {DEFAULT_TOLERANCE:g})",
+                    ),
+                    ToolParameter(
+                        name="stop_at_first_failure",
+                        type="boolean",
+                        description="skip the cases after the first that fails",
+                    ),
+                    ToolParameter(
+                        name="memory_mb",
+                        type="integer",
+                        description="resident memory each case may hold, in MiB "
+                        f"(default {DEFAULT_MEMORY_MB})",
+                    ),
+                    ToolParameter(
+                        name="compile_timeout",
+                        type="number",
+                        description=f"seconds for the compile step (default {DEFAULT_TIMEOUT_S:g})",
                     ),
                 ],
                 output_parameters=[
@@ -233,7 +291,7 @@ class CodeEval(ToolPlugin):
                     ToolParameter(name="tests", type="array", description="per-test results"),
                 ],
                 idempotent=True,
-                tags=["code", "python", "grading"],
+                tags=["code", "python", "grading", "judge"],
                 toolkit="code",
             )
         ]
@@ -242,6 +300,35 @@ class CodeEval(ToolPlugin):
         time_limit = float(arguments.get("time_limit") or DEFAULT_TIME_LIMIT_S)
         if not 0 < time_limit <= MAX_TIME_LIMIT_S:
             raise ValueError(f"time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
+        language = LANGUAGES[str(arguments.get("language") or "python")]
+        given = arguments.get("input_output")
+        if isinstance(given, dict) and given.get("fn_name") and language.name == "python":
+            arguments = {**arguments, "tests": call_based_tests(given), "entry_point": None}
+        elif arguments.get("test_cases") is not None or given is not None:
+            return self._judge(language, arguments, time_limit, given)
+        elif language.name != "python":
+            return self._judge(language, arguments, time_limit, None)
+        return self._function_tests(arguments, time_limit)
+
+    def _judge(
+        self, language: Language, arguments: dict[str, Any], time_limit: float, given: Any
+    ) -> dict[str, Any]:
+        """By running the program: per stdin/stdout case, or with its test program appended."""
+        missing = language.missing()
+        if missing:
+            raise ValueError(missing)
+        options = judge_options(arguments, time_limit)
+        workspace = self.context.workspace if self.context else os.getcwd()
+        program = str(arguments["program"])
+        if arguments.get("test_cases") is None and given is None:
+            tests = str(arguments.get("tests") or "")
+            if not tests.strip():
+                raise ValueError("give test_cases, input_output or tests to judge the program by")
+            return judge_test_program(language, program, tests, options, workspace)
+        cases = cases_from(arguments.get("test_cases"), given)
+        return judge_cases(language, program, cases, options, workspace)
+
+    def _function_tests(self, arguments: dict[str, Any], time_limit: float) -> dict[str, Any]:
         spec = {k: arguments.get(k) for k in ("program", "tests", "entry_point")}
         plan = plan_tests(str(spec["tests"] or ""), str(spec["entry_point"] or ""))
         if plan.refusal:

@@ -34,15 +34,19 @@ from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.tools.files import resolve_confined
 from a2e_engine.tools.languages import LANGUAGES
 from a2e_engine.tools.output import EventStream, Flusher
-from a2e_engine.tools.submission import RunLimits, Submission
+from a2e_engine.tools.submission import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+    RunLimits,
+    Submission,
+    memory_mb_of,
+    seconds_of,
+)
 
 __all__ = ["RunCode"]
 
 #: What the fetched files may add up to (they travel in the result).
 MAX_FETCH_BYTES = 8 * 1024 * 1024
-DEFAULT_TIMEOUT_S = 10.0
-DEFAULT_MEMORY_MB = 1024
-MAX_MEMORY_MB = 65536
 
 
 class RunCode(ToolPlugin):
@@ -122,10 +126,10 @@ class RunCode(ToolPlugin):
             raise ValueError("files must be an object of path to base64 content")
         run_args = _strings(arguments.get("args") or [], "args")
         limits = RunLimits(
-            _seconds(arguments.get("run_timeout"), "run_timeout"),
-            _memory_mb(arguments.get("memory_mb")),
+            seconds_of(arguments.get("run_timeout"), "run_timeout"),
+            memory_mb_of(arguments.get("memory_mb")),
         )
-        compile_seconds = _seconds(arguments.get("compile_timeout"), "compile_timeout")
+        compile_seconds = seconds_of(arguments.get("compile_timeout"), "compile_timeout")
         workspace = self.context.workspace if self.context else os.getcwd()
         submission = Submission(language, str(arguments["code"]), files, workspace)
         try:
@@ -169,22 +173,6 @@ def _strings(values: Any, name: str) -> list[str]:
     if any("\0" in v for v in values):
         raise ValueError(f"{name} must not contain NUL characters")
     return list(values)
-
-
-def _memory_mb(value: Any) -> int:
-    if value is None:
-        return DEFAULT_MEMORY_MB
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_MEMORY_MB:
-        raise ValueError(f"memory_mb must be an integer from 1 to {MAX_MEMORY_MB}, got {value!r}")
-    return value
-
-
-def _seconds(value: Any, name: str) -> float:
-    if value is None:
-        return DEFAULT_TIMEOUT_S
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-    return float(value)
 
 
 def _sandbox_error(why: str) -> dict[str, Any]:

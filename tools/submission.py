@@ -27,8 +27,20 @@ from a2e_engine.tools.files import resolve_confined
 from a2e_engine.tools.languages import Language
 from a2e_engine.tools.processes import Finished, TextSink, run_captured
 
-__all__ = ["RunLimits", "StepResult", "Submission", "not_started"]
+__all__ = [
+    "DEFAULT_MEMORY_MB",
+    "DEFAULT_TIMEOUT_S",
+    "RunLimits",
+    "StepResult",
+    "Submission",
+    "memory_mb_of",
+    "not_started",
+    "seconds_of",
+]
 
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_MEMORY_MB = 1024
+MAX_MEMORY_MB = 65536
 _TMP = ".tmp"
 #: What the compiler's environment says of memory (GOMEMLIMIT for ``go build``, itself Go).
 _COMPILE_MEMORY_MB = 4096
@@ -164,6 +176,22 @@ def _status(finished: Finished, stderr: str, language: Language, limited: bool) 
     if limited and finished.exit_code != 0 and ran_out:
         return "MemoryLimitExceeded"  # the runtime's own limit (the JVM's heap, V8's) came first
     return "Finished"
+
+
+def memory_mb_of(value: Any) -> int:
+    if value is None:
+        return DEFAULT_MEMORY_MB
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_MEMORY_MB:
+        raise ValueError(f"memory_mb must be an integer from 1 to {MAX_MEMORY_MB}, got {value!r}")
+    return value
+
+
+def seconds_of(value: Any, name: str) -> float:
+    if value is None:
+        return DEFAULT_TIMEOUT_S
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def not_started(why: str) -> StepResult:

@@ -1,0 +1,230 @@
+"""Judging by output: the comparison rules and test-case forms (``tools.judging``), and
+``code_eval``'s stdin/stdout judging for real, each verdict, and the forgeries it must refuse."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from a2e.caps.tools.client import ToolAPI
+from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.tools.judging import JudgeCase, cases_from, compare_outputs
+
+SUM_CASES = [
+    {"input": "1 2\n", "output": "3\n"},
+    {"input": "40 2\n", "output": "42"},
+    {"input": "-5 5\n", "output": "0\n"},
+]
+SUM_CPP = "#include <iostream>\nint main() { long a, b; std::cin >> a >> b; std::cout << a + b; }"
+
+
+@pytest.mark.parametrize(
+    ("rule", "got", "expected", "same"),
+    [
+        ("whitespace", "1  2\n3\n\n", "1 2 3", True),
+        ("whitespace", "1 2", "1 2 3", False),
+        ("whitespace", "12", "1 2", False),
+        ("lines", "a b  \r\nc\n\n\n", "a b\nc", True),
+        ("lines", "a  b\nc", "a b\nc", False),
+        ("lines", "a b c", "a b\nc", False),
+        ("exact", "3\n", "3\n", True),
+        ("exact", "3", "3\n", False),
+        ("float", "0.3333333 2", "0.33333333333 2", True),
+        ("float", "1000000.1", "1000000.0", True),  # relative to the expected value
+        ("float", "0.34", "0.33", False),
+        ("float", "nan", "nan", True),  # the same token
+        ("float", "inf", "1e400", False),
+        ("float", "1_0", "10", False),  # Python would parse it; a judge does not
+        ("float", "1 2", "1", False),
+    ],
+)
+def test_each_comparison_rule(rule: str, got: str, expected: str, same: bool) -> None:
+    assert compare_outputs(got, expected, rule, 1e-6) is same
+
+
+def test_test_cases_in_each_form() -> None:
+    assert cases_from(SUM_CASES, None)[1] == JudgeCase("40 2\n", "42")
+    apps = {"inputs": ["1\n", "2\n"], "outputs": ["1\n", ["2", "4"]]}
+    assert cases_from(None, apps) == [JudgeCase("1\n", "1\n"), JudgeCase("2\n", "2\n4")]
+    assert cases_from(None, json.dumps(apps)) == cases_from(None, apps)
+    for test_cases, input_output, message in [
+        ([], None, "non-empty array"),
+        ([{"input": "1"}], None, "test case 1 must be an object with input and output"),
+        ([{"input": 1, "output": "1"}], None, "must be text"),
+        (SUM_CASES, apps, "not both"),
+        (None, "{not json", "not JSON"),
+        (None, {"inputs": ["1"], "outputs": []}, "1 inputs but 0 outputs"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            cases_from(test_cases, input_output)
+
+
+@pytest.fixture(scope="module")
+def tools() -> Iterator[ToolAPI]:
+    with Engine(config=EngineConfig(prefork=2, max_workers=2)) as engine:
+        yield ToolAPI(engine.connect())
+
+
+def _judge(tools: ToolAPI, program: str, **arguments: Any) -> dict[str, Any]:
+    arguments.setdefault("test_cases", SUM_CASES)
+    arguments = {name: value for name, value in arguments.items() if value is not None}
+    result = tools.call(
+        tool_name="code_eval", arguments={"program": program, **arguments}, timeout=60
+    )
+    assert result.success, result.error
+    assert isinstance(result.data, dict)
+    return result.data
+
+
+def _verdicts(data: dict[str, Any]) -> list[str]:
+    return [case["verdict"] for case in data["tests"]]
+
+
+def test_an_accepted_program_in_a_compiled_language(tools: ToolAPI) -> None:
+    data = _judge(tools, SUM_CPP, language="cpp")
+    assert data["verdict"] == "AC" and data["passed"] and data["reason"] is None
+    assert _verdicts(data) == ["AC", "AC", "AC"] and data["summary"] == {"AC": 3}
+    assert data["compile"]["return_code"] == 0
+    assert all(case["time"] > 0 for case in data["tests"])
+
+
+def test_each_verdict_is_given_for_what_happened(tools: ToolAPI) -> None:
+    wrong = _judge(tools, "a, b = map(int, input().split())\nprint(a + b if a > 0 else 1)")
+    assert wrong["verdict"] == "WA" and _verdicts(wrong) == ["AC", "AC", "WA"]
+    assert wrong["reason"].startswith("case 3:") and wrong["tests"][2]["stdout"] == "1\n"
+    crash = "import sys\na, b = map(int, input().split())\nsys.exit(3) if a == 40 else print(a + b)"
+    crashed = _judge(tools, crash)
+    assert _verdicts(crashed) == ["AC", "RE", "AC"] and crashed["verdict"] == "RE"
+    assert "exited with code 3" in crashed["tests"][1]["reason"]
+    slow = "a, b = map(int, input().split())\nwhile a == 40: pass\nprint(a + b)"
+    timed = _judge(tools, slow, time_limit=0.5)
+    assert _verdicts(timed) == ["AC", "TLE", "AC"] and timed["verdict"] == "TLE"
+    greedy = (
+        "#include <iostream>\n#include <vector>\nint main() { long a, b; std::cin >> a >> b;\n"
+        "  std::vector<std::vector<char>> held; while (a == 40) held.emplace_back(1 << 20, 1);\n"
+        "  std::cout << a + b; }"
+    )
+    heavy = _judge(tools, greedy, language="cpp", memory_mb=64)
+    assert _verdicts(heavy) == ["AC", "MLE", "AC"] and heavy["verdict"] == "MLE"
+    broken = _judge(tools, "int main() { return missing; }", language="c")
+    assert broken["verdict"] == "CE" and broken["tests"] == [] and broken["summary"] == {"CE": 3}
+    assert "missing" in broken["reason"]
+
+
+def test_stop_at_first_failure_skips_the_rest(tools: ToolAPI) -> None:
+    data = _judge(tools, "print(3)", stop_at_first_failure=True)
+    assert _verdicts(data) == ["AC", "WA", "skipped"] and data["verdict"] == "WA"
+    assert _verdicts(_judge(tools, "print(3)")) == ["AC", "WA", "WA"]
+
+
+def test_the_comparison_rule_is_the_callers(tools: ToolAPI) -> None:
+    cases = [{"input": "", "output": "0.3333333333\n"}]
+    program = "print(round(1 / 3, 4))"
+    assert _judge(tools, program, test_cases=cases)["verdict"] == "WA"
+    loose = _judge(tools, program, test_cases=cases, compare="float", float_tolerance=1e-3)
+    assert loose["verdict"] == "AC"
+    spaced = [{"input": "", "output": "1 2\n3\n"}]
+    assert _judge(tools, "print('1\\n2  3')", test_cases=spaced)["verdict"] == "AC"
+    assert _judge(tools, "print('1\\n2  3')", test_cases=spaced, compare="lines")["verdict"] == "WA"
+    refused = tools.call(
+        tool_name="code_eval",
+        arguments={"program": "1", "test_cases": cases, "compare": "fuzzy"},
+    )
+    assert not refused.success and "'compare' must be one of" in (refused.error or "")
+
+
+def test_apps_input_output_and_call_based_problems(tools: ToolAPI) -> None:
+    apps = {"inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "7\n"]}
+    data = _judge(
+        tools, "print(sum(map(int, input().split())))", test_cases=None, input_output=apps
+    )
+    assert data["verdict"] == "AC" and len(data["tests"]) == 2
+    calls = {"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [[3], 7]}
+    method = "class Solution:\n    def add(self, a, b):\n        return a + b"
+    data = _judge(tools, method, test_cases=None, input_output=calls)
+    assert data["verdict"] == "passed" and [t["name"] for t in data["tests"]] == [
+        "test_case_1",
+        "test_case_2",
+    ]
+    # An answer that claims to equal anything is no answer.
+    forged = (
+        "class Anything:\n    def __eq__(self, other):\n        return True\n"
+        "def add(a, b):\n    return Anything()"
+    )
+    data = _judge(tools, forged, test_cases=None, input_output=calls)
+    assert data["verdict"] == "failed"
+
+
+def test_a_test_program_in_another_language_passes_by_its_exit(tools: ToolAPI) -> None:
+    program = "#include <cassert>\nint add(int a, int b) { return a + b; }"
+    passing = _judge(
+        tools,
+        program,
+        language="cpp",
+        test_cases=None,
+        tests="int main() { assert(add(1, 2) == 3); }",
+    )
+    assert passing["verdict"] == "AC" and passing["passed"]
+    failing = _judge(
+        tools,
+        program,
+        language="cpp",
+        test_cases=None,
+        tests="int main() { assert(add(2, 2) == 5); }",
+    )
+    assert failing["verdict"] == "RE" and "Assertion" in failing["tests"][0]["stderr"]
+    js = "function add(a, b) { return a + b; }"
+    tests = "const assert = require('node:assert');\nassert.deepEqual(add(2, 2), 5);"
+    assert _judge(tools, js, language="nodejs", test_cases=None, tests=tests)["verdict"] == "RE"
+
+
+# -- forgeries: each must not pass --
+
+
+def test_printing_another_cases_answer_or_nothing_does_not_pass(tools: ToolAPI) -> None:
+    assert _verdicts(_judge(tools, "print(3)")) == ["AC", "WA", "WA"]
+    silent = _judge(tools, "#include <stdlib.h>\nint main() { exit(0); }", language="c")
+    assert _verdicts(silent) == ["WA", "WA", "WA"]
+
+
+def test_a_program_cannot_change_what_later_cases_run(tools: ToolAPI) -> None:
+    """Case 1 tries to rewrite the program that case 2 will run so that it prints case 2's
+    answer; had it worked, case 2 would be accepted."""
+    attack = (
+        "read a b\nfor f in ../run-*/main.sh ../case-*/main.sh; do\n"
+        '  echo \'echo planted\' > "$f" && echo rewrote "$f" >&2\ndone\n'
+        "echo 'echo planted' > main.sh\necho $((a + b))"
+    )
+    cases = [{"input": "1 2\n", "output": "3\n"}, {"input": "2 2\n", "output": "planted\n"}]
+    data = _judge(tools, attack, language="bash", test_cases=cases)
+    assert _verdicts(data) == ["AC", "WA"], data
+    assert "rewrote ../run-" not in data["tests"][1]["stderr"]
+
+
+def test_a_program_cannot_read_the_expected_output(tools: ToolAPI) -> None:
+    secret = "expected-" + secrets.token_hex(8)
+    search = (
+        "import os\nfound = []\nparent = os.getppid()\n"
+        "for path in (f'/proc/{parent}/mem', f'/proc/{parent}/environ', f'/proc/{parent}/cmdline'):\n"
+        "    try:\n        with open(path, 'rb') as fh:\n"
+        "            data = fh.read(1 << 24)\n"
+        "        found.append((path, b'expected-' in data))\n"
+        "    except OSError as exc:\n        found.append((path, type(exc).__name__))\n"
+        "for root in ('..', '/tmp', os.environ.get('TMPDIR', '/tmp')):\n"
+        "    for where, _, names in os.walk(root):\n"
+        "        for name in names:\n"
+        "            try:\n"
+        "                if b'expected-' in open(os.path.join(where, name), 'rb').read():\n"
+        "                    found.append(os.path.join(where, name))\n"
+        "            except OSError:\n                pass\n"
+        "print(found)"
+    )
+    data = _judge(tools, search, test_cases=[{"input": "", "output": secret}])
+    assert data["verdict"] == "WA"
+    seen = data["tests"][0]["stdout"]
+    assert secret not in seen and "True" not in seen, seen
+    assert "PermissionError" in seen  # the judge's memory: not readable
