@@ -34,6 +34,7 @@ from a2e_engine.engine.requirements import LimitTooLow
 from a2e_engine.sandbox.layers import LAYERS, missing_layers
 from a2e_engine.sandbox.limits import Limits
 from a2e_engine.tools import BUILTIN_PLUGINS
+from a2e_engine.tools.languages import toolchains
 
 __all__ = ["EXIT_STATUS", "main"]
 
@@ -599,10 +600,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         layers = engine.layers
         limits = engine.config.limits
     missing = missing_layers(tuple(args.require), layers)
+    languages = toolchains()
     if args.json_output:
-        print(
-            json.dumps({"layers": layers, "limits": limits.to_dict(), "missing": missing}, indent=2)
-        )
+        report = {
+            "layers": layers,
+            "limits": limits.to_dict(),
+            "missing": missing,
+            "languages": languages,
+        }
+        print(json.dumps(report, indent=2))
         return 1 if missing else 0
     print(f"a2e doctor: kernel {os.uname().release}, euid {os.geteuid()}\n")
     for name, layer in LAYERS.items():
@@ -613,15 +619,25 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"       why not: {info.get('reason')}")
         print(textwrap.fill(layer.stops, 96, initial_indent=" " * 7, subsequent_indent=" " * 7))
     print(
-        f"\nlimits per call: address space {limits.memory_mb} MiB, CPU {limits.cpu_seconds} s, "
+        f"\nlimits per call: address space {limits.memory_mb} MiB{_uncapped(layers)}, "
+        f"CPU {limits.cpu_seconds} s, "
         f"{limits.open_files} open files, files up to {limits.file_size_mb} MiB, "
         f"{limits.processes} processes and threads, {limits.call_memory_mb} MiB in all, "
         f"/tmp {limits.tmp_mb} MiB; per session: {engine.config.workspace_mb} MiB on disk"
     )
+    print("\nlanguages (run_code, code_eval):")
+    for name, language in languages.items():
+        print(f"  {'on ' if language['available'] else 'OFF'}  {name:<11}", end="")
+        print(language.get("version") or language.get("missing") or "")
     if missing:
         print(f"\nmissing required layers: {'; '.join(missing)}")
         return 1
     return 0
+
+
+def _uncapped(layers: dict[str, Any]) -> str:
+    profiles = layers.get("rlimits", {}).get("address_space_uncapped") or []
+    return f" (but {' and '.join(profiles)}: the memory cgroup caps them)" if profiles else ""
 
 
 def build_parser() -> argparse.ArgumentParser:

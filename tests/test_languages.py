@@ -4,6 +4,7 @@ limit. ``.ci/run`` installs each toolchain; a missing one fails here rather than
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -193,3 +194,18 @@ def test_a_missing_toolchain_is_named_with_what_to_install() -> None:
     )
     # A toolchain the sandbox could not read, one outside its PATH, counts as missing.
     assert Language("x", "x", ("/no/such/dir/tool",)).missing() is not None
+
+
+def test_a2e_doctor_reports_each_language(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from a2e_engine.engine.cli import main
+    from a2e_engine.tools import languages
+
+    cobol = Language("cobol", "main.cob", ("cobc-not-here", "{source}"), install="gnucobol")
+    monkeypatch.setitem(languages.LANGUAGES, "cobol", cobol)
+    assert main(["doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["languages"]
+    assert report["cobol"] == {"available": False, "missing": cobol.missing()}
+    for name in ("c", "cpp", "java", "go", "rust", "typescript"):
+        assert report[name]["available"] and report[name]["version"] not in ("", "unknown")

@@ -18,11 +18,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["LANGUAGES", "Language", "toolchain_path"]
+__all__ = ["LANGUAGES", "Language", "toolchain_path", "toolchains"]
 
 #: Where workers look for programs: the sandbox's own PATH, whatever the caller's is.
 TOOLCHAIN_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -96,6 +97,34 @@ class Language:
         return tuple(found)
 
 
+def toolchains() -> dict[str, dict[str, object]]:
+    """Per language: whether this host can run it, why not (with what to install), and the
+    toolchain's version as it prints it (what ``a2e doctor`` shows)."""
+    found: dict[str, dict[str, object]] = {}
+    for name, language in LANGUAGES.items():
+        missing = language.missing()
+        report: dict[str, object] = {"available": missing is None}
+        if missing:
+            report["missing"] = missing
+        elif language.version:
+            report["version"] = _version(language.version)
+        found[name] = report
+    return found
+
+
+def _version(argv: tuple[str, ...]) -> str:
+    """The first line the toolchain prints about itself (javac prints it on stderr)."""
+    program = toolchain_path(argv[0]) or argv[0]
+    try:
+        done = subprocess.run(
+            [program, *argv[1:]], capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0] if lines else "unknown"
+
+
 def toolchain_path(program: str) -> str | None:
     """``program`` as the sandbox finds it: an absolute path as it is, a name on its PATH."""
     if os.path.isabs(program):
@@ -167,7 +196,13 @@ LANGUAGES: dict[str, Language] = {
             version=(sys.executable, "--version"),
             out_of_memory=("MemoryError",),
         ),
-        Language("bash", "main.sh", ("/bin/bash", "{source}"), install="bash"),
+        Language(
+            "bash",
+            "main.sh",
+            ("/bin/bash", "{source}"),
+            install="bash",
+            version=("bash", "--version"),
+        ),
         Language(
             "c",
             "main.c",
@@ -245,8 +280,10 @@ LANGUAGES: dict[str, Language] = {
             },
             out_of_memory=("runtime: out of memory",),
         ),
-        Language("perl", "main.pl", ("perl", "{source}"), install="perl"),
-        Language("ruby", "main.rb", ("ruby", "{source}"), install="ruby"),
-        Language("lua", "main.lua", ("lua", "{source}"), install="lua5.4"),
+        Language("perl", "main.pl", ("perl", "{source}"), install="perl", version=("perl", "-v")),
+        Language(
+            "ruby", "main.rb", ("ruby", "{source}"), install="ruby", version=("ruby", "--version")
+        ),
+        Language("lua", "main.lua", ("lua", "{source}"), install="lua5.4", version=("lua", "-v")),
     )
 }
