@@ -65,7 +65,9 @@ LAYERS: dict[str, Layer] = {
         "seccomp",
     ),
     "rlimits": Layer(
-        f"memory bombs (address space {_L.memory_mb} MiB: a catchable MemoryError), runaway CPU "
+        f"memory bombs (address space {_L.memory_mb} MiB: a catchable MemoryError; for "
+        "profiles that start programs only without the memory cgroup, which caps them instead: "
+        "JVMs, Go and V8 reserve more), runaway CPU "
         f"({_L.cpu_seconds} s), fd exhaustion ({_L.open_files}), one huge file "
         f"({_L.file_size_mb} MiB); no core dumps; processes per session uid ({_L.processes})",
         "always",
