@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from a2e_engine.benchmarks.measure import Figures, closed_loop, open_loop
 from a2e_engine.benchmarks.resources import CpuMeter, memory_by_role
+from a2e_engine.benchmarks.shared_servers import kept_across_workloads
 from a2e_engine.benchmarks.systems import SYSTEMS, Call, Opened, System, why_unavailable
 from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
 
@@ -55,6 +56,7 @@ class Options:
     open_loop_seconds: float = 3.0
     progress: bool = True
     bounds_samples: int = 200  # forks and calls per figure of benchmarks.bounds
+    problems: int | None = None  # of a workload with a fixed set (HumanEval): the first N
 
 
 class Progress:
@@ -119,8 +121,9 @@ def run(options: Options) -> dict[str, Any]:
     progress = Progress(_figure_count(options, plan), options.progress)
     results: dict[str, Any] = {}
     try:
-        for workload, systems in plan:
-            results[workload.key] = _run_workload(workload, systems, options, progress)
+        with kept_across_workloads():
+            for workload, systems in plan:
+                results[workload.key] = _run_workload(workload, systems, options, progress)
     finally:
         progress.finish()
     return {
@@ -178,7 +181,7 @@ def _run_workload(
     another, minutes apart, the machine's drift (10-25 % within minutes on these shared VMs)
     went straight into the ratios; within a round it mostly cancels. The order alternates
     between rounds, so no system is always first."""
-    payloads = workload.payloads()
+    payloads = workload.payloads()[: options.problems]
     calls = max(options.calls, len(payloads)) if workload.key == "humaneval" else options.calls
     tables = _Tables()
     with contextlib.ExitStack() as stack:
@@ -407,7 +410,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Measure what a sandboxed call costs on this engine and on the alternatives, "
         "side by side in one run.",
     )
-    parser.add_argument("--quick", action="store_true", help="a smoke run of under a minute")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run of under a minute (c=2, the first 40 HumanEval problems)",
+    )
     parser.add_argument(
         "--workloads", help="comma-separated: " + ",".join(w.key for w in WORKLOADS)
     )
@@ -436,8 +443,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _soak(args.soak, args.json, not args.no_progress)
     options = Options(progress=not args.no_progress)
     if args.quick:
-        options.concurrency, options.seconds, options.open_loop_seconds = [1, 2], 0.4, 0.5
-        options.calls, options.bounds_samples = 40, 10
+        options.concurrency, options.seconds, options.open_loop_seconds = [2], 0.4, 0.5
+        options.calls, options.bounds_samples, options.problems = 40, 10, 40
     if args.workloads:
         options.workloads = args.workloads.split(",")
         unknown = set(options.workloads) - {w.key for w in WORKLOADS}

@@ -20,6 +20,7 @@ from typing import Any
 
 import psutil
 
+from a2e_engine.benchmarks.shared_servers import kept
 from a2e_engine.benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload
 
 __all__ = ["engine_mcp"]
@@ -27,9 +28,44 @@ __all__ = ["engine_mcp"]
 
 @contextlib.contextmanager
 def engine_mcp(workload: Workload, payloads: list[Payload]) -> Iterator[Any]:
+    from a2e_engine.benchmarks.systems import Opened, next_payload
+
+    with kept("mcp", _mcp_server) as (loop, session, server):
+        take = next_payload(payloads)
+
+        async def one(payload: Payload) -> tuple[Any, list[float]]:
+            seen: list[float] = []
+
+            async def count(progress: float, total: float | None, message: str | None) -> None:
+                seen.append(progress)
+
+            result = await session.call_tool(
+                payload.tool,
+                payload.arguments,
+                read_timeout_seconds=60,
+                progress_callback=count if payload.streaming else None,
+            )
+            return result, seen
+
+        def call() -> tuple[int, Any]:
+            index, payload = take()
+            result, seen = asyncio.run_coroutine_threadsafe(one(payload), loop).result(90)
+            if result.is_error:
+                raise RuntimeError(f"the engine failed {payload.tool}: {result.content}")
+            if payload.streaming and (not seen or seen[-1] != EVENTS_PER_STREAM - 1):
+                raise RuntimeError(f"progress ended at {seen[-1:]}, not {EVENTS_PER_STREAM - 1}")
+            return index, workload.engine_answer(result.structured_content)
+
+        yield Opened(call, lambda: {"supervisor": [server]})
+
+
+@contextlib.contextmanager
+def _mcp_server() -> Iterator[tuple[asyncio.AbstractEventLoop, Any, int]]:
+    """``a2e serve --mcp`` with one SDK client session held open on a loop thread: the loop,
+    the session and the server's pid."""
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    from a2e_engine.benchmarks.systems import BENCH_ENGINE_FLAGS, Opened, next_payload
+    from a2e_engine.benchmarks.systems import BENCH_ENGINE_FLAGS
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="bench-mcp", daemon=True)
@@ -60,32 +96,7 @@ def engine_mcp(workload: Workload, payloads: list[Payload]) -> Iterator[Any]:
     try:
         session = opened.result(120)
         (server,) = [c.pid for c in psutil.Process().children() if c.pid not in before]
-        take = next_payload(payloads)
-
-        async def one(payload: Payload) -> tuple[Any, list[float]]:
-            seen: list[float] = []
-
-            async def count(progress: float, total: float | None, message: str | None) -> None:
-                seen.append(progress)
-
-            result = await session.call_tool(
-                payload.tool,
-                payload.arguments,
-                read_timeout_seconds=60,
-                progress_callback=count if payload.streaming else None,
-            )
-            return result, seen
-
-        def call() -> tuple[int, Any]:
-            index, payload = take()
-            result, seen = asyncio.run_coroutine_threadsafe(one(payload), loop).result(90)
-            if result.is_error:
-                raise RuntimeError(f"the engine failed {payload.tool}: {result.content}")
-            if payload.streaming and (not seen or seen[-1] != EVENTS_PER_STREAM - 1):
-                raise RuntimeError(f"progress ended at {seen[-1:]}, not {EVENTS_PER_STREAM - 1}")
-            return index, workload.engine_answer(result.structured_content)
-
-        yield Opened(call, lambda: {"supervisor": [server]})
+        yield loop, session, server
     finally:
         loop.call_soon_threadsafe(stop.set)
         with contextlib.suppress(BaseException):

@@ -29,6 +29,7 @@ from typing import Any
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e_engine.benchmarks.mcp_system import engine_mcp
+from a2e_engine.benchmarks.shared_servers import kept
 from a2e_engine.benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload, script_result
 
 __all__ = ["SYSTEMS", "Call", "Opened", "System", "http_service", "why_unavailable"]
@@ -103,8 +104,12 @@ def engine_in_process(workload: Workload, payloads: list[Payload]) -> Iterator[O
     from a2e_engine.benchmarks.workloads import BenchTools
     from a2e_engine.engine import Engine, EngineConfig
 
-    config = EngineConfig(prefork=4, max_workers=8)
-    with Engine(plugins=[BenchTools()], config=config) as engine:
+    @contextlib.contextmanager
+    def start() -> Iterator[Engine]:
+        with Engine(plugins=[BenchTools()], config=EngineConfig(prefork=4, max_workers=8)) as e:
+            yield e
+
+    with kept("engine", start) as engine:
         client = engine.connect(client_name="a2e-bench")
 
         def processes() -> dict[str, list[int]]:
@@ -127,27 +132,36 @@ def engine_stdio(workload: Workload, payloads: list[Payload]) -> Iterator[Opened
     from a2e.client import A2EClient
     from a2e.transports.stdio import StdioTransport
 
-    command = [
-        sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--stdio", *BENCH_ENGINE_FLAGS
-    ]  # fmt: skip
-    transport = StdioTransport(command, stderr=subprocess.DEVNULL)
-    try:
-        client = A2EClient(transport, client_name="a2e-bench")
-        supervisor = transport.process.pid
+    @contextlib.contextmanager
+    def start() -> Iterator[tuple[A2EClient, int]]:
+        command = [
+            sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--stdio", *BENCH_ENGINE_FLAGS
+        ]  # fmt: skip
+        transport = StdioTransport(command, stderr=subprocess.DEVNULL)
         try:
-            yield Opened(
-                _engine_call(ToolAPI(client), workload, payloads),
-                lambda: {"supervisor": [supervisor]},
-            )
+            client = A2EClient(transport, client_name="a2e-bench")
+            try:
+                yield client, transport.process.pid
+            finally:
+                client.close()
         finally:
-            client.close()
-    finally:
-        transport.close()
+            transport.close()
+
+    with kept("stdio", start) as (client, supervisor):
+        yield Opened(
+            _engine_call(ToolAPI(client), workload, payloads),
+            lambda: {"supervisor": [supervisor]},
+        )
+
+
+def http_service(*flags: str) -> contextlib.AbstractContextManager[tuple[str, int]]:
+    """``a2e serve --http`` on 127.0.0.1 (a free port) with ``flags``: its URL and its pid; one
+    for the WebSocket and the REST systems, and every workload, within a bench run."""
+    return kept(("http", flags), lambda: _http_service(*flags))
 
 
 @contextlib.contextmanager
-def http_service(*flags: str) -> Iterator[tuple[str, int]]:
-    """``a2e serve --http`` on 127.0.0.1 (a free port) with ``flags``: its URL and its pid."""
+def _http_service(*flags: str) -> Iterator[tuple[str, int]]:
     command = [
         sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0", *flags
     ]  # fmt: skip

@@ -46,7 +46,7 @@ def test_list_and_search_tools(http: httpx.Client) -> None:
     found = http.get("/v1/tools", params={"query": "run a shell command"}).json()["tools"]
     assert found and found[0]["name"] == "run_shell"
     tagged = http.get("/v1/tools", params={"tags": "judge"}).json()["tools"]
-    assert [t["name"] for t in tagged] == ["run_code"]
+    assert [t["name"] for t in tagged] == ["code_eval", "run_code"]
 
 
 def test_call_a_tool(http: httpx.Client) -> None:
