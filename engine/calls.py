@@ -37,7 +37,7 @@ from a2e_engine.engine.session import Session
 from a2e_engine.engine.validation import validate_arguments
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.messages import Job
-from a2e_engine.sandbox.outcome import WorkerOutcome
+from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
 from a2e_engine.sandbox.pool import StopSignal, WorkerPool
 
 __all__ = ["CallContext", "run_call"]
@@ -209,6 +209,7 @@ async def run_call(
     events = CallEvents(request, send_event, ctx.config.max_result_events)
     loop = asyncio.get_running_loop()
     attempts = 0
+    deadline = _tightened(tool, request.arguments, deadline, loop)
 
     async def attempt() -> WorkerOutcome:
         nonlocal attempts
@@ -231,7 +232,10 @@ async def run_call(
             secrets=secrets,
         )
         try:
-            return await ctx.pool.run(job, deadline, events.on_event, cancelled)
+            outcome = await ctx.pool.run(job, deadline, events.on_event, cancelled)
+            if outcome.status is OutcomeStatus.CRASHED and not tool.plugin.retry_crashes:
+                outcome.retryable = False
+            return outcome
         finally:
             if not ctx.private_tmp:
                 # In the background: a tool that filled its tmp with a million files must not
@@ -247,8 +251,57 @@ async def run_call(
     else:
         outcome = await attempt()
     result = _to_result(tool.name, outcome, events, attempts, started)
+    result = _accepted(tool, request.arguments, secrets, result, outcome.status.value)
     _audit(ctx, session, request, result, outcome=outcome.status.value)
     return result
+
+
+def _tightened(
+    tool: RegisteredTool,
+    arguments: dict[str, Any],
+    deadline: Deadline,
+    loop: asyncio.AbstractEventLoop,
+) -> Deadline:
+    """The call's deadline, or the plugin's time limit for it if that comes first."""
+    try:
+        limit = tool.plugin.time_limit_for(tool.name, arguments)
+        if limit is None:
+            return deadline
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0:
+            raise ValueError(f"time_limit_for returned {limit!r}, not a positive number")
+    except Exception as exc:  # plugin code runs here in the supervisor: it must not break it
+        log.warning("%s: time_limit_for failed: %s: %s", tool.name, type(exc).__name__, exc)
+        return deadline
+    if limit >= deadline.remaining(loop):
+        return deadline
+    return Deadline.after(float(limit), loop)
+
+
+def _accepted(
+    tool: RegisteredTool,
+    arguments: dict[str, Any],
+    secrets: dict[str, str],
+    result: ToolResult,
+    ended: str,
+) -> ToolResult:
+    """The plugin's last word on the result (``ToolPlugin.accept_result``); a hook that breaks
+    fails the call rather than passing on what it could not check."""
+    try:
+        accepted = tool.plugin.accept_result(tool.name, arguments, secrets, result, ended)
+        if not isinstance(accepted, ToolResult):
+            raise TypeError(f"accept_result returned {type(accepted).__name__}, not ToolResult")
+        return accepted
+    except Exception as exc:
+        log.warning("%s: accept_result failed: %s: %s", tool.name, type(exc).__name__, exc)
+        return result.model_copy(
+            update={
+                "success": False,
+                "data": None,
+                "error": f"the {tool.name} plugin could not check the result "
+                f"({type(exc).__name__})",
+                "error_code": ToolErrorCode.TOOL_ERROR,
+            }
+        )
 
 
 def _to_result(

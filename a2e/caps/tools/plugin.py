@@ -196,6 +196,35 @@ class ToolPlugin(A2EPlugin):
         """
         return {}
 
+    def time_limit_for(self, tool_name: str, arguments: dict[str, Any]) -> float | None:
+        """Seconds this call may run when the plugin knows better than the caller's timeout
+        (a judge's time limit): the supervisor ends the worker then, as at the deadline,
+        whichever comes first. ``None``: the caller's timeout alone."""
+        return None
+
+    def accept_result(
+        self,
+        tool_name: str,
+        arguments: dict[str, Any],
+        secrets: dict[str, str],
+        result: ToolResult,
+        ended: str,
+    ) -> ToolResult:
+        """The supervisor's last word on a call that ran, with the secrets ``secrets_for``
+        gave it and how its worker ``ended`` (``ok``, ``failed``, ``timeout``, ``cancelled``,
+        ``crashed``, ``violation``, ``setup_failed``, ``unavailable``).
+
+        Whatever ran in the worker can write the worker's result; a plugin whose worker runs
+        code it does not trust checks here what only it and the supervisor know (a seal made
+        with one of the secrets), and may turn how the worker ended into its own kind of
+        answer. Runs in the supervisor: it must be quick and must not block."""
+        return result
+
+    #: Whether a worker that died without a result is worth another attempt (idempotent
+    #: tools are retried on ``tool_error``). Not when the tool runs code whose crash is an
+    #: answer, not a mishap.
+    retry_crashes: ClassVar[bool] = True
+
     def invalid_arguments(
         self, tool_name: str, arguments: dict[str, Any], problems: list[str]
     ) -> ToolExecutionError:
