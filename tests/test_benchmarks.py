@@ -36,11 +36,14 @@ def run(*args: str) -> str:
 
 
 def test_a2e_bench_quick(tmp_path: Path) -> None:
-    """The command CI runs so the benchmark cannot rot: every workload, every system this host
-    has, answers that agree, a JSON report and a chart. No speed is asserted."""
+    """The command CI runs so the benchmark cannot rot: every workload but the judge (whose
+    compiles and JVMs cost a minute; test_the_judge_workload_agrees_with_its_alternative),
+    every system this host has, answers that agree, a JSON report and a chart. No speed is
+    asserted."""
     report_path, chart_path = tmp_path / "bench.json", tmp_path / "bench.png"
     proc = subprocess.run(
         [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--quick", "--no-progress",
+         "--workloads", "trivial,python_eval,stream,humaneval",
          "--json", str(report_path), "--chart", str(chart_path)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
@@ -256,3 +259,26 @@ def test_load_test_of_the_service() -> None:
     report = load_test(clients=8, seconds=4, workers=2)
     assert report["ok"], report
     assert report["calls"] > 0 and report["lost"] == report["duplicated"] == 0
+
+
+def test_the_judge_workload_agrees_with_its_alternative() -> None:
+    """Its payloads are accepted by the engine's code_eval and by the no-isolation baseline
+    alike; a wrong program is wrong to both."""
+    from a2e.caps.tools.client import ToolAPI
+    from a2e_engine.benchmarks.subprocess_judge import judged_with_subprocess
+    from a2e_engine.benchmarks.workloads import JUDGE_CASES, Payload, judge_payloads
+    from a2e_engine.engine import Engine, EngineConfig
+
+    payloads = judge_payloads()
+    assert [p.arguments["language"] for p in payloads] == ["cpp", "java"]
+    assert all(len(p.arguments["test_cases"]) == JUDGE_CASES for p in payloads)
+    wrong = payloads[0].arguments["program"].replace("x * x", "x")
+    broken = Payload("code_eval", {**payloads[0].arguments, "program": wrong}, "")
+    with Engine(config=EngineConfig(prefork=1)) as engine:
+        tools = ToolAPI(engine.connect())
+        verdicts = [
+            tools.call(tool_name="code_eval", arguments=p.arguments, timeout=120).data["verdict"]
+            for p in (*payloads, broken)
+        ]
+    assert verdicts == ["AC", "AC", "WA"]
+    assert [judged_with_subprocess(p) for p in (*payloads, broken)] == verdicts
