@@ -9,9 +9,9 @@ changed. Everything else, other sessions' workspaces, the engine's state directo
 ``/tmp`` and ``/root`` among them, cannot even be opened. Unprivileged and cheap (one ruleset,
 a few rules), enforced by the kernel for the worker and every child it starts.
 
-A tool that runs a program it does not trust with its own files (``run_code``: a compile cache,
-other runs' directories) confines that program further with ``confine_writes``: one more
-Landlock layer, stacked on the worker's, under which it writes only its own directory.
+A tool that runs code it does not trust with its own files (``run_code`` and ``code_eval``: a
+compile cache, other runs' directories) confines that code further with ``confine_writes``: one
+more Landlock layer, stacked on the worker's, under which it writes only its own directory.
 """
 
 from __future__ import annotations
@@ -181,9 +181,9 @@ class WriteConfinement:
     starts, may change files only beneath the directories given (and write to ``/dev``'s
     devices); what it may read is left as it was.
 
-    The ruleset is built in the tool's process; the child only enforces it between fork and
-    exec (``enforce``, a ``preexec_fn``: no allocation, no path walk there). Close it when no
-    more children will be started."""
+    The ruleset is built in the tool's process, rules and path walks included; ``enforce``
+    only applies it: in a child between fork and exec (a ``preexec_fn``), or in a process that
+    is about to run such code itself (``code_eval``). Close it when no more will be."""
 
     def __init__(self, abi: int, writable: Iterable[str]) -> None:
         self._ruleset = Ruleset(abi, handled=_WRITE_RIGHTS)

@@ -177,6 +177,9 @@ def test_a_test_program_in_another_language_passes_by_its_exit(tools: ToolAPI) -
         tests="int main() { assert(add(2, 2) == 5); }",
     )
     assert failing["verdict"] == "RE" and "Assertion" in failing["tests"][0]["stderr"]
+    chatty = '#include <cstdio>\nint main() { for (int i = 0; i < 100000; ++i) std::puts("ok"); }'
+    loud = _judge(tools, "", language="cpp", test_cases=None, tests=chatty)
+    assert loud["verdict"] == "AC", loud  # its output is not judged, however long
     js = "function add(a, b) { return a + b; }"
     tests = "const assert = require('node:assert');\nassert.deepEqual(add(2, 2), 5);"
     assert _judge(tools, js, language="nodejs", test_cases=None, tests=tests)["verdict"] == "RE"

@@ -34,6 +34,7 @@ __all__ = [
     "JudgeCase",
     "cases_from",
     "compare_outputs",
+    "verdict_of_exit",
     "verdict_of_run",
 ]
 
@@ -180,6 +181,19 @@ def verdict_of_run(
     run: dict[str, Any], stdout: Capture, expected: str, rule: str, tolerance: float
 ) -> CaseVerdict:
     """One case's verdict from its run (``tools.submission`` shape) and what it printed."""
+    ended = verdict_of_exit(run)
+    if ended.verdict != ACCEPTED:
+        return ended
+    if stdout.overflowed:
+        return CaseVerdict(WRONG, f"printed more than {stdout.limit} characters")
+    if not compare_outputs(stdout.getvalue(), expected, rule, tolerance):
+        return CaseVerdict(WRONG, "its output differs from the expected one")
+    return CaseVerdict(ACCEPTED)
+
+
+def verdict_of_exit(run: dict[str, Any]) -> CaseVerdict:
+    """The verdict of how a run ended, its output aside: a test program's (MultiPL-E), or
+    the part of a case's before its output is compared."""
     status = run["status"]
     if status == "TimeLimitExceeded":
         return CaseVerdict(TIME, f"ran past its time limit ({run['execution_time']:.2f} s)")
@@ -191,10 +205,6 @@ def verdict_of_run(
     if code != 0:
         how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
         return CaseVerdict(RUNTIME, how)
-    if stdout.overflowed:
-        return CaseVerdict(WRONG, f"printed more than {stdout.limit} characters")
-    if not compare_outputs(stdout.getvalue(), expected, rule, tolerance):
-        return CaseVerdict(WRONG, "its output differs from the expected one")
     return CaseVerdict(ACCEPTED)
 
 

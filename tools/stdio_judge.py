@@ -25,6 +25,7 @@ from a2e_engine.tools.judging import (
     Capture,
     CaseVerdict,
     JudgeCase,
+    verdict_of_exit,
     verdict_of_run,
 )
 from a2e_engine.tools.languages import Language
@@ -108,8 +109,7 @@ def judge_test_program(
             run = submission.run(where, None, [], options.limits, out, err)
         finally:
             shutil.rmtree(where, ignore_errors=True)
-        # The output is not judged: a test program says how it went by its exit.
-        verdict = verdict_of_run(run, out, out.getvalue(), "exact", 0.0)
+        verdict = verdict_of_exit(run)  # a test program says how it went by its exit
         return _overall([_case_result("tests", verdict, run, out, err)], compiled, started)
     finally:
         submission.close()
