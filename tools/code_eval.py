@@ -53,10 +53,10 @@ from a2e_engine.tools.languages import LANGUAGES, Language
 from a2e_engine.tools.output import SPOOL_DIR, CappedText
 from a2e_engine.tools.python_grading import (
     ended_early,
+    enter_workdir,
     open_seal,
     outcome,
     plan_tests,
-    redirect_output,
     run_in_child,
     run_tests,
     seal,
@@ -173,15 +173,12 @@ class CodeEval(ToolPlugin):
         time_limit = _time_limit(arguments)
         if not 0 < time_limit <= MAX_TIME_LIMIT_S:
             raise ValueError(f"time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
+        if _judged_by_function_tests(arguments):
+            tests, entry_point = _tests_and_entry_point(arguments)
+            spec = {"program": arguments["program"], "tests": tests, "entry_point": entry_point}
+            return self._function_tests(spec, time_limit)
         language = LANGUAGES[str(arguments.get("language") or "python")]
-        given = arguments.get("input_output")
-        if isinstance(given, dict) and given.get("fn_name") and language.name == "python":
-            arguments = {**arguments, "tests": call_based_tests(given), "entry_point": None}
-        elif arguments.get("test_cases") is not None or given is not None:
-            return self._judge(language, arguments, time_limit, given)
-        elif language.name != "python":
-            return self._judge(language, arguments, time_limit, None)
-        return self._function_tests(arguments, time_limit)
+        return self._judge(language, arguments, time_limit, arguments.get("input_output"))
 
     def _judge(
         self, language: Language, arguments: dict[str, Any], time_limit: float, given: Any
@@ -201,10 +198,9 @@ class CodeEval(ToolPlugin):
         cases = cases_from(arguments.get("test_cases"), given)
         return judge_cases(language, program, cases, options, workspace)
 
-    def _function_tests(self, arguments: dict[str, Any], time_limit: float) -> dict[str, Any]:
+    def _function_tests(self, spec: dict[str, Any], time_limit: float) -> dict[str, Any]:
         """Python function tests: under the engine in this process, the report sealed for the
         supervisor; called directly, in a forked child (``tools.python_grading``)."""
-        spec = {k: arguments.get(k) for k in ("program", "tests", "entry_point")}
         plan = plan_tests(str(spec["tests"] or ""), str(spec["entry_point"] or ""))
         if plan.refusal:
             return {
@@ -257,11 +253,7 @@ class CodeEval(ToolPlugin):
         # Bound before the candidate runs: a name looked up afterwards could be its own.
         sealer, sealed_key, seal_key = seal, SEALED, SEAL
         flush_out, flush_err = sys.stdout.flush, sys.stderr.flush
-        os.chdir(workdir)
-        os.environ["TMPDIR"] = tempfile.tempdir = workdir
-        if confinement is not None:
-            confinement.enforce()
-        redirect_output(workdir)
+        enter_workdir(workdir, confinement)
         report = run_tests(spec, test_names)
         for flush in (flush_out, flush_err):
             try:
@@ -273,10 +265,10 @@ class CodeEval(ToolPlugin):
     # -- in the supervisor --
 
     def secrets_for(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, str]:
-        return {GRADER_KEY: secrets.token_hex(32)} if _function_tests(arguments) else {}
+        return {GRADER_KEY: secrets.token_hex(32)} if _judged_by_function_tests(arguments) else {}
 
     def time_limit_for(self, tool_name: str, arguments: dict[str, Any]) -> float | None:
-        if not _function_tests(arguments):
+        if not _judged_by_function_tests(arguments):
             return None  # the worker times each run of a program itself
         return _time_limit(arguments) + SETUP_SLACK_S
 
@@ -367,8 +359,9 @@ def _tests_and_entry_point(arguments: dict[str, Any]) -> tuple[str, str]:
     return str(arguments.get("tests") or ""), str(arguments.get("entry_point") or "")
 
 
-def _function_tests(arguments: dict[str, Any]) -> bool:
-    """Whether a call is judged by Python function tests (as ``_execute_tool`` dispatches)."""
+def _judged_by_function_tests(arguments: dict[str, Any]) -> bool:
+    """Whether a call is judged by Python function tests: what ``_execute_tool`` runs in the
+    worker and the supervisor's hooks seal and check, decided in this one place."""
     language = str(arguments.get("language") or "python")
     given = arguments.get("input_output")
     if language != "python":

@@ -63,12 +63,17 @@ class Language:
         return {name: value.format(**values) for name, value in self.env.items()}
 
     def _values(self, code: str, where: str, memory_mb: int, program: str) -> dict[str, object]:
+        main = self.main_name(code)
+        uses_node_modules = bool(program) and any(
+            "{node_modules}" in part for part in (*(self.compile or ()), *self.run)
+        )
         return {
-            "source": self.source_name(code),
-            "main": self.main_name(code),
+            "source": self.source.format(main=main),
+            "main": main,
             "memory_mb": memory_mb,
             "dir": where,
-            "node_modules": _node_modules(program) if program else "",
+            # A walk up the program's real path: only for the steps that name it (TypeScript).
+            "node_modules": _node_modules(program) if uses_node_modules else "",
         }
 
     def programs(self) -> list[str]:

@@ -30,6 +30,7 @@ import os
 import secrets
 import select
 import signal
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ from a2e_engine.sandbox.landlock import WriteConfinement
 __all__ = [
     "GradingPlan",
     "ended_early",
+    "enter_workdir",
     "open_seal",
     "outcome",
     "plan_tests",
@@ -138,7 +140,7 @@ def run_in_child(
     confinement: WriteConfinement | None,
 ) -> dict[str, Any]:
     """The tests in a forked child that reports on a pipe with a nonce: the verdict (without
-    its output, which ``redirect_output`` left in ``workdir``)."""
+    its output, which ``enter_workdir`` left in ``workdir``)."""
     nonce = secrets.token_hex(16)
     verdict_r, verdict_w = os.pipe()
     # The cheap fork spares the child CPython's after-fork work (sandbox.forking).
@@ -148,10 +150,7 @@ def run_in_child(
         try:
             os.close(verdict_r)
             os.setpgid(0, 0)
-            os.chdir(workdir)
-            if confinement is not None:
-                confinement.enforce()
-            redirect_output(workdir)
+            enter_workdir(workdir, confinement)
             data = (nonce + run_tests(spec, test_names)).encode("utf-8", "replace")
             while data:
                 data = data[write(verdict_w, data) :]
@@ -177,6 +176,17 @@ def run_in_child(
 
 def ended_early(how: str) -> dict[str, Any]:
     return outcome("failed", f"the program {how} before its tests finished", [])
+
+
+def enter_workdir(workdir: str, confinement: WriteConfinement | None) -> None:
+    """Where the candidate runs, in the process that runs it: ``workdir`` its working and
+    temporary directory and the only one it may change (``confinement``), its stdout and
+    stderr into files there (``out``, ``err``), its stdin /dev/null."""
+    os.chdir(workdir)
+    os.environ["TMPDIR"] = tempfile.tempdir = workdir
+    if confinement is not None:
+        confinement.enforce()
+    redirect_output(workdir)
 
 
 def redirect_output(workdir: str) -> None:

@@ -66,8 +66,9 @@ class Submission:
         self.workspace = workspace
         self.home = tempfile.mkdtemp(prefix="run-", dir=workspace)
         try:
-            self._payload = [*_write_files(self.home, self.files), language.source_name(code)]
-            with open(os.path.join(self.home, language.source_name(code)), "w") as fh:
+            source = language.source_name(code)
+            self._payload = [*_write_files(self.home, self.files), source]
+            with open(os.path.join(self.home, source), "w") as fh:
                 fh.write(code)
             os.mkdir(os.path.join(self.home, _TMP))
         except BaseException:
@@ -81,9 +82,12 @@ class Submission:
         if language.compile is None:
             return None
         cache = CompileCache(self.workspace) if abi_version() else None
-        template = language.argv(language.compile, self.code, "", 0)
-        key = cache.key(language, self.code, self.files, template) if cache else ""
-        hit = cache.lookup(key) if cache else None
+        key, hit = "", None
+        if cache is not None:
+            # The command as written, not where it runs: the key must not hold the directory.
+            template = language.argv(language.compile, self.code, "", 0)
+            key = cache.key(language, self.code, self.files, template)
+            hit = cache.lookup(key)
         if cache is not None and hit is not None:
             entry, result = hit
             cache.place(entry, self.home)
