@@ -27,8 +27,10 @@ __all__ = ["Finished", "TextSink", "run_captured"]
 
 #: After the command exits, how long output already in flight may take to arrive.
 DRAIN_S = 0.2
-#: How often a running command has its memory read (and its time looked at).
+#: How often a running command has its memory read, when it is measured.
 MEMORY_POLL_S = 0.01
+#: How often the time limit is looked at otherwise.
+TICK_S = 0.05
 
 
 class TextSink(Protocol):
@@ -59,11 +61,14 @@ def run_captured(
     time_limit: float | None = None,
     memory_limit_kb: int | None = None,
     preexec: Callable[[], None] | None = None,
+    measure_memory: bool = False,
 ) -> Finished:
     """Run ``argv``; ``preexec`` runs in the child before it executes the command (one that
-    confines it further)."""
+    confines it further). Its memory is read every ``MEMORY_POLL_S`` when it has a limit or
+    ``measure_memory`` asks for ``peak_kb``; otherwise never."""
+    measure_memory = measure_memory or memory_limit_kb is not None
     started = time.monotonic()
-    forked_kb = own_resident_kb()
+    forked_kb = own_resident_kb() if measure_memory else 0
     proc = subprocess.Popen(
         list(argv),
         cwd=cwd,
@@ -84,6 +89,7 @@ def run_captured(
     give_up = started + time_limit if time_limit is not None else None
     timed_out = memory_exceeded = False
     seen_kb = 0
+    next_reading = 0.0  # when the memory is read next
     reaped: tuple[int, float, int] | None = None  # status, CPU seconds, ru_maxrss
     drain_until: float | None = None
     while selector.get_map():
@@ -92,7 +98,8 @@ def run_captured(
             reaped = _reap(proc, os.WNOHANG)
             if reaped is not None:
                 drain_until = now + DRAIN_S
-        if drain_until is None:
+        if drain_until is None and measure_memory and now >= next_reading:
+            next_reading = now + MEMORY_POLL_S
             seen_kb = max(seen_kb, peak_resident_kb(proc.pid))
             if memory_limit_kb is not None and seen_kb > memory_limit_kb:
                 memory_exceeded = True
@@ -102,7 +109,8 @@ def run_captured(
             timed_out = True
             _kill_group(proc.pid)
             drain_until = now + DRAIN_S
-        timeout = MEMORY_POLL_S if drain_until is None else max(0.0, drain_until - now)
+        tick = MEMORY_POLL_S if measure_memory else TICK_S
+        timeout = tick if drain_until is None else max(0.0, drain_until - now)
         for key, _ in selector.select(timeout):
             stream, decoder = key.data
             data = os.read(key.fd, 65536)
@@ -124,7 +132,7 @@ def run_captured(
         pipe.close()
     # ru_maxrss tells something only above what the child had as the worker's copy: a burst
     # after the last reading.
-    peak_kb = max(seen_kb, max_rss_kb if max_rss_kb > forked_kb else 0)
+    peak_kb = max(seen_kb, max_rss_kb if measure_memory and max_rss_kb > forked_kb else 0)
     if memory_limit_kb is not None and peak_kb > memory_limit_kb:
         memory_exceeded = True
     killed = timed_out or memory_exceeded

@@ -153,6 +153,7 @@ class Submission:
                 time_limit=limits.seconds,
                 memory_limit_kb=memory_mb * 1024 if memory_mb else None,
                 preexec=confinement.enforce if confinement is not None else None,
+                measure_memory=True,  # peak_memory_kb, the compile step's too
             )
         except OSError as exc:  # the program could not be started at all
             return not_started(f"{argv[0]}: {exc.strerror or exc}")
