@@ -74,6 +74,7 @@ MAX_OUTPUT_CHARS = 20_000
 GRADER_KEY, SEALED, SEAL = "grader_key", "sealed_report", "seal"
 #: Past its time limit, what a worker may take to start and to send its report.
 SETUP_SLACK_S = 0.5
+_WARM_UP_TESTS = "def check(candidate):\n    assert candidate() == 1\n"
 
 
 class CodeEval(ToolPlugin):
@@ -211,8 +212,7 @@ class CodeEval(ToolPlugin):
             }
         secrets_given = self.context.secrets if self.context else {}
         key = secrets_given.pop(GRADER_KEY, None) if isinstance(secrets_given, dict) else None
-        # A directory of its own, not the call's /tmp: the workspace is mounted beneath that.
-        workdir = tempfile.mkdtemp(prefix="code_eval-")
+        workdir = self._workdir()
         # The candidate changes files only in its own directory, and where long output is
         # saved: not the rest of the session's workspace (beneath /tmp), where run_code's
         # compile cache lives.
@@ -261,6 +261,30 @@ class CodeEval(ToolPlugin):
             except BaseException:  # a stream the candidate broke: nothing to save
                 pass
         return {sealed_key: report, seal_key: sealer(key, report)}
+
+    def _workdir(self) -> str:
+        """A directory of the candidate's own, not the call's /tmp: the workspace is mounted
+        beneath that. Under the engine the call's tmp dir is new and the name is known, so no
+        random name (whose generator every fresh worker would seed again) is needed."""
+        if self.context is None:
+            return tempfile.mkdtemp(prefix="code_eval-")
+        workdir = os.path.join(self.context.tmp_dir, "code_eval")
+        os.mkdir(workdir, 0o700)
+        return workdir
+
+    def preload(self) -> None:
+        """Run the function-test path once here, in the zygote, on a trivial problem.
+
+        Parsing the tests (``ast``), compiling, sealing (OpenSSL's HMAC) and decoding the
+        output each set themselves up lazily on first use; done here, every worker is forked
+        with them ready instead of paying for them (and their copy-on-write faults) per call.
+        """
+        spec = {"program": "def f():\n    return 1\n", "tests": _WARM_UP_TESTS, "entry_point": "f"}
+        plan = plan_tests(spec["tests"], spec["entry_point"])
+        report = run_tests(spec, plan.test_names)
+        verdict_of(report)
+        seal("0" * 64, report)
+        codecs.getincrementaldecoder("utf-8")(errors="replace").decode(b"ok", final=True)
 
     # -- in the supervisor --
 
