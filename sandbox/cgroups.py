@@ -16,6 +16,8 @@ killed together with its supervisor left behind go when the next one starts
 from __future__ import annotations
 
 import os
+import signal
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,7 @@ __all__ = [
     "SlotGroups",
     "join",
     "join_cgroup",
+    "kill_members",
     "made_by",
     "prepare",
     "remove_cgroup_tree",
@@ -68,7 +71,10 @@ class SlotGroups:
             raise OSError(f"no {controller} cgroup hierarchy is mounted")
         parent = os.path.join(base, _own_path(controller).lstrip("/"))
         for leftover in dead_owners(parent, _PREFIX):
-            remove_cgroup_tree(leftover.path)  # a zygote killed with its supervisor left it
+            # A zygote killed with its supervisor left it, maybe with a worker that outlived
+            # them (one whose tool cleared its parent-death signal): only workers join it.
+            kill_members(leftover.path)
+            remove_cgroup_tree(leftover.path)
         path = os.path.join(parent, _PREFIX + owner_tag())
         os.mkdir(path)
         try:
@@ -227,6 +233,37 @@ def made_by(layers: dict[str, Any]) -> list[str]:
     stops, since a zygote killed outright cannot."""
     made = (layers.get(layer, {}) for layer in ("pids_cgroup", "memory_cgroup"))
     return [report["path"] for report in made if report.get("active")]
+
+
+def kill_members(path: str, wait_s: float = 2.0) -> None:
+    """SIGKILL every process in a sandbox group's slots, and wait (a little) until the kernel
+    has taken them out, so that the slots can be removed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        members = [pid for slot in _slots_of(path) for pid in _pids_in(slot)]
+        if not members or time.monotonic() > deadline:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+
+
+def _slots_of(path: str) -> list[str]:
+    try:
+        return [path, *(entry.path for entry in os.scandir(path) if entry.is_dir())]
+    except OSError:
+        return []
+
+
+def _pids_in(group: str) -> list[int]:
+    try:
+        with open(os.path.join(group, "cgroup.procs")) as procs:
+            return [int(line) for line in procs if line.strip()]
+    except (OSError, ValueError):
+        return []
 
 
 def remove_cgroup_tree(path: str) -> None:

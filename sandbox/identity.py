@@ -17,6 +17,7 @@ back only the entries on the way to the interpreter. Everything else in it stays
 from __future__ import annotations
 
 import os
+import signal
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -158,7 +159,13 @@ def on_job(change_identity: bool, job: Job) -> None:
     uid = job.get("uid")
     if not isinstance(uid, int) or isinstance(uid, bool) or uid <= 0:
         raise PermissionError("calls here run as a session uid; the job names none")
+    parent = os.getppid()
     become(uid, uid)
+    # The kernel clears the parent-death signal when credentials change: without setting it
+    # again, a worker in the middle of its job would outlive a zygote killed outright.
+    syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(0)  # the zygote died in between: nobody is waiting for the job's result
 
 
 def become(uid: int, gid: int) -> None:

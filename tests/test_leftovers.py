@@ -26,13 +26,25 @@ pytestmark = pytest.mark.skipif(
 
 DOOMED = textwrap.dedent(
     """
-    import json, time
+    import json, threading, time
     from a2e.caps.tools.client import ToolAPI
     from a2e_engine.engine import Engine, EngineConfig
     engine = Engine(config=EngineConfig(prefork=1)).start()
     tools = ToolAPI(engine.connect(client_name="doomed"))
     kept = tools.call(tool_name="python_eval", arguments={"code": "open('kept', 'w').write('x')"})
     assert kept.success, kept.error
+    # A worker in the middle of its job (it runs as the session's uid by now) ...
+    tools.start(tool_name="run_shell", arguments={"command": "sleep 984.75"}, timeout=600)
+    # ... and one whose tool cleared its own parent-death signal, to outlive the zygote.
+    cleared = threading.Event()
+    tools.start(
+        tool_name="python_eval",
+        arguments={"code": STUBBORN},
+        streaming=True,
+        on_event=lambda event: cleared.set(),
+        timeout=600,
+    )
+    assert cleared.wait(60)
     layers = engine.pool.layers
     cgroups = [layers[n]["path"] for n in ("pids_cgroup", "memory_cgroup") if layers[n]["active"]]
     print(json.dumps({"state_dir": engine.state_dir, "zygote": engine.pool.zygote_pid,
@@ -40,6 +52,24 @@ DOOMED = textwrap.dedent(
     time.sleep(600)
     """
 )
+
+
+#: Clears the parent-death signal of the worker it runs in, then waits to be killed.
+STUBBORN = "import ctypes, time\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\nprint('cleared')\n" + (
+    "time.sleep(600)"
+)
+DOOMED = DOOMED.replace("STUBBORN", repr(STUBBORN))
+
+
+def _members(groups: list[str]) -> set[int]:
+    """Every process in the sandbox groups' slots."""
+    pids: set[int] = set()
+    for group in groups:
+        for root, _dirs, files in os.walk(group):
+            if "cgroup.procs" in files:
+                with open(os.path.join(root, "cgroup.procs")) as procs:
+                    pids.update(int(line) for line in procs if line.strip())
+    return pids
 
 
 def _dead_pid() -> int:
@@ -67,7 +97,12 @@ def test_an_engine_killed_with_its_zygote_is_cleared_by_the_next() -> None:
         os.killpg(doomed.pid, signal.SIGKILL)  # the supervisor and the zygote at once
         doomed.wait()
     _gone, alive = psutil.wait_procs(tree, timeout=10)
-    assert alive == [], alive
+    # The worker whose tool cleared its parent-death signal outlived the kill, and only it:
+    # the one in the middle of its job died with its zygote, its sleep too.
+    assert len(alive) == 1, alive
+    stubborn = alive[0]
+    assert _members(left["cgroups"]) == {stubborn.pid}
+    assert not any("sleep 984.75" in " ".join(p.cmdline()) for p in psutil.process_iter())
     state_dir = left["state_dir"]
     # What nobody was left to clear: the sessions' files, still mounted, and the cgroups.
     assert any(under(point, state_dir) for point in mount_points())
@@ -80,6 +115,8 @@ def test_an_engine_killed_with_its_zygote_is_cleared_by_the_next() -> None:
         assert not any(under(point, state_dir) for point in mount_points())
         assert not os.path.exists(state_dir)
         assert not any(os.path.exists(path) for path in left["cgroups"]), left["cgroups"]
+        # Killed by the next engine, with its cgroups (a zombie until init reaps it).
+        assert not stubborn.is_running() or stubborn.status() == psutil.STATUS_ZOMBIE
         assert os.path.isdir(fresh.state_dir)  # its own, named after it
         assert owner_tag() in os.path.basename(fresh.state_dir)
 
