@@ -1,5 +1,7 @@
-"""The host side: ``Engine`` (sessions, policy, retries, audit) over the sandbox."""
+"""The host side: ``Engine`` (sessions, policy, retries, audit) over the sandbox, and
+``RayEngine``, an engine on every node of a Ray cluster."""
 
+from a2e_engine.engine.cluster import RayEngine
 from a2e_engine.engine.config import EngineConfig, RetryPolicy
 from a2e_engine.engine.engine import Engine
 from a2e_engine.engine.host import Host, HostClosed, HostConnection
@@ -16,6 +18,7 @@ __all__ = [
     "IsolationUnavailable",
     "LimitTooLow",
     "Limits",
+    "RayEngine",
     "RetryPolicy",
     "ToolPolicy",
 ]

@@ -14,7 +14,14 @@ PUBLIC = {
     "a2e.caps.tools.plugin": ["ToolPlugin", "ToolContext", "ToolExecutionError", "SandboxProfile"],
     "a2e.transports": ["StdioTransport", "WebSocketTransport", "AsyncWebSocketTransport"],
     "a2e_engine.engine.service": ["HttpService", "ServiceConfig"],
-    "a2e_engine.engine": ["Engine", "EngineConfig", "Limits", "RetryPolicy", "ToolPolicy"],
+    "a2e_engine.engine": [
+        "Engine",
+        "EngineConfig",
+        "Limits",
+        "RayEngine",
+        "RetryPolicy",
+        "ToolPolicy",
+    ],
     "a2e_engine.sandbox": [
         "WorkerPool",
         "PoolConfig",

@@ -134,7 +134,8 @@ class ToolUsage(_Model):
 
     ``cpu_ms`` is user + system time of the worker and the children it waited for;
     ``peak_rss_kb`` is the largest resident set of any of them (``ru_maxrss``); ``signal`` names
-    the signal that ended the worker, when one did; ``attempts`` counts retries too.
+    the signal that ended the worker, when one did; ``attempts`` counts retries too;
+    ``node_id`` is the Ray node that ran the call, when a ``RayEngine`` placed it.
     """
 
     attempts: int = 1
@@ -142,6 +143,7 @@ class ToolUsage(_Model):
     peak_rss_kb: int | None = None
     signal: str | None = None
     queued_ms: int | None = None
+    node_id: str | None = None
 
 
 class ToolResult(_Model):

@@ -1,0 +1,10 @@
+"""The engine on a Ray cluster: one engine per node, reached with the same ``A2EClient``.
+
+``RayEngine`` (``backend``) keeps an engine actor on every node (``node``); a client it gives
+out talks to them through ``transport``, whose messages travel on Ray's streaming generators
+(``streams``). Importing this package does not import Ray; starting a ``RayEngine`` does.
+"""
+
+from a2e_engine.engine.cluster.backend import NodeInfo, RayEngine
+
+__all__ = ["NodeInfo", "RayEngine"]

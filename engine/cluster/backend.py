@@ -1,0 +1,307 @@
+"""``RayEngine``: an engine actor on every node of a Ray cluster, and clients that reach them.
+
+Started inside a Ray program (``ray.init`` done, or done here with ``address``), it keeps one
+``NodeEngine`` actor on each alive node (or each node with ``resource``), pinned there, each
+owning that node's supervisor, zygote and workers. A watcher thread keeps the set current:
+a node that joins gets an actor, a lost actor is given up and replaced once its node is back
+(the new engine clears what the old one left: ``sandbox.leftovers``). Ray's own retries stay
+off (``max_restarts=0``, ``max_task_retries=0``): re-running a tool is a decision about the
+tool, taken by ``ClusterTransport`` for idempotent ones only.
+
+Placement: least loaded of two random nodes (``NodeLink.load``). Nodes that share a machine
+(``ray.cluster_utils.Cluster`` on one host) get disjoint slices of the session uid range, so
+that two sessions never share a uid on one kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from a2e.caps.tools.plugin import ToolPlugin
+from a2e.client import A2EClient
+from a2e_engine.engine.cluster.links import NodeLink
+from a2e_engine.engine.cluster.node import NodeEngine
+from a2e_engine.engine.cluster.streams import StreamPump
+from a2e_engine.engine.cluster.transport import ClusterTransport
+from a2e_engine.engine.config import EngineConfig
+from a2e_engine.engine.policy import Policy, PolicyFunction, as_policy
+
+__all__ = ["NodeInfo", "RayEngine"]
+
+log = logging.getLogger("a2e.cluster")
+
+#: How long a new node's engine may take to start.
+START_TIMEOUT_S = 120.0
+#: How many nodes on one machine get uids of their own (the range is cut into this many).
+UID_SLOTS = 8
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node with a running engine actor, as ``RayEngine.nodes()`` reports it."""
+
+    node_id: str
+    address: str
+    pid: int  # the actor's process
+    in_flight: int  # this driver's calls there
+    calls_pending: int  # every driver's, as the node last reported
+    calls_running: int
+    workers_waiting: int
+
+
+class RayEngine:
+    """The engine on a Ray cluster (docs/cluster.md)."""
+
+    def __init__(
+        self,
+        plugins: Sequence[ToolPlugin] = (),
+        config: EngineConfig | None = None,
+        *,
+        builtin_tools: bool = True,
+        resource: str | None = None,
+        address: str | None = None,
+        watch_s: float = 1.0,
+    ) -> None:
+        self.config = config or EngineConfig()
+        self.plugins = list(plugins)
+        self.builtin_tools = builtin_tools
+        self.resource = resource
+        self.address = address
+        self.watch_s = watch_s
+        self._pump: StreamPump | None = None
+        self._links: dict[str, NodeLink] = {}  # node id -> its live actor
+        self._starting: dict[str, tuple[NodeLink, Any]] = {}  # node id -> (link, describe ref)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._actor_class: Any = None
+
+    # -- lifecycle --
+
+    def start(self) -> RayEngine:
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+        self._actor_class = ray.remote(NodeEngine)
+        self._pump = StreamPump()
+        self._reconcile()
+        self._wait_for_starting(START_TIMEOUT_S)
+        if not self._links:
+            self.stop()
+            raise RuntimeError(
+                "no node of the Ray cluster could start an engine"
+                + (f" (nodes with resource {self.resource!r})" if self.resource else "")
+            )
+        self._watcher = threading.Thread(target=self._watch, name="a2e-ray-watch", daemon=True)
+        self._watcher.start()
+        return self
+
+    def stop(self) -> None:
+        import ray
+
+        self._stopping.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=10)
+        with self._lock:
+            links = list(self._links.values()) + [link for link, _ in self._starting.values()]
+            self._links.clear()
+            self._starting.clear()
+        stops = []
+        for link in links:
+            with contextlib.suppress(Exception):
+                stops.append(link.actor.stop.remote())
+        with contextlib.suppress(Exception):
+            ray.wait(stops, num_returns=len(stops), timeout=30)
+        for link in links:
+            with contextlib.suppress(Exception):
+                ray.kill(link.actor)
+        if self._pump is not None:
+            self._pump.close()
+
+    def __enter__(self) -> RayEngine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- clients --
+
+    def connect(
+        self,
+        *,
+        spread: bool = False,
+        capabilities: Sequence[str] = ("tools",),
+        client_name: str = "ray",
+        token: str | None = None,
+        policy: Policy | PolicyFunction | None = None,
+    ) -> A2EClient:
+        """An ``A2EClient`` with its handshake done. Its session lives on one node (the least
+        loaded of two); with ``spread``, each call goes to the node placement picks (for
+        stateless calls: a workspace is per node)."""
+        pinned = None if spread else self.pick()
+        if not spread and pinned is None:
+            raise RuntimeError("no node of the cluster has a running engine")
+        transport = ClusterTransport(self, pinned, as_policy(policy) if policy else None)
+        return A2EClient(transport, client_name=client_name, capabilities=capabilities, token=token)
+
+    def nodes(self) -> list[NodeInfo]:
+        with self._lock:
+            links = list(self._links.values())
+        return [
+            NodeInfo(
+                node_id=link.node_id,
+                address=link.address,
+                pid=link.pid,
+                in_flight=link.in_flight,
+                calls_pending=int(link.reported.get("calls_pending", 0)),
+                calls_running=int(link.reported.get("calls_running", 0)),
+                workers_waiting=int(link.reported.get("workers_waiting", 0)),
+            )
+            for link in sorted(links, key=lambda link: link.node_id)
+        ]
+
+    # -- placement (``transport.Nodes``) --
+
+    @property
+    def streams(self) -> StreamPump:
+        if self._pump is None:
+            raise RuntimeError("the RayEngine is not started; use 'with RayEngine(...) as ...'")
+        return self._pump
+
+    def pick(self, exclude: frozenset[str] = frozenset()) -> NodeLink | None:
+        with self._lock:
+            links = [link for link in self._links.values() if link.node_id not in exclude]
+        if not links:
+            return None
+        if len(links) == 1:
+            return links[0]
+        first, second = random.sample(links, 2)
+        return first if first.load() <= second.load() else second
+
+    def report_lost(self, link: NodeLink, why: str) -> None:
+        with self._lock:
+            if self._links.get(link.node_id) is not link:
+                return
+            del self._links[link.node_id]
+        link.lost = why
+        log.warning("node %s lost: %s", link.node_id, why)
+        with contextlib.suppress(Exception):
+            import ray
+
+            ray.kill(link.actor)
+
+    # -- the watcher --
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(self.watch_s):
+            try:
+                self._reconcile()
+                self._wait_for_starting(0)
+                self._refresh_load()
+            except Exception:  # one bad round must not end the watching
+                log.exception("watching the Ray cluster")
+
+    def _wanted_nodes(self) -> dict[str, str]:
+        """Alive nodes that should have an engine: node id -> address."""
+        import ray
+
+        wanted = {}
+        for node in ray.nodes():
+            if not node.get("Alive"):
+                continue
+            if self.resource and not node.get("Resources", {}).get(self.resource):
+                continue
+            wanted[node["NodeID"]] = node.get("NodeManagerAddress", "")
+        return wanted
+
+    def _reconcile(self) -> None:
+        wanted = self._wanted_nodes()
+        with self._lock:
+            gone = [link for node_id, link in self._links.items() if node_id not in wanted]
+            missing = [
+                (node_id, address)
+                for node_id, address in wanted.items()
+                if node_id not in self._links and node_id not in self._starting
+            ]
+        for link in gone:
+            self.report_lost(link, "the node left the cluster")
+        for node_id, address in missing:
+            self._start_actor(node_id, address)
+
+    def _start_actor(self, node_id: str, address: str) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        slot = self._free_uid_slot(address)
+        first, count = self.config.uid_range
+        span = max(1, count // UID_SLOTS)
+        config = replace(self.config, uid_range=(first + slot * span, span))
+        actor = self._actor_class.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            num_cpus=0,
+            max_restarts=0,
+            max_task_retries=0,
+            max_concurrency=1000,
+        ).remote(self.plugins, config, self.builtin_tools, node_id)
+        link = NodeLink(node_id=node_id, address=address, actor=actor, uid_slot=slot)
+        with self._lock:
+            self._starting[node_id] = (link, actor.describe.remote())
+
+    def _free_uid_slot(self, address: str) -> int:
+        with self._lock:
+            links = [*self._links.values(), *(link for link, _ in self._starting.values())]
+        used = {link.uid_slot for link in links if link.address == address}
+        for slot in range(UID_SLOTS):
+            if slot not in used:
+                return slot
+        raise RuntimeError(f"more than {UID_SLOTS} engine nodes on the machine at {address}")
+
+    def _wait_for_starting(self, timeout: float) -> None:
+        import ray
+
+        with self._lock:
+            starting = dict(self._starting)
+        if not starting:
+            return
+        refs = {ref: node_id for node_id, (_, ref) in starting.items()}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+        for ref in ready:
+            node_id = refs[ref]
+            with self._lock:
+                link, _ = self._starting.pop(node_id)
+            try:
+                described = ray.get(ref)
+            except Exception as exc:
+                log.warning("node %s could not start an engine: %s", node_id, _first_line(exc))
+                with contextlib.suppress(Exception):
+                    ray.kill(link.actor)
+                continue
+            link.pid = int(described["pid"])
+            link.idempotent = dict(described["idempotent"])
+            with self._lock:
+                self._links[node_id] = link
+
+    def _refresh_load(self) -> None:
+        import ray
+
+        with self._lock:
+            links = list(self._links.values())
+        refs = {link.actor.load.remote(): link for link in links}
+        ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=self.watch_s)
+        for ref in ready:
+            link = refs[ref]
+            try:
+                link.reported = ray.get(ref)
+            except Exception as exc:
+                self.report_lost(link, _first_line(exc))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]

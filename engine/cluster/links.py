@@ -1,0 +1,39 @@
+"""What the driver knows of one node's engine actor: its handle, its tools, its load."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["NodeLink"]
+
+
+@dataclass
+class NodeLink:
+    """One node's engine actor as the driver sees it. ``in_flight`` counts this driver's calls
+    there; ``reported`` is the node's last ``HostStatus`` (every driver's calls)."""
+
+    node_id: str
+    address: str
+    actor: Any
+    uid_slot: int
+    idempotent: dict[str, bool] = field(default_factory=dict)
+    pid: int = 0
+    in_flight: int = 0
+    reported: dict[str, Any] = field(default_factory=dict)
+    lost: str = ""  # why it was given up, once it was
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def load(self) -> int:
+        """Calls it holds now, as far as this driver can tell: its own in flight there, or
+        what the node last reported if that is more (other drivers' calls)."""
+        return max(self.in_flight, int(self.reported.get("calls_pending", 0)))
+
+    def started_call(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+
+    def ended_call(self) -> None:
+        with self._lock:
+            self.in_flight = max(0, self.in_flight - 1)

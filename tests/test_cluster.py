@@ -1,0 +1,254 @@
+"""RayEngine on a real multi-node Ray cluster on this machine (``ray.cluster_utils.Cluster``).
+
+Every node is a raylet of its own with its own resources, on loopback; each gets an engine
+actor with its own supervisor, zygote and workers. The tests run in order on one cluster: the
+last ones add a node and then take one away.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+# Before Ray is imported: its processes take their address from here, and left to itself Ray
+# dials the machine's interface address, which is not reachable on these machines.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+import psutil
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolEvent
+from a2e_engine.engine import EngineConfig, RayEngine
+
+NODE_ARGS: dict[str, Any] = {
+    "num_cpus": 1,
+    "node_ip_address": "127.0.0.1",
+    "object_store_memory": 80 * 1024 * 1024,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    running = Cluster(
+        initialize_head=True,
+        head_node_args={**NODE_ARGS, "include_dashboard": False, "resources": {"head": 1}},
+    )
+    running.add_node(**NODE_ARGS, resources={"second": 1})
+    ray.init(address=running.address, log_to_driver=False)
+    try:
+        yield running
+    finally:
+        ray.shutdown()
+        running.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_engine(cluster: Cluster) -> Iterator[RayEngine]:
+    config = EngineConfig(prefork=1, max_workers=2, max_timeout=60)
+    with RayEngine(config=config, watch_s=0.5) as engine:
+        yield engine
+
+
+def _node_ids(cluster: Cluster) -> set[str]:
+    return {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+
+
+def _processes_with(marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if marker in " ".join(process.info["cmdline"] or ()):
+            found.append(process)
+    return found
+
+
+def _wait_until(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.2)
+
+
+def test_every_node_gets_an_engine_and_reports_its_load(
+    cluster: Cluster, ray_engine: RayEngine
+) -> None:
+    nodes = ray_engine.nodes()
+    assert {node.node_id for node in nodes} == _node_ids(cluster)
+    assert len({node.pid for node in nodes}) == len(nodes)  # an actor process each
+    assert all(node.address == "127.0.0.1" for node in nodes)
+
+
+def test_spread_calls_land_on_every_node(cluster: Cluster, ray_engine: RayEngine) -> None:
+    client = ray_engine.connect(spread=True)
+    tools = ToolAPI(client)
+    ran_on = []
+    for _ in range(16):
+        result = tools.call(tool_name="python_eval", arguments={"code": "6 * 7"})
+        assert result.success and result.data["value"] == 42, result
+        assert result.usage is not None
+        ran_on.append(result.usage.node_id)
+    assert set(ran_on) == _node_ids(cluster)
+    client.close()
+
+
+def test_a_session_stays_on_its_node_with_its_workspace(ray_engine: RayEngine) -> None:
+    client = ray_engine.connect()
+    tools = ToolAPI(client)
+    wrote = tools.call(
+        tool_name="python_eval", arguments={"code": "open('kept.txt', 'w').write('on one node')"}
+    )
+    read = tools.call(tool_name="read_file", arguments={"path": "kept.txt"})
+    assert wrote.success and read.success, (wrote, read)
+    assert read.data["content"] == "on one node"
+    assert wrote.usage and read.usage and wrote.usage.node_id == read.usage.node_id
+    client.close()
+
+
+def test_streaming_events_arrive_while_the_remote_call_runs(ray_engine: RayEngine) -> None:
+    client = ray_engine.connect()
+    tools = ToolAPI(client)
+    arrivals: list[tuple[float, str]] = []
+
+    def on_event(event: ToolEvent) -> None:
+        arrivals.append((time.monotonic(), str(event.data.get("chunk", ""))))
+
+    code = "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.6)"
+    result = tools.call(
+        tool_name="python_eval", arguments={"code": code}, streaming=True, on_event=on_event
+    )
+    done = time.monotonic()
+    assert result.success, result
+    texts = "".join(text for _, text in arrivals)
+    assert texts.index("line 0") < texts.index("line 1") < texts.index("line 2")
+    # The first line came while the program still slept between the next two.
+    assert done - arrivals[0][0] > 1.0
+    client.close()
+
+
+def test_a_timeout_kills_the_remote_worker(ray_engine: RayEngine) -> None:
+    client = ray_engine.connect()
+    tools = ToolAPI(client)
+    result = tools.call(tool_name="run_shell", arguments={"command": "sleep 987.125"}, timeout=2)
+    assert not result.success and "time" in (result.error or "").lower(), result
+    _wait_until(lambda: not _processes_with("sleep 987.125"), 10, "the timed-out sleep is gone")
+    client.close()
+
+
+def test_a_cancel_kills_the_remote_worker(ray_engine: RayEngine) -> None:
+    client = ray_engine.connect()
+    tools = ToolAPI(client)
+    pending = tools.start(tool_name="run_shell", arguments={"command": "sleep 986.25"}, timeout=30)
+    _wait_until(lambda: bool(_processes_with("sleep 986.25")), 20, "the sleep started")
+    tools.cancel(pending.req_id)
+    result = pending.result()
+    assert not result.success and "cancel" in (result.error or "").lower(), result
+    _wait_until(lambda: not _processes_with("sleep 986.25"), 10, "the cancelled sleep is gone")
+    client.close()
+
+
+def test_a_node_added_later_gets_an_engine_and_calls(
+    cluster: Cluster, ray_engine: RayEngine
+) -> None:
+    added = cluster.add_node(**NODE_ARGS, resources={"third": 1})
+    _wait_until(
+        lambda: added.node_id in {node.node_id for node in ray_engine.nodes()},
+        60,
+        "the new node's engine is up",
+    )
+    tools = ToolAPI(ray_engine.connect(spread=True))
+    ran_on = set()
+    for _ in range(30):
+        result = tools.call(tool_name="python_eval", arguments={"code": "1"})
+        assert result.success and result.usage is not None, result
+        ran_on.add(result.usage.node_id)
+        if added.node_id in ran_on:
+            break
+    assert added.node_id in ran_on
+    tools.client.close()
+
+
+def test_losing_a_node_mid_run(cluster: Cluster, ray_engine: RayEngine) -> None:
+    """Idempotent calls running there complete elsewhere; the others fail with tool_error
+    naming the node; a session pinned there is reported lost; nothing hangs; nothing of the
+    node's engine is left running."""
+    victim = next(node for node in cluster.worker_nodes if node.node_id in _node_ids(cluster))
+    info = next(node for node in ray_engine.nodes() if node.node_id == victim.node_id)
+    engine_processes = psutil.Process(info.pid).children(recursive=True)
+    assert engine_processes  # its zygote and waiting workers
+
+    pinned = None
+    for _ in range(20):  # a session that lives on the victim
+        client = ray_engine.connect()
+        probe = ToolAPI(client).call(tool_name="python_eval", arguments={"code": "1"})
+        if probe.usage and probe.usage.node_id == victim.node_id:
+            pinned = ToolAPI(client)
+            break
+        client.close()
+    assert pinned is not None, "no session landed on the node to remove"
+
+    spread = ToolAPI(ray_engine.connect(spread=True))
+    retried = []
+    script = "sleep 3; echo ran"
+    on_victim = 0
+    for _ in range(12):  # until at least one idempotent call runs on the victim
+        retried.append(
+            spread.start(tool_name="run_code", arguments={"language": "bash", "code": script})
+        )
+        time.sleep(0.05)
+        on_victim = next(n for n in ray_engine.nodes() if n.node_id == victim.node_id).in_flight
+        if on_victim >= 1:
+            break
+    assert on_victim >= 1, "no idempotent call went to the node to remove"
+    lost_call = pinned.start(
+        tool_name="run_shell", arguments={"command": "sleep 985.5"}, timeout=30
+    )
+    _wait_until(lambda: bool(_processes_with("sleep 985.5")), 20, "the pinned call runs")
+
+    cluster.remove_node(victim, allow_graceful=False)
+
+    outcome = lost_call.result()
+    assert not outcome.success and outcome.error_code == "tool_error", outcome
+    assert victim.node_id in (outcome.error or "")
+    for pending in retried:
+        result = pending.result()
+        assert result.success and result.data["status"] == "Success", result
+        assert result.data["run_result"]["stdout"] == "ran\n"
+        assert result.usage is not None and result.usage.node_id != victim.node_id
+    after = pinned.call(tool_name="python_eval", arguments={"code": "1"})
+    assert not after.success and victim.node_id in (after.error or ""), after
+
+    _wait_until(
+        lambda: victim.node_id not in {node.node_id for node in ray_engine.nodes()},
+        30,
+        "the lost node is given up",
+    )
+    _wait_until(
+        lambda: not any(process.is_running() for process in engine_processes),
+        30,
+        "the lost node's zygote and workers are gone",
+    )
+    assert not _processes_with("sleep 985.5")
+    spread.client.close()
+
+
+def test_calls_keep_working_after_the_loss(ray_engine: RayEngine) -> None:
+    tools = ToolAPI(ray_engine.connect(spread=True))
+    results = []
+
+    def call() -> None:
+        results.append(tools.call(tool_name="python_eval", arguments={"code": "2 + 2"}))
+
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 6 and all(r.success and r.data["value"] == 4 for r in results)
+    tools.client.close()
