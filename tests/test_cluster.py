@@ -8,6 +8,7 @@ last ones add a node and then take one away.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from ray.cluster_utils import Cluster
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e_engine.engine import EngineConfig, RayEngine
+from a2e_engine.sandbox.quota import mount_points, under
 
 NODE_ARGS: dict[str, Any] = {
     "num_cpus": 1,
@@ -172,6 +174,41 @@ def test_a_node_added_later_gets_an_engine_and_calls(
             break
     assert added.node_id in ran_on
     tools.client.close()
+
+
+def test_a_killed_engine_actor_is_replaced_and_leaves_nothing(ray_engine: RayEngine) -> None:
+    """What Ray does to an actor (a node removed, an actor killed): its process dies at once.
+    Its engine's zygote and workers, its state directory with the sessions' tmpfs mounts, and
+    its cgroups do not stay; the node gets a new engine."""
+    client = ray_engine.connect()
+    tools = ToolAPI(client)
+    wrote = tools.call(tool_name="python_eval", arguments={"code": "open('f', 'w').write('x')"})
+    assert wrote.success and wrote.usage is not None, wrote
+    old = next(node for node in ray_engine.nodes() if node.node_id == wrote.usage.node_id)
+    assert old.zygote_pid and old.cgroups and os.path.isdir(old.state_dir)
+    assert any(under(point, old.state_dir) for point in mount_points())  # the session's tmpfs
+    engine_processes = psutil.Process(old.pid).children(recursive=True)
+
+    os.kill(old.pid, signal.SIGKILL)
+
+    def replaced() -> bool:
+        now = [node for node in ray_engine.nodes() if node.node_id == old.node_id]
+        return bool(now) and now[0].pid != old.pid
+
+    _wait_until(replaced, 60, "the node has a new engine")
+    _wait_until(
+        lambda: not any(process.is_running() for process in engine_processes),
+        30,
+        "the old engine's zygote and workers are gone",
+    )
+    assert not os.path.exists(old.state_dir)
+    assert not any(under(point, old.state_dir) for point in mount_points())
+    assert not any(os.path.exists(path) for path in old.cgroups)
+    after = tools.call(tool_name="python_eval", arguments={"code": "1"})
+    assert not after.success and old.node_id in (after.error or ""), after
+    fresh = ToolAPI(ray_engine.connect())
+    assert fresh.call(tool_name="python_eval", arguments={"code": "1"}).success
+    fresh.client.close()
 
 
 def test_losing_a_node_mid_run(cluster: Cluster, ray_engine: RayEngine) -> None:

@@ -53,6 +53,9 @@ class NodeInfo:
     calls_pending: int  # every driver's, as the node last reported
     calls_running: int
     workers_waiting: int
+    state_dir: str  # its engine's, on that node
+    zygote_pid: int | None
+    cgroups: tuple[str, ...]
 
 
 class RayEngine:
@@ -163,6 +166,9 @@ class RayEngine:
                 calls_pending=int(link.reported.get("calls_pending", 0)),
                 calls_running=int(link.reported.get("calls_running", 0)),
                 workers_waiting=int(link.reported.get("workers_waiting", 0)),
+                state_dir=str(link.described.get("state_dir", "")),
+                zygote_pid=link.described.get("zygote_pid"),
+                cgroups=tuple(link.described.get("cgroups", ())),
             )
             for link in sorted(links, key=lambda link: link.node_id)
         ]
@@ -283,6 +289,7 @@ class RayEngine:
                     ray.kill(link.actor)
                 continue
             link.pid = int(described["pid"])
+            link.described = described
             link.idempotent = dict(described["idempotent"])
             with self._lock:
                 self._links[node_id] = link

@@ -20,6 +20,7 @@ class NodeLink:
     uid_slot: int
     idempotent: dict[str, bool] = field(default_factory=dict)
     pid: int = 0
+    described: dict[str, Any] = field(default_factory=dict)  # NodeEngine.describe()
     in_flight: int = 0
     reported: dict[str, Any] = field(default_factory=dict)
     lost: str = ""  # why it was given up, once it was

@@ -57,14 +57,24 @@ class NodeEngine:
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def describe(self) -> dict[str, Any]:
-        """Who this is: the node, the process, the machine, the tools and which may be retried."""
+        """Who this is: the node, the process, the machine, the tools and which may be retried,
+        and what its engine made on the machine (for checking that a lost one left nothing)."""
         definitions = self.engine.registry.definitions
         tools = {definition.name: definition.idempotent for definition in definitions}
+        layers = self.engine.layers
+        pool = self.engine.pool
         return {
             "node_id": self.node_id,
             "pid": os.getpid(),
             "hostname": socket.gethostname(),
             "idempotent": tools,
+            "state_dir": self.engine.state_dir,
+            "zygote_pid": pool.zygote_pid if pool is not None else None,
+            "cgroups": [
+                layers[name]["path"]
+                for name in ("pids_cgroup", "memory_cgroup")
+                if layers.get(name, {}).get("active")
+            ],
         }
 
     def load(self) -> dict[str, Any]:
