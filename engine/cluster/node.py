@@ -2,8 +2,9 @@
 
 Each client connection of a driver is one host connection here (``open``); every request the
 client sends is one ``exchange``, a Ray streaming generator that yields the replies to that
-request as they come: for a call, its events in batches (what one turn of the engine loop sent
-at once) and then its response, which names this node (``usage.node_id``). Messages travel as
+request as they come: for a streaming call, its events in batches (what one turn of the engine
+loop sent at once) and then its response, which names this node (``usage.node_id``). Requests
+whose replies all come at the end go through ``ask``, one plain actor call. Messages travel as
 wire JSON and are decoded with the protocol's codec on each side.
 
 The class is plain Python; ``backend`` makes it a Ray actor (async, so that a slow call's
@@ -117,6 +118,15 @@ class NodeEngine:
                     return
         finally:
             relayed.waiting.pop(message.id, None)
+
+    async def ask(self, conn_id: str, line: str) -> list[str]:
+        """Send one request whose replies come at the end (everything but a streaming call:
+        a call that does not stream keeps its events in its result); all of them at once,
+        which spares Ray a report per item and one for the stream's end."""
+        replies = []
+        async for batch in self.exchange(conn_id, line):
+            replies.extend(batch)
+        return replies
 
     def _named(self, reply: A2EMessage) -> A2EMessage:
         """A call's response with this node's id in its usage."""

@@ -35,6 +35,21 @@ class StreamPump:
         """Read ``stream`` (an ``ObjectRefGenerator``) to its end on the loop."""
         asyncio.run_coroutine_threadsafe(self._drain(stream, deliver, lost), self.loop)
 
+    def resolve(self, ref: Any, deliver: Deliver, lost: Lost) -> None:
+        """Wait for ``ref`` (a plain actor call's list of replies) on the loop."""
+        asyncio.run_coroutine_threadsafe(self._resolve(ref, deliver, lost), self.loop)
+
+    async def _resolve(self, ref: Any, deliver: Deliver, lost: Lost) -> None:
+        import ray.exceptions
+
+        try:
+            for line in await ref:
+                deliver(codec.decode(line))
+        except ray.exceptions.RayError as exc:
+            lost(_one_line(exc))
+        except codec.ProtocolError as exc:
+            lost(f"the node sent an unreadable reply: {exc}")
+
     async def _drain(self, stream: Any, deliver: Deliver, lost: Lost) -> None:
         import ray.exceptions
 

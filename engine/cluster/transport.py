@@ -209,14 +209,13 @@ class ClusterTransport:
         try:
             session = self._open(link)
             request = self._handshake.model_copy(update={"id": uuid.uuid4().hex})
-            stream = link.actor.exchange.remote(session.conn_id, codec.encode(request))
-            for ref in stream:
-                for line in ray.get(ref, timeout=OPEN_TIMEOUT_S):
-                    reply = codec.decode(line)
-                    if isinstance(reply, HandshakeResponse):
-                        session.session_id = reply.session_id
-                    elif isinstance(reply, A2EError):
-                        raise _NoNode(f"node {link.node_id} refused the handshake: {reply.message}")
+            replies = link.actor.ask.remote(session.conn_id, codec.encode(request))
+            for line in ray.get(replies, timeout=OPEN_TIMEOUT_S):
+                reply = codec.decode(line)
+                if isinstance(reply, HandshakeResponse):
+                    session.session_id = reply.session_id
+                elif isinstance(reply, A2EError):
+                    raise _NoNode(f"node {link.node_id} refused the handshake: {reply.message}")
         except _NoNode:
             raise
         except Exception as exc:
@@ -237,12 +236,17 @@ class ClusterTransport:
     ) -> None:
         if session.session_id and hasattr(request, "session_id"):
             request = request.model_copy(update={"session_id": session.session_id})
+        streamed = isinstance(request, ToolCallRequest) and request.streaming
+        actor, line = session.link.actor, codec.encode(request)
         try:
-            stream = session.link.actor.exchange.remote(session.conn_id, codec.encode(request))
+            if streamed:
+                self._nodes.streams.drain(
+                    actor.exchange.remote(session.conn_id, line), deliver, lost
+                )
+            else:
+                self._nodes.streams.resolve(actor.ask.remote(session.conn_id, line), deliver, lost)
         except Exception as exc:
             lost(str(exc))
-            return
-        self._nodes.streams.drain(stream, deliver, lost)
 
     def _deliver(self, message: A2EMessage) -> None:
         if not self._closed:
