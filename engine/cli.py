@@ -316,6 +316,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     if [args.stdio, args.mcp, args.http is not None].count(True) != 1:
         raise UsageError("serve: give one of --stdio, --mcp or --http [HOST:PORT]")
+    if (args.ray or args.ray_resource) and args.http is None:
+        raise UsageError("serve: --ray serves a Ray cluster over --http only")
     if args.stdio:
         return _serve_stdio(args)
     if args.mcp:
@@ -412,7 +414,10 @@ def _serve_http(args: argparse.Namespace) -> int:
     service_config = _service_config(args)
     # The service checks the token on every request, before any message reaches the engine.
     engine_args = argparse.Namespace(**{**vars(args), "token": None})
-    with _started(_engine_from_args(engine_args)) as engine:
+    engine: Any = _engine_from_args(engine_args)
+    if args.ray or args.ray_resource:
+        engine = _on_ray(engine, args.ray, args.ray_resource)
+    with _started(engine) as engine:
         service = HttpService(engine, service_config)
         try:
             engine.run(service.start(), timeout=60)
@@ -434,6 +439,24 @@ def _serve_http(args: argparse.Namespace) -> int:
         _say(f"stopping: calls in flight have {service_config.drain_s:g} s to finish")
         engine.run(service.drain(), timeout=service_config.drain_s + 60)
     return 0
+
+
+def _on_ray(engine: Engine, address: str | None, resource: str | None) -> Any:
+    """The same plugins, configuration and policy, on every node of a Ray cluster."""
+    try:
+        import ray  # noqa: F401 - said here, in one line, rather than at start
+
+        from a2e_engine.engine.cluster import RayEngine
+    except ImportError:
+        raise UsageError("--ray needs Ray: pip install 'a2e-engine[ray]'") from None
+    return RayEngine(
+        engine.registry.plugins,
+        engine.config,
+        builtin_tools=False,  # the registry holds them already
+        resource=resource,
+        address=address or "auto",
+        policy=engine.policy,
+    )
 
 
 def _layer_summary(engine: Engine) -> str:
@@ -711,6 +734,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=64 * 1024 * 1024,
         help="what may wait for a client that does not read before it is dropped (64 MiB)",
+    )
+    http.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="serve a Ray cluster: an engine on each of its nodes (docs/cluster.md); "
+        "'auto' for the cluster this machine is in",
+    )
+    http.add_argument(
+        "--ray-resource",
+        metavar="NAME",
+        help="with --ray, only the nodes that have this custom resource",
     )
     _add_engine_options(serve)
     serve.set_defaults(func=cmd_serve)

@@ -19,6 +19,7 @@ from typing import Any
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
+import httpx
 import psutil
 import pytest
 import ray
@@ -26,8 +27,11 @@ from ray.cluster_utils import Cluster
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
+from a2e.client import A2EClient
+from a2e.transports import WebSocketTransport
 from a2e_engine.engine import EngineConfig, RayEngine
 from a2e_engine.sandbox.quota import mount_points, under
+from tests.service_process import ServiceProcess
 
 NODE_ARGS: dict[str, Any] = {
     "num_cpus": 1,
@@ -153,6 +157,48 @@ def test_a_cancel_kills_the_remote_worker(ray_engine: RayEngine) -> None:
     assert not result.success and "cancel" in (result.error or "").lower(), result
     _wait_until(lambda: not _processes_with("sleep 986.25"), 10, "the cancelled sleep is gone")
     client.close()
+
+
+def test_the_http_service_serves_the_cluster(cluster: Cluster) -> None:
+    """``a2e serve --http --ray``: a service in front of the cluster (here its head node),
+    driven over REST and over WebSocket; each answer names the node that ran it."""
+    assert cluster.head_node is not None
+    head = cluster.head_node.node_id
+    server = ServiceProcess(
+        "--token", "t0ken", "--ray", cluster.address, "--ray-resource", "head",
+        "--no-entry-points",
+    )  # fmt: skip
+    try:
+        reply = httpx.post(
+            f"{server.url}/v1/tools/python_eval",
+            json={"arguments": {"code": "6 * 7"}},
+            headers={"Authorization": "Bearer t0ken"},
+            timeout=60,
+        )
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["data"]["value"] == 42
+        assert reply.json()["usage"]["node_id"] == head
+        refused = httpx.post(
+            f"{server.url}/v1/tools/python_eval", json={"arguments": {"code": "1"}}, timeout=10
+        )
+        assert refused.status_code == 401
+        client = A2EClient(WebSocketTransport(server.ws_url, token="t0ken"))
+        tools = ToolAPI(client)
+        chunks: list[str] = []
+        result = tools.call(
+            tool_name="python_eval",
+            arguments={"code": "print('streamed', flush=True)\n2 + 2"},
+            streaming=True,
+            on_event=lambda event: chunks.append(str(event.data.get("chunk", ""))),
+        )
+        assert result.success and result.data["value"] == 4, result
+        assert result.usage is not None and result.usage.node_id == head
+        assert "streamed" in "".join(chunks)
+        ready = httpx.get(f"{server.url}/readyz", headers={"Authorization": "Bearer t0ken"})
+        assert ready.status_code == 200, ready.text
+        client.close()
+    finally:
+        assert server.stop() == 0, "".join(server.stderr)
 
 
 def test_a_node_added_later_gets_an_engine_and_calls(

@@ -15,26 +15,30 @@ that two sessions never share a uid on one kernel.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e.client import A2EClient
+from a2e_engine.engine.cluster.host import ClusterHost
 from a2e_engine.engine.cluster.links import NodeLink
 from a2e_engine.engine.cluster.node import NodeEngine
 from a2e_engine.engine.cluster.streams import StreamPump
 from a2e_engine.engine.cluster.transport import ClusterTransport
 from a2e_engine.engine.config import EngineConfig
+from a2e_engine.engine.host import HostStatus, Send
 from a2e_engine.engine.policy import Policy, PolicyFunction, as_policy
 
 __all__ = ["NodeInfo", "RayEngine"]
 
 log = logging.getLogger("a2e.cluster")
+T = TypeVar("T")
 
 #: How long a new node's engine may take to start.
 START_TIMEOUT_S = 120.0
@@ -70,8 +74,10 @@ class RayEngine:
         resource: str | None = None,
         address: str | None = None,
         watch_s: float = 1.0,
+        policy: Policy | PolicyFunction | None = None,
     ) -> None:
         self.config = config or EngineConfig()
+        self.policy = policy
         self.plugins = list(plugins)
         self.builtin_tools = builtin_tools
         self.resource = resource
@@ -84,6 +90,7 @@ class RayEngine:
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
         self._actor_class: Any = None
+        self._host = ClusterHost(self)
 
     # -- lifecycle --
 
@@ -104,12 +111,14 @@ class RayEngine:
             )
         self._watcher = threading.Thread(target=self._watch, name="a2e-ray-watch", daemon=True)
         self._watcher.start()
+        self._host.start()
         return self
 
     def stop(self) -> None:
         import ray
 
         self._stopping.set()
+        self._host.stop()
         if self._watcher is not None:
             self._watcher.join(timeout=10)
         with self._lock:
@@ -153,6 +162,30 @@ class RayEngine:
             raise RuntimeError("no node of the cluster has a running engine")
         transport = ClusterTransport(self, pinned, as_policy(policy) if policy else None)
         return A2EClient(transport, client_name=client_name, capabilities=capabilities, token=token)
+
+    # -- the host protocol (engine.host.Host), for a2e serve --http --ray --
+
+    def open_connection(self, send: Send, *, policy: Policy | None = None, name: str = "") -> Any:
+        """A host connection whose session lives on one node (``cluster.host``)."""
+        return self._host.open_connection(send, policy=policy, name=name)
+
+    def status(self) -> HostStatus:
+        return self._host.status()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run a coroutine on the host loop (where services run) and wait for its result."""
+        return self._host.run(coro, timeout)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._host.loop
+
+    @property
+    def layers(self) -> dict[str, Any]:
+        """The isolation layers of a node's engine (each node reports its own in ``nodes``)."""
+        with self._lock:
+            links = sorted(self._links.values(), key=lambda link: link.node_id)
+        return dict(links[0].described.get("layers", {})) if links else {}
 
     def nodes(self) -> list[NodeInfo]:
         with self._lock:
@@ -254,7 +287,7 @@ class RayEngine:
             max_restarts=0,
             max_task_retries=0,
             max_concurrency=1000,
-        ).remote(self.plugins, config, self.builtin_tools, node_id)
+        ).remote(self.plugins, config, self.builtin_tools, node_id, self.policy)
         link = NodeLink(node_id=node_id, address=address, actor=actor, uid_slot=slot)
         with self._lock:
             self._starting[node_id] = (link, actor.describe.remote())

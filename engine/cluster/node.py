@@ -27,7 +27,7 @@ from a2e.caps.tools.plugin import ToolPlugin
 from a2e.messages import A2EMessage
 from a2e_engine.engine.config import EngineConfig
 from a2e_engine.engine.host import HostClosed, HostConnection
-from a2e_engine.engine.policy import Policy
+from a2e_engine.engine.policy import Policy, PolicyFunction
 
 __all__ = ["NodeEngine"]
 
@@ -49,11 +49,12 @@ class NodeEngine:
         config: EngineConfig,
         builtin_tools: bool,
         node_id: str,
+        policy: Policy | PolicyFunction | None = None,
     ) -> None:
         from a2e_engine.engine.engine import Engine
 
         self.node_id = node_id
-        self.engine = Engine(plugins, config, builtin_tools=builtin_tools).start()
+        self.engine = Engine(plugins, config, builtin_tools=builtin_tools, policy=policy).start()
         self.connections: dict[str, _Relayed] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -71,6 +72,7 @@ class NodeEngine:
             "idempotent": tools,
             "state_dir": self.engine.state_dir,
             "zygote_pid": pool.zygote_pid if pool is not None else None,
+            "layers": layers,
             "cgroups": [
                 layers[name]["path"]
                 for name in ("pids_cgroup", "memory_cgroup")

@@ -100,6 +100,10 @@ class ClusterTransport:
             self._inbox.put(None)  # later receivers see the end too
         return message
 
+    def calls_in_flight(self) -> int:
+        with self._lock:
+            return len(self._calls)
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
