@@ -1,7 +1,7 @@
 """``a2e bench``: what a sandboxed call costs on this engine and on what people use instead,
 measured in the same run; each engine figure also as a ratio to each alternative.
 
-    a2e bench [--quick] [--workloads trivial,python_eval,stream,humaneval]
+    a2e bench [--quick] [--workloads trivial,python_eval,stream,humaneval] [--systems ...]
               [--concurrency 1,2,4,8] [--seconds S] [--json PATH] [--chart PATH]
 
 Workloads: a trivial tool (the cost of isolation itself), ``python_eval`` of a small snippet,
@@ -50,6 +50,7 @@ LOAD_FRACTIONS = (0.25, 0.5, 0.9)
 @dataclass
 class Options:
     workloads: list[str] = field(default_factory=lambda: [w.key for w in WORKLOADS])
+    systems: list[str] = field(default_factory=lambda: [s.key for s in SYSTEMS])
     concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
     calls: int = 2000  # at most, per figure
     seconds: float = 2.0  # at most, per figure
@@ -111,6 +112,8 @@ def run(options: Options) -> dict[str, Any]:
             continue
         systems = []
         for system in SYSTEMS:
+            if system.key not in options.systems:
+                continue
             why = why_unavailable(system, workload)
             if not why:
                 systems.append(system)
@@ -418,6 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--workloads", help="comma-separated: " + ",".join(w.key for w in WORKLOADS)
     )
+    parser.add_argument("--systems", help="comma-separated: " + ",".join(s.key for s in SYSTEMS))
     parser.add_argument("--concurrency", help="comma-separated levels (default 1,2,4,8)")
     parser.add_argument("--seconds", type=float, help="at most this long per figure (2)")
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON")
@@ -450,6 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         unknown = set(options.workloads) - {w.key for w in WORKLOADS}
         if unknown:
             parser.error(f"--workloads: unknown {sorted(unknown)}")
+    if args.systems:
+        options.systems = args.systems.split(",")
+        unknown = set(options.systems) - {s.key for s in SYSTEMS}
+        if unknown:
+            parser.error(f"--systems: unknown {sorted(unknown)}")
     if args.concurrency:
         try:
             options.concurrency = [int(level) for level in args.concurrency.split(",")]

@@ -95,6 +95,11 @@ def test_bench_refuses_bad_options() -> None:
         capture_output=True, text=True, timeout=60, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 2 and "each level must be 1-64" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--systems", "engine,docker"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--systems: unknown ['docker']" in proc.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the layer benchmark needs root")
@@ -284,3 +289,17 @@ def test_the_judge_workload_agrees_with_its_alternative() -> None:
         ]
     assert verdicts == ["AC", "AC", "WA"]
     assert [judged_with_subprocess(p) for p in (*payloads, broken)] == verdicts
+
+
+def test_the_ray_scaling_table() -> None:
+    """``benchmarks.ray_scaling`` starts a local cluster per row and spreads calls over it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "a2e_engine.benchmarks.ray_scaling", "--nodes", "1,2",
+         "--concurrency", "2", "--seconds", "0.3"],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines()[1:]]
+    assert [(row[0], row[1]) for row in rows] == [("1", "2"), ("2", "2")], proc.stdout
+    assert all(float(row[2]) > 0 and float(row[4]) > 0 for row in rows)
+    assert rows[0][3] == "1.00"
