@@ -21,7 +21,7 @@ import pytest
 from a2e_engine.benchmarks import bench, bounds
 from a2e_engine.benchmarks.bench import Options, Progress
 from a2e_engine.benchmarks.measure import Figures, open_loop
-from a2e_engine.benchmarks.systems import Opened, System
+from a2e_engine.benchmarks.systems import SYSTEMS, Opened, System
 from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,12 +38,14 @@ def run(*args: str) -> str:
 def test_a2e_bench_quick(tmp_path: Path) -> None:
     """The command CI runs so the benchmark cannot rot: every workload but the judge (whose
     compiles and JVMs cost a minute; test_the_judge_workload_agrees_with_its_alternative),
-    every system this host has, answers that agree, a JSON report and a chart. No speed is
+    every system this host has but Ray (whose cluster takes seconds to start: tests/
+    test_cluster.py measures on the one it has), answers that agree, a JSON report and a chart. No speed is
     asserted."""
     report_path, chart_path = tmp_path / "bench.json", tmp_path / "bench.png"
     proc = subprocess.run(
         [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--quick", "--no-progress",
          "--workloads", "trivial,python_eval,stream,humaneval",
+         "--systems", ",".join(s.key for s in SYSTEMS if s.key != "engine_ray"),
          "--json", str(report_path), "--chart", str(chart_path)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
@@ -53,11 +55,11 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     for workload in report["workloads"].values():
         assert workload["failed"] == {}
         results = workload["results"]
-        engines = {"engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp", "engine_ray"}
+        engines = {"engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp"}
         assert engines | {"fork", "mp_process", "subprocess"} <= set(results)
         assert all(f["calls"] > 0 for by_c in results.values() for f in by_c.values())
         assert set(workload["ratios"]["engine"]) >= {"fork", "mp_process", "subprocess"}
-        for transport in ("engine_stdio", "engine_ws", "engine_rest", "engine_mcp", "engine_ray"):
+        for transport in ("engine_stdio", "engine_ws", "engine_rest", "engine_mcp"):
             assert workload["ratios"][transport]["engine"], transport  # x in-process
         assert workload["ratios"]["engine_mcp"]["engine_stdio"]  # MCP x A2E's stdio
     humaneval = report["workloads"]["humaneval"]
@@ -68,8 +70,6 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     trivial = report["workloads"]["trivial"]["extras"]["engine"]
     assert set(trivial["open_loop"]) == {"0.25", "0.50", "0.90"}
     assert {"supervisor", "zygote", "waiting_workers"} <= set(trivial["memory"])
-    on_ray = report["workloads"]["trivial"]["extras"]["engine_ray"]["cpu_per_call_ms"]["2"]
-    assert {"driver_cpu_ms", "supervisor_cpu_ms", "workers_cpu_ms"} <= set(on_ray)
     assert chart_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "trivial tool" in proc.stdout and "x fork" in proc.stdout
     assert "x in-process" in proc.stdout

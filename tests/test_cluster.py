@@ -29,6 +29,9 @@ from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e.client import A2EClient
 from a2e.transports import WebSocketTransport
+from a2e_engine.benchmarks.ray_system import ray_system
+from a2e_engine.benchmarks.resources import CpuMeter
+from a2e_engine.benchmarks.workloads import WORKLOADS
 from a2e_engine.engine import EngineConfig, RayEngine
 from a2e_engine.sandbox.quota import mount_points, under
 from tests.service_process import ServiceProcess
@@ -157,6 +160,34 @@ def test_a_cancel_kills_the_remote_worker(ray_engine: RayEngine) -> None:
     assert not result.success and "cancel" in (result.error or "").lower(), result
     _wait_until(lambda: not _processes_with("sleep 986.25"), 10, "the cancelled sleep is gone")
     client.close()
+
+
+def test_a_request_too_large_is_refused_and_loses_no_node(ray_engine: RayEngine) -> None:
+    """What a client sends can fail its request, never its node."""
+    before = {node.node_id: node.pid for node in ray_engine.nodes()}
+    client = ray_engine.connect()
+    tools = ToolAPI(client)
+    huge = tools.call(tool_name="python_eval", arguments={"code": "#" + "x" * (17 << 20)})
+    assert not huge.success and "exceeds the limit" in (huge.error or ""), huge.error
+    assert tools.call(tool_name="python_eval", arguments={"code": "1"}).success
+    assert {node.node_id: node.pid for node in ray_engine.nodes()} == before
+    client.close()
+
+
+def test_the_bench_system_on_ray(cluster: Cluster) -> None:
+    """``a2e bench``'s "engine on Ray (1 node)", on this cluster's head node: its calls
+    succeed, and its CPU figures name the driver."""
+    trivial = next(w for w in WORKLOADS if w.key == "trivial")
+    payloads = trivial.payloads()
+    with ray_system(resource="head")(trivial, payloads) as opened:
+        roles = opened.processes()
+        meter = CpuMeter(roles)
+        meter.start()
+        answers = [opened.call() for _ in range(10)]
+        cpu = meter.per_call_ms(len(answers))
+    assert {"driver", "supervisor", "zygote"} <= set(roles)
+    assert {"driver_cpu_ms", "supervisor_cpu_ms", "workers_cpu_ms"} <= set(cpu)
+    assert [index for index, _ in answers] == [0] * 10  # each call raises unless it succeeded
 
 
 def test_the_http_service_serves_the_cluster(cluster: Cluster) -> None:

@@ -5,6 +5,7 @@ out talks to them through ``transport``, whose messages travel on Ray's streamin
 (``streams``). Importing this package does not import Ray; starting a ``RayEngine`` does.
 """
 
-from a2e_engine.engine.cluster.backend import NodeInfo, RayEngine
+from a2e_engine.engine.cluster.backend import RayEngine
+from a2e_engine.engine.cluster.links import NodeInfo
 
 __all__ = ["NodeInfo", "RayEngine"]

@@ -21,13 +21,13 @@ import logging
 import random
 import threading
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e.client import A2EClient
 from a2e_engine.engine.cluster.host import ClusterHost
-from a2e_engine.engine.cluster.links import NodeLink
+from a2e_engine.engine.cluster.links import NodeInfo, NodeLink
 from a2e_engine.engine.cluster.node import NodeEngine
 from a2e_engine.engine.cluster.streams import StreamPump
 from a2e_engine.engine.cluster.transport import ClusterTransport
@@ -44,22 +44,6 @@ T = TypeVar("T")
 START_TIMEOUT_S = 120.0
 #: How many nodes on one machine get uids of their own (the range is cut into this many).
 UID_SLOTS = 8
-
-
-@dataclass(frozen=True)
-class NodeInfo:
-    """A node with a running engine actor, as ``RayEngine.nodes()`` reports it."""
-
-    node_id: str
-    address: str
-    pid: int  # the actor's process
-    in_flight: int  # this driver's calls there
-    calls_pending: int  # every driver's, as the node last reported
-    calls_running: int
-    workers_waiting: int
-    state_dir: str  # its engine's, on that node
-    zygote_pid: int | None
-    cgroups: tuple[str, ...]
 
 
 class RayEngine:

@@ -15,18 +15,16 @@ import queue
 import threading
 import time
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from a2e.codec import ProtocolError
 from a2e.messages import A2EMessage
 from a2e.transport import TransportClosed
-from a2e_engine.engine.cluster.transport import ClusterTransport
+from a2e_engine.engine.cluster.links import NodeInfo
+from a2e_engine.engine.cluster.transport import ClusterTransport, Nodes
 from a2e_engine.engine.host import HostClosed, HostStatus, Send
 from a2e_engine.engine.loop import EngineLoop
 from a2e_engine.engine.policy import Policy
-
-if TYPE_CHECKING:
-    from a2e_engine.engine.cluster.backend import RayEngine
 
 __all__ = ["ClusterHost"]
 
@@ -36,8 +34,15 @@ T = TypeVar("T")
 FINISH_POLL_S = 0.05
 
 
+class Cluster(Nodes, Protocol):
+    """What the host needs of the ``RayEngine``: placement, and the nodes' load."""
+
+    def nodes(self) -> list[NodeInfo]:
+        """The nodes with a running engine."""
+
+
 class ClusterHost:
-    def __init__(self, cluster: RayEngine) -> None:
+    def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self._loop = EngineLoop()
 

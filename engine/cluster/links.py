@@ -1,4 +1,5 @@
-"""What the driver knows of one node's engine actor: its handle, its tools, its load."""
+"""What the driver knows of one node's engine actor: its handle, its tools, its load; and
+what ``RayEngine.nodes()`` reports of it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NodeLink"]
+__all__ = ["NodeInfo", "NodeLink"]
 
 
 @dataclass
@@ -38,3 +39,19 @@ class NodeLink:
     def ended_call(self) -> None:
         with self._lock:
             self.in_flight = max(0, self.in_flight - 1)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node with a running engine actor, as ``RayEngine.nodes()`` reports it."""
+
+    node_id: str
+    address: str
+    pid: int  # the actor's process
+    in_flight: int  # this driver's calls there
+    calls_pending: int  # every driver's, as the node last reported
+    calls_running: int
+    workers_waiting: int
+    state_dir: str  # its engine's, on that node
+    zygote_pid: int | None
+    cgroups: tuple[str, ...]

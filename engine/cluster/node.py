@@ -101,7 +101,11 @@ class NodeEngine:
     async def exchange(self, conn_id: str, line: str) -> AsyncIterator[list[str]]:
         """Send one request of the client's; yield its replies, a batch at a time."""
         relayed = self.connections.get(conn_id)
-        message = codec.decode(line)
+        try:
+            message = codec.decode(line)
+        except codec.ProtocolError as exc:  # too large, say: the client's answer, not a fault
+            yield [codec.encode(exc.to_message())]
+            return
         if relayed is None or relayed.host is None:
             raise HostClosed(f"connection {conn_id} is not open on node {self.node_id}")
         if isinstance(message, ToolCancelRequest):

@@ -20,7 +20,9 @@ from a2e.messages import A2EMessage
 __all__ = ["StreamPump"]
 
 Deliver = Callable[[A2EMessage], None]
-Lost = Callable[[str], None]
+#: Why a stream failed, and whether its node is lost (its actor died or cannot be reached)
+#: rather than only this request (the actor's method raised).
+Lost = Callable[[str, bool], None]
 
 
 class StreamPump:
@@ -45,10 +47,12 @@ class StreamPump:
         try:
             for line in await ref:
                 deliver(codec.decode(line))
+        except ray.exceptions.RayActorError as exc:
+            lost(_one_line(exc), True)
         except ray.exceptions.RayError as exc:
-            lost(_one_line(exc))
+            lost(_one_line(exc), False)
         except codec.ProtocolError as exc:
-            lost(f"the node sent an unreadable reply: {exc}")
+            lost(f"the node sent an unreadable reply: {exc}", False)
 
     async def _drain(self, stream: Any, deliver: Deliver, lost: Lost) -> None:
         import ray.exceptions
@@ -57,10 +61,12 @@ class StreamPump:
             async for ref in stream:
                 for line in await ref:
                     deliver(codec.decode(line))
+        except ray.exceptions.RayActorError as exc:
+            lost(_one_line(exc), True)
         except ray.exceptions.RayError as exc:
-            lost(_one_line(exc))
+            lost(_one_line(exc), False)
         except codec.ProtocolError as exc:  # a node of ours sent what it must not
-            lost(f"the node sent an unreadable reply: {exc}")
+            lost(f"the node sent an unreadable reply: {exc}", False)
 
     def close(self) -> None:
         if self.loop.is_closed():

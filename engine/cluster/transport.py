@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from a2e import codec
@@ -138,18 +139,27 @@ class ClusterTransport:
             self._deliver(reply)
 
         self._exchange(
-            session, request, deliver, lambda why: self._request_lost(request, link, why)
+            session,
+            request,
+            deliver,
+            partial(self._request_lost, request, link),
         )
 
     def _send_other(self, request: A2EMessage) -> None:
         with self._lock:
             session = next(iter(self._sessions.values()), None)
         if session is None:
-            self._deliver(_error(request.id, "the handshake has not been done"))
-            return
+            try:  # spread, and the node of every session so far was lost: a new one
+                session = self._session_for_call(frozenset())
+            except _NoNode as exc:
+                self._deliver(_error(request.id, str(exc)))
+                return
         link = session.link
         self._exchange(
-            session, request, self._deliver, lambda why: self._request_lost(request, link, why)
+            session,
+            request,
+            self._deliver,
+            partial(self._request_lost, request, link),
         )
 
     def _send_call(self, request: ToolCallRequest, exclude: frozenset[str] = frozenset()) -> None:
@@ -168,14 +178,14 @@ class ClusterTransport:
                 self._call_ended(request.id)
             self._deliver(reply)
 
-        self._exchange(session, request, deliver, lambda why: self._call_lost(call, why))
+        self._exchange(session, request, deliver, partial(self._call_lost, call))
 
     def _send_cancel(self, request: ToolCancelRequest) -> None:
         with self._lock:
             call = self._calls.get(request.req_id)
         if call is None:
             return  # it ended already, or never ran here: nothing to cancel
-        self._exchange(call.session, request, self._deliver, lambda why: None)
+        self._exchange(call.session, request, self._deliver, lambda why, gone: None)
 
     # -- sessions on nodes --
 
@@ -236,12 +246,22 @@ class ClusterTransport:
         session: _NodeSession,
         request: A2EMessage,
         deliver: Callable[[A2EMessage], None],
-        lost: Callable[[str], None],
+        lost: Callable[[str, bool], None],
     ) -> None:
         if session.session_id and hasattr(request, "session_id"):
             request = request.model_copy(update={"session_id": session.session_id})
         streamed = isinstance(request, ToolCallRequest) and request.streaming
         actor, line = session.link.actor, codec.encode(request)
+        if len(line) > codec.MAX_MESSAGE_BYTES:  # the node's codec would refuse it, unnamed
+            too_large = f"message of {len(line)} bytes exceeds the limit of "
+            deliver(
+                A2EError(
+                    req_id=request.id,
+                    code=ErrorCode.MESSAGE_TOO_LARGE,
+                    message=too_large + f"{codec.MAX_MESSAGE_BYTES} bytes",
+                )
+            )
+            return
         try:
             if streamed:
                 self._nodes.streams.drain(
@@ -250,7 +270,7 @@ class ClusterTransport:
             else:
                 self._nodes.streams.resolve(actor.ask.remote(session.conn_id, line), deliver, lost)
         except Exception as exc:
-            lost(str(exc))
+            lost(str(exc), True)
 
     def _deliver(self, message: A2EMessage) -> None:
         if not self._closed:
@@ -271,13 +291,16 @@ class ClusterTransport:
             if session is not None and session.link is link:
                 del self._sessions[link.node_id]
 
-    def _request_lost(self, request: A2EMessage, link: NodeLink, why: str) -> None:
+    def _request_lost(self, request: A2EMessage, link: NodeLink, why: str, gone: bool) -> None:
+        if not gone:  # only this request failed on the node
+            self._deliver(_error(request.id, f"node {link.node_id} could not serve it: {why}"))
+            return
         self._node_lost(link, why)
         self._deliver(_error(request.id, f"node {link.node_id} was lost: {why}"))
         if self._pinned is not None:
             self._end_pinned(link, why)
 
-    def _call_lost(self, call: _Call, why: str) -> None:
+    def _call_lost(self, call: _Call, why: str, gone: bool) -> None:
         link = call.session.link
         with self._lock:
             still_ours = self._calls.get(call.request.id) is call
@@ -286,6 +309,9 @@ class ClusterTransport:
         if not still_ours:
             return
         link.ended_call()
+        if not gone:  # only this call failed on the node: no retry can fix what it sent
+            self._deliver(_failed(call.request, f"node {link.node_id} could not run it: {why}"))
+            return
         self._node_lost(link, why)
         if self._pinned is not None:
             self._deliver(_failed(call.request, f"node {link.node_id} was lost: {why}"))
