@@ -56,7 +56,6 @@ class NodeEngine:
         self.node_id = node_id
         self.engine = Engine(plugins, config, builtin_tools=builtin_tools, policy=policy).start()
         self.connections: dict[str, _Relayed] = {}
-        self.loop: asyncio.AbstractEventLoop | None = None
 
     def describe(self) -> dict[str, Any]:
         """Who this is: the node, the process, the machine, the tools and which may be retried,
@@ -85,9 +84,8 @@ class NodeEngine:
         return {"node_id": self.node_id, **asdict(self.engine.status())}
 
     async def open(self, conn_id: str, policy: Policy | None) -> None:
-        self.loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         relayed = _Relayed()
-        loop = self.loop
 
         def arrive(message: A2EMessage) -> None:  # on the engine's loop thread
             waiting = relayed.waiting.get(getattr(message, "req_id", ""))
