@@ -29,7 +29,7 @@ from a2e.caps.tools.models import (
     ToolResult,
 )
 from a2e.messages import A2EError, A2EMessage, ErrorCode, HandshakeRequest, HandshakeResponse
-from a2e.transport import TransportClosed
+from a2e.transport import DirectRoute, TransportClosed
 from a2e_engine.engine.cluster.links import NodeLink
 from a2e_engine.engine.cluster.streams import StreamPump
 from a2e_engine.engine.policy import Policy
@@ -79,9 +79,15 @@ class ClusterTransport:
         self._sessions: dict[str, _NodeSession] = {}  # node id -> our session there
         self._calls: dict[str, _Call] = {}
         self._closed = False
+        self._route: DirectRoute | None = None
         self.close_reason = ""
 
     # -- ClientTransport --
+
+    def route_directly(self, route: DirectRoute) -> None:
+        """Replies go from the streams' loop straight to the request waiting for them, not
+        through the client's reader thread: one thread hand-over less per call."""
+        self._route = route
 
     def send(self, message: A2EMessage) -> None:
         if self._closed:
@@ -273,7 +279,10 @@ class ClusterTransport:
             lost(str(exc), True)
 
     def _deliver(self, message: A2EMessage) -> None:
-        if not self._closed:
+        if self._closed:
+            return
+        route = self._route
+        if route is None or not route(message):
             self._inbox.put(message)
 
     def _call_ended(self, req_id: str) -> None:
