@@ -75,6 +75,7 @@ class ClusterTransport:
         self._policy = policy
         self._inbox: queue.SimpleQueue[A2EMessage | None] = queue.SimpleQueue()
         self._lock = threading.RLock()
+        self._opening = threading.Lock()  # held while a session is opened on a node
         self._handshake: HandshakeRequest | None = None
         self._sessions: dict[str, _NodeSession] = {}  # node id -> our session there
         self._calls: dict[str, _Call] = {}
@@ -218,7 +219,12 @@ class ClusterTransport:
             session = self._sessions.get(link.node_id)
         if session is not None and session.session_id:
             return session
-        return self._handshake_on(link)
+        with self._opening:  # two calls at once open one session on a new node, not two
+            with self._lock:
+                session = self._sessions.get(link.node_id)
+            if session is not None and session.session_id:
+                return session
+            return self._handshake_on(link)
 
     def _handshake_on(self, link: NodeLink) -> _NodeSession:
         """This client's handshake repeated on ``link``, for a session of its own there."""
