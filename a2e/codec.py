@@ -23,7 +23,15 @@ from a2e.caps.tools.models import (
 )
 from a2e.messages import A2EError, A2EMessage, ErrorCode, HandshakeRequest, HandshakeResponse
 
-__all__ = ["MAX_MESSAGE_BYTES", "Message", "ProtocolError", "decode", "encode", "from_dict"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "Message",
+    "ProtocolError",
+    "check_size",
+    "decode",
+    "encode",
+    "from_dict",
+]
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
@@ -111,13 +119,20 @@ def from_dict(obj: Any) -> A2EMessage:
     return message
 
 
-def decode(line: str | bytes) -> A2EMessage:
-    """Parse one wire line (JSON text) into its message model."""
+def check_size(line: str | bytes, req_id: str = "") -> None:
+    """``ProtocolError`` (``message_too_large``) for a line past ``MAX_MESSAGE_BYTES``; a sender
+    that relays lines checks before sending, so that the refusal can name the request."""
     if len(line) > MAX_MESSAGE_BYTES:
         raise ProtocolError(
             ErrorCode.MESSAGE_TOO_LARGE,
             f"message of {len(line)} bytes exceeds the limit of {MAX_MESSAGE_BYTES} bytes",
+            req_id,
         )
+
+
+def decode(line: str | bytes) -> A2EMessage:
+    """Parse one wire line (JSON text) into its message model."""
+    check_size(line)
     try:
         obj = jsonwire.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:

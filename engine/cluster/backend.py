@@ -29,7 +29,7 @@ from a2e.client import A2EClient
 from a2e_engine.engine.cluster.host import ClusterHost
 from a2e_engine.engine.cluster.links import NodeInfo, NodeLink
 from a2e_engine.engine.cluster.node import NodeEngine
-from a2e_engine.engine.cluster.streams import StreamPump
+from a2e_engine.engine.cluster.streams import StreamPump, one_line
 from a2e_engine.engine.cluster.transport import ClusterTransport
 from a2e_engine.engine.config import EngineConfig
 from a2e_engine.engine.host import HostStatus, Send
@@ -301,7 +301,7 @@ class RayEngine:
             try:
                 described = ray.get(ref)
             except Exception as exc:
-                log.warning("node %s could not start an engine: %s", node_id, _first_line(exc))
+                log.warning("node %s could not start an engine: %s", node_id, one_line(exc))
                 with contextlib.suppress(Exception):
                     ray.kill(link.actor)
                 continue
@@ -323,9 +323,4 @@ class RayEngine:
             try:
                 link.reported = ray.get(ref)
             except Exception as exc:
-                self.report_lost(link, _first_line(exc))
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+                self.report_lost(link, one_line(exc))

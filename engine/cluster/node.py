@@ -15,6 +15,7 @@ the actor's loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -143,20 +144,17 @@ class NodeEngine:
         return reply.model_copy(update={"data": result})
 
     async def close(self, conn_id: str) -> None:
-        relayed = self.connections.pop(conn_id, None)
-        if relayed is not None and relayed.host is not None:
-            try:
-                relayed.host.close()
-            except HostClosed:
-                pass
+        self._end(conn_id)
 
     def stop(self) -> None:
         """Stop the engine: its workers, zygote, state directory and cgroups go with it."""
         for conn_id in list(self.connections):
-            relayed = self.connections.pop(conn_id)
-            if relayed.host is not None:
-                try:
-                    relayed.host.close()
-                except HostClosed:
-                    pass
+            self._end(conn_id)
         self.engine.stop()
+
+    def _end(self, conn_id: str) -> None:
+        """End one relayed connection: its calls are cancelled, its sessions end."""
+        relayed = self.connections.pop(conn_id, None)
+        if relayed is not None and relayed.host is not None:
+            with contextlib.suppress(HostClosed):
+                relayed.host.close()

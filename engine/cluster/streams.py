@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from a2e import codec
 from a2e.messages import A2EMessage
 
-__all__ = ["StreamPump"]
+__all__ = ["StreamPump", "one_line"]
 
 Deliver = Callable[[A2EMessage], None]
 #: Why a stream failed, and whether its node is lost (its actor died or cannot be reached)
@@ -35,36 +35,25 @@ class StreamPump:
 
     def drain(self, stream: Any, deliver: Deliver, lost: Lost) -> None:
         """Read ``stream`` (an ``ObjectRefGenerator``) to its end on the loop."""
-        asyncio.run_coroutine_threadsafe(self._drain(stream, deliver, lost), self.loop)
+        asyncio.run_coroutine_threadsafe(self._hand_over(stream, deliver, lost), self.loop)
 
     def resolve(self, ref: Any, deliver: Deliver, lost: Lost) -> None:
         """Wait for ``ref`` (a plain actor call's list of replies) on the loop."""
-        asyncio.run_coroutine_threadsafe(self._resolve(ref, deliver, lost), self.loop)
+        asyncio.run_coroutine_threadsafe(self._hand_over(_once(ref), deliver, lost), self.loop)
 
-    async def _resolve(self, ref: Any, deliver: Deliver, lost: Lost) -> None:
+    async def _hand_over(self, refs: Any, deliver: Deliver, lost: Lost) -> None:
+        """Each ref's lines, decoded, to ``deliver``; a failure to ``lost``, with whether the
+        node is gone."""
         import ray.exceptions
 
         try:
-            for line in await ref:
-                deliver(codec.decode(line))
-        except ray.exceptions.RayActorError as exc:
-            lost(_one_line(exc), True)
-        except ray.exceptions.RayError as exc:
-            lost(_one_line(exc), False)
-        except codec.ProtocolError as exc:
-            lost(f"the node sent an unreadable reply: {exc}", False)
-
-    async def _drain(self, stream: Any, deliver: Deliver, lost: Lost) -> None:
-        import ray.exceptions
-
-        try:
-            async for ref in stream:
+            async for ref in refs:
                 for line in await ref:
                     deliver(codec.decode(line))
         except ray.exceptions.RayActorError as exc:
-            lost(_one_line(exc), True)
+            lost(one_line(exc), True)
         except ray.exceptions.RayError as exc:
-            lost(_one_line(exc), False)
+            lost(one_line(exc), False)
         except codec.ProtocolError as exc:  # a node of ours sent what it must not
             lost(f"the node sent an unreadable reply: {exc}", False)
 
@@ -75,7 +64,11 @@ class StreamPump:
         self._thread.join(timeout=5)
 
 
-def _one_line(exc: BaseException) -> str:
+async def _once(ref: Any) -> AsyncIterator[Any]:
+    yield ref
+
+
+def one_line(exc: BaseException) -> str:
     """Ray's errors carry tracebacks and banners; the first line that says something."""
     for line in str(exc).splitlines():
         line = line.strip()

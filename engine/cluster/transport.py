@@ -264,15 +264,10 @@ class ClusterTransport:
             request = request.model_copy(update={"session_id": session.session_id})
         streamed = isinstance(request, ToolCallRequest) and request.streaming
         actor, line = session.link.actor, codec.encode(request)
-        if len(line) > codec.MAX_MESSAGE_BYTES:  # the node's codec would refuse it, unnamed
-            too_large = f"message of {len(line)} bytes exceeds the limit of "
-            deliver(
-                A2EError(
-                    req_id=request.id,
-                    code=ErrorCode.MESSAGE_TOO_LARGE,
-                    message=too_large + f"{codec.MAX_MESSAGE_BYTES} bytes",
-                )
-            )
+        try:  # the node's codec would refuse it without knowing whose it was
+            codec.check_size(line, request.id)
+        except codec.ProtocolError as exc:
+            deliver(exc.to_message())
             return
         try:
             if streamed:
