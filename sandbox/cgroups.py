@@ -236,11 +236,11 @@ def made_by(layers: dict[str, Any]) -> list[str]:
 
 
 def kill_members(path: str, wait_s: float = 2.0) -> None:
-    """SIGKILL every process in a sandbox group's slots, and wait (a little) until the kernel
-    has taken them out, so that the slots can be removed."""
+    """SIGKILL every process in a sandbox group and its slots, and wait (a little) until the
+    kernel has taken them out, so that the slots can be removed."""
     deadline = time.monotonic() + wait_s
     while True:
-        members = [pid for slot in _slots_of(path) for pid in _pids_in(slot)]
+        members = [pid for group in (path, *_slots_of(path)) for pid in _pids_in(group)]
         if not members or time.monotonic() > deadline:
             return
         for pid in members:
@@ -253,26 +253,21 @@ def kill_members(path: str, wait_s: float = 2.0) -> None:
 
 def _slots_of(path: str) -> list[str]:
     try:
-        return [path, *(entry.path for entry in os.scandir(path) if entry.is_dir())]
+        return [entry.path for entry in os.scandir(path) if entry.is_dir()]
     except OSError:
         return []
 
 
 def _pids_in(group: str) -> list[int]:
     try:
-        with open(os.path.join(group, "cgroup.procs")) as procs:
-            return [int(line) for line in procs if line.strip()]
+        return [int(pid) for pid in _read(os.path.join(group, "cgroup.procs")).split()]
     except (OSError, ValueError):
         return []
 
 
 def remove_cgroup_tree(path: str) -> None:
     """Remove a sandbox group and its (empty) slots after the zygote exited; best effort."""
-    try:
-        children = [e.path for e in os.scandir(path) if e.is_dir()]
-    except OSError:
-        return
-    for child in children:
+    for child in _slots_of(path):
         try:
             os.rmdir(child)
         except OSError:
