@@ -13,7 +13,6 @@ overhead, not speed: docs/cluster.md gives the model for a real cluster.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 from typing import Any
 
@@ -29,8 +28,9 @@ def _cpu_s() -> float:
 
 
 def scaling(nodes: list[int], concurrency: list[int], seconds: float) -> list[dict[str, Any]]:
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback: see ray_system
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    from a2e_engine.engine.cluster.loopback import stay_on_loopback
+
+    stay_on_loopback()
     import ray
     from ray.cluster_utils import Cluster
 

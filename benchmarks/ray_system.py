@@ -50,9 +50,9 @@ engine_on_ray = ray_system()
 
 @contextlib.contextmanager
 def _ray_engine(resource: str | None) -> Iterator[Any]:
-    # Before Ray is imported: its processes stay on 127.0.0.1, and send nothing home.
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    from a2e_engine.engine.cluster.loopback import stay_on_loopback
+
+    stay_on_loopback()  # before Ray is imported
     import ray
 
     from a2e_engine.benchmarks.workloads import BenchTools

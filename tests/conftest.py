@@ -9,8 +9,10 @@ import pytest
 
 from a2e.caps.tools.client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.engine.cluster.loopback import stay_on_loopback
 from tests.hostile_plugin import HostileTools
 
+stay_on_loopback()  # before any test imports Ray; the processes it starts inherit it
 SECRET = "a2e-test-secret-7f3d"
 os.environ["A2E_TEST_SECRET"] = SECRET  # set before any engine starts: it must never leak
 

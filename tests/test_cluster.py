@@ -1,4 +1,5 @@
-"""RayEngine on a real multi-node Ray cluster on this machine (``ray.cluster_utils.Cluster``).
+"""RayEngine on a real multi-node Ray cluster on this machine (``ray.cluster_utils.Cluster``),
+on loopback (``conftest`` has Ray stay there before anything imports it).
 
 Every node is a raylet of its own with its own resources, on loopback; each gets an engine
 actor with its own supervisor, zygote and workers. The tests run in order on one cluster: the
@@ -13,11 +14,6 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any
-
-# Before Ray is imported: its processes take their address from here, and left to itself Ray
-# dials the machine's interface address, which is not reachable on these machines.
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 import httpx
 import psutil
