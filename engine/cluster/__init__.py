@@ -1,8 +1,10 @@
 """The engine on a Ray cluster: one engine per node, reached with the same ``A2EClient``.
 
 ``RayEngine`` (``backend``) keeps an engine actor on every node (``node``); a client it gives
-out talks to them through ``transport``, whose messages travel on Ray's streaming generators
-(``streams``). Importing this package does not import Ray; starting a ``RayEngine`` does.
+out talks to them through ``transport``, whose messages travel on the driver's one channel to
+each node (``channel``, ``frames``) and its relay there (``relay``), while Ray starts, places,
+watches and stops the actors. Importing this package does not import Ray; starting a
+``RayEngine`` does.
 """
 
 from a2e_engine.engine.cluster.backend import RayEngine

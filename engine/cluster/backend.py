@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e.client import A2EClient
+from a2e_engine.engine.cluster.channel import NodeChannel
 from a2e_engine.engine.cluster.host import ClusterHost
-from a2e_engine.engine.cluster.links import NodeInfo, NodeLink
+from a2e_engine.engine.cluster.links import NodeInfo, NodeLink, one_line
 from a2e_engine.engine.cluster.node import NodeEngine
-from a2e_engine.engine.cluster.streams import StreamPump, one_line
 from a2e_engine.engine.cluster.transport import ClusterTransport
 from a2e_engine.engine.config import EngineConfig
 from a2e_engine.engine.host import HostStatus, Send
@@ -67,7 +67,6 @@ class RayEngine:
         self.resource = resource
         self.address = address
         self.watch_s = watch_s
-        self._pump: StreamPump | None = None
         self._links: dict[str, NodeLink] = {}  # node id -> its live actor
         self._starting: dict[str, tuple[NodeLink, Any]] = {}  # node id -> (link, describe ref)
         self._lock = threading.Lock()
@@ -84,7 +83,6 @@ class RayEngine:
         if not ray.is_initialized():
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
         self._actor_class = ray.remote(NodeEngine)
-        self._pump = StreamPump()
         self._reconcile()
         self._wait_for_starting(START_TIMEOUT_S)
         if not self._links:
@@ -116,10 +114,10 @@ class RayEngine:
         with contextlib.suppress(Exception):
             ray.wait(stops, num_returns=len(stops), timeout=30)
         for link in links:
+            if link.channel is not None:
+                link.channel.close()
             with contextlib.suppress(Exception):
                 ray.kill(link.actor)
-        if self._pump is not None:
-            self._pump.close()
 
     def __enter__(self) -> RayEngine:
         return self.start()
@@ -192,12 +190,6 @@ class RayEngine:
 
     # -- placement (``transport.Nodes``) --
 
-    @property
-    def streams(self) -> StreamPump:
-        if self._pump is None:
-            raise RuntimeError("the RayEngine is not started; use 'with RayEngine(...) as ...'")
-        return self._pump
-
     def pick(self, exclude: frozenset[str] = frozenset()) -> NodeLink | None:
         with self._lock:
             links = [link for link in self._links.values() if link.node_id not in exclude]
@@ -215,6 +207,8 @@ class RayEngine:
             del self._links[link.node_id]
         link.lost = why
         log.warning("node %s lost: %s", link.node_id, why)
+        if link.channel is not None:
+            link.channel.fail(why)
         with contextlib.suppress(Exception):
             import ray
 
@@ -271,7 +265,7 @@ class RayEngine:
             max_restarts=0,
             max_task_retries=0,
             max_concurrency=1000,
-        ).remote(self.plugins, config, self.builtin_tools, node_id, self.policy)
+        ).remote(self.plugins, config, self.builtin_tools, node_id, address, self.policy)
         link = NodeLink(node_id=node_id, address=address, actor=actor, uid_slot=slot)
         with self._lock:
             self._starting[node_id] = (link, actor.describe.remote())
@@ -300,6 +294,7 @@ class RayEngine:
                 link, _ = self._starting.pop(node_id)
             try:
                 described = ray.get(ref)
+                link.channel = self._open_channel(link, described.pop("channel"))
             except Exception as exc:
                 log.warning("node %s could not start an engine: %s", node_id, one_line(exc))
                 with contextlib.suppress(Exception):
@@ -310,6 +305,14 @@ class RayEngine:
             link.idempotent = dict(described["idempotent"])
             with self._lock:
                 self._links[node_id] = link
+
+    def _open_channel(self, link: NodeLink, channel: dict[str, Any]) -> NodeChannel:
+        """The driver's channel to the actor's relay; a failure of it gives the node up."""
+        host, port = channel["address"]
+        token = bytes.fromhex(channel["token"])
+        return NodeChannel(
+            link.node_id, (host, port), token, lambda why: self.report_lost(link, why)
+        ).open()
 
     def _refresh_load(self) -> None:
         import ray

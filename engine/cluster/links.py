@@ -1,5 +1,5 @@
-"""What the driver knows of one node's engine actor: its handle, its tools, its load; and
-what ``RayEngine.nodes()`` reports of it."""
+"""What the driver knows of one node's engine actor: its handle, its channel, its tools, its
+load; and what ``RayEngine.nodes()`` reports of it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NodeInfo", "NodeLink"]
+from a2e_engine.engine.cluster.channel import NodeChannel
+
+__all__ = ["NodeInfo", "NodeLink", "one_line"]
 
 
 @dataclass
@@ -19,6 +21,7 @@ class NodeLink:
     address: str
     actor: Any
     uid_slot: int
+    channel: NodeChannel | None = None  # open once the actor has described itself
     idempotent: dict[str, bool] = field(default_factory=dict)
     pid: int = 0
     described: dict[str, Any] = field(default_factory=dict)  # NodeEngine.describe()
@@ -55,3 +58,12 @@ class NodeInfo:
     state_dir: str  # its engine's, on that node
     zygote_pid: int | None
     cgroups: tuple[str, ...]
+
+
+def one_line(exc: BaseException) -> str:
+    """Ray's errors carry tracebacks and banners; the first line that says something."""
+    for line in str(exc).splitlines():
+        line = line.strip()
+        if line and not set(line) <= set("-=*"):
+            return f"{type(exc).__name__}: {line}"[:500]
+    return type(exc).__name__

@@ -30,8 +30,8 @@ from a2e.caps.tools.models import (
 )
 from a2e.messages import A2EError, A2EMessage, ErrorCode, HandshakeRequest, HandshakeResponse
 from a2e.transport import DirectRoute, TransportClosed
+from a2e_engine.engine.cluster.channel import ChannelLost, Lost, NodeChannel
 from a2e_engine.engine.cluster.links import NodeLink
-from a2e_engine.engine.cluster.streams import StreamPump
 from a2e_engine.engine.policy import Policy
 
 __all__ = ["ClusterTransport", "Nodes"]
@@ -43,15 +43,11 @@ OPEN_TIMEOUT_S = 60.0
 class Nodes(Protocol):
     """What a transport needs of the ``RayEngine``."""
 
-    @property
-    def streams(self) -> StreamPump:
-        """Where replies are read."""
-
     def pick(self, exclude: frozenset[str] = frozenset()) -> NodeLink | None:
         """The node a new call or session should go to; ``None`` if no node has an engine."""
 
     def report_lost(self, link: NodeLink, why: str) -> None:
-        """A stream to ``link`` failed: stop placing calls there until it is replaced."""
+        """``link`` failed: stop placing calls there until it is replaced."""
 
 
 @dataclass
@@ -86,8 +82,8 @@ class ClusterTransport:
     # -- ClientTransport --
 
     def route_directly(self, route: DirectRoute) -> None:
-        """Replies go from the streams' loop straight to the request waiting for them, not
-        through the client's reader thread: one thread hand-over less per call."""
+        """Replies go from the channel's reader thread straight to the request waiting for
+        them, not through the client's reader thread: one thread hand-over less per call."""
         self._route = route
 
     def send(self, message: A2EMessage) -> None:
@@ -192,7 +188,9 @@ class ClusterTransport:
             call = self._calls.get(request.req_id)
         if call is None:
             return  # it ended already, or never ran here: nothing to cancel
-        self._exchange(call.session, request, self._deliver, lambda why, gone: None)
+        line = self._line_for(call.session, request, self._deliver)
+        if line is not None:
+            _channel(call.session.link).post(call.session.conn_id, line)
 
     # -- sessions on nodes --
 
@@ -228,16 +226,13 @@ class ClusterTransport:
 
     def _handshake_on(self, link: NodeLink) -> _NodeSession:
         """This client's handshake repeated on ``link``, for a session of its own there."""
-        import ray
-
         if self._handshake is None:
             raise _NoNode("the handshake has not been done")
         try:
             session = self._open(link)
             request = self._handshake.model_copy(update={"id": uuid.uuid4().hex})
-            replies = link.actor.ask.remote(session.conn_id, codec.encode(request))
-            for line in ray.get(replies, timeout=OPEN_TIMEOUT_S):
-                reply = codec.decode(line)
+            replies = _channel(link).ask(session.conn_id, request, OPEN_TIMEOUT_S)
+            for reply in replies:
                 if isinstance(reply, HandshakeResponse):
                     session.session_id = reply.session_id
                 elif isinstance(reply, A2EError):
@@ -251,33 +246,37 @@ class ClusterTransport:
             raise _NoNode(f"node {link.node_id} did not answer the handshake")
         return session
 
-    # -- streams --
+    # -- the node's channel --
 
     def _exchange(
         self,
         session: _NodeSession,
         request: A2EMessage,
         deliver: Callable[[A2EMessage], None],
-        lost: Callable[[str, bool], None],
+        lost: Lost,
     ) -> None:
+        line = self._line_for(session, request, deliver)
+        if line is None:
+            return
+        try:
+            _channel(session.link).request(session.conn_id, request.id, line, deliver, lost)
+        except ChannelLost as exc:
+            lost(str(exc))
+
+    def _line_for(
+        self, session: _NodeSession, request: A2EMessage, deliver: Callable[[A2EMessage], None]
+    ) -> str | None:
+        """``request`` as the node's session knows it, on the wire; or ``None``, the refusal
+        delivered, when it is too large (the node would refuse it without knowing whose)."""
         if session.session_id and hasattr(request, "session_id"):
             request = request.model_copy(update={"session_id": session.session_id})
-        streamed = isinstance(request, ToolCallRequest) and request.streaming
-        actor, line = session.link.actor, codec.encode(request)
-        try:  # the node's codec would refuse it without knowing whose it was
+        line = codec.encode(request)
+        try:
             codec.check_size(line, request.id)
         except codec.ProtocolError as exc:
             deliver(exc.to_message())
-            return
-        try:
-            if streamed:
-                self._nodes.streams.drain(
-                    actor.exchange.remote(session.conn_id, line), deliver, lost
-                )
-            else:
-                self._nodes.streams.resolve(actor.ask.remote(session.conn_id, line), deliver, lost)
-        except Exception as exc:
-            lost(str(exc), True)
+            return None
+        return line
 
     def _deliver(self, message: A2EMessage) -> None:
         if self._closed:
@@ -301,16 +300,13 @@ class ClusterTransport:
             if session is not None and session.link is link:
                 del self._sessions[link.node_id]
 
-    def _request_lost(self, request: A2EMessage, link: NodeLink, why: str, gone: bool) -> None:
-        if not gone:  # only this request failed on the node
-            self._deliver(_error(request.id, f"node {link.node_id} could not serve it: {why}"))
-            return
+    def _request_lost(self, request: A2EMessage, link: NodeLink, why: str) -> None:
         self._node_lost(link, why)
         self._deliver(_error(request.id, f"node {link.node_id} was lost: {why}"))
         if self._pinned is not None:
             self._end_pinned(link, why)
 
-    def _call_lost(self, call: _Call, why: str, gone: bool) -> None:
+    def _call_lost(self, call: _Call, why: str) -> None:
         link = call.session.link
         with self._lock:
             still_ours = self._calls.get(call.request.id) is call
@@ -319,9 +315,6 @@ class ClusterTransport:
         if not still_ours:
             return
         link.ended_call()
-        if not gone:  # only this call failed on the node: no retry can fix what it sent
-            self._deliver(_failed(call.request, f"node {link.node_id} could not run it: {why}"))
-            return
         self._node_lost(link, why)
         if self._pinned is not None:
             self._deliver(_failed(call.request, f"node {link.node_id} was lost: {why}"))
@@ -352,6 +345,12 @@ class ClusterTransport:
             link.ended_call()
             self._inbox.put(_failed(call.request, f"node {link.node_id} was lost: {why}"))
         self._inbox.put(None)
+
+
+def _channel(link: NodeLink) -> NodeChannel:
+    if link.channel is None:
+        raise ChannelLost(f"node {link.node_id} has no channel open")
+    return link.channel
 
 
 class _NoNode(Exception):
