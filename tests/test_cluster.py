@@ -88,6 +88,7 @@ def test_every_node_gets_an_engine_and_reports_its_load(
     assert {node.node_id for node in nodes} == _node_ids(cluster)
     assert len({node.pid for node in nodes}) == len(nodes)  # an actor process each
     assert all(node.address == "127.0.0.1" for node in nodes)
+    assert all(node.channel.startswith("127.0.0.1:") for node in nodes)  # the node's address
 
 
 def test_spread_calls_land_on_every_node(cluster: Cluster, ray_engine: RayEngine) -> None:

@@ -177,6 +177,7 @@ class RayEngine:
                 node_id=link.node_id,
                 address=link.address,
                 pid=link.pid,
+                channel=":".join(map(str, link.channel.address)) if link.channel else "",
                 in_flight=link.in_flight,
                 calls_pending=int(link.reported.get("calls_pending", 0)),
                 calls_running=int(link.reported.get("calls_running", 0)),

@@ -51,6 +51,7 @@ class NodeInfo:
     node_id: str
     address: str
     pid: int  # the actor's process
+    channel: str  # host:port where its relay listens, for drivers (and firewalls)
     in_flight: int  # this driver's calls there
     calls_pending: int  # every driver's, as the node last reported
     calls_running: int

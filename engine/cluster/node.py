@@ -44,6 +44,8 @@ class NodeEngine:
     ) -> None:
         from a2e_engine.engine.engine import Engine
 
+        if not address:  # an empty host would listen on every interface
+            raise ValueError(f"node {node_id} has no address to listen on")
         self.node_id = node_id
         self.engine = Engine(plugins, config, builtin_tools=builtin_tools, policy=policy).start()
         self.relay = Relay(self.engine, node_id)

@@ -50,8 +50,10 @@ class Relay:
     host: Host
     node_id: str
     token: bytes = field(default_factory=lambda: secrets.token_bytes(TOKEN_BYTES))
+    auth_timeout_s: float = AUTH_TIMEOUT_S
     _connections: dict[str, _Relayed] = field(default_factory=dict)
     _server: asyncio.Server | None = None
+    _channels: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def listen(self, address: str) -> tuple[str, int]:
         """Listen on ``address`` (the node's), on a port of the kernel's choosing."""
@@ -77,8 +79,13 @@ class Relay:
         self._end(conn_id)
 
     async def stop(self) -> None:
+        """Stop listening, drop every channel, end every connection."""
         if self._server is not None:
             self._server.close()
+        for task in list(self._channels):
+            task.cancel()
+        if self._channels:
+            await asyncio.wait(self._channels, timeout=5)
         for conn_id in list(self._connections):
             self._end(conn_id)
 
@@ -90,8 +97,11 @@ class Relay:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         bound: set[str] = set()
+        task = asyncio.current_task()
+        if task is not None:
+            self._channels.add(task)
         try:
-            token = await asyncio.wait_for(reader.readexactly(TOKEN_BYTES), AUTH_TIMEOUT_S)
+            token = await asyncio.wait_for(reader.readexactly(TOKEN_BYTES), self.auth_timeout_s)
             if not hmac.compare_digest(token, self.token):
                 log.warning("a peer without this node's token was dropped")
                 return
@@ -103,6 +113,7 @@ class Relay:
         except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
             pass  # the peer went away, or never said who it was
         finally:
+            self._channels.discard(task)  # type: ignore[arg-type]
             for conn_id in bound:
                 self._end(conn_id)
             writer.close()

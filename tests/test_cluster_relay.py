@@ -1,0 +1,223 @@
+"""A node's relay and a driver's channel to it, without Ray: a real engine, real sockets on
+loopback, and peers that attack the listener (no token, a wrong one, frames past the limit,
+malformed headers, someone else's connection). Each attack ends that peer's channel or earns
+it an ``error`` reply; the engine and every other channel keep serving."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from a2e import codec
+from a2e.caps.tools.models import ToolCallRequest, ToolCallResponse, ToolEvent
+from a2e.messages import A2EError, A2EMessage, ErrorCode, HandshakeRequest, HandshakeResponse
+from a2e_engine.engine import Engine
+from a2e_engine.engine.cluster.channel import ChannelLost, NodeChannel
+from a2e_engine.engine.cluster.frames import HEADER, MAX_LINE_BYTES, TOKEN_BYTES, pack
+from a2e_engine.engine.cluster.relay import Relay
+
+SOCKET_TIMEOUT_S = 10.0
+
+
+@pytest.fixture(scope="module")
+def relay(engine: Engine) -> Iterator[tuple[Relay, tuple[str, int]]]:
+    relay = Relay(engine, "node-under-test", auth_timeout_s=0.5)
+    address = engine.run(relay.listen("127.0.0.1"), timeout=10)
+    yield relay, address
+    engine.run(relay.stop(), timeout=10)
+
+
+def _peer(address: tuple[str, int], token: bytes | None) -> socket.socket:
+    sock = socket.create_connection(address, timeout=SOCKET_TIMEOUT_S)
+    if token is not None:
+        sock.sendall(token)
+    return sock
+
+
+def _closed_by_relay(sock: socket.socket) -> bool:
+    """Whether the relay closed the socket without sending anything."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _read_reply(sock: socket.socket) -> tuple[str, A2EMessage]:
+    stream = sock.makefile("rb")
+    length, raw_id = HEADER.unpack(stream.read(HEADER.size))
+    return raw_id.decode(), codec.decode(stream.read(length))
+
+
+def _opened(engine: Engine, relay: Relay) -> str:
+    conn_id = uuid.uuid4().hex
+    engine.run(relay.open(conn_id, None), timeout=10)
+    return conn_id
+
+
+def _channel(relay: Relay, address: tuple[str, int], lost: list[str]) -> NodeChannel:
+    return NodeChannel("node-under-test", address, relay.token, lost.append).open()
+
+
+def _session(channel: NodeChannel, conn_id: str) -> str:
+    [reply] = channel.ask(
+        conn_id, HandshakeRequest(client="relay-test", capabilities=["tools"]), SOCKET_TIMEOUT_S
+    )
+    assert isinstance(reply, HandshakeResponse), reply
+    return reply.session_id
+
+
+def _call(
+    channel: NodeChannel, conn_id: str, session_id: str, tool: str, **arguments: object
+) -> list[A2EMessage]:
+    request = ToolCallRequest(
+        session_id=session_id, tool_name=tool, arguments=arguments, streaming=True
+    )
+    return channel.ask(conn_id, request, SOCKET_TIMEOUT_S)
+
+
+def test_a_channel_carries_a_call_and_its_events_with_the_node_named(
+    engine: Engine, relay: tuple[Relay, tuple[str, int]]
+) -> None:
+    lost: list[str] = []
+    channel = _channel(relay[0], relay[1], lost)
+    conn_id = _opened(engine, relay[0])
+    replies = _call(channel, conn_id, _session(channel, conn_id), "emit", count=3)
+    *events, response = replies
+    assert [type(event) for event in events] == [ToolEvent] * len(events) and len(events) >= 3
+    assert isinstance(response, ToolCallResponse) and response.data.success, response
+    assert response.data.usage is not None and response.data.usage.node_id == "node-under-test"
+    channel.close()
+    assert lost == []  # closing is not losing
+
+
+@pytest.mark.parametrize("token", [None, b"x" * TOKEN_BYTES], ids=["silent", "wrong token"])
+def test_a_peer_without_the_token_is_dropped_unanswered(
+    engine: Engine, relay: tuple[Relay, tuple[str, int]], token: bytes | None
+) -> None:
+    conn_id = _opened(engine, relay[0])
+    sock = _peer(relay[1], token)
+    if token is not None:  # it tries to use a connection right away, too
+        sock.sendall(pack(conn_id, codec.encode(HandshakeRequest(client="intruder"))))
+    assert _closed_by_relay(sock)
+    assert relay[0]._connections[conn_id].writer is None  # nothing got bound to it
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        HEADER.pack(MAX_LINE_BYTES + 1, b"a" * 32),
+        HEADER.pack(0xFFFFFFFF, b"a" * 32),
+        HEADER.pack(10, b"not-hex-not-hex-not-hex-not-hex!"),
+    ],
+    ids=["one past the limit", "4 GiB", "bad connection id"],
+)
+def test_a_bad_frame_ends_that_channel_only(
+    engine: Engine, relay: tuple[Relay, tuple[str, int]], header: bytes
+) -> None:
+    lost: list[str] = []
+    bystander = _channel(relay[0], relay[1], lost)
+    conn_id = _opened(engine, relay[0])
+    session_id = _session(bystander, conn_id)
+
+    attacker = _peer(relay[1], relay[0].token)
+    attacker.sendall(header)
+    assert _closed_by_relay(attacker)
+
+    *_, response = _call(bystander, conn_id, session_id, "emit", count=1)
+    assert isinstance(response, ToolCallResponse) and response.data.success
+    assert lost == []
+    bystander.close()
+
+
+def test_frames_for_a_connection_never_opened_or_another_channels_are_refused(
+    engine: Engine, relay: tuple[Relay, tuple[str, int]]
+) -> None:
+    lost: list[str] = []
+    owner = _channel(relay[0], relay[1], lost)
+    conn_id = _opened(engine, relay[0])
+    session_id = _session(owner, conn_id)
+
+    other = _peer(relay[1], relay[0].token)
+    for target in (uuid.uuid4().hex, conn_id):  # not open; open, but bound to the owner
+        request = ToolCallRequest(session_id=session_id, tool_name="emit", arguments={"count": 1})
+        other.sendall(pack(target, codec.encode(request)))
+        replied_for, reply = _read_reply(other)
+        assert replied_for == target
+        assert isinstance(reply, A2EError) and reply.code == ErrorCode.UNKNOWN_SESSION, reply
+        assert reply.req_id == request.id
+    other.close()
+    *_, response = _call(owner, conn_id, session_id, "emit", count=1)
+    assert isinstance(response, ToolCallResponse) and response.data.success
+    owner.close()
+
+
+def test_an_unreadable_line_is_answered_and_the_channel_goes_on(
+    engine: Engine, relay: tuple[Relay, tuple[str, int]]
+) -> None:
+    conn_id = _opened(engine, relay[0])
+    sock = _peer(relay[1], relay[0].token)
+    sock.sendall(pack(conn_id, "{not json"))
+    _, reply = _read_reply(sock)
+    assert isinstance(reply, A2EError) and reply.code == ErrorCode.INVALID_JSON, reply
+    sock.sendall(pack(conn_id, codec.encode(HandshakeRequest(client="after-garbage"))))
+    _, reply = _read_reply(sock)
+    assert isinstance(reply, HandshakeResponse), reply
+    sock.close()
+
+
+def test_a_channel_that_closes_ends_its_connections_calls(
+    engine: Engine, relay: tuple[Relay, tuple[str, int]]
+) -> None:
+    lost: list[str] = []
+    channel = _channel(relay[0], relay[1], lost)
+    conn_id = _opened(engine, relay[0])
+    session_id = _session(channel, conn_id)
+    started = threading.Event()
+    outcome: list[str] = []
+
+    def deliver(message: A2EMessage) -> None:
+        started.set()
+
+    request = ToolCallRequest(
+        session_id=session_id, tool_name="sleep", arguments={"seconds": 30}, streaming=True
+    )
+    channel.request(conn_id, request.id, codec.encode(request), deliver, outcome.append)
+    assert started.wait(SOCKET_TIMEOUT_S)  # its first event: the worker runs
+    assert engine.status().calls_running >= 1
+    channel.close()
+    assert outcome == ["the RayEngine stopped"]  # the waiting request is told, once
+
+    deadline = time.monotonic() + SOCKET_TIMEOUT_S
+    while conn_id in relay[0]._connections or engine.status().calls_running:
+        assert time.monotonic() < deadline, "the dropped channel's call kept running"
+        time.sleep(0.05)
+
+
+def test_a_node_that_goes_away_fails_every_waiting_request_and_later_ones(
+    engine: Engine,
+) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    lost: list[str] = []
+    channel = NodeChannel("vanishing", server.getsockname()[:2], b"t" * TOKEN_BYTES, lost.append)
+    channel.open()
+    accepted, _ = server.accept()
+    failures: list[str] = []
+    for _ in range(3):
+        channel.request(uuid.uuid4().hex, uuid.uuid4().hex, "{}", print, failures.append)
+    accepted.close()  # the actor's process died
+    server.close()
+    deadline = time.monotonic() + SOCKET_TIMEOUT_S
+    while len(failures) < 3:
+        assert time.monotonic() < deadline, failures
+        time.sleep(0.01)
+    assert len(lost) == 1 and "vanishing" in lost[0], lost
+    assert set(failures) == {lost[0]}
+    channel.request(uuid.uuid4().hex, "late", "{}", print, failures.append)
+    assert failures[-1] == lost[0]
+    with pytest.raises(ChannelLost):
+        channel.ask(uuid.uuid4().hex, HandshakeRequest(client="late"), 1)
