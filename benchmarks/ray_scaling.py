@@ -2,24 +2,29 @@
 
     python -m a2e_engine.benchmarks.ray_scaling [--nodes 1,2,3] [--concurrency 4,8] [--seconds S]
 
-Each row starts a fresh local cluster (``ray.cluster_utils.Cluster``, every node on loopback
-with one CPU of Ray's own accounting), a ``RayEngine`` on it, and a spread client, and runs the
-trivial workload in a closed loop. It reports calls/s, the ratio to one node, and the driver's
-CPU per call (this process: the client, the streams, placement), the one cost of the Ray path
-that does not grow with the nodes. On a machine whose cores all nodes share, more nodes add
-overhead, not speed: docs/cluster.md gives the model for a real cluster.
+One local cluster (``ray.cluster_utils.Cluster``, every node on loopback with one CPU of Ray's
+own accounting) grows to each node count in turn; one ``RayEngine`` on it gives each new node
+an engine, and one spread client runs the trivial workload in a closed loop over all of them.
+It reports calls/s, the ratio to one node, and the driver's CPU per call (this process: the
+client, its channels, placement), the one cost of the Ray path that does not grow with the
+nodes. On a machine whose cores all nodes share, more nodes add overhead, not speed:
+docs/cluster.md gives the model for a real cluster.
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
+import time
 from typing import Any
 
 from a2e_engine.benchmarks.measure import closed_loop
 from a2e_engine.benchmarks.workloads import WORKLOADS
 
 __all__ = ["main", "scaling"]
+
+#: How long a node added to the cluster may take to get its engine.
+GROW_TIMEOUT_S = 120.0
 
 
 def _cpu_s() -> float:
@@ -43,34 +48,33 @@ def scaling(nodes: list[int], concurrency: list[int], seconds: float) -> list[di
     payloads = trivial.payloads()
     node_args: dict[str, Any] = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
     rows = []
-    for count in nodes:
-        cluster = Cluster(
-            initialize_head=True, head_node_args={**node_args, "include_dashboard": False}
-        )
-        for _ in range(count - 1):
-            cluster.add_node(**node_args)
-        ray.init(address=cluster.address, log_to_driver=False)
-        try:
-            config = EngineConfig(prefork=4, max_workers=8)
-            with RayEngine(plugins=[BenchTools()], config=config) as engine:
-                client = engine.connect(spread=True, client_name="a2e-bench")
-                call = _engine_call(ToolAPI(client), trivial, payloads)
+    cluster = Cluster(
+        initialize_head=True, head_node_args={**node_args, "include_dashboard": False}
+    )
+    ray.init(address=cluster.address, log_to_driver=False)
+    try:
+        config = EngineConfig(prefork=4, max_workers=8)
+        with RayEngine(plugins=[BenchTools()], config=config, watch_s=0.2) as engine:
+            client = engine.connect(spread=True, client_name="a2e-bench")
+            call = _engine_call(ToolAPI(client), trivial, payloads)
+            for count in sorted(set(nodes)):
+                _grow(cluster, engine, count, node_args)
                 for c in concurrency:
                     before = _cpu_s()
                     figures = closed_loop(call, 100_000, c, max_seconds=seconds)
                     driver_ms = (_cpu_s() - before) * 1000 / max(1, figures.calls)
                     rows.append(
                         {
-                            "nodes": len(engine.nodes()),
+                            "nodes": count,
                             "concurrency": c,
                             "calls_per_s": round(figures.calls_per_s, 1),
                             "driver_cpu_ms": round(driver_ms, 2),
                         }
                     )
-                client.close()
-        finally:
-            ray.shutdown()
-            cluster.shutdown()
+            client.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
     for row in rows:
         one = next(
             (r for r in rows if r["nodes"] == 1 and r["concurrency"] == row["concurrency"]), None
@@ -78,6 +82,17 @@ def scaling(nodes: list[int], concurrency: list[int], seconds: float) -> list[di
         if one:
             row["x_one_node"] = round(row["calls_per_s"] / one["calls_per_s"], 2)
     return rows
+
+
+def _grow(cluster: Any, engine: Any, count: int, node_args: dict[str, Any]) -> None:
+    """Add nodes up to ``count`` and wait until each has an engine the spread client uses."""
+    while len(cluster.list_all_nodes()) < count:
+        cluster.add_node(**node_args)
+    deadline = time.monotonic() + GROW_TIMEOUT_S
+    while len(engine.nodes()) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{count} nodes did not all get an engine in {GROW_TIMEOUT_S:g} s")
+        time.sleep(0.1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,7 @@ against the in-process engine (the ``x in-process`` column).
 Inside a Ray program already (``ray.init`` done), it uses that cluster; otherwise it starts a
 single-node one on loopback for the run. ``resource`` keeps the engine to the nodes that have it
 (one node, on a cluster of several). CPU per call is reported for the driver (this process,
-where the client and the streams run), the node's supervisor (the engine actor) and its zygote
+where the client and its channels run), the node's supervisor (the engine actor) and its zygote
 and workers.
 """
 
