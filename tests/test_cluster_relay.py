@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -71,28 +72,44 @@ def _session(channel: NodeChannel, conn_id: str) -> str:
     return reply.session_id
 
 
-def _call(
-    channel: NodeChannel, conn_id: str, session_id: str, tool: str, **arguments: object
-) -> list[A2EMessage]:
-    request = ToolCallRequest(
-        session_id=session_id, tool_name=tool, arguments=arguments, streaming=True
-    )
-    return channel.ask(conn_id, request, SOCKET_TIMEOUT_S)
+@dataclass
+class _Client:
+    """A driver's channel with one client connection open on it, and its session."""
+
+    channel: NodeChannel
+    conn_id: str
+    session_id: str
+    lost: list[str]  # what the channel told ``on_lost``
+
+    def call(self, tool: str, **arguments: object) -> list[A2EMessage]:
+        request = ToolCallRequest(
+            session_id=self.session_id, tool_name=tool, arguments=arguments, streaming=True
+        )
+        return self.channel.ask(self.conn_id, request, SOCKET_TIMEOUT_S)
+
+    def still_served(self) -> None:
+        *_, response = self.call("emit", count=1)
+        assert isinstance(response, ToolCallResponse) and response.data.success, response
+        assert self.lost == []
+
+
+def _client(engine: Engine, relay: tuple[Relay, tuple[str, int]]) -> _Client:
+    lost: list[str] = []
+    channel = _channel(relay[0], relay[1], lost)
+    conn_id = _opened(engine, relay[0])
+    return _Client(channel, conn_id, _session(channel, conn_id), lost)
 
 
 def test_a_channel_carries_a_call_and_its_events_with_the_node_named(
     engine: Engine, relay: tuple[Relay, tuple[str, int]]
 ) -> None:
-    lost: list[str] = []
-    channel = _channel(relay[0], relay[1], lost)
-    conn_id = _opened(engine, relay[0])
-    replies = _call(channel, conn_id, _session(channel, conn_id), "emit", count=3)
-    *events, response = replies
+    client = _client(engine, relay)
+    *events, response = client.call("emit", count=3)
     assert [type(event) for event in events] == [ToolEvent] * len(events) and len(events) >= 3
     assert isinstance(response, ToolCallResponse) and response.data.success, response
     assert response.data.usage is not None and response.data.usage.node_id == "node-under-test"
-    channel.close()
-    assert lost == []  # closing is not losing
+    client.channel.close()
+    assert client.lost == []  # closing is not losing
 
 
 @pytest.mark.parametrize("token", [None, b"x" * TOKEN_BYTES], ids=["silent", "wrong token"])
@@ -119,41 +136,31 @@ def test_a_peer_without_the_token_is_dropped_unanswered(
 def test_a_bad_frame_ends_that_channel_only(
     engine: Engine, relay: tuple[Relay, tuple[str, int]], header: bytes
 ) -> None:
-    lost: list[str] = []
-    bystander = _channel(relay[0], relay[1], lost)
-    conn_id = _opened(engine, relay[0])
-    session_id = _session(bystander, conn_id)
-
+    bystander = _client(engine, relay)
     attacker = _peer(relay[1], relay[0].token)
     attacker.sendall(header)
     assert _closed_by_relay(attacker)
-
-    *_, response = _call(bystander, conn_id, session_id, "emit", count=1)
-    assert isinstance(response, ToolCallResponse) and response.data.success
-    assert lost == []
-    bystander.close()
+    bystander.still_served()
+    bystander.channel.close()
 
 
 def test_frames_for_a_connection_never_opened_or_another_channels_are_refused(
     engine: Engine, relay: tuple[Relay, tuple[str, int]]
 ) -> None:
-    lost: list[str] = []
-    owner = _channel(relay[0], relay[1], lost)
-    conn_id = _opened(engine, relay[0])
-    session_id = _session(owner, conn_id)
-
+    owner = _client(engine, relay)
     other = _peer(relay[1], relay[0].token)
-    for target in (uuid.uuid4().hex, conn_id):  # not open; open, but bound to the owner
-        request = ToolCallRequest(session_id=session_id, tool_name="emit", arguments={"count": 1})
+    for target in (uuid.uuid4().hex, owner.conn_id):  # not open; open, but bound to the owner
+        request = ToolCallRequest(
+            session_id=owner.session_id, tool_name="emit", arguments={"count": 1}
+        )
         other.sendall(pack(target, codec.encode(request)))
         replied_for, reply = _read_reply(other)
         assert replied_for == target
         assert isinstance(reply, A2EError) and reply.code == ErrorCode.UNKNOWN_SESSION, reply
         assert reply.req_id == request.id
     other.close()
-    *_, response = _call(owner, conn_id, session_id, "emit", count=1)
-    assert isinstance(response, ToolCallResponse) and response.data.success
-    owner.close()
+    owner.still_served()
+    owner.channel.close()
 
 
 def test_an_unreadable_line_is_answered_and_the_channel_goes_on(
@@ -173,10 +180,7 @@ def test_an_unreadable_line_is_answered_and_the_channel_goes_on(
 def test_a_channel_that_closes_ends_its_connections_calls(
     engine: Engine, relay: tuple[Relay, tuple[str, int]]
 ) -> None:
-    lost: list[str] = []
-    channel = _channel(relay[0], relay[1], lost)
-    conn_id = _opened(engine, relay[0])
-    session_id = _session(channel, conn_id)
+    client = _client(engine, relay)
     started = threading.Event()
     outcome: list[str] = []
 
@@ -184,16 +188,17 @@ def test_a_channel_that_closes_ends_its_connections_calls(
         started.set()
 
     request = ToolCallRequest(
-        session_id=session_id, tool_name="sleep", arguments={"seconds": 30}, streaming=True
+        session_id=client.session_id, tool_name="sleep", arguments={"seconds": 30}, streaming=True
     )
-    channel.request(conn_id, request.id, codec.encode(request), deliver, outcome.append)
+    line = codec.encode(request)
+    client.channel.request(client.conn_id, request.id, line, deliver, outcome.append)
     assert started.wait(SOCKET_TIMEOUT_S)  # its first event: the worker runs
     assert engine.status().calls_running >= 1
-    channel.close()
+    client.channel.close()
     assert outcome == ["the RayEngine stopped"]  # the waiting request is told, once
 
     deadline = time.monotonic() + SOCKET_TIMEOUT_S
-    while conn_id in relay[0]._connections or engine.status().calls_running:
+    while client.conn_id in relay[0]._connections or engine.status().calls_running:
         assert time.monotonic() < deadline, "the dropped channel's call kept running"
         time.sleep(0.05)
 
