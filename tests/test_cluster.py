@@ -171,6 +171,22 @@ def test_a_request_too_large_is_refused_and_loses_no_node(ray_engine: RayEngine)
     client.close()
 
 
+def test_engines_that_cannot_start_say_why_and_are_not_retried_at_once(
+    cluster: Cluster, ray_engine: RayEngine
+) -> None:
+    """Every node's engine fails (its audit log cannot be opened): ``start`` says why in one
+    line, and the nodes are left alone for a while rather than restarted every round."""
+    broken = RayEngine(config=EngineConfig(prefork=1, audit_path="/nonexistent/dir/audit.jsonl"))
+    with pytest.raises(RuntimeError) as failed:
+        broken.start()
+    message = str(failed.value)
+    assert "no node of the Ray cluster could start an engine" in message, message
+    assert "cannot open the audit log" in message and "\n" not in message, message
+    assert set(broken._failed) == _node_ids(cluster)
+    assert all(failure.retry_at > time.monotonic() + 1 for failure in broken._failed.values())
+    assert len(ray_engine.nodes()) == len(_node_ids(cluster))  # the working engine is untouched
+
+
 def test_the_bench_system_on_ray(cluster: Cluster) -> None:
     """``a2e bench``'s "engine on Ray (1 node)", on this cluster's head node: its calls
     succeed, and its CPU figures name the driver."""

@@ -20,8 +20,9 @@ import contextlib
 import logging
 import random
 import threading
+import time
 from collections.abc import Coroutine, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from a2e.caps.tools.plugin import ToolPlugin
@@ -44,6 +45,10 @@ T = TypeVar("T")
 START_TIMEOUT_S = 120.0
 #: How many nodes on one machine get uids of their own (the range is cut into this many).
 UID_SLOTS = 8
+#: After a node fails to start an engine, how long before the watcher tries it again (the
+#: first time; it doubles with each failure in a row, up to ``RETRY_START_MAX_S``).
+RETRY_START_S = 5.0
+RETRY_START_MAX_S = 300.0
 
 
 class RayEngine:
@@ -69,6 +74,7 @@ class RayEngine:
         self.watch_s = watch_s
         self._links: dict[str, NodeLink] = {}  # node id -> its live actor
         self._starting: dict[str, tuple[NodeLink, Any]] = {}  # node id -> (link, describe ref)
+        self._failed: dict[str, _StartFailure] = {}  # node id -> its last failures to start
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._watcher: threading.Thread | None = None
@@ -87,9 +93,11 @@ class RayEngine:
         self._wait_for_starting(START_TIMEOUT_S)
         if not self._links:
             self.stop()
+            why = next((f"; {failure.why}" for failure in self._failed.values()), "")
             raise RuntimeError(
                 "no node of the Ray cluster could start an engine"
                 + (f" (nodes with resource {self.resource!r})" if self.resource else "")
+                + why
             )
         self._watcher = threading.Thread(target=self._watch, name="a2e-ray-watch", daemon=True)
         self._watcher.start()
@@ -241,12 +249,15 @@ class RayEngine:
 
     def _reconcile(self) -> None:
         wanted = self._wanted_nodes()
+        now = time.monotonic()
         with self._lock:
             gone = [link for node_id, link in self._links.items() if node_id not in wanted]
             missing = [
                 (node_id, address)
                 for node_id, address in wanted.items()
-                if node_id not in self._links and node_id not in self._starting
+                if node_id not in self._links
+                and node_id not in self._starting
+                and now >= self._failed.get(node_id, _StartFailure()).retry_at
             ]
         for link in gone:
             self.report_lost(link, "the node left the cluster")
@@ -297,10 +308,20 @@ class RayEngine:
                 described = ray.get(ref)
                 link.channel = self._open_channel(link, described.pop("channel"))
             except Exception as exc:
-                log.warning("node %s could not start an engine: %s", node_id, one_line(exc))
+                with self._lock:
+                    failure = self._failed.get(node_id, _StartFailure()).again(one_line(exc))
+                    self._failed[node_id] = failure
+                log.warning(
+                    "node %s could not start an engine (trying again in %.0f s): %s",
+                    node_id,
+                    failure.retry_at - time.monotonic(),
+                    failure.why,
+                )
                 with contextlib.suppress(Exception):
                     ray.kill(link.actor)
                 continue
+            with self._lock:
+                self._failed.pop(node_id, None)
             link.pid = int(described["pid"])
             link.described = described
             link.idempotent = dict(described["idempotent"])
@@ -328,3 +349,16 @@ class RayEngine:
                 link.reported = ray.get(ref)
             except Exception as exc:
                 self.report_lost(link, one_line(exc))
+
+
+@dataclass(frozen=True)
+class _StartFailure:
+    """A node's failures to start an engine in a row: when to try again, and the last why."""
+
+    count: int = 0
+    retry_at: float = 0.0
+    why: str = ""
+
+    def again(self, why: str) -> _StartFailure:
+        wait = min(RETRY_START_MAX_S, RETRY_START_S * 2**self.count)
+        return _StartFailure(self.count + 1, time.monotonic() + wait, why)

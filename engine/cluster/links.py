@@ -3,6 +3,7 @@ load; and what ``RayEngine.nodes()`` reports of it."""
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 from a2e_engine.engine.cluster.channel import NodeChannel
 
 __all__ = ["NodeInfo", "NodeLink", "one_line"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass
@@ -62,9 +65,11 @@ class NodeInfo:
 
 
 def one_line(exc: BaseException) -> str:
-    """Ray's errors carry tracebacks and banners; the first line that says something."""
-    for line in str(exc).splitlines():
-        line = line.strip()
-        if line and not set(line) <= set("-=*"):
-            return f"{type(exc).__name__}: {line}"[:500]
-    return type(exc).__name__
+    """Ray's errors carry banners, colours and the remote traceback; what was raised (the
+    traceback's last line) when there is one, else the first line that says something."""
+    lines = [_ANSI.sub("", line).strip() for line in str(exc).splitlines()]
+    lines = [line for line in lines if line and not set(line) <= set("-=*^ ")]
+    if not lines:
+        return type(exc).__name__
+    remote = any(line.startswith('File "') for line in lines)
+    return f"{type(exc).__name__}: {lines[-1] if remote else lines[0]}"[:500]
