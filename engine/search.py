@@ -1,19 +1,20 @@
 """Ranked tool search: BM25 (``bm25s``) over what describes a tool.
 
 A tool's document is its name split into words (``read_file`` -> "read file"), its description,
-toolkit and tags, and the names and descriptions of its parameters. The index is built once,
-when the engine starts, over every tool (deferred ones included); a query ranks the whole
-catalog in well under a millisecond for thousands of tools, then the spec's rules (deferred
-tools only with ``include_deferred``, ``filter_tags``, ``filter_kind``) pick from the ranking.
-Tools without a single query word score nothing and are not returned.
+toolkit and tags, and the names and descriptions of its parameters. The index is built once, at
+the first search, over every tool (deferred ones included): ``bm25s`` brings numpy and scipy, a
+third of a second of imports that an engine never searched need not pay. A query ranks the
+whole catalog in well under a millisecond for thousands of tools, then the spec's rules
+(deferred tools only with ``include_deferred``, ``filter_tags``, ``filter_kind``) pick from the
+ranking. Tools without a single query word score nothing and are not returned.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
-
-import bm25s
+from typing import Any
 
 from a2e.caps.tools.models import ToolDefinition
 
@@ -57,26 +58,38 @@ def _stem(word: str) -> str:
 class ToolIndex:
     def __init__(self, tools: Sequence[ToolDefinition]) -> None:
         self.names = [t.name for t in tools]
-        self._retriever = bm25s.BM25()
-        if self.names:
-            corpus = [tool_document(t) for t in tools]
-            tokens = bm25s.tokenize(
-                corpus, stopwords="en", stemmer=_stem_words, show_progress=False
-            )
-            self._retriever.index(tokens, show_progress=False)
+        self._corpus = [tool_document(t) for t in tools]
+        self._retriever: Any = None
+        self._building = threading.Lock()
+
+    def _built(self) -> Any:
+        with self._building:
+            if self._retriever is None:
+                import bm25s
+
+                retriever = bm25s.BM25()
+                tokens = bm25s.tokenize(
+                    self._corpus, stopwords="en", stemmer=_stem_words, show_progress=False
+                )
+                retriever.index(tokens, show_progress=False)
+                self._retriever = retriever
+            return self._retriever
 
     def rank(self, query: str) -> list[str]:
         """Tool names by descending relevance to ``query``; only those that match at all."""
         if not self.names or not query.strip():
             return []
+        import bm25s
+
+        retriever = self._built()
         tokens = bm25s.tokenize(
             [query], stopwords="en", stemmer=_stem_words, show_progress=False, return_ids=False
         )
-        known = set(self._retriever.vocab_dict)
+        known = set(retriever.vocab_dict)
         if not any(token in known for token in tokens[0]):
             return []
         query_tokens = [[token for token in tokens[0] if token in known]]
-        documents, scores = self._retriever.retrieve(
+        documents, scores = retriever.retrieve(
             query_tokens, k=len(self.names), show_progress=False, return_as="tuple"
         )
         return [

@@ -3,6 +3,9 @@ registry and over the wire, with the spec's rules for deferred tools and filters
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition, ToolListRequest
 from a2e_engine.benchmarks.tool_catalog import QUERIES, stdlib_catalog
@@ -61,3 +64,22 @@ def test_search_over_the_wire_ranks_the_engines_tools() -> None:
         web = [t.name for t in tools.list(query="fetch a web page over HTTP")]
         assert (shell[0], web[0]) == ("run_shell", "http_request")
         tools.client.close()
+
+
+def test_the_index_and_its_imports_wait_for_the_first_search() -> None:
+    """``bm25s`` (numpy, scipy) is imported by the first search, not by starting an engine."""
+    script = (
+        "import sys\n"
+        "from a2e.caps.tools.client import ToolAPI\n"
+        "from a2e_engine.engine import Engine, EngineConfig\n"
+        "with Engine(config=EngineConfig(prefork=1)) as engine:\n"
+        "    tools = ToolAPI(engine.connect())\n"
+        "    assert tools.call(tool_name='python_eval', arguments={'code': '1'}).success\n"
+        "    before = 'bm25s' in sys.modules\n"
+        "    found = [t.name for t in tools.list(query='read a file')]\n"
+        "    print(before, 'bm25s' in sys.modules, 'read_file' in found)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr[-2000:]
