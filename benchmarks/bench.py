@@ -45,6 +45,9 @@ ENGINES = ("engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp", "
 #: What each transport is also measured against, besides in-process: MCP against A2E's stdio.
 ALSO_AGAINST = {"engine_mcp": ("engine_stdio",)}
 LOAD_FRACTIONS = (0.25, 0.5, 0.9)
+#: How long the engines' pre-forked workers take to refill after a burst, before their memory
+#: is measured.
+REFILL_S = 0.5
 
 
 @dataclass
@@ -55,9 +58,13 @@ class Options:
     calls: int = 2000  # at most, per figure
     seconds: float = 2.0  # at most, per figure
     open_loop_seconds: float = 3.0
+    open_loop_systems: tuple[str, ...] | None = None  # offered the open loop (None: all)
     progress: bool = True
     bounds_samples: int = 200  # forks and calls per figure of benchmarks.bounds
     problems: int | None = None  # of a workload with a fixed set (HumanEval): the first N
+
+    def offers_open_loop(self, system: str) -> bool:
+        return self.open_loop_systems is None or system in self.open_loop_systems
 
 
 class Progress:
@@ -99,7 +106,8 @@ def _figure_count(options: Options, plan: list[tuple[Workload, list[System]]]) -
     for workload, systems in plan:
         count += len(systems) * len(options.concurrency)
         if workload.key == "trivial":
-            count += len(systems) * len(LOAD_FRACTIONS)
+            offered = [s for s in systems if options.offers_open_loop(s.key)]
+            count += len(offered) * len(LOAD_FRACTIONS)
     return count
 
 
@@ -198,14 +206,17 @@ def _run_workload(
                 progress.step(f"{workload.key}: {run_.system.label} (c={c})")
                 if run_.system.key not in tables.failed:
                     _guarded(tables, run_.system, partial(run_.measure, c, calls, options))
-        for run_ in running:
-            if run_.system.key not in tables.failed and run_.system.is_engine:
-                _guarded(tables, run_.system, run_.measure_memory)
+        engines = [r for r in running if r.system.key not in tables.failed and r.system.is_engine]
+        if engines:
+            time.sleep(REFILL_S)  # the waiting workers refill, every engine's at once
+        for run_ in engines:
+            _guarded(tables, run_.system, run_.measure_memory)
         if workload.key == "trivial":
             engine = tables.figures.get("engine") or {}
             peak = max((f.calls_per_s for f in engine.values()), default=0.0)
+            offered = [r for r in running if options.offers_open_loop(r.system.key)]
             for round_number, fraction in enumerate(LOAD_FRACTIONS):
-                for run_ in running if round_number % 2 == 0 else running[::-1]:
+                for run_ in offered if round_number % 2 == 0 else offered[::-1]:
                     progress.step(f"trivial, open loop {fraction:.0%} of peak: {run_.system.label}")
                     if run_.system.key not in tables.failed and peak > 0:
                         _guarded(tables, run_.system, partial(run_.offer, peak, fraction, options))
@@ -273,7 +284,6 @@ class _Running:
             }
 
     def measure_memory(self) -> None:
-        time.sleep(0.5)  # the waiting workers refill
         self.extras["memory"] = memory_by_role(self.opened.processes())
 
     def offer(self, peak: float, fraction: float, options: Options) -> None:
@@ -416,7 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a smoke run of under a minute (c=2, the first 40 HumanEval problems)",
+        help="a smoke run of under a minute (c=2, the first 20 HumanEval problems, the open "
+        "loop on the in-process engine only)",
     )
     parser.add_argument(
         "--workloads", help="comma-separated: " + ",".join(w.key for w in WORKLOADS)
@@ -448,7 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = Options(progress=not args.no_progress)
     if args.quick:
         options.concurrency, options.seconds, options.open_loop_seconds = [2], 0.4, 0.5
-        options.calls, options.bounds_samples, options.problems = 40, 10, 40
+        options.calls, options.bounds_samples, options.problems = 40, 10, 20
+        options.open_loop_systems = ("engine",)  # a smoke run of the open loop needs one
     if args.workloads:
         options.workloads = args.workloads.split(",")
         unknown = set(options.workloads) - {w.key for w in WORKLOADS}
