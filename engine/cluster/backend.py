@@ -112,7 +112,8 @@ class RayEngine:
         if self._watcher is not None:
             self._watcher.join(timeout=10)
         with self._lock:
-            links = list(self._links.values()) + [link for link, _ in self._starting.values()]
+            links = list(self._links.values())
+            starting = [link for link, _ in self._starting.values()]
             self._links.clear()
             self._starting.clear()
         stops = []
@@ -121,7 +122,9 @@ class RayEngine:
                 stops.append(link.actor.stop.remote())
         with contextlib.suppress(Exception):
             ray.wait(stops, num_returns=len(stops), timeout=30)
-        for link in links:
+        # An actor still starting may be on a node that just left: a stop would wait for
+        # Ray to declare the node dead. Killed, it leaves what ``sandbox.leftovers`` clears.
+        for link in links + starting:
             if link.channel is not None:
                 link.channel.close()
             with contextlib.suppress(Exception):
