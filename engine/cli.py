@@ -409,9 +409,9 @@ def _service_config(args: argparse.Namespace) -> Any:
 
 
 def _serve_http(args: argparse.Namespace) -> int:
+    service_config = _service_config(args)  # usage errors before a second of imports
     from a2e_engine.engine.service import HttpService, ServiceError
 
-    service_config = _service_config(args)
     # The service checks the token on every request, before any message reaches the engine.
     engine_args = argparse.Namespace(**{**vars(args), "token": None})
     engine: Any = _engine_from_args(engine_args)

@@ -1,7 +1,24 @@
 """The engine as a network service (``a2e serve --http``): the A2E protocol over WebSocket, and
-the operations endpoints, on uvicorn. Each transport here knows only the host protocol."""
+the operations endpoints, on uvicorn. Each transport here knows only the host protocol.
+
+``HttpService`` brings uvicorn, Starlette and the MCP SDK (over a second of imports): it is
+imported when first asked for, so that checking a service's settings (``ServiceConfig``, and
+``a2e serve``'s usage errors) does not wait for it.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from a2e_engine.engine.service.config import ServiceConfig, is_loopback
-from a2e_engine.engine.service.server import HttpService, ServiceError
+
+if TYPE_CHECKING:
+    from a2e_engine.engine.service.server import HttpService, ServiceError
 
 __all__ = ["HttpService", "ServiceConfig", "ServiceError", "is_loopback"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("HttpService", "ServiceError"):
+        from a2e_engine.engine.service import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
