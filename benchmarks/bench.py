@@ -285,6 +285,9 @@ class _Running:
 
     def measure_memory(self) -> None:
         self.extras["memory"] = memory_by_role(self.opened.processes())
+        zygotes = self.opened.zygotes()
+        if zygotes:
+            self.extras["zygotes"] = zygotes
 
     def offer(self, peak: float, fraction: float, options: Options) -> None:
         """Latency at ``fraction`` of the engine's peak rate. A system whose own closed-loop
@@ -399,6 +402,11 @@ def _extras_lines(workload: dict[str, Any], labels: dict[str, str]) -> list[str]
             lines.append(
                 f"  {labels[system]}: {role} RSS {memory['rss_mib']} MiB, "
                 f"USS {memory['uss_mib']} MiB ({memory['processes']} process(es))"
+            )
+        for zygote in extra.get("zygotes", []):
+            lines.append(
+                f"  {labels[system]}: zygote of {', '.join(zygote['plugins'])}: "
+                f"{zygote['modules']} modules, {zygote['rss_kib'] / 1024:.1f} MiB resident"
             )
         for fraction, f in extra.get("open_loop", {}).items():
             offered = (

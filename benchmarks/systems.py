@@ -46,6 +46,8 @@ class Opened:
 
     call: Call
     processes: Callable[[], dict[str, list[int]]] = lambda: {}
+    #: An engine in this process: ``Engine.zygotes`` (what its workers inherit).
+    zygotes: Callable[[], list[dict[str, Any]]] = lambda: []
 
 
 Opener = Callable[[Workload, list[Payload]], contextlib.AbstractContextManager[Opened]]
@@ -124,7 +126,8 @@ def engine_in_process(workload: Workload, payloads: list[Payload]) -> Iterator[O
             }
 
         try:
-            yield Opened(_engine_call(ToolAPI(client), workload, payloads), processes)
+            call = _engine_call(ToolAPI(client), workload, payloads)
+            yield Opened(call, processes, lambda: engine.zygotes)
         finally:
             client.close()
 

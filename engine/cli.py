@@ -622,6 +622,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     with _started(_engine_from_args(args, enforce_required=False)) as engine:
         layers = engine.layers
         limits = engine.config.limits
+        zygotes = engine.zygotes
     missing = missing_layers(tuple(args.require), layers)
     languages = toolchains()
     if args.json_output:
@@ -630,6 +631,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "limits": limits.to_dict(),
             "missing": missing,
             "languages": languages,
+            "zygotes": zygotes,
         }
         print(json.dumps(report, indent=2))
         return 1 if missing else 0
@@ -648,6 +650,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         f"{limits.processes} processes and threads, {limits.call_memory_mb} MiB in all, "
         f"/tmp {limits.tmp_mb} MiB; per session: {engine.config.workspace_mb} MiB on disk"
     )
+    for zygote in zygotes:
+        print(
+            f"zygote of {', '.join(zygote['plugins'])}: {zygote.get('rss_kib', 0) / 1024:.1f} "
+            f"MiB resident, {zygote.get('private_kib', 0) / 1024:.1f} MiB its own, "
+            f"{zygote.get('modules', 0)} modules, every worker a fork of it"
+        )
     print("\nlanguages (run_code, code_eval):")
     for name, language in languages.items():
         print(f"  {'on ' if language['available'] else 'OFF'}  {name:<11}", end="")

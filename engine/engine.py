@@ -312,3 +312,13 @@ class Engine:
     def layers(self) -> dict[str, Any]:
         """Which isolation layers the sandbox has on this host (reported by the zygote)."""
         return dict(self._running.pool.layers) if self._running else {}
+
+    @property
+    def zygotes(self) -> list[dict[str, Any]]:
+        """Each zygote, the plugins whose workers it forks, and what every one of those
+        workers inherits from it (``sandbox.footprint``); empty when not running."""
+        pool = self.pool
+        if pool is None:
+            return []
+        plugins = [plugin.name for plugin in self.registry.plugins]
+        return [{"plugins": plugins, "pid": pool.zygote_pid, **pool.zygote_footprint}]

@@ -182,7 +182,7 @@ CONTROL: dict[str, dict[str, type]] = {
     "spawn": {"profile": str, "count": int},
     "stop": {},
     # zygote -> supervisor
-    "ready": {"layers": dict, "pid": int},
+    "ready": {"layers": dict, "pid": int, "footprint": dict},  # footprint.check_footprint
     "worker": {"pid": int, "profile": str},  # + its job pipe, result pipe and pidfd
     "exit": {"pid": int, "status": int, "cpu_ms": int, "maxrss_kb": int, "oom": bool},
     "spawn_failed": {"profile": str, "error": str},

@@ -13,11 +13,13 @@ The pool knows nothing of sessions or of the wire protocol; the engine gives it 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.drive import drive, report_deadline
+from a2e_engine.sandbox.footprint import check_footprint
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome, classify, not_started
 from a2e_engine.sandbox.settings import ZygoteSettings
@@ -28,6 +30,8 @@ from a2e_engine.sandbox.waiting import StopSignal
 from a2e_engine.sandbox.zygote_link import SandboxUnavailable, ZygoteLink
 
 __all__ = ["PoolConfig", "PoolStatus", "SandboxUnavailable", "StopSignal", "WorkerPool"]
+
+log = logging.getLogger("a2e.sandbox")
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class WorkerPool:
         self._slots: WorkerSlots | None = None
         self.layers: dict[str, Any] = {}
         self.zygote_pid: int | None = None
+        self.zygote_footprint: dict[str, Any] = {}  # footprint.measure(), checked
 
     @property
     def in_flight(self) -> int:
@@ -132,6 +137,11 @@ class WorkerPool:
         # What the engine added (disk_quota) stays across restarts of the zygote.
         self.layers = {**self.layers, **report_deadline(), **report_frames(), **hello["layers"]}
         self.zygote_pid = hello["pid"]
+        try:
+            self.zygote_footprint = check_footprint(hello["footprint"])
+        except ValueError as exc:
+            log.warning("the zygote's footprint report is unreadable: %s", exc)
+            self.zygote_footprint = {}
         assert self._supply is not None
         self._supply.ensure_all()
 

@@ -26,6 +26,7 @@ from a2e_engine.sandbox import (
     capabilities,
     cgroups,
     clean_start,
+    footprint,
     forking,
     identity,
     landlock,
@@ -284,7 +285,7 @@ class Zygote:
         poller = select.poll()
         poller.register(self.ctrl.fileno(), select.POLLIN)
         poller.register(wake_r, select.POLLIN)
-        self.send("ready", layers=self.layers, pid=host_pid())
+        self.send("ready", layers=self.layers, pid=host_pid(), footprint=footprint.measure())
         running = True
         while running:
             for fd, _ in poller.poll():

@@ -80,6 +80,10 @@ def test_doctor_lists_every_layer_and_fails_on_a_missing_required_one() -> None:
     report = json.loads(a2e("doctor", "--json").stdout)
     assert report["missing"] == [] and report["layers"]["seccomp"]["active"]
     assert set(report["layers"]) == set(LAYERS)  # each one reported, active or why not
+    [zygote] = report["zygotes"]  # what every worker inherits: memory and modules
+    assert {"python_eval", "code_eval"} <= set(zygote["plugins"]) and zygote["pid"] > 0
+    assert zygote["rss_kib"] > 0 and zygote["modules"] > 0 and "a2e_engine" in zygote["packages"]
+    assert "modules, every worker a fork of it" in out
     proc = a2e("doctor", "--no-namespaces", "--require", "pid_namespace", check=False)
     assert proc.returncode == 1
     assert "missing required layers: pid_namespace (disabled by configuration)" in proc.stdout

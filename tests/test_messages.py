@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from a2e_engine.sandbox.footprint import MAX_PACKAGES, check_footprint, measure
 from a2e_engine.sandbox.messages import (
     CONTROL,
     Event,
@@ -65,7 +66,7 @@ def test_a_forged_usage_is_not_taken() -> None:
 EXAMPLES: dict[str, dict[str, Any]] = {
     "spawn": {"profile": "compute", "count": 2},
     "stop": {},
-    "ready": {"layers": {}, "pid": 7},
+    "ready": {"layers": {}, "pid": 7, "footprint": {}},
     "worker": {"pid": 8, "profile": "compute"},
     "exit": {"pid": 8, "status": 0, "cpu_ms": 1, "maxrss_kb": 2, "oom": False},
     "spawn_failed": {"profile": "compute", "error": "EAGAIN"},
@@ -92,3 +93,27 @@ def test_every_control_message_is_read_as_built() -> None:
 def test_a_control_message_that_breaks_its_declaration_is_refused(message: Any) -> None:
     with pytest.raises(MalformedMessage):
         check_control(message)
+
+
+def test_a_zygotes_own_footprint_is_read_back() -> None:
+    measured = measure()
+    assert check_footprint(json.loads(json.dumps(measured))) == measured
+    assert measured["rss_kib"] > 0 and measured["modules"] > 0
+    assert "a2e_engine" in measured["packages"] and "json" in measured["packages"]
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        [],
+        {"rss_kib": -1, "private_kib": 0, "modules": 1, "packages": []},
+        {"rss_kib": True, "private_kib": 0, "modules": 1, "packages": []},
+        {"rss_kib": 1, "private_kib": 0, "modules": 1, "packages": "pydantic"},
+        {"rss_kib": 1, "private_kib": 0, "modules": 1, "packages": [""]},
+        {"rss_kib": 1, "private_kib": 0, "modules": 1, "packages": ["x"] * (MAX_PACKAGES + 1)},
+        {"rss_kib": 1, "private_kib": 0, "packages": []},
+    ],
+)
+def test_a_footprint_that_breaks_its_shape_is_refused(report: Any) -> None:
+    with pytest.raises(ValueError):
+        check_footprint(report)
