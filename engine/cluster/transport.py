@@ -11,6 +11,7 @@ node runs again on another one, within its timeout.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -190,7 +191,8 @@ class ClusterTransport:
             return  # it ended already, or never ran here: nothing to cancel
         line = self._line_for(call.session, request, self._deliver)
         if line is not None:
-            _channel(call.session.link).post(call.session.conn_id, line)
+            with contextlib.suppress(ChannelLost):  # the call fails with its node anyway
+                _channel(call.session.link).post(call.session.conn_id, line)
 
     # -- sessions on nodes --
 
