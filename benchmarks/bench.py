@@ -403,7 +403,7 @@ def _extras_lines(workload: dict[str, Any], labels: dict[str, str]) -> list[str]
                 f"  {labels[system]}: {role} RSS {memory['rss_mib']} MiB, "
                 f"USS {memory['uss_mib']} MiB ({memory['processes']} process(es))"
             )
-        for zygote in extra.get("zygotes", []):
+        for zygote in (z for z in extra.get("zygotes", []) if z.get("started")):
             lines.append(
                 f"  {labels[system]}: zygote of {', '.join(zygote['plugins'])}: "
                 f"{zygote['modules']} modules, {zygote['rss_kib'] / 1024:.1f} MiB resident"

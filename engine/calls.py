@@ -218,7 +218,8 @@ async def run_call(
         # A worker with its own /tmp (a tmpfs that dies with it) needs nothing from us.
         tmp_dir = "/tmp" if ctx.private_tmp else session.make_call_dir(call_id)
         job = Job(
-            plugin=tool.plugin_index,
+            zygote=tool.zygote,
+            plugin=tool.zygote_index,
             tool=tool.name,
             arguments=request.arguments,
             profile=tool.profile,

@@ -78,8 +78,9 @@ def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -
     settings = {**file.engine, **{k: v for k, v in flags.items() if v is not None}}
     if args.read_root:
         settings["read_roots"] = (*settings.get("read_roots", ()), *args.read_root)
-    if not enforce_required:
+    if not enforce_required:  # a2e doctor: report what is there, every zygote included
         settings["require"] = ()
+        settings["start_all_zygotes"] = True
     elif args.require:
         settings["require"] = (*settings.get("require", ()), *args.require)
     for flag, key in (
@@ -650,11 +651,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         f"{limits.processes} processes and threads, {limits.call_memory_mb} MiB in all, "
         f"/tmp {limits.tmp_mb} MiB; per session: {engine.config.workspace_mb} MiB on disk"
     )
+    print("\nzygotes (every worker is a fork of its plugin's):")
     for zygote in zygotes:
         print(
-            f"zygote of {', '.join(zygote['plugins'])}: {zygote.get('rss_kib', 0) / 1024:.1f} "
-            f"MiB resident, {zygote.get('private_kib', 0) / 1024:.1f} MiB its own, "
-            f"{zygote.get('modules', 0)} modules, every worker a fork of it"
+            f"  {zygote['name']:<11}{zygote.get('rss_kib', 0) / 1024:5.1f} MiB resident, "
+            f"{zygote.get('private_kib', 0) / 1024:4.1f} MiB its own, "
+            f"{zygote.get('modules', 0)} modules"
         )
     print("\nlanguages (run_code, code_eval):")
     for name, language in languages.items():

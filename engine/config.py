@@ -35,7 +35,10 @@ class EngineConfig:
 
     ``require`` names isolation layers (``sandbox.layers.LAYERS``) without which the engine
     refuses to start. ``max_workers`` bounds the calls running at once (the rest queue, each
-    within its own timeout); ``prefork`` is how many hardened workers wait per sandbox profile;
+    within its own timeout); ``prefork`` is how many hardened workers wait per sandbox profile
+    in each zygote (a plugin's, or a group's: ``ToolPlugin.zygote_group``); the first plugin's
+    zygote starts with the engine, the others on their first call, or all at once with
+    ``start_all_zygotes``;
     ``max_timeout`` caps any call's ``timeout``; ``read_roots`` are directories tools may read
     besides the session workspace (e.g. ``("/etc",)``); ``state_dir`` holds session workspaces
     (a fresh temporary directory when ``None``); ``token``, when set, must be presented in the
@@ -59,6 +62,7 @@ class EngineConfig:
 
     max_workers: int = 4
     prefork: int = 2
+    start_all_zygotes: bool = False
     max_timeout: int = 300
     limits: Limits = field(default_factory=Limits)
     read_roots: tuple[str, ...] = ()

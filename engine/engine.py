@@ -38,7 +38,7 @@ from a2e_engine.engine.requirements import IsolationUnavailable, protect_supervi
 from a2e_engine.engine.sessions import Sessions
 from a2e_engine.engine.state_dir import StateDirectory
 from a2e_engine.sandbox import quota
-from a2e_engine.sandbox.pool import PoolConfig, WorkerPool
+from a2e_engine.sandbox.pool import PoolConfig, WorkerPool, ZygoteSpec
 from a2e_engine.sandbox.settings import ZygoteSettings
 
 __all__ = ["Engine", "IsolationUnavailable"]
@@ -85,7 +85,15 @@ class Engine:
         all_plugins = [*builtins, *plugins]
         self.registry = ToolRegistry(all_plugins)
         self.policy = as_policy(policy)
-        self._plugins_blob = self._serialise_plugins(all_plugins)
+        self._zygotes = [
+            ZygoteSpec(
+                group.name,
+                self._serialise_plugins([all_plugins[i] for i in group.plugins]),
+                group.profiles,
+                tuple(all_plugins[i].name for i in group.plugins),
+            )
+            for group in self.registry.zygotes
+        ]
         self._audit_logger = audit_logger
         self._loop = EngineLoop()
         self._running: _Running | None = None
@@ -95,7 +103,7 @@ class Engine:
 
     @staticmethod
     def _serialise_plugins(plugins: list[ToolPlugin]) -> bytes:
-        """Plugins travel to the zygote by value (dill): a class defined anywhere works."""
+        """Plugins travel to their zygote by value (dill): a class defined anywhere works."""
         for plugin in plugins:
             try:
                 dill.dumps(plugin, recurse=True)
@@ -126,7 +134,11 @@ class Engine:
             quota_off = quota.enable(state_dir.path, self.config.workspace_mb)
             self._loop.start()
             undo.callback(self._loop.stop)
-            pool = WorkerPool(self._plugins_blob, self._pool_config(state_dir, quota_off))
+            pool = WorkerPool(
+                self._zygotes,
+                self._pool_config(state_dir, quota_off),
+                start_all=self.config.start_all_zygotes,
+            )
             undo.callback(self._stop_pool, pool)
             self._loop.run(pool.start())
             quota.report(pool.layers, quota_off, self.config.workspace_mb)
@@ -315,10 +327,8 @@ class Engine:
 
     @property
     def zygotes(self) -> list[dict[str, Any]]:
-        """Each zygote, the plugins whose workers it forks, and what every one of those
-        workers inherits from it (``sandbox.footprint``); empty when not running."""
+        """Each zygote, the plugins whose workers it forks, whether it runs (one starts on its
+        first call), and what every one of its workers inherits from it
+        (``sandbox.footprint``); empty when the engine is not running."""
         pool = self.pool
-        if pool is None:
-            return []
-        plugins = [plugin.name for plugin in self.registry.plugins]
-        return [{"plugins": plugins, "pid": pool.zygote_pid, **pool.zygote_footprint}]
+        return pool.zygotes() if pool is not None else []

@@ -1,4 +1,6 @@
-"""The tools the engine offers: which plugin serves each name, and under which profile."""
+"""The tools the engine offers: which plugin serves each name, under which profile, and which
+zygote forks its workers (one per plugin, or per group of plugins that declare they may share
+one: ``ToolPlugin.zygote_group``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from a2e.caps.tools.models import ToolDefinition, ToolListRequest
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin, select_tools
 from a2e_engine.engine.search import ToolIndex
 
-__all__ = ["RegisteredTool", "ToolRegistry"]
+__all__ = ["RegisteredTool", "ToolRegistry", "ZygoteGroup"]
 
 
 @dataclass(frozen=True)
@@ -18,10 +20,21 @@ class RegisteredTool:
     plugin: ToolPlugin
     plugin_index: int
     profile: str
+    zygote: str  # the name of its plugin's zygote
+    zygote_index: int  # its plugin's place in that zygote's list
 
     @property
     def name(self) -> str:
         return self.definition.name
+
+
+@dataclass(frozen=True)
+class ZygoteGroup:
+    """Plugins whose workers one zygote forks, and the profiles their tools run under."""
+
+    name: str
+    plugins: tuple[int, ...]  # indices into ``ToolRegistry.plugins``
+    profiles: tuple[str, ...]
 
 
 class ToolRegistry:
@@ -30,9 +43,12 @@ class ToolRegistry:
     def __init__(self, plugins: Sequence[ToolPlugin]) -> None:
         self.plugins = list(plugins)
         self._tools: dict[str, RegisteredTool] = {}
-        for index, plugin in enumerate(self.plugins):
+        for plugin in self.plugins:
             if not isinstance(plugin, ToolPlugin):
                 raise TypeError(f"plugin {plugin!r} is not a ToolPlugin instance")
+        homes = _zygote_homes(self.plugins)
+        for index, plugin in enumerate(self.plugins):
+            zygote, zygote_index = homes[index]
             for definition in plugin._list_tools():
                 if definition.name in self._tools:
                     other = self._tools[definition.name].plugin
@@ -46,8 +62,25 @@ class ToolRegistry:
                         f"tool {definition.name!r} asks for sandbox profile {profile!r}; "
                         f"known profiles: {', '.join(SandboxProfile.ALL)}"
                     )
-                self._tools[definition.name] = RegisteredTool(definition, plugin, index, profile)
+                self._tools[definition.name] = RegisteredTool(
+                    definition, plugin, index, profile, zygote, zygote_index
+                )
         self.index = ToolIndex(self.definitions)
+        self.zygotes = self._groups(homes)
+
+    def _groups(self, homes: list[tuple[str, int]]) -> list[ZygoteGroup]:
+        """The zygotes in the order of their first plugin's, with what each must prepare."""
+        groups: dict[str, list[int]] = {}
+        for index, (zygote, _) in enumerate(homes):
+            groups.setdefault(zygote, []).append(index)
+        return [
+            ZygoteGroup(
+                name,
+                tuple(members),
+                tuple(sorted({t.profile for t in self._tools.values() if t.zygote == name})),
+            )
+            for name, members in groups.items()
+        ]
 
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)
@@ -83,3 +116,22 @@ class ToolRegistry:
             return found
 
         return select_tools(request, self.definitions, search)
+
+
+def _zygote_homes(plugins: list[ToolPlugin]) -> list[tuple[str, int]]:
+    """Each plugin's zygote and its place there: its ``zygote_group``, or a zygote of its own
+    named after it (``name``, ``name-2``, ... for several of one name)."""
+    homes: list[tuple[str, int]] = []
+    members: dict[str, int] = {}
+    for plugin in plugins:
+        group = plugin.zygote_group
+        if group:
+            name = f"group {group}"
+        else:
+            name, n = plugin.name, 1
+            while name in members:
+                n += 1
+                name = f"{plugin.name}-{n}"
+        homes.append((name, members.get(name, 0)))
+        members[name] = members.get(name, 0) + 1
+    return homes

@@ -59,7 +59,8 @@ class Job(TypedDict):
     """One tool execution, as the supervisor sends it and the worker reads it: plain data (the
     worker builds no models)."""
 
-    plugin: int  # the index of its plugin in the zygote's list
+    zygote: str  # the name of the zygote that forks its worker (the pool's ZygoteSpec)
+    plugin: int  # the index of its plugin in that zygote's list
     tool: str
     arguments: dict[str, Any]
     profile: str

@@ -1,8 +1,10 @@
 """``WorkerPool``: the supervisor's side of the sandbox (asyncio, one event loop).
 
-It puts together what runs a job in a fresh worker, each part in a module of its own: the line
-to the zygote and its restarts (``sandbox.zygote_link``), the supply of pre-forked workers
-(``sandbox.supply``), the slots that bound the calls running at once (``sandbox.slots``),
+It puts together what runs a job in a fresh worker, each part in a module of its own: a zygote
+per plugin (or per group of plugins that share one), each with its supply of pre-forked
+workers (``sandbox.zygote_line``), the line to each zygote and its restarts
+(``sandbox.zygote_link``), the slots that bound the calls running at once across all of them
+(``sandbox.slots``),
 driving one job through one worker (``sandbox.drive``), and what its run means
 (``sandbox.outcome``). It never unpickles anything: zygote and workers speak JSON only.
 
@@ -13,13 +15,12 @@ The pool knows nothing of sessions or of the wire protocol; the engine gives it 
 from __future__ import annotations
 
 import asyncio
-import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.drive import drive, report_deadline
-from a2e_engine.sandbox.footprint import check_footprint
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome, classify, not_started
 from a2e_engine.sandbox.settings import ZygoteSettings
@@ -27,11 +28,17 @@ from a2e_engine.sandbox.slots import WorkerSlots
 from a2e_engine.sandbox.stream import EventSink, OutputCaps, report_frames
 from a2e_engine.sandbox.supply import WorkerSupply
 from a2e_engine.sandbox.waiting import StopSignal
-from a2e_engine.sandbox.zygote_link import SandboxUnavailable, ZygoteLink
+from a2e_engine.sandbox.zygote_line import ZygoteLine, ZygoteSpec
+from a2e_engine.sandbox.zygote_link import SandboxUnavailable
 
-__all__ = ["PoolConfig", "PoolStatus", "SandboxUnavailable", "StopSignal", "WorkerPool"]
-
-log = logging.getLogger("a2e.sandbox")
+__all__ = [
+    "PoolConfig",
+    "PoolStatus",
+    "SandboxUnavailable",
+    "StopSignal",
+    "WorkerPool",
+    "ZygoteSpec",
+]
 
 
 @dataclass(frozen=True)
@@ -71,105 +78,121 @@ class PoolConfig:
 
 
 class WorkerPool:
-    """Runs jobs in fresh sandboxed workers. Create, ``await start()``, ``run()``, ``stop()``."""
+    """Runs jobs in fresh sandboxed workers, each forked by the zygote of the job's plugin.
+    Create, ``await start()``, ``run()``, ``stop()``."""
 
-    def __init__(self, plugins_blob: bytes, config: PoolConfig | None = None) -> None:
+    def __init__(
+        self,
+        zygotes: Sequence[ZygoteSpec],
+        config: PoolConfig | None = None,
+        *,
+        start_all: bool = False,
+    ) -> None:
+        if not zygotes:
+            raise ValueError("a pool needs at least one zygote")
         self.config = config or PoolConfig()
         self._caps = OutputCaps(
             self.config.max_frame, self.config.max_output_bytes, self.config.max_events
         )
-        self._link = ZygoteLink(
-            self.config.zygote.to_json(), plugins_blob, self, self.config.start_timeout
-        )
-        self._supply: WorkerSupply | None = None
+        settings = self.config.zygote.to_json()
+        self._lines = {
+            spec.name: ZygoteLine(
+                spec,
+                settings,
+                self.config.prefork,
+                self.config.max_workers,
+                self.config.max_frame,
+                self.config.start_timeout,
+            )
+            for spec in zygotes
+        }
+        self._first = self._lines[zygotes[0].name]
+        self._start_all = start_all
         self._slots: WorkerSlots | None = None
         self.layers: dict[str, Any] = {}
-        self.zygote_pid: int | None = None
-        self.zygote_footprint: dict[str, Any] = {}  # footprint.measure(), checked
 
     @property
     def in_flight(self) -> int:
         return self._slots.in_flight if self._slots else 0
 
+    @property
+    def zygote_pid(self) -> int | None:
+        """The first zygote's (the one started with the pool)."""
+        return self._first.pid
+
+    def zygotes(self) -> list[dict[str, Any]]:
+        """Each zygote: its name, plugins, whether it runs, its pid and footprint."""
+        return [
+            {
+                "name": line.spec.name,
+                "plugins": list(line.spec.plugins),
+                "started": line.started,
+                "pid": line.pid if line.started else None,
+                **(line.footprint if line.started else {}),
+            }
+            for line in self._lines.values()
+        ]
+
     def status(self) -> PoolStatus:
         """On the pool's loop."""
-        slots, link = self._slots, self._link
+        slots = self._slots
+        started = [line for line in self._lines.values() if line.started]
+        broken = next((line.link.broken for line in started if line.link.broken), None)
         return PoolStatus(
-            zygote_up=link.up,
-            broken=link.broken,
-            zygote_restarts=max(0, link.starts - 1),
-            workers_waiting=len(self._supply.idle_pids()) if self._supply else 0,
+            zygote_up=bool(started) and all(line.link.up for line in started),
+            broken=broken,
+            zygote_restarts=sum(max(0, line.link.starts - 1) for line in started),
+            workers_waiting=sum(len(line.idle_pids()) for line in started),
             calls_running=slots.in_flight if slots else 0,
             calls_queued=slots.waiting if slots else 0,
         )
 
     def idle_worker_pids(self) -> set[int]:
         """Pre-forked workers waiting for a job (for tests that look for leftover processes)."""
-        return self._supply.idle_pids() if self._supply else set()
+        return {pid for line in self._lines.values() for pid in line.idle_pids()}
 
     # -- lifecycle --
 
     async def start(self) -> None:
-        config = self.config
-        self._slots = WorkerSlots(config.max_workers)
-        self._supply = WorkerSupply(
-            config.profiles,
-            config.prefork,
-            config.max_workers,
-            config.max_frame,
-            spawn=self._link.spawn,
-            broken=lambda: self._link.broken,
-            loop=asyncio.get_running_loop(),
-        )
-        await self._link.start()
+        """Start the first zygote (which reports the layers), or every one with
+        ``start_all``; the others start on their first job."""
+        self._slots = WorkerSlots(self.config.max_workers)
+        await self._first.ensure_started()
+        self.layers = {
+            **self.layers,
+            **report_deadline(),
+            **report_frames(),
+            **self._first.hello["layers"],
+        }
+        if self._start_all:
+            await asyncio.gather(*(line.ensure_started() for line in self._lines.values()))
 
     async def stop(self) -> None:
-        if self._supply is not None:
-            # Every worker killed, and its call told at once that the zygote goes with it.
-            self._supply.stopping = True
-            self._supply.kill_all()
-            self._supply.drop_all()
-        await self._link.stop()
-
-    # -- what the zygote says (sandbox.zygote_link.ZygoteListener) --
-
-    def on_ready(self, hello: dict[str, Any]) -> None:
-        # What the engine added (disk_quota) stays across restarts of the zygote.
-        self.layers = {**self.layers, **report_deadline(), **report_frames(), **hello["layers"]}
-        self.zygote_pid = hello["pid"]
-        try:
-            self.zygote_footprint = check_footprint(hello["footprint"])
-        except ValueError as exc:
-            log.warning("the zygote's footprint report is unreadable: %s", exc)
-            self.zygote_footprint = {}
-        assert self._supply is not None
-        self._supply.ensure_all()
-
-    def on_message(self, message: dict[str, Any], fds: list[int]) -> None:
-        assert self._supply is not None
-        self._supply.on_message(message, fds)
-
-    def on_lost(self) -> None:
-        assert self._supply is not None
-        self._supply.kill_all()
-        self._supply.drop_all()
-
-    def on_broken(self, why: str) -> None:
-        assert self._supply is not None
-        self._supply.wake_all()
+        await asyncio.gather(*(line.stop() for line in self._lines.values()))
 
     # -- running a job --
 
     async def run(
         self, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal | None = None
     ) -> WorkerOutcome:
-        """Run ``job`` in a fresh worker, within ``deadline``."""
-        assert self._slots is not None and self._supply is not None
+        """Run ``job`` in a fresh worker of its zygote, within ``deadline``."""
+        assert self._slots is not None
         loop = asyncio.get_running_loop()
         stop = stop or StopSignal()
         queued_at = loop.time()
+        line = self._lines.get(job["zygote"])
+        if line is None:
+            return WorkerOutcome(
+                OutcomeStatus.SETUP_FAILED, error=f"no sandbox zygote {job['zygote']!r}"
+            )
+        try:
+            await line.ensure_started()
+        except SandboxUnavailable as exc:
+            return WorkerOutcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
+        supply = line.supply
+        assert supply is not None
         profile = job["profile"]
-        if profile not in self._supply.ready:
+        if profile not in supply.ready:
             return WorkerOutcome(
                 OutcomeStatus.SETUP_FAILED, error=f"sandbox profile {profile!r} is not enabled"
             )
@@ -177,12 +200,12 @@ class WorkerPool:
             return self._not_started(stop, deadline, queued_at, "waiting for a free worker slot")
         try:
             try:
-                worker = await self._supply.take(profile, deadline, stop)
+                worker = await supply.take(profile, deadline, stop)
             except SandboxUnavailable as exc:
                 return WorkerOutcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
             if worker is None:
                 return self._not_started(
-                    stop, deadline, queued_at, "waiting for a sandboxed worker"
+                    stop, deadline, queued_at, "waiting for a sandboxed worker", supply
                 )
             queued_ms = int((loop.time() - queued_at) * 1000)
             run = await drive(worker, job, deadline, on_event, stop, self._caps)
@@ -193,11 +216,16 @@ class WorkerPool:
             self._slots.release()
 
     def _not_started(
-        self, stop: StopSignal, deadline: Deadline, queued_at: float, waiting: str
+        self,
+        stop: StopSignal,
+        deadline: Deadline,
+        queued_at: float,
+        waiting: str,
+        supply: WorkerSupply | None = None,
     ) -> WorkerOutcome:
-        assert self._slots is not None and self._supply is not None
+        assert self._slots is not None
         queued_ms = int((asyncio.get_running_loop().time() - queued_at) * 1000)
         detail = f" ({self._slots.in_flight} calls running)"
-        if self._supply.last_spawn_error:
-            detail += f"; last fork error: {self._supply.last_spawn_error}"
+        if supply is not None and supply.last_spawn_error:
+            detail += f"; last fork error: {supply.last_spawn_error}"
         return not_started(stop, deadline, queued_ms, waiting, detail)

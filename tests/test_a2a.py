@@ -178,11 +178,11 @@ def test_headers_reach_the_peer_and_no_other_worker(tools: ToolAPI, peers: PeerS
     result = dispatch(tools, "with_token", "authenticated")
     assert result.success and TOKEN in peers.tokens
     assert peers.tokens.count(TOKEN) == len(peers.tokens)  # sent only to the peer that has it
-    # Code in any other worker (all forked from the same zygote) finds the plugin: the worker's
-    # own frames hold every plugin. It must find no token in it.
+    # Code in another plugin's worker walks its frames for the A2A plugin (the zygote's own
+    # frames hold the plugins it loaded): forked from a zygote of its own, it finds none.
     probe = tools.call(tool_name="python_eval", arguments={"code": FIND_THE_PLUGIN})
     assert probe.success, probe.error
-    assert probe.data["stdout"].startswith("1 ") and TOKEN not in probe.data["stdout"]
+    assert probe.data["stdout"].startswith("0 ") and TOKEN not in probe.data["stdout"]
 
 
 FIND_THE_PLUGIN = """

@@ -70,8 +70,8 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     trivial = report["workloads"]["trivial"]["extras"]["engine"]
     assert set(trivial["open_loop"]) == {"0.25", "0.50", "0.90"}
     assert {"supervisor", "zygote", "waiting_workers"} <= set(trivial["memory"])
-    [zygote] = trivial["zygotes"]  # what every worker inherits
-    assert zygote["modules"] > 0 and "bench" in zygote["plugins"], zygote
+    bench = next(z for z in trivial["zygotes"] if z["name"] == "bench")  # what workers inherit
+    assert bench["started"] and bench["modules"] > 0 and bench["plugins"] == ["bench"], bench
     assert "modules," in proc.stdout
     assert chart_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "trivial tool" in proc.stdout and "x fork" in proc.stdout

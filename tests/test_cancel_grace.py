@@ -46,7 +46,10 @@ class Abrupt(Remote):
 
 @pytest.fixture(scope="module")
 def tools() -> Iterator[ToolAPI]:
-    with Engine(plugins=[Remote(), Abrupt()], config=EngineConfig(prefork=1)) as engine:
+    # Every zygote warm before the first call: these calls' one-second timeouts are for the
+    # tools, not for starting their zygotes.
+    config = EngineConfig(prefork=1, start_all_zygotes=True)
+    with Engine(plugins=[Remote(), Abrupt()], config=config) as engine:
         client = engine.connect()
         yield ToolAPI(client)
         client.close()

@@ -80,10 +80,13 @@ def test_doctor_lists_every_layer_and_fails_on_a_missing_required_one() -> None:
     report = json.loads(a2e("doctor", "--json").stdout)
     assert report["missing"] == [] and report["layers"]["seccomp"]["active"]
     assert set(report["layers"]) == set(LAYERS)  # each one reported, active or why not
-    [zygote] = report["zygotes"]  # what every worker inherits: memory and modules
-    assert {"python_eval", "code_eval"} <= set(zygote["plugins"]) and zygote["pid"] > 0
-    assert zygote["rss_kib"] > 0 and zygote["modules"] > 0 and "a2e_engine" in zygote["packages"]
-    assert "modules, every worker a fork of it" in out
+    zygotes = {zygote["name"]: zygote for zygote in report["zygotes"]}  # one per plugin
+    assert {"python_eval", "code_eval", "http"} <= set(zygotes)
+    python = zygotes["python_eval"]  # doctor starts every one to report what workers inherit
+    assert python["plugins"] == ["python_eval"] and python["started"] and python["pid"] > 0
+    assert python["rss_kib"] > 0 and python["modules"] > 0 and "a2e_engine" in python["packages"]
+    assert len({zygote["pid"] for zygote in zygotes.values()}) == len(zygotes)
+    assert "every worker is a fork of its plugin's" in out
     proc = a2e("doctor", "--no-namespaces", "--require", "pid_namespace", check=False)
     assert proc.returncode == 1
     assert "missing required layers: pid_namespace (disabled by configuration)" in proc.stdout

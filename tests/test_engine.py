@@ -463,24 +463,32 @@ def test_a_required_layer_that_is_missing_stops_the_engine_from_starting() -> No
         assert ok.running
 
 
-def test_the_zygote_restarts_and_in_flight_calls_fail_cleanly(
+def test_a_zygote_restarts_alone_and_its_in_flight_calls_fail_cleanly(
     engine: Engine, tools: ToolAPI
 ) -> None:
-    assert engine.pool is not None
+    """Killing the zygote of one plugin fails that plugin's calls in flight and restarts its
+    zygote; another plugin's zygote and calls do not notice."""
+    assert tools.call(tool_name="python_eval", arguments={"code": "1"}).success
     pending = tools.start(tool_name="sleep", arguments={"seconds": 20}, timeout=30)
     time.sleep(0.5)
-    old = engine.pool.zygote_pid
-    assert old is not None
+    before = {zygote["name"]: zygote["pid"] for zygote in engine.zygotes}
+    old, bystander = before["hostile"], before["python_eval"]
+    assert old is not None and bystander is not None and old != bystander
     os.kill(old, signal.SIGKILL)
     result = pending.result()
     assert not result.success and "zygote died" in (result.error or ""), result.error
+
+    def hostile_pid() -> int | None:
+        return next(z["pid"] for z in engine.zygotes if z["name"] == "hostile")
+
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if engine.pool.zygote_pid not in (None, old):
-            break
+    while time.monotonic() < deadline and hostile_pid() in (None, old):
         time.sleep(0.1)
-    assert engine.pool.zygote_pid not in (None, old)
+    assert hostile_pid() not in (None, old)
+    assert tools.call(tool_name="sleep", arguments={"seconds": 0}).success
     assert tools.call(tool_name="python_eval", arguments={"code": "1"}).success
+    after = {zygote["name"]: zygote["pid"] for zygote in engine.zygotes}
+    assert after["python_eval"] == bystander  # never restarted
 
 
 def test_threads_writing_output_at_once_do_not_corrupt_frames(tools: ToolAPI) -> None:

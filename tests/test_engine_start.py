@@ -13,7 +13,8 @@ from typing import Any
 import psutil
 import pytest
 
-from a2e.caps.tools.models import ToolDefinition
+from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolDefinition, ToolErrorCode
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e_engine.engine import (
     Engine,
@@ -92,8 +93,10 @@ CASES: dict[str, tuple[Callable[[Path], Engine], type[Exception], str]] = {
         "Not a directory",
     ),
     "the sandbox cannot start": (
-        lambda root: Engine(
-            plugins=[BrokenPreload()], config=EngineConfig(state_dir=str(root / "state"))
+        lambda root: Engine(  # its only plugin's zygote starts with it
+            plugins=[BrokenPreload()],
+            builtin_tools=False,
+            config=EngineConfig(state_dir=str(root / "state")),
         ),
         SandboxUnavailable,
         "this plugin cannot load",
@@ -131,6 +134,21 @@ def test_a_failed_start_undoes_every_step_before_it(
         assert not engine.running and engine.pool is None and engine.state_dir == ""
         _assert_nothing_left(tmp_path, before)
     engine.stop()  # harmless
+
+
+def test_a_plugin_whose_zygote_cannot_start_fails_its_own_calls_only(tmp_path: Path) -> None:
+    """Among other plugins, a broken one costs its own calls a clear error, and nothing
+    else: the engine starts, the other plugins' calls run."""
+    config = EngineConfig(prefork=1, state_dir=str(tmp_path / "state"))
+    with Engine(plugins=[BrokenPreload()], config=config) as engine:
+        tools = ToolAPI(engine.connect())
+        for _ in range(2):  # the second call tries its zygote again, and says the same
+            broken = tools.call(tool_name="never", arguments={})
+            assert not broken.success and broken.error_code == ToolErrorCode.TOOL_ERROR
+            assert "this plugin cannot load" in (broken.error or ""), broken.error
+        assert tools.call(tool_name="python_eval", arguments={"code": "1"}).success
+        started = {zygote["name"]: zygote["started"] for zygote in engine.zygotes}
+        assert started["python_eval"] and not started["broken_preload"]
 
 
 def test_the_least_memory_limit_named_is_one_that_works(tmp_path: Path) -> None:

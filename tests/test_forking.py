@@ -97,7 +97,8 @@ class ThreadedPreload(ToolPlugin):
 
 def test_a_zygote_with_threads_falls_back_to_os_fork() -> None:
     config = EngineConfig(max_workers=2, prefork=1, max_timeout=30)
-    with Engine(plugins=[ThreadedPreload()], config=config) as engine:
+    # Its zygote first (the one whose layers the engine reports): no built-in before it.
+    with Engine(plugins=[ThreadedPreload()], builtin_tools=False, config=config) as engine:
         assert engine.layers["fresh_process"]["fork"] == "os.fork (2 threads)"
         client = engine.connect(client_name="pytest")
         try:

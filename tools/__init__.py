@@ -1,13 +1,25 @@
 """Built-in tool plugins. They run inside sandboxed workers; ``use_a2a_agent``
-(``A2APeers``) needs the ``a2a`` extra once peers are configured."""
+(``A2APeers``) needs the ``a2a`` extra once peers are configured.
 
-from a2e_engine.tools.a2a_peers import A2APeers
-from a2e_engine.tools.code_eval import CodeEval
-from a2e_engine.tools.files import FileTools
-from a2e_engine.tools.http import HttpTools
-from a2e_engine.tools.python_eval import PythonEval
-from a2e_engine.tools.run_code import RunCode
-from a2e_engine.tools.shell import Shell
+Each plugin is imported when first named here, not with the package: a plugin's zygote
+imports its own module, and with it nothing of the others (``http``'s TLS stack, ``a2a``'s
+client) that its workers could read.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from a2e.caps.tools.plugin import ToolPlugin
+    from a2e_engine.tools.a2a_peers import A2APeers
+    from a2e_engine.tools.code_eval import CodeEval
+    from a2e_engine.tools.files import FileTools
+    from a2e_engine.tools.http import HttpTools
+    from a2e_engine.tools.python_eval import PythonEval
+    from a2e_engine.tools.run_code import RunCode
+    from a2e_engine.tools.shell import Shell
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -20,4 +32,22 @@ __all__ = [
     "Shell",
 ]
 
-BUILTIN_PLUGINS = (PythonEval, CodeEval, RunCode, Shell, FileTools, HttpTools, A2APeers)
+#: Each built-in plugin class by the module that defines it, in the engine's order.
+_HOMES = {
+    "PythonEval": "python_eval",
+    "CodeEval": "code_eval",
+    "RunCode": "run_code",
+    "Shell": "shell",
+    "FileTools": "files",
+    "HttpTools": "http",
+    "A2APeers": "a2a_peers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BUILTIN_PLUGINS":
+        plugins: tuple[type[ToolPlugin], ...] = tuple(__getattr__(n) for n in _HOMES)
+        return plugins
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -151,6 +151,10 @@ class ToolPlugin(A2EPlugin):
     #: elsewhere) before it is killed. 0: killed at once. When above 0 the tool sees the end
     #: coming as ``ToolCancelled`` raised where its code is (see ``ToolCancelled``).
     cancel_grace_s: ClassVar[float] = 0.0
+    #: Plugins that name the same group share one zygote, and so each other's memory and
+    #: imports; empty (the default): a zygote of its own, whose workers see nothing of any
+    #: other plugin.
+    zygote_group: ClassVar[str] = ""
 
     _event_callback: Callable[[ToolEvent], None] | None = None
     _event_sink: Callable[[EventKind, dict[str, Any]], None] | None = None

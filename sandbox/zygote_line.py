@@ -1,0 +1,128 @@
+"""``ZygoteLine``: one zygote of the pool, the plugins whose workers it forks, and their supply.
+
+Each plugin (or group of plugins that declare they may share one) gets a zygote of its own,
+holding that plugin alone and what it imported: a worker of one plugin cannot read another
+plugin's objects or modules, and a plugin's crash or hang restarts its own zygote only. A line
+starts its zygote on first use (``ensure_started``; once, however many calls ask at the same
+moment), or with the pool when configured so, and keeps ``prefork`` workers waiting for each
+profile its plugins' tools run under.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from a2e_engine.sandbox.footprint import check_footprint
+from a2e_engine.sandbox.supply import WorkerSupply
+from a2e_engine.sandbox.zygote_link import ZygoteLink
+
+__all__ = ["ZygoteLine", "ZygoteSpec"]
+
+log = logging.getLogger("a2e.sandbox")
+
+
+@dataclass(frozen=True)
+class ZygoteSpec:
+    """One zygote: a name (for reports), its plugins by value (a dill blob of their list; a
+    job's ``plugin`` indexes it), and the profiles its plugins' tools run under."""
+
+    name: str
+    plugins_blob: bytes
+    profiles: tuple[str, ...]
+    plugins: tuple[str, ...] = ()  # their names, for reports
+
+
+class ZygoteLine:
+    def __init__(
+        self,
+        spec: ZygoteSpec,
+        settings_json: str,
+        prefork: int,
+        max_workers: int,
+        max_frame: int,
+        start_timeout: float,
+    ) -> None:
+        self.spec = spec
+        self._prefork, self._max_workers, self._max_frame = prefork, max_workers, max_frame
+        self.link = ZygoteLink(settings_json, spec.plugins_blob, self, start_timeout)
+        self.supply: WorkerSupply | None = None
+        self._started: asyncio.Future[None] | None = None
+        self.hello: dict[str, Any] = {}  # its zygote's last ``ready`` message
+        self.footprint: dict[str, Any] = {}
+
+    @property
+    def pid(self) -> int | None:
+        pid = self.hello.get("pid")
+        return pid if isinstance(pid, int) else None
+
+    @property
+    def started(self) -> bool:
+        return self._started is not None and self._started.done() and not self._failed()
+
+    def _failed(self) -> bool:
+        started = self._started
+        return bool(started is not None and started.done() and started.exception() is not None)
+
+    async def ensure_started(self) -> None:
+        """Start the zygote unless it is (being) started; ``SandboxUnavailable`` if it cannot.
+        A start that failed is tried again by the next caller."""
+        if self._started is None or self._failed():
+            loop = asyncio.get_running_loop()
+            self._started = loop.create_future()
+            self.supply = WorkerSupply(
+                self.spec.profiles,
+                self._prefork,
+                self._max_workers,
+                self._max_frame,
+                spawn=self.link.spawn,
+                broken=lambda: self.link.broken,
+                loop=loop,
+            )
+            try:
+                await self.link.start()
+            except BaseException as exc:
+                self._started.set_exception(exc)
+                self._started.exception()  # retrieved: a later caller tries again
+                raise
+            self._started.set_result(None)
+            return
+        await asyncio.shield(self._started)
+
+    async def stop(self) -> None:
+        if self.supply is not None:
+            # Every worker killed, and its call told at once that the zygote goes with it.
+            self.supply.stopping = True
+            self.supply.kill_all()
+            self.supply.drop_all()
+        await self.link.stop()
+
+    def idle_pids(self) -> set[int]:
+        return self.supply.idle_pids() if self.supply else set()
+
+    # -- what its zygote says (sandbox.zygote_link.ZygoteListener) --
+
+    def on_ready(self, hello: dict[str, Any]) -> None:
+        self.hello = hello
+        try:
+            self.footprint = check_footprint(hello["footprint"])
+        except ValueError as exc:
+            log.warning("zygote %s: its footprint report is unreadable: %s", self.spec.name, exc)
+            self.footprint = {}
+        assert self.supply is not None
+        self.supply.ensure_all()
+
+    def on_message(self, message: dict[str, Any], fds: list[int]) -> None:
+        assert self.supply is not None
+        self.supply.on_message(message, fds)
+
+    def on_lost(self) -> None:
+        assert self.supply is not None
+        self.supply.kill_all()
+        self.supply.drop_all()
+
+    def on_broken(self, why: str) -> None:
+        assert self.supply is not None
+        self.supply.wake_all()
