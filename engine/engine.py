@@ -93,7 +93,7 @@ class Engine:
                 tuple(all_plugins[i].name for i in group.plugins),
             )
             for group in self.registry.zygotes
-        ]
+        ] or [ZygoteSpec("no plugins", self._serialise_plugins([]), ())]  # still a sandbox
         self._audit_logger = audit_logger
         self._loop = EngineLoop()
         self._running: _Running | None = None

@@ -200,3 +200,11 @@ def test_a_step_that_breaks_undoes_every_step_before_it(
     monkeypatch.undo()
     with engine:  # and once mended, the same engine starts
         assert engine.running and audit.exists()
+
+
+def test_an_engine_without_plugins_still_starts_its_sandbox(tmp_path: Path) -> None:
+    """Nothing to call, but the layers are still there to report (``a2e doctor``)."""
+    with Engine(builtin_tools=False, config=EngineConfig(prefork=0)) as engine:
+        assert engine.layers["seccomp"]["active"]
+        assert [z["name"] for z in engine.zygotes] == ["no plugins"]
+        assert ToolAPI(engine.connect()).list() == []

@@ -188,18 +188,22 @@ def changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 
 def leftover_processes(engine: Engine, wait_s: float = 5.0) -> list[psutil.Process]:
-    """Descendants of the zygote that are not idle pre-forked workers, after up to ``wait_s``
-    for the call's worker to be reaped (workers that sent their result exit off the call's
-    path) and for a worker being forked to become idle."""
+    """Descendants of every zygote (each plugin's) that are not idle pre-forked workers,
+    after up to ``wait_s`` for the call's worker to be reaped (workers that sent their result
+    exit off the call's path) and for a worker being forked to become idle."""
     deadline = time.monotonic() + wait_s
     while True:
-        assert engine.pool is not None and engine.pool.zygote_pid is not None
-        try:
-            zygote = psutil.Process(engine.pool.zygote_pid)
-            idle = engine.pool.idle_worker_pids()
-            left = [p for p in zygote.children(recursive=True) if p.pid not in idle]
-        except psutil.NoSuchProcess:
-            left = []
+        assert engine.pool is not None
+        zygotes = [z["pid"] for z in engine.zygotes if z["started"]]
+        assert zygotes, "no zygote runs"
+        idle = engine.pool.idle_worker_pids()
+        left = []
+        for pid in zygotes:
+            try:
+                descendants = psutil.Process(pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                continue
+            left += [p for p in descendants if p.pid not in idle]
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.05)
