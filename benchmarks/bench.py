@@ -253,6 +253,8 @@ def _open(
     """Open ``system``; it is closed with the stack, and a failure to close is only logged."""
     manager = system.open(workload, payloads)
     opened = manager.__enter__()
+    if system.is_engine:
+        opened.call()  # the tool's zygote starts on its first call: not inside a figure
 
     def close() -> None:
         try:

@@ -73,9 +73,9 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
             call()
             idle.append(time.perf_counter() - began)
         figures["idle_median_ms"] = statistics.median(idle) * 1000
-        assert engine.pool is not None and engine.pool.zygote_pid is not None
+        assert engine.pool is not None
         for concurrency in (1, 2):
-            meter = CpuMeter({"supervisor": [os.getpid()], "zygote": [engine.pool.zygote_pid]})
+            meter = CpuMeter({"supervisor": [os.getpid()], "zygote": engine.pool.zygote_pids()})
             left = [calls]
             lock = threading.Lock()
 

@@ -33,8 +33,9 @@ def ray_system(resource: str | None = None) -> Callable[[Workload, list[Payload]
             def processes() -> dict[str, list[int]]:
                 node = engine.nodes()[0]
                 roles = {"driver": [os.getpid()], "supervisor": [node.pid]}
-                if node.zygote_pid:
-                    roles["zygote"] = [node.zygote_pid]
+                zygotes = list(node.zygote_pids) or ([node.zygote_pid] if node.zygote_pid else [])
+                if zygotes:
+                    roles["zygote"] = zygotes
                 return roles
 
             try:

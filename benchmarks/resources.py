@@ -30,21 +30,31 @@ class CpuMeter:
     """CPU seconds spent by each role's processes between ``start`` and ``stop``, per call."""
 
     def __init__(self, processes: dict[str, list[int]]) -> None:
-        self.pids = {role: pids[0] for role, pids in processes.items() if role != "waiting_workers"}
-        self.before: dict[str, _Cpu | None] = {}
+        self.pids = {role: pids for role, pids in processes.items() if role != "waiting_workers"}
+        self.before: dict[int, _Cpu | None] = {}
 
     def start(self) -> None:
-        self.before = {role: _cpu(pid) for role, pid in self.pids.items()}
+        self.before = {pid: _cpu(pid) for pids in self.pids.values() for pid in pids}
 
     def per_call_ms(self, calls: int) -> dict[str, float]:
+        """Each role's CPU per call, summed over its processes (a zygote per plugin); the
+        zygotes' children are the workers they reaped."""
         figures: dict[str, float] = {}
-        for role, pid in self.pids.items():
-            before, after = self.before.get(role), _cpu(pid)
-            if before is None or after is None:
+        for role, pids in self.pids.items():
+            own = children = 0.0
+            measured = False
+            for pid in pids:
+                before, after = self.before.get(pid), _cpu(pid)
+                if before is None or after is None:
+                    continue
+                own += after.own - before.own
+                children += after.children - before.children
+                measured = True
+            if not measured:
                 continue
-            figures[f"{role}_cpu_ms"] = (after.own - before.own) * 1000 / calls
-            if role == "zygote":  # its children are the workers it reaped
-                figures["workers_cpu_ms"] = (after.children - before.children) * 1000 / calls
+            figures[f"{role}_cpu_ms"] = own * 1000 / calls
+            if role == "zygote":
+                figures["workers_cpu_ms"] = children * 1000 / calls
         return figures
 
 

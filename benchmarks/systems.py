@@ -118,10 +118,10 @@ def engine_in_process(workload: Workload, payloads: list[Payload]) -> Iterator[O
 
         def processes() -> dict[str, list[int]]:
             pool = engine.pool
-            assert pool is not None and pool.zygote_pid is not None
+            assert pool is not None
             return {
                 "supervisor": [os.getpid()],
-                "zygote": [pool.zygote_pid],
+                "zygote": pool.zygote_pids(),
                 "waiting_workers": sorted(pool.idle_worker_pids()),
             }
 

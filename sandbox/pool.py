@@ -120,6 +120,10 @@ class WorkerPool:
         """The first zygote's (the one started with the pool)."""
         return self._first.pid
 
+    def zygote_pids(self) -> list[int]:
+        """The zygotes running now (each plugin's starts on its first job)."""
+        return [line.pid for line in self._lines.values() if line.started and line.pid]
+
     def zygotes(self) -> list[dict[str, Any]]:
         """Each zygote: its name, plugins, whether it runs, its pid and footprint."""
         return [

@@ -195,6 +195,7 @@ class RayEngine:
                 workers_waiting=int(link.reported.get("workers_waiting", 0)),
                 state_dir=str(link.described.get("state_dir", "")),
                 zygote_pid=link.described.get("zygote_pid"),
+                zygote_pids=tuple(link.reported.get("zygote_pids", ())),
                 cgroups=tuple(link.described.get("cgroups", ())),
             )
             for link in sorted(links, key=lambda link: link.node_id)

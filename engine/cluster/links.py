@@ -60,7 +60,8 @@ class NodeInfo:
     calls_running: int
     workers_waiting: int
     state_dir: str  # its engine's, on that node
-    zygote_pid: int | None
+    zygote_pid: int | None  # the first plugin's, started with the engine
+    zygote_pids: tuple[int, ...]  # every plugin's zygote running, as the node last reported
     cgroups: tuple[str, ...]
 
 

@@ -81,7 +81,12 @@ class NodeEngine:
 
     def load(self) -> dict[str, Any]:
         """The engine's status (``HostStatus``) for placement and ``RayEngine.nodes()``."""
-        return {"node_id": self.node_id, **asdict(self.engine.status())}
+        pool = self.engine.pool
+        return {
+            "node_id": self.node_id,
+            "zygote_pids": pool.zygote_pids() if pool is not None else [],
+            **asdict(self.engine.status()),
+        }
 
     async def open(self, conn_id: str, policy: Policy | None) -> None:
         """A client connection, whose frames the relay takes from the first channel that
