@@ -17,11 +17,14 @@ from typing import Any
 
 from a2e_engine.sandbox.footprint import check_footprint
 from a2e_engine.sandbox.supply import WorkerSupply
-from a2e_engine.sandbox.zygote_link import ZygoteLink
+from a2e_engine.sandbox.zygote_link import SandboxUnavailable, ZygoteLink
 
 __all__ = ["ZygoteLine", "ZygoteSpec"]
 
 log = logging.getLogger("a2e.sandbox")
+
+#: After a zygote failed to start, how long its calls fail at once before one tries again.
+RETRY_START_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class ZygoteLine:
         self.link = ZygoteLink(settings_json, spec.plugins_blob, self, start_timeout)
         self.supply: WorkerSupply | None = None
         self._started: asyncio.Future[None] | None = None
+        self._failure: SandboxUnavailable | None = None  # why the last start failed
+        self._retry_at = 0.0  # and when the next call may try again
         self.hello: dict[str, Any] = {}  # its zygote's last ``ready`` message
         self.footprint: dict[str, Any] = {}
 
@@ -68,28 +73,42 @@ class ZygoteLine:
 
     async def ensure_started(self) -> None:
         """Start the zygote unless it is (being) started; ``SandboxUnavailable`` if it cannot.
-        A start that failed is tried again by the next caller."""
-        if self._started is None or self._failed():
-            loop = asyncio.get_running_loop()
-            self._started = loop.create_future()
-            self.supply = WorkerSupply(
-                self.spec.profiles,
-                self._prefork,
-                self._max_workers,
-                self._max_frame,
-                spawn=self.link.spawn,
-                broken=lambda: self.link.broken,
-                loop=loop,
-            )
-            try:
-                await self.link.start()
-            except BaseException as exc:
-                self._started.set_exception(exc)
-                self._started.exception()  # retrieved: a later caller tries again
-                raise
-            self._started.set_result(None)
+        After a failed start, calls fail at once with the same reason for ``RETRY_START_S``,
+        and the next one after that tries again."""
+        loop = asyncio.get_running_loop()
+        started = self._started
+        if started is not None and (not started.done() or not self._failed()):
+            await asyncio.shield(started)
             return
-        await asyncio.shield(self._started)
+        if self._failure is not None and loop.time() < self._retry_at:
+            raise self._failure
+        self._started = started = loop.create_future()
+        self.supply = WorkerSupply(
+            self.spec.profiles,
+            self._prefork,
+            self._max_workers,
+            self._max_frame,
+            spawn=self.link.spawn,
+            broken=lambda: self.link.broken,
+            loop=loop,
+        )
+        try:
+            await self.link.start()
+        except (SandboxUnavailable, TimeoutError) as exc:
+            failure = (
+                exc
+                if isinstance(exc, SandboxUnavailable)
+                else SandboxUnavailable(f"the sandbox zygote of {self.spec.name} did not start")
+            )
+            self._failure, self._retry_at = failure, loop.time() + RETRY_START_S
+            started.set_exception(failure)
+            started.exception()  # retrieved here: the callers waiting get it too
+            raise failure from None
+        except BaseException:  # cancelled (the engine stops): whoever waits is told too
+            started.cancel()
+            raise
+        self._failure = None
+        started.set_result(None)
 
     async def stop(self) -> None:
         if self.supply is not None:

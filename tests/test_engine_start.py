@@ -142,7 +142,7 @@ def test_a_plugin_whose_zygote_cannot_start_fails_its_own_calls_only(tmp_path: P
     config = EngineConfig(prefork=1, state_dir=str(tmp_path / "state"))
     with Engine(plugins=[BrokenPreload()], config=config) as engine:
         tools = ToolAPI(engine.connect())
-        for _ in range(2):  # the second call tries its zygote again, and says the same
+        for _ in range(2):  # the second one fails at once, for the same reason
             broken = tools.call(tool_name="never", arguments={})
             assert not broken.success and broken.error_code == ToolErrorCode.TOOL_ERROR
             assert "this plugin cannot load" in (broken.error or ""), broken.error
