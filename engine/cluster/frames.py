@@ -15,7 +15,15 @@ import struct
 
 from a2e.codec import MAX_MESSAGE_BYTES
 
-__all__ = ["HEADER", "MAX_LINE_BYTES", "TOKEN_BYTES", "FrameError", "pack", "unpack_header"]
+__all__ = [
+    "HEADER",
+    "MAX_LINE_BYTES",
+    "TOKEN_BYTES",
+    "FrameError",
+    "is_conn_id",
+    "pack",
+    "unpack_header",
+]
 
 HEADER = struct.Struct("!I32s")
 TOKEN_BYTES = 32
@@ -30,6 +38,11 @@ class FrameError(Exception):
     """A header no side of ours sends: the stream cannot be trusted past it."""
 
 
+def is_conn_id(raw: bytes) -> bool:
+    """32 lowercase hex digits: what ``uuid4().hex`` gives, and all a header has room for."""
+    return len(raw) == HEADER.size - 4 and _HEX.issuperset(raw)
+
+
 def pack(conn_id: str, line: str) -> bytes:
     data = line.encode()
     return HEADER.pack(len(data), conn_id.encode()) + data
@@ -41,6 +54,6 @@ def unpack_header(header: bytes) -> tuple[int, str]:
     length, raw_id = HEADER.unpack(header)
     if length > MAX_LINE_BYTES:
         raise FrameError(f"a frame of {length} bytes exceeds the limit of {MAX_LINE_BYTES}")
-    if not _HEX.issuperset(raw_id):
+    if not is_conn_id(raw_id):
         raise FrameError("a frame's connection id is not 32 hex digits")
     return length, raw_id.decode()

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from a2e import codec
 from a2e.caps.tools.models import ToolCallResponse, ToolUsage
 from a2e.messages import A2EError, A2EMessage, ErrorCode
-from a2e_engine.engine.cluster.frames import HEADER, TOKEN_BYTES, FrameError, pack, unpack_header
+from a2e_engine.engine.cluster.frames import (
+    HEADER,
+    TOKEN_BYTES,
+    FrameError,
+    is_conn_id,
+    pack,
+    unpack_header,
+)
 from a2e_engine.engine.host import Host, HostClosed, HostConnection
 from a2e_engine.engine.policy import Policy
 
@@ -42,7 +49,6 @@ class _Relayed:
 
     host: HostConnection | None = None
     writer: asyncio.StreamWriter | None = None
-    conn_id: str = ""
 
 
 @dataclass
@@ -62,9 +68,9 @@ class Relay:
         return str(name[0]), int(name[1])
 
     async def open(self, conn_id: str, policy: Policy | None) -> None:
-        if len(conn_id) != HEADER.size - 4 or not all(c in "0123456789abcdef" for c in conn_id):
+        if not is_conn_id(conn_id.encode()):
             raise ValueError("a connection id is 32 lowercase hex digits (uuid4().hex)")
-        relayed = _Relayed(conn_id=conn_id)
+        relayed = _Relayed()
 
         def send(message: A2EMessage) -> None:
             writer = relayed.writer
