@@ -8,8 +8,12 @@ and each frame's ``f_back``), no imported module."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools.models import ToolDefinition
+from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+from a2e_engine.engine import Engine, EngineConfig
 
 OTHERS = ("HostileTools", "Shell", "FileTools", "HttpTools", "A2APeers", "RunCode", "CodeEval")
 OTHER_MODULES = (
@@ -54,3 +58,40 @@ def test_a_worker_finds_no_other_plugin_in_its_memory(tools: ToolAPI) -> None:
     found = json.loads(result.data["stdout"])
     assert found["own"]  # the search works: it finds its own plugin
     assert found == {"objects": [], "frames": [], "modules": [], "own": True}, found
+
+
+class _Named(ToolPlugin):
+    """A plugin with one tool that says which plugin ran it."""
+
+    sandbox_profile = SandboxProfile.COMPUTE
+
+    def _list_tools(self) -> list[ToolDefinition]:
+        return [ToolDefinition(name=f"{self.name}_who", description="which plugin ran this")]
+
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"plugin": self.name}
+
+
+class _Left(_Named):
+    name = "left"
+    zygote_group = "pair"
+
+
+class _Right(_Named):
+    name = "right"
+    zygote_group = "pair"
+
+
+class _Alone(_Named):
+    name = "alone"
+
+
+def test_plugins_of_one_zygote_group_share_a_zygote_and_each_runs_its_own_tools() -> None:
+    plugins = [_Left(), _Alone(), _Right()]
+    with Engine(plugins=plugins, builtin_tools=False, config=EngineConfig(prefork=0)) as engine:
+        tools = ToolAPI(engine.connect())
+        for name in ("left", "right", "alone"):
+            result = tools.call(tool_name=f"{name}_who", arguments={})
+            assert result.success and result.data == {"plugin": name}, result
+        zygotes = {z["name"]: (z["plugins"], z["started"]) for z in engine.zygotes}
+    assert zygotes == {"group pair": (["left", "right"], True), "alone": (["alone"], True)}
