@@ -11,6 +11,7 @@ profile its plugins' tools run under.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +53,8 @@ class ZygoteLine:
         self._prefork, self._max_workers, self._max_frame = prefork, max_workers, max_frame
         self.link = ZygoteLink(settings_json, spec.plugins_blob, self, start_timeout)
         self.supply: WorkerSupply | None = None
-        self._started: asyncio.Future[None] | None = None
+        self.started = False  # its zygote came up (restarts after a death are the link's)
+        self._starting: asyncio.Task[None] | None = None  # the one start under way
         self._failure: SandboxUnavailable | None = None  # why the last start failed
         self._retry_at = 0.0  # and when the next call may try again
         self.hello: dict[str, Any] = {}  # its zygote's last ``ready`` message
@@ -63,26 +65,24 @@ class ZygoteLine:
         pid = self.hello.get("pid")
         return pid if isinstance(pid, int) else None
 
-    @property
-    def started(self) -> bool:
-        return self._started is not None and self._started.done() and not self._failed()
-
-    def _failed(self) -> bool:
-        started = self._started
-        return bool(started is not None and started.done() and started.exception() is not None)
-
     async def ensure_started(self) -> None:
         """Start the zygote unless it is (being) started; ``SandboxUnavailable`` if it cannot.
-        After a failed start, calls fail at once with the same reason for ``RETRY_START_S``,
-        and the next one after that tries again."""
-        loop = asyncio.get_running_loop()
-        started = self._started
-        if started is not None and (not started.done() or not self._failed()):
-            await asyncio.shield(started)
+        The start is the line's own task, so a caller that is cancelled while waiting does not
+        cancel it for the others. After a failed start, calls fail at once with the same
+        reason for ``RETRY_START_S``, and the next one after that tries again."""
+        if self.started:
             return
-        if self._failure is not None and loop.time() < self._retry_at:
-            raise self._failure
-        self._started = started = loop.create_future()
+        if self._starting is None:
+            loop = asyncio.get_running_loop()
+            if self._failure is not None and loop.time() < self._retry_at:
+                raise self._failure
+            self._starting = loop.create_task(self._start())
+            # Retrieved even if every caller was cancelled while it ran.
+            self._starting.add_done_callback(lambda t: t.cancelled() or t.exception())
+        await asyncio.shield(self._starting)
+
+    async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
         self.supply = WorkerSupply(
             self.spec.profiles,
             self._prefork,
@@ -94,23 +94,24 @@ class ZygoteLine:
         )
         try:
             await self.link.start()
-        except (SandboxUnavailable, TimeoutError) as exc:
-            failure = (
-                exc
-                if isinstance(exc, SandboxUnavailable)
-                else SandboxUnavailable(f"the sandbox zygote of {self.spec.name} did not start")
-            )
-            self._failure, self._retry_at = failure, loop.time() + RETRY_START_S
-            started.set_exception(failure)
-            started.exception()  # retrieved here: the callers waiting get it too
-            raise failure from None
-        except BaseException:  # cancelled (the engine stops): whoever waits is told too
-            started.cancel()
-            raise
-        self._failure = None
-        started.set_result(None)
+        except SandboxUnavailable as exc:
+            failure = exc
+        except TimeoutError:
+            failure = SandboxUnavailable(f"the sandbox zygote of {self.spec.name} did not start")
+        else:
+            self._failure, self.started = None, True
+            return
+        finally:
+            self._starting = None
+        self._failure, self._retry_at = failure, loop.time() + RETRY_START_S
+        raise failure
 
     async def stop(self) -> None:
+        starting = self._starting
+        if starting is not None:
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, SandboxUnavailable):
+                await starting
         if self.supply is not None:
             # Every worker killed, and its call told at once that the zygote goes with it.
             self.supply.stopping = True
