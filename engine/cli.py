@@ -62,8 +62,10 @@ class CommandFailed(Exception):
     """What was asked could not be done: exit status 1."""
 
 
-def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -> Engine:
-    """The configuration file (``--config``) as the base, the flags given on top of it."""
+def _engine_from_args(args: argparse.Namespace, reporting: bool = False) -> Engine:
+    """The configuration file (``--config``) as the base, the flags given on top of it;
+    ``reporting`` (``a2e doctor``): nothing required, and every plugin's zygote started so
+    that each can be reported."""
     try:
         file = load_config_file(args.config) if args.config else ConfigFile()
     except ConfigError as exc:
@@ -78,7 +80,7 @@ def _engine_from_args(args: argparse.Namespace, enforce_required: bool = True) -
     settings = {**file.engine, **{k: v for k, v in flags.items() if v is not None}}
     if args.read_root:
         settings["read_roots"] = (*settings.get("read_roots", ()), *args.read_root)
-    if not enforce_required:  # a2e doctor: report what is there, every zygote included
+    if reporting:
         settings["require"] = ()
         settings["start_all_zygotes"] = True
     elif args.require:
@@ -620,7 +622,7 @@ def _ks(text: str) -> tuple[int, ...]:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Which layers this host gives the sandbox, why not where not, and the limits per call."""
-    with _started(_engine_from_args(args, enforce_required=False)) as engine:
+    with _started(_engine_from_args(args, reporting=True)) as engine:
         layers = engine.layers
         limits = engine.config.limits
         zygotes = engine.zygotes
