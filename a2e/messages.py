@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from a2e.capability import A2ECapability
+
 __all__ = [
     "PROTOCOL_VERSION",
     "A2ECapability",
@@ -53,12 +55,6 @@ def new_id() -> str:
     """
     digits = f"{_PREFIX}{next(_COUNTER):016x}"
     return f"{digits[:8]}-{digits[8:12]}-8{digits[13:16]}-a{digits[17:20]}-{digits[20:]}"
-
-
-class A2ECapability(StrEnum):
-    """Capabilities a session may negotiate. Only ``tools`` exists so far."""
-
-    TOOLS = "tools"
 
 
 class ErrorCode(StrEnum):

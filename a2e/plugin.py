@@ -6,7 +6,7 @@ import logging
 from abc import ABC
 from typing import ClassVar
 
-from a2e.messages import A2ECapability
+from a2e.capability import A2ECapability
 
 __all__ = ["A2EPlugin"]
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from a2e.caps.tools.models import ToolDefinition
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+
+if TYPE_CHECKING:
+    from a2e.caps.tools.models import ToolDefinition
 
 __all__ = [
     "WORKLOADS",
@@ -39,6 +41,8 @@ class BenchTools(ToolPlugin):
     sandbox_profile = SandboxProfile.COMPUTE
 
     def _list_tools(self) -> list[ToolDefinition]:
+        from a2e.caps.tools.models import ToolDefinition
+
         return [
             ToolDefinition(name="noop", description="returns a small object"),
             ToolDefinition(name="emit_events", description=f"{EVENTS_PER_STREAM} events, then ok"),

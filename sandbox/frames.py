@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from a2e import jsonwire
@@ -46,9 +46,9 @@ def frame_of_body(body: bytes) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def _decode_body(body: bytes) -> dict[str, Any]:
+def _decode_body(body: bytes, parse: Callable[[bytes], Any] = jsonwire.loads) -> dict[str, Any]:
     try:
-        obj = jsonwire.loads(body)
+        obj = parse(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise FrameError(
             f"frame is not valid UTF-8 JSON ({exc.__class__.__name__}: {exc})"
@@ -122,8 +122,9 @@ def _read_exact(fd: int, size: int) -> bytes:
 
 
 def read_frame(fd: int, max_frame: int = DEFAULT_MAX_FRAME) -> dict[str, Any]:
-    """Blocking read of one frame (worker side, reading its job from the supervisor)."""
+    """Blocking read of one frame (worker side, reading its job from the supervisor: with the
+    standard library's parser, ``jsonwire.plain_loads``)."""
     (length,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
     if length > max_frame:
         raise FrameError(f"frame of {length} bytes exceeds the limit of {max_frame} bytes")
-    return _decode_body(_read_exact(fd, length))
+    return _decode_body(_read_exact(fd, length), jsonwire.plain_loads)

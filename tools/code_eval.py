@@ -42,9 +42,8 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from a2e.caps.tools.models import ToolDefinition, ToolParameter, ToolResult
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.sandbox.landlock import WriteConfinement, confine_writes
 from a2e_engine.tools.call_based import call_based_tests
@@ -65,6 +64,9 @@ from a2e_engine.tools.python_grading import (
 from a2e_engine.tools.stdio_judge import judge_cases, judge_options, judge_test_program
 from a2e_engine.tools.submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
+if TYPE_CHECKING:
+    from a2e.caps.tools.models import ToolDefinition, ToolResult
+
 __all__ = ["CodeEval"]
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -83,6 +85,8 @@ class CodeEval(ToolPlugin):
     retry_crashes = False  # a worker that died ran the candidate: that is its verdict
 
     def _list_tools(self) -> list[ToolDefinition]:
+        from a2e.caps.tools.models import ToolDefinition, ToolParameter
+
         return [
             ToolDefinition(
                 name="code_eval",

@@ -20,10 +20,12 @@ import re
 import shutil
 import stat
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+
+if TYPE_CHECKING:
+    from a2e.caps.tools.models import ToolDefinition, ToolParameter
 
 __all__ = ["FileTools", "resolve_confined"]
 
@@ -50,12 +52,16 @@ def resolve_confined(path: str, workspace: str, roots: tuple[str, ...]) -> str:
 
 
 def _param(name: str, type_: str, description: str, required: bool = False) -> ToolParameter:
+    from a2e.caps.tools.models import ToolParameter
+
     return ToolParameter(name=name, type=type_, description=description, required=required)  # type: ignore[arg-type]
 
 
 def _tool(
     name: str, description: str, *params: ToolParameter, writes: bool = False
 ) -> ToolDefinition:
+    from a2e.caps.tools.models import ToolDefinition
+
     return ToolDefinition(
         name=name,
         description=description,
@@ -66,23 +72,25 @@ def _tool(
     )
 
 
-PATH = _param("path", "string", "a path, relative to the workspace or absolute", required=True)
-DIR = _param("path", "string", "a directory, relative to the workspace (default: the workspace)")
-ENCODING = _param("encoding", "string", "'text' (UTF-8, the default) or 'base64' for binary")
-
-
 class FileTools(ToolPlugin):
     name = "files"
     sandbox_profile = SandboxProfile.COMPUTE
 
     def _list_tools(self) -> list[ToolDefinition]:
+        path = _param("path", "string", "a path, relative to the workspace or absolute", True)
+        directory = _param(
+            "path", "string", "a directory, relative to the workspace (default: the workspace)"
+        )
+        encoding = _param(
+            "encoding", "string", "'text' (UTF-8, the default) or 'base64' for binary"
+        )
         return [
             _tool(
                 "read_file",
                 f"Read a file (UTF-8 text, or base64), up to {MAX_READ_BYTES >> 20} MiB; "
                 "optionally a byte range.",
-                PATH,
-                ENCODING,
+                path,
+                encoding,
                 _param("offset", "integer", "first byte to read (default 0)"),
                 _param("length", "integer", "how many bytes (default: to the end)"),
             ),
@@ -90,42 +98,42 @@ class FileTools(ToolPlugin):
                 "write_file",
                 f"Create, overwrite or append to a file in the workspace (up to "
                 f"{MAX_WRITE_BYTES >> 20} MiB per call).",
-                PATH,
+                path,
                 _param("content", "string", "what to write", required=True),
                 _param(
                     "mode",
                     "string",
                     "'create' (fail if it exists), 'overwrite' (default) or 'append'",
                 ),
-                ENCODING,
+                encoding,
                 _param("make_dirs", "boolean", "create missing parent directories"),
                 writes=True,
             ),
             _tool(
                 "list_dir",
                 f"List a directory: name, type, size (up to {MAX_ENTRIES} entries).",
-                DIR,
+                directory,
             ),
             _tool(
                 "glob",
                 f"Paths matching a glob pattern ('**' for any depth), up to {MAX_ENTRIES}.",
                 _param("pattern", "string", "e.g. '**/*.py'", required=True),
-                DIR,
+                directory,
             ),
             _tool(
                 "grep",
                 f"Lines matching a regular expression in text files under a directory (up to "
                 f"{MAX_MATCHES} matches).",
                 _param("pattern", "string", "a Python regular expression", required=True),
-                DIR,
+                directory,
                 _param("include", "string", "only files whose name matches this glob"),
                 _param("ignore_case", "boolean", "match case-insensitively"),
             ),
-            _tool("stat", "Type, size, permissions and modification time of a path.", PATH),
+            _tool("stat", "Type, size, permissions and modification time of a path.", path),
             _tool(
                 "delete",
                 "Delete a file, or a directory with recursive: true (never the workspace itself).",
-                PATH,
+                path,
                 _param("recursive", "boolean", "delete a directory and everything in it"),
                 writes=True,
             ),

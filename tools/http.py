@@ -20,12 +20,14 @@ import http.client
 import socket
 import ssl
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
-from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
 from a2e_engine.tools.destinations import DestinationRefused, Destinations
+
+if TYPE_CHECKING:
+    from a2e.caps.tools.models import ToolDefinition
 
 __all__ = ["HttpTools"]
 
@@ -75,6 +77,8 @@ class HttpTools(ToolPlugin):
         self.connect_timeout = float(connect_timeout)
 
     def _list_tools(self) -> list[ToolDefinition]:
+        from a2e.caps.tools.models import ToolDefinition, ToolParameter
+
         def param(name: str, type_: str, description: str, required: bool = False) -> Any:
             return ToolParameter(name=name, type=type_, description=description, required=required)  # type: ignore[arg-type]
 

@@ -14,11 +14,13 @@ import io
 import json
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
 from a2e_engine.tools.output import EventStream, Flusher, results_of
+
+if TYPE_CHECKING:
+    from a2e.caps.tools.models import ToolDefinition
 
 __all__ = ["PythonEval"]
 
@@ -56,6 +58,8 @@ class PythonEval(ToolPlugin):
     sandbox_profile = SandboxProfile.COMPUTE
 
     def _list_tools(self) -> list[ToolDefinition]:
+        from a2e.caps.tools.models import ToolDefinition, ToolParameter
+
         return [
             ToolDefinition(
                 name="python_eval",

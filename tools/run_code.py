@@ -27,9 +27,8 @@ import base64
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.tools.files import resolve_confined
 from a2e_engine.tools.languages import LANGUAGES
@@ -43,6 +42,9 @@ from a2e_engine.tools.submission import (
     seconds_of,
 )
 
+if TYPE_CHECKING:
+    from a2e.caps.tools.models import ToolDefinition
+
 __all__ = ["RunCode"]
 
 #: What the fetched files may add up to (they travel in the result).
@@ -54,6 +56,8 @@ class RunCode(ToolPlugin):
     sandbox_profile = SandboxProfile.PROCESS
 
     def _list_tools(self) -> list[ToolDefinition]:
+        from a2e.caps.tools.models import ToolDefinition, ToolParameter
+
         return [
             ToolDefinition(
                 name="run_code",

@@ -15,13 +15,15 @@ from __future__ import annotations
 import os
 import re
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
 from a2e_engine.tools.files import resolve_confined
 from a2e_engine.tools.output import EventStream, Flusher, results_of
 from a2e_engine.tools.processes import run_captured
+
+if TYPE_CHECKING:
+    from a2e.caps.tools.models import ToolDefinition
 
 __all__ = ["Shell"]
 
@@ -34,6 +36,8 @@ class Shell(ToolPlugin):
     sandbox_profile = SandboxProfile.PROCESS
 
     def _list_tools(self) -> list[ToolDefinition]:
+        from a2e.caps.tools.models import ToolDefinition, ToolParameter
+
         return [
             ToolDefinition(
                 name="run_shell",

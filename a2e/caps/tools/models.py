@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from a2e.caps.tools.events import EventKind
 from a2e.messages import A2EEvent, A2EMessage
 
 __all__ = [
@@ -75,13 +76,6 @@ class ToolDefinition(_Model):
     version: str = "1.0.0"
     toolkit: str | None = None
     defer_loading: bool = False
-
-
-class EventKind(StrEnum):
-    PROGRESS = "progress"
-    STATUS = "status"
-    ARTIFACT = "artifact"
-    LOG = "log"
 
 
 class ProgressData(_Model):

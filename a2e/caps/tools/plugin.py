@@ -7,6 +7,10 @@ engine.
 
 ``filter_kind`` is not a field of ``ToolDefinition``; here it matches a tool whose ``toolkit``
 equals it or whose ``tags`` contain it (empty matches every tool).
+
+This module is imported in every sandbox worker, so it imports the wire models (pydantic) only
+where the supervisor uses them: describing tools and the in-process dispatch. A worker runs
+``_execute_tool`` and ``emit``, which work on plain data.
 """
 
 from __future__ import annotations
@@ -16,22 +20,22 @@ import traceback
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from a2e.caps.tools.models import (
-    EVENT_DATA_MODELS,
-    EventKind,
-    ToolCallRequest,
-    ToolCallResponse,
-    ToolDefinition,
-    ToolErrorCode,
-    ToolEvent,
-    ToolListRequest,
-    ToolListResponse,
-    ToolResult,
-)
-from a2e.messages import A2ECapability
+from a2e.capability import A2ECapability
+from a2e.caps.tools.events import EventKind, check_event_data
 from a2e.plugin import A2EPlugin
+
+if TYPE_CHECKING:
+    from a2e.caps.tools.models import (
+        ToolCallRequest,
+        ToolCallResponse,
+        ToolDefinition,
+        ToolEvent,
+        ToolListRequest,
+        ToolListResponse,
+        ToolResult,
+    )
 
 __all__ = [
     "SandboxProfile",
@@ -162,7 +166,10 @@ class ToolPlugin(A2EPlugin):
 
     @abstractmethod
     def _list_tools(self) -> list[ToolDefinition]:
-        """Must return tool manifest."""
+        """The tools' manifest. Asked in the supervisor only: import the models here (or in
+        what builds them), not at the top of the plugin's module, which every worker of the
+        plugin imports; pydantic there would cost each call several MiB of memory to fork and
+        to unmap."""
 
     @abstractmethod
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -242,12 +249,14 @@ class ToolPlugin(A2EPlugin):
         self._event_callback = fn
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
-        """Emit a streaming event during execution. Wrong shapes raise here, in the tool."""
-        event_kind = EventKind(kind)
-        checked = EVENT_DATA_MODELS[event_kind].model_validate(data).model_dump()
+        """Emit a streaming event during execution. Wrong shapes raise ``ValueError`` here, in
+        the tool (``a2e.caps.tools.events``)."""
+        event_kind, checked = check_event_data(kind, data)
         if self._event_sink is not None:
             self._event_sink(event_kind, checked)
         elif self._event_callback is not None:
+            from a2e.caps.tools.models import ToolEvent
+
             self._event_callback(ToolEvent(kind=event_kind, data=checked))
 
     def set_event_sink(self, fn: Callable[[EventKind, dict[str, Any]], None] | None) -> None:
@@ -259,6 +268,8 @@ class ToolPlugin(A2EPlugin):
     # -- the spec's handler dispatch (in-process, unsandboxed; the engine does not use it) --
 
     def handle_list(self, request: ToolListRequest) -> ToolListResponse:
+        from a2e.caps.tools.models import ToolListResponse
+
         def search(query: str, tags: list[str], pool: list[ToolDefinition]) -> list[ToolDefinition]:
             return self._search_tools(query, tags, pool)
 
@@ -267,6 +278,8 @@ class ToolPlugin(A2EPlugin):
 
     def handle_call(self, request: ToolCallRequest) -> ToolCallResponse:
         """Run ``_execute_tool`` here, collecting events; failures become ``tool_error``."""
+        from a2e.caps.tools.models import ToolCallResponse, ToolErrorCode, ToolResult
+
         started = time.monotonic()
         events: list[ToolEvent] = []
 
