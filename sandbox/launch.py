@@ -1,60 +1,74 @@
-"""Starting and stopping the zygote process from the supervisor."""
+"""Starting and stopping the zygote process from the supervisor.
+
+The zygote is a fresh interpreter (``sys.executable``), so it inherits no supervisor threads or
+locks, and it runs nothing of the host's ``__main__`` (a host script without an
+``if __name__ == "__main__"`` guard would otherwise start a second engine inside it). It gets
+exactly two fds: its control socket, and a memfd holding what it boots from (its settings
+and its plugins, pickled by value with dill). Its command line holds the supervisor's
+``sys.path``, so that plugins import in the zygote from wherever the host found them, and
+nothing of the host's own command line (it may hold a ``--token``), which every worker would
+otherwise inherit in its memory.
+
+No ``multiprocessing`` (or ``multiprocess``) machinery is involved: its start-up would import
+``pickle`` helpers, ``dill`` and the package itself into the zygote, several MiB that every
+worker would then pay for on fork and on exit.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
-import threading
-from typing import Any
+import struct
+import subprocess
+import sys
 
-import multiprocess
-from multiprocess import spawn as mp_spawn
+__all__ = ["BOOT_HEADER", "join_or_kill", "spawn_zygote"]
 
-from a2e_engine.sandbox.zygote import zygote_main
-
-__all__ = ["join_or_kill", "spawn_zygote"]
-
-_SPAWN_LOCK = threading.Lock()
+#: The boot memfd starts with the length of its JSON header; the plugins' pickle follows it.
+BOOT_HEADER = struct.Struct(">Q")
 
 
-def spawn_zygote(ctrl: socket.socket, settings_json: str, plugins_blob: bytes) -> Any:
-    """Start the zygote as a fresh interpreter (``multiprocess`` spawn) *without* re-running
-    the host's ``__main__``.
-
-    Spawn normally re-executes the parent's main script in the child so that pickled references
-    to ``__main__`` resolve. The zygote needs none of that (its target is importable and plugins
-    arrive by value through dill), and re-running a host script that has no
-    ``if __name__ == "__main__"`` guard would start a second engine inside the zygote. So the
-    main-module entries are dropped from the preparation data of this one spawn.
-    """
-    original = mp_spawn.get_preparation_data
-
-    def without_main(name: str) -> dict[str, Any]:
-        data = original(name)
-        data.pop("init_main_from_path", None)
-        data.pop("init_main_from_name", None)
-        # Nothing of the host's command line (it may hold a --token) or its multiprocessing
-        # key reaches the zygote, whose memory every worker inherits.
-        data["sys_argv"] = ["a2e-zygote"]
-        data["authkey"] = os.urandom(32)
-        return data
-
-    ctx = multiprocess.get_context("spawn")
-    process = ctx.Process(
-        target=zygote_main, args=(ctrl, settings_json, plugins_blob), name="a2e-zygote", daemon=True
-    )
-    process.authkey = os.urandom(32)
-    with _SPAWN_LOCK:
-        mp_spawn.get_preparation_data = without_main
-        try:
-            process.start()
-        finally:
-            mp_spawn.get_preparation_data = original
-    return process
+def spawn_zygote(
+    ctrl: socket.socket, settings_json: str, plugins_blob: bytes
+) -> subprocess.Popen[bytes]:
+    """Start the zygote (``sandbox.boot``) with ``ctrl`` as its control socket."""
+    boot_fd = _boot_memfd(settings_json, plugins_blob)
+    try:
+        code = (
+            f"import sys; sys.path[:] = {sys.path!r}; "
+            "from a2e_engine.sandbox.boot import main; main()"
+        )
+        return subprocess.Popen(
+            [sys.executable, "-c", code, str(ctrl.fileno()), str(boot_fd)],
+            pass_fds=(ctrl.fileno(), boot_fd),
+            # stdout may be the host's protocol channel (a2e serve --stdio): never write there.
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+    finally:
+        os.close(boot_fd)
 
 
-def join_or_kill(process: Any, grace: float = 5.0) -> None:
-    process.join(grace)
-    if process.is_alive():
+def _boot_memfd(settings_json: str, plugins_blob: bytes) -> int:
+    """A memfd with what the zygote boots from: written at once however large the plugins
+    are (a pipe would block the event loop until the zygote read it), read back by it."""
+    header = json.dumps({"settings": settings_json}).encode()
+    fd = os.memfd_create("a2e-zygote-boot", os.MFD_CLOEXEC)
+    try:
+        with open(fd, "wb", closefd=False) as out:
+            out.write(BOOT_HEADER.pack(len(header)) + header)
+            out.write(plugins_blob)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def join_or_kill(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
         process.kill()
-        process.join(5)
+        process.wait(5)

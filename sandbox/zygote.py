@@ -1,7 +1,7 @@
 """The zygote: a small, single-threaded fork server that owns every worker.
 
-It is started once per pool (``multiprocess`` spawn: a fresh interpreter, so no supervisor
-threads or locks are inherited), receives the plugins by value (dill), compiles the seccomp
+It is started once per plugin (a fresh interpreter, ``sandbox.launch`` and ``sandbox.boot``:
+no supervisor threads or locks are inherited), receives its plugins by value, compiles the seccomp
 profiles once, and then forks workers on request. For each worker it hands the supervisor three
 fds over its control socket (``SCM_RIGHTS``): the write end of the job pipe, the read end of the
 result pipe and a pidfd, so the supervisor talks to workers directly and can kill one without a
@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from a2e_engine.sandbox import (
@@ -325,18 +326,14 @@ def _outermost_package(module: str) -> str:
     return module
 
 
-def zygote_main(ctrl: socket.socket, settings_json: str, plugins_blob: bytes) -> None:
-    """Target of the ``multiprocess`` spawn. Never lets an exception escape unreported."""
-    # stdout may be the host's protocol channel (a2e serve --stdio): never write there.
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
-    os.close(devnull)
+def zygote_main(ctrl: socket.socket, boot: Callable[[], tuple[str, list[Any]]]) -> None:
+    """The zygote, once ``sandbox.boot`` has its control socket; ``boot`` reads its settings
+    and plugins. Never lets an exception escape unreported."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     try:
-        import dill
-
-        plugins = dill.loads(plugins_blob)
+        # Called, not passed in: the plugins' serialised bytes are gone once this returns,
+        # rather than kept in a local of this frame, which every worker could walk to.
+        settings_json, plugins = boot()
         settings = ZygoteSettings.from_json(settings_json)
         userns_reason = userns.enter(settings)  # from here on, maybe in the child
         zygote = Zygote(ctrl, settings, plugins, userns_reason=userns_reason)

@@ -43,16 +43,9 @@ class BrokenPreload(ToolPlugin):
 
 
 def _children() -> set[int]:
-    """Our descendants, but multiprocess's resource tracker (started with the first zygote,
-    it lives as long as this process)."""
-    found = set()
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if not any("resource_tracker" in part for part in child.cmdline()):
-                found.add(child.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return found
+    """Our descendants (the zygotes are started without a resource tracker: there are none
+    once every engine has stopped)."""
+    return {child.pid for child in psutil.Process().children(recursive=True)}
 
 
 def _engine_threads() -> list[threading.Thread]:

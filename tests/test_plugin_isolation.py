@@ -3,7 +3,9 @@ looks for every other plugin the engine has (the test's ``HostileTools``, the bu
 files, HTTP and A2A tools) in every way a worker's memory can be searched, and finds nothing:
 no object (``gc``, after ``gc.unfreeze()``: the zygote's ``gc.freeze()`` only hides objects
 from the collector), no frame that holds one or its serialised bytes (``sys._current_frames``
-and each frame's ``f_back``), no imported module."""
+and each frame's ``f_back``), no imported module. Nor does it find what only the supervisor
+needs (pydantic, the TLS stack): a compute tool's worker carries the worker runtime and its own
+plugin, and what its zygote reports says the same."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig
 
 OTHERS = ("HostileTools", "Shell", "FileTools", "HttpTools", "A2APeers", "RunCode", "CodeEval")
+#: What a compute tool's worker has no use for: the supervisor's models, the TLS stack, and
+#: what spawning and unpickling the zygote would drag in if it were done with their help.
+HEAVY = ("pydantic", "pydantic_core", "ssl", "_ssl", "multiprocess", "dill", "email", "http")
 OTHER_MODULES = (
     "tests.hostile_plugin",
     "a2e_engine.tools.shell",
@@ -28,7 +33,7 @@ OTHER_MODULES = (
 
 SEARCH = f"""
 import gc, json, sys
-others, modules = {OTHERS!r}, {OTHER_MODULES!r}
+others, modules, heavy = {OTHERS!r}, {OTHER_MODULES!r}, {HEAVY!r}
 gc.unfreeze()
 objects = sorted({{type(o).__name__ for o in gc.get_objects()}} & set(others))
 in_frames = set()
@@ -46,6 +51,7 @@ print(json.dumps({{
     "objects": objects,
     "frames": sorted(in_frames),
     "modules": sorted(m for m in sys.modules if m.startswith(modules)),
+    "heavy": sorted(m for m in sys.modules if m.partition(".")[0] in heavy),
     "own": "PythonEval" in {{type(o).__name__ for o in gc.get_objects()}},
 }}))
 """
@@ -57,7 +63,16 @@ def test_a_worker_finds_no_other_plugin_in_its_memory(tools: ToolAPI) -> None:
     assert result.success, result.error
     found = json.loads(result.data["stdout"])
     assert found["own"]  # the search works: it finds its own plugin
-    assert found == {"objects": [], "frames": [], "modules": [], "own": True}, found
+    assert found == {"objects": [], "frames": [], "modules": [], "heavy": [], "own": True}, found
+
+
+def test_python_evals_zygote_reports_itself_lean(engine: Engine, tools: ToolAPI) -> None:
+    assert tools.call(tool_name="python_eval", arguments={"code": "1"}).success
+    (zygote,) = [z for z in engine.zygotes if z["plugins"] == ["python_eval"]]
+    assert zygote["started"] and zygote["modules"] > 0, zygote
+    assert not set(zygote["packages"]) & set(HEAVY), zygote["packages"]
+    others = {m.partition(".")[0] for m in OTHER_MODULES} - {"a2e_engine"}
+    assert not set(zygote["packages"]) & others, zygote["packages"]
 
 
 class _Named(ToolPlugin):
