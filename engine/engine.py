@@ -138,10 +138,11 @@ class Engine:
                 self._zygotes,
                 self._pool_config(state_dir, quota_off),
                 start_all=self.config.start_all_zygotes,
+                accept=self._accepts,
             )
             undo.callback(self._stop_pool, pool)
             self._loop.run(pool.start())
-            quota.report(pool.layers, quota_off, self.config.workspace_mb)
+            quota.report(pool.supervisor_layers, quota_off, self.config.workspace_mb)
             refused = refusal(self.config, pool.layers)
             if refused is not None:
                 raise refused
@@ -149,6 +150,12 @@ class Engine:
             self._running = _Running(state_dir, pool, self._services(state_dir, pool, audit))
             self._undo = undo.pop_all()
         return self
+
+    def _accepts(self, layers: dict[str, Any]) -> str | None:
+        """Why a zygote started after the engine may not run its plugin's calls: what would
+        have refused the engine's start (a plugin's zygote larger than ``memory_mb`` allows)."""
+        refused = refusal(self.config, layers)
+        return str(refused) if refused is not None else None
 
     def _stop_pool(self, pool: WorkerPool) -> None:
         try:

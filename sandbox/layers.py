@@ -11,11 +11,12 @@ equal).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
 from a2e_engine.sandbox.limits import Limits
 
-__all__ = ["LAYERS", "Layer", "markdown_table", "missing_layers"]
+__all__ = ["LAYERS", "Layer", "markdown_table", "merge_reports", "missing_layers"]
 
 
 @dataclass(frozen=True)
@@ -189,3 +190,33 @@ def missing_layers(required: tuple[str, ...], active: dict[str, dict[str, object
 
 if __name__ == "__main__":
     print(markdown_table(), end="")
+
+
+def merge_reports(reports: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """One report for the engine from each zygote's (by zygote name), as weak as the weakest:
+    a layer is active only where every zygote has it active; off in some of them, it carries
+    the first one's reason and names those zygotes. Lists of names (the profiles a layer
+    covers, the paths Landlock opens) are the union of all; ``least_memory_mb`` is the largest,
+    the limit under which every plugin's worker starts; any other fact is the first zygote's."""
+    merged: dict[str, dict[str, Any]] = {}
+    off: dict[str, list[str]] = {}
+    for zygote, report in reports.items():
+        for name, facts in report.items():
+            if not facts.get("active"):
+                off.setdefault(name, []).append(zygote)
+            mine = merged.setdefault(name, dict(facts))
+            if mine.get("active") and not facts.get("active"):
+                mine.update(active=False, reason=facts.get("reason", ""))
+            for key, value in facts.items():
+                if _names(value) and _names(mine.get(key)):
+                    mine[key] = sorted(set(mine[key]) | set(value))
+                elif key == "least_memory_mb" and isinstance(value, int):
+                    mine[key] = max(value, mine.get(key) or 0)
+    for name, zygotes in off.items():
+        if len(zygotes) < len(reports):
+            merged[name]["reason"] += f" (in the zygote of {', '.join(zygotes)})"
+    return merged
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)

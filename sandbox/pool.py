@@ -15,12 +15,14 @@ The pool knows nothing of sessions or of the wire protocol; the engine gives it 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.drive import drive, report_deadline
+from a2e_engine.sandbox.layers import merge_reports
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome, classify, not_started
 from a2e_engine.sandbox.settings import ZygoteSettings
@@ -87,18 +89,22 @@ class WorkerPool:
         config: PoolConfig | None = None,
         *,
         start_all: bool = False,
+        accept: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> None:
+        """``accept`` says why a zygote that starts after ``start`` may not run its plugin's
+        calls, given its layers (``None``: it may); those started by ``start`` are for the
+        caller to judge from ``layers``."""
         if not zygotes:
             raise ValueError("a pool needs at least one zygote")
         self.config = config or PoolConfig()
         self._caps = OutputCaps(
             self.config.max_frame, self.config.max_output_bytes, self.config.max_events
         )
-        settings = self.config.zygote.to_json()
+        self._accept = accept
         self._lines = {
             spec.name: ZygoteLine(
                 spec,
-                settings,
+                self._settings_for(spec),
                 self.config.prefork,
                 self.config.max_workers,
                 self.config.max_frame,
@@ -109,7 +115,31 @@ class WorkerPool:
         self._first = self._lines[zygotes[0].name]
         self._start_all = start_all
         self._slots: WorkerSlots | None = None
-        self.layers: dict[str, Any] = {}
+        #: The supervisor's own layers, beside the zygotes' (the caller may add its own).
+        self.supervisor_layers: dict[str, Any] = {**report_deadline(), **report_frames()}
+
+    def _settings_for(self, spec: ZygoteSpec) -> str:
+        """The zygote settings of ``spec``: the seccomp profiles its own tools run under, so
+        that it compiles no other filter and, without a network profile, can join the empty
+        network namespace itself (``sandbox.network``)."""
+        settings = self.config.zygote
+        if spec.profiles:
+            settings = dataclasses.replace(settings, profiles=spec.profiles)
+        return settings.to_json()
+
+    @property
+    def layers(self) -> dict[str, Any]:
+        """The isolation layers, as every zygote started so far reported them: a layer is
+        on where it is on in all of them (``sandbox.layers.merge_reports``); each zygote's
+        own report is in ``zygotes()``."""
+        reports = {
+            line.spec.name: line.hello["layers"]
+            for line in self._lines.values()
+            if line.started and isinstance(line.hello.get("layers"), dict)
+        }
+        if not reports:
+            return {}
+        return {**merge_reports(reports), **self.supervisor_layers}
 
     @property
     def in_flight(self) -> int:
@@ -133,6 +163,7 @@ class WorkerPool:
                 "started": line.started,
                 "pid": line.pid if line.started else None,
                 **(line.footprint if line.started else {}),
+                "layers": line.hello.get("layers", {}) if line.started else {},
             }
             for line in self._lines.values()
         ]
@@ -162,14 +193,10 @@ class WorkerPool:
         ``start_all``; the others start on their first job."""
         self._slots = WorkerSlots(self.config.max_workers)
         await self._first.ensure_started()
-        self.layers = {
-            **self.layers,
-            **report_deadline(),
-            **report_frames(),
-            **self._first.hello["layers"],
-        }
         if self._start_all:
             await asyncio.gather(*(line.ensure_started() for line in self._lines.values()))
+        for line in self._lines.values():
+            line.accept = self._accept
 
     async def stop(self) -> None:
         await asyncio.gather(*(line.stop() for line in self._lines.values()))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,7 @@ class ZygoteLine:
     ) -> None:
         self.spec = spec
         self._prefork, self._max_workers, self._max_frame = prefork, max_workers, max_frame
-        self.link = ZygoteLink(settings_json, spec.plugins_blob, self, start_timeout)
+        self.link = ZygoteLink(settings_json, spec.plugins_blob, self, start_timeout, spec.name)
         self.supply: WorkerSupply | None = None
         self.started = False  # its zygote came up (restarts after a death are the link's)
         self._starting: asyncio.Task[None] | None = None  # the one start under way
@@ -59,6 +60,9 @@ class ZygoteLine:
         self._retry_at = 0.0  # and when the next call may try again
         self.hello: dict[str, Any] = {}  # its zygote's last ``ready`` message
         self.footprint: dict[str, Any] = {}
+        #: Why its zygote's layers do not do for its calls (``None``: they do), asked at each
+        #: start; a refused zygote is stopped and its start has failed with that reason.
+        self.accept: Callable[[dict[str, Any]], str | None] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -97,7 +101,7 @@ class ZygoteLine:
         except SandboxUnavailable as exc:
             failure = exc
         except TimeoutError:
-            failure = SandboxUnavailable(f"the sandbox zygote of {self.spec.name} did not start")
+            failure = SandboxUnavailable(f"{self.link.called} did not start")
         else:
             self._failure, self.started = None, True
             return
@@ -123,6 +127,9 @@ class ZygoteLine:
         return self.supply.idle_pids() if self.supply else set()
 
     # -- what its zygote says (sandbox.zygote_link.ZygoteListener) --
+
+    def refusal(self, hello: dict[str, Any]) -> str | None:
+        return self.accept(hello["layers"]) if self.accept is not None else None
 
     def on_ready(self, hello: dict[str, Any]) -> None:
         self.hello = hello

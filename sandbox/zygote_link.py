@@ -36,6 +36,10 @@ class SandboxUnavailable(RuntimeError):
 
 
 class ZygoteListener(Protocol):
+    def refusal(self, hello: dict[str, Any]) -> str | None:
+        """Why a zygote that said it is ready must not serve (``None``: it may): it is then
+        stopped and its start fails with that reason. Asked before ``on_ready``."""
+
     def on_ready(self, hello: dict[str, Any]) -> None:
         """A zygote (the first or a restarted one) is ready: its ``ready`` message."""
 
@@ -56,7 +60,10 @@ class ZygoteLink:
         plugins_blob: bytes,
         listener: ZygoteListener,
         start_timeout: float = 60.0,
+        name: str = "",
     ) -> None:
+        #: How messages name it: "the sandbox zygote" (of its plugins).
+        self.called = f"the sandbox zygote of {name}" if name else "the sandbox zygote"
         self._settings_json = settings_json
         self._plugins_blob = plugins_blob
         self._listener = listener
@@ -89,8 +96,15 @@ class ZygoteLink:
             self._close()
             await self._loop.run_in_executor(None, join_or_kill, process, 0.0)
             raise
-        self.starts += 1
         self._cgroups += made_by(hello["layers"])
+        refused = self._listener.refusal(hello)
+        if refused is not None:
+            with contextlib.suppress(OSError):
+                parent.send(control("stop"))  # it removes what it made, with no worker forked
+            self._close()
+            await self._loop.run_in_executor(None, join_or_kill, process)
+            raise SandboxUnavailable(f"{self.called} may not serve: {refused}")
+        self.starts += 1
         self._listener.on_ready(hello)
         return hello
 
@@ -167,7 +181,7 @@ class ZygoteLink:
                 self._ready.set_result(message)
         elif op == "fatal":
             _close_all(fds)
-            error = SandboxUnavailable(f"the sandbox zygote failed to start: {message['error']}")
+            error = SandboxUnavailable(f"{self.called} failed to start: {message['error']}")
             log.error("%s\n%s", error, message["traceback"])
             if self._ready is not None and not self._ready.done():
                 self._ready.set_exception(error)
@@ -181,7 +195,7 @@ class ZygoteLink:
             # It died while starting: whoever waits for it (the restart loop) sees this.
             self._ready.set_exception(SandboxUnavailable(f"the new zygote died: {why}"))
             return
-        log.error("the sandbox zygote died (%s); calls in flight fail, restarting it", why)
+        log.error("%s died (%s); calls in flight fail, restarting it", self.called, why)
         self._close()
         self._listener.on_lost()
         if self._restart_task is None or self._restart_task.done():
@@ -194,7 +208,7 @@ class ZygoteLink:
             self._deaths = [t for t in self._deaths if now - t < RESTART_WINDOW_S] + [now]
             if len(self._deaths) > MAX_RESTARTS:
                 self.broken = (
-                    f"the sandbox zygote died {len(self._deaths)} times within a minute ({why})"
+                    f"{self.called} died {len(self._deaths)} times within a minute ({why})"
                 )
                 self._listener.on_broken(self.broken)
                 return

@@ -144,6 +144,44 @@ def test_a_plugin_whose_zygote_cannot_start_fails_its_own_calls_only(tmp_path: P
         assert started["python_eval"] and not started["broken_preload"]
 
 
+class HoldsMemory(ToolPlugin):
+    """Its zygote maps 256 MiB (untouched) in preload: every worker it forks starts with it,
+    so it needs a far larger ``memory_mb`` than a lean plugin's."""
+
+    name = "holds_memory"
+
+    def _list_tools(self) -> list[ToolDefinition]:
+        return [ToolDefinition(name="fat", description="runs in the large zygote")]
+
+    def preload(self) -> None:
+        import mmap
+
+        self.held = mmap.mmap(-1, 256 << 20)
+
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        return {"ran": True}
+
+
+def test_a_zygote_started_later_is_held_to_the_engines_limits(tmp_path: Path) -> None:
+    """The engine's start checks the zygote it starts with (a lean one here); a plugin whose
+    zygote starts on its first call and needs more memory than ``memory_mb`` gives fails its
+    calls with the reason, instead of running workers that cannot start."""
+    with pytest.raises(LimitTooLow) as refused:
+        Engine(config=EngineConfig(limits=Limits(memory_mb=5))).start()
+    least = int(str(refused.value).rsplit("at least ", 1)[1].split()[0])
+    config = EngineConfig(
+        prefork=1, limits=Limits(memory_mb=least + 32), state_dir=str(tmp_path / "state")
+    )
+    with Engine(plugins=[HoldsMemory()], config=config) as engine:
+        tools = ToolAPI(engine.connect())
+        fat = tools.call(tool_name="fat", arguments={})
+        assert not fat.success and "give it at least" in (fat.error or ""), fat.error
+        assert "holds_memory" in (fat.error or ""), fat.error
+        assert tools.call(tool_name="python_eval", arguments={"code": "1"}).success
+        started = {zygote["name"]: zygote["started"] for zygote in engine.zygotes}
+        assert started == {**started, "python_eval": True, "holds_memory": False}
+
+
 def test_the_least_memory_limit_named_is_one_that_works(tmp_path: Path) -> None:
     from a2e.caps.tools.client import ToolAPI
 

@@ -16,6 +16,7 @@ from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.sandbox.layers import merge_reports
 
 OTHERS = ("HostileTools", "Shell", "FileTools", "HttpTools", "A2APeers", "RunCode", "CodeEval")
 #: What a compute tool's worker has no use for: the supervisor's models, the TLS stack, and
@@ -110,3 +111,42 @@ def test_plugins_of_one_zygote_group_share_a_zygote_and_each_runs_its_own_tools(
             assert result.success and result.data == {"plugin": name}, result
         zygotes = {z["name"]: (z["plugins"], z["started"]) for z in engine.zygotes}
     assert zygotes == {"group pair": (["left", "right"], True), "alone": (["alone"], True)}
+
+
+def test_each_zygote_reports_its_own_layers_and_the_engine_the_weakest_of_them(
+    engine: Engine, tools: ToolAPI
+) -> None:
+    assert tools.call(tool_name="python_eval", arguments={"code": "1"}).success
+    assert tools.call(tool_name="run_shell", arguments={"command": "true"}).success
+    started = {z["name"]: z["layers"] for z in engine.zygotes if z["started"]}
+    # Each compiles the filters of its own tools' profiles only, and a zygote without the
+    # network joins the empty namespace itself.
+    assert started["python_eval"]["seccomp"]["profiles"] == ["compute"]
+    assert started["shell"]["seccomp"]["profiles"] == ["process"]
+    if started["python_eval"]["network_namespace"]["active"]:
+        assert started["python_eval"]["network_namespace"]["joined_by"] == "zygote"
+    union = sorted({p for layers in started.values() for p in layers["seccomp"]["profiles"]})
+    assert engine.layers["seccomp"]["profiles"] == union
+    least = max(layers["rlimits"]["least_memory_mb"] for layers in started.values())
+    assert engine.layers["rlimits"]["least_memory_mb"] == least
+
+
+def test_a_layer_off_in_one_zygote_is_off_for_the_engine_and_names_it() -> None:
+    on: dict[str, Any] = {"active": True, "reason": "", "profiles": ["compute"]}
+    reports: dict[str, dict[str, dict[str, Any]]] = {
+        "a": {"landlock": on, "seccomp": on, "rlimits": {"active": True, "least_memory_mb": 48}},
+        "b": {
+            "landlock": {"active": False, "reason": "no ABI"},
+            "seccomp": {**on, "profiles": ["process"]},
+            "rlimits": {"active": True, "least_memory_mb": 64},
+        },
+    }
+    merged = merge_reports(reports)
+    assert merged["landlock"]["active"] is False
+    assert merged["landlock"]["reason"] == "no ABI (in the zygote of b)"
+    assert merged["seccomp"] == {"active": True, "reason": "", "profiles": ["compute", "process"]}
+    assert merged["rlimits"]["least_memory_mb"] == 64
+    everywhere = merge_reports(
+        {"a": {"x": {"active": False, "reason": "r"}}, "b": {"x": {"active": False, "reason": "r"}}}
+    )
+    assert everywhere["x"]["reason"] == "r"  # off in all of them: no zygote to single out

@@ -121,8 +121,28 @@ def test_io_uring(attacker: Attacker) -> None:
 def test_the_network_a_process_tool_sees(sandbox: Sandbox, attacker: Attacker) -> None:
     result = attacker.attack(tool="network_view")
     assert result.success, result.error
+    _assert_empty_namespace(sandbox, result.data["netns"], result.data["interfaces"])
+
+
+def _assert_empty_namespace(sandbox: Sandbox, netns: str, interfaces: list[str]) -> None:
     host_netns = os.readlink("/proc/self/ns/net")
     if sandbox.has("network_namespace"):
-        assert result.data["netns"] != host_netns and result.data["interfaces"] == ["lo"]
+        assert netns != host_netns and interfaces == ["lo"]
     else:
-        assert result.data["netns"] == host_netns
+        assert netns == host_netns
+
+
+@attack(
+    "what a compute tool sees of the network (its zygote joined the empty namespace for it)",
+    full="empty network namespace: only a down loopback",
+    reduced="the host's interfaces are visible; socket() is still refused",
+)
+def test_the_network_a_compute_tool_sees(sandbox: Sandbox, attacker: Attacker) -> None:
+    code = (
+        "import os\nwith open('/proc/net/dev') as fh:\n"
+        "    names = [line.split(':')[0].strip() for line in fh.readlines()[2:]]\n"
+        "[os.readlink('/proc/self/ns/net'), names]"
+    )
+    result = attacker.attack(code)
+    assert result.success, result.error
+    _assert_empty_namespace(sandbox, *result.data["value"])
