@@ -417,7 +417,9 @@ def _extras_lines(workload: dict[str, Any], labels: dict[str, str]) -> list[str]
         for zygote in (z for z in extra.get("zygotes", []) if z.get("started")):
             lines.append(
                 f"  {labels[system]}: zygote of {', '.join(zygote['plugins'])}: "
-                f"{zygote['modules']} modules, {zygote['rss_kib'] / 1024:.1f} MiB resident"
+                f"{zygote.get('modules', 0)} modules, "
+                f"{zygote.get('rss_kib', 0) / 1024:.1f} MiB resident, "
+                f"{zygote.get('mapped_kib', 0) / 1024:.1f} MiB mapped"
             )
         for fraction, f in extra.get("open_loop", {}).items():
             offered = (

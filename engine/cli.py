@@ -658,6 +658,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(
             f"  {zygote['name']:<11}{zygote.get('rss_kib', 0) / 1024:5.1f} MiB resident, "
             f"{zygote.get('private_kib', 0) / 1024:4.1f} MiB its own, "
+            f"{zygote.get('mapped_kib', 0) / 1024:5.1f} MiB mapped, "
             f"{zygote.get('modules', 0)} modules"
         )
     print("\nlanguages (run_code, code_eval):")

@@ -19,12 +19,14 @@ MAX_PACKAGES = 2000
 
 
 def measure() -> dict[str, Any]:
-    """This process: resident and private memory (KiB), modules, and top-level packages."""
+    """This process: resident, private and mapped memory (KiB), modules, and top-level
+    packages. Mapped is every page a worker's exit unmaps, resident or not."""
     rollup = _kib_fields("/proc/self/smaps_rollup")
     status = _kib_fields("/proc/self/status")
     packages = sorted({name.partition(".")[0] for name in sys.modules})
     return {
         "rss_kib": status.get("VmRSS", 0),
+        "mapped_kib": status.get("VmSize", 0),
         "private_kib": rollup.get("Private_Clean", 0) + rollup.get("Private_Dirty", 0),
         "modules": len(sys.modules),
         "packages": packages[:MAX_PACKAGES],
@@ -50,7 +52,7 @@ def check_footprint(report: Any) -> dict[str, Any]:
     """``report`` if it has the fields ``measure`` gives, of their types; ``ValueError``."""
     if not isinstance(report, dict):
         raise ValueError("a footprint is an object")
-    for name in ("rss_kib", "private_kib", "modules"):
+    for name in ("rss_kib", "private_kib", "mapped_kib", "modules"):
         value = report.get(name)
         if type(value) is not int or value < 0:
             raise ValueError(f"footprint: bad {name} {value!r:.40}")
@@ -61,4 +63,5 @@ def check_footprint(report: Any) -> dict[str, Any]:
         or not all(isinstance(p, str) and 0 < len(p) <= 200 for p in packages)
     ):
         raise ValueError("footprint: packages must be a list of package names")
-    return {name: report[name] for name in ("rss_kib", "private_kib", "modules", "packages")}
+    fields = ("rss_kib", "private_kib", "mapped_kib", "modules", "packages")
+    return {name: report[name] for name in fields}

@@ -99,6 +99,7 @@ def test_a_zygotes_own_footprint_is_read_back() -> None:
     measured = measure()
     assert check_footprint(json.loads(json.dumps(measured))) == measured
     assert measured["rss_kib"] > 0 and measured["modules"] > 0
+    assert measured["mapped_kib"] >= measured["rss_kib"]
     assert "a2e_engine" in measured["packages"] and "json" in measured["packages"]
 
 
@@ -106,12 +107,19 @@ def test_a_zygotes_own_footprint_is_read_back() -> None:
     "report",
     [
         [],
-        {"rss_kib": -1, "private_kib": 0, "modules": 1, "packages": []},
-        {"rss_kib": True, "private_kib": 0, "modules": 1, "packages": []},
-        {"rss_kib": 1, "private_kib": 0, "modules": 1, "packages": "pydantic"},
-        {"rss_kib": 1, "private_kib": 0, "modules": 1, "packages": [""]},
-        {"rss_kib": 1, "private_kib": 0, "modules": 1, "packages": ["x"] * (MAX_PACKAGES + 1)},
-        {"rss_kib": 1, "private_kib": 0, "packages": []},
+        {"rss_kib": -1, "private_kib": 0, "mapped_kib": 1, "modules": 1, "packages": []},
+        {"rss_kib": True, "private_kib": 0, "mapped_kib": 1, "modules": 1, "packages": []},
+        {"rss_kib": 1, "private_kib": 0, "mapped_kib": 1, "modules": 1, "packages": "pydantic"},
+        {"rss_kib": 1, "private_kib": 0, "mapped_kib": 1, "modules": 1, "packages": [""]},
+        {
+            "rss_kib": 1,
+            "private_kib": 0,
+            "mapped_kib": 1,
+            "modules": 1,
+            "packages": ["x"] * (MAX_PACKAGES + 1),
+        },
+        {"rss_kib": 1, "private_kib": 0, "mapped_kib": 1, "packages": []},
+        {"rss_kib": 1, "private_kib": 0, "modules": 1, "packages": []},
     ],
 )
 def test_a_footprint_that_breaks_its_shape_is_refused(report: Any) -> None:
