@@ -35,9 +35,9 @@ def spawn_zygote(
     """Start the zygote (``sandbox.boot``) with ``ctrl`` as its control socket."""
     boot_fd = _boot_memfd(settings_json, plugins_blob)
     try:
+        path = [os.fspath(entry) for entry in sys.path if isinstance(entry, str | os.PathLike)]
         code = (
-            f"import sys; sys.path[:] = {sys.path!r}; "
-            "from a2e_engine.sandbox.boot import main; main()"
+            f"import sys; sys.path[:] = {path!r}; from a2e_engine.sandbox.boot import main; main()"
         )
         return subprocess.Popen(
             [sys.executable, "-c", code, str(ctrl.fileno()), str(boot_fd)],

@@ -188,10 +188,6 @@ def missing_layers(required: tuple[str, ...], active: dict[str, dict[str, object
     return missing
 
 
-if __name__ == "__main__":
-    print(markdown_table(), end="")
-
-
 def merge_reports(reports: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """One report for the engine from each zygote's (by zygote name), as weak as the weakest:
     a layer is active only where every zygote has it active; off in some of them, it carries
@@ -220,3 +216,7 @@ def merge_reports(reports: dict[str, dict[str, dict[str, Any]]]) -> dict[str, di
 
 def _names(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")
