@@ -10,6 +10,7 @@ are not JSON, and other languages' parsers refuse them).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["dumps", "loads", "plain_loads"]
@@ -38,13 +39,23 @@ def loads(text: str | bytes | bytearray) -> Any:
     standard library, which then gives the result or the error it always gave. Without its
     string cache: in a freshly forked worker each new key lands on another page of that table,
     and parsing the first frame copied several times more pages."""
-    from pydantic_core import from_json  # imported once, by the supervisor: see plain_loads
-
     try:
-        return from_json(text, allow_inf_nan=False, cache_strings=False)
+        return (_from_json or _fast_parser())(text, allow_inf_nan=False, cache_strings=False)
     except ValueError:
         pass
     return plain_loads(text)
+
+
+#: pydantic-core's parser, imported on the first ``loads`` (by the supervisor; see plain_loads).
+_from_json: Callable[..., Any] | None = None
+
+
+def _fast_parser() -> Callable[..., Any]:
+    global _from_json
+    from pydantic_core import from_json
+
+    _from_json = from_json
+    return from_json
 
 
 def plain_loads(text: str | bytes | bytearray) -> Any:
