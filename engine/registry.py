@@ -18,7 +18,6 @@ __all__ = ["RegisteredTool", "ToolRegistry", "ZygoteGroup"]
 class RegisteredTool:
     definition: ToolDefinition
     plugin: ToolPlugin
-    plugin_index: int
     profile: str
     zygote: str  # the name of its plugin's zygote
     zygote_index: int  # its plugin's place in that zygote's list
@@ -47,8 +46,7 @@ class ToolRegistry:
             if not isinstance(plugin, ToolPlugin):
                 raise TypeError(f"plugin {plugin!r} is not a ToolPlugin instance")
         homes = _zygote_homes(self.plugins)
-        for index, plugin in enumerate(self.plugins):
-            zygote, zygote_index = homes[index]
+        for plugin, (zygote, zygote_index) in zip(self.plugins, homes, strict=True):
             for definition in plugin._list_tools():
                 if definition.name in self._tools:
                     other = self._tools[definition.name].plugin
@@ -63,7 +61,7 @@ class ToolRegistry:
                         f"known profiles: {', '.join(SandboxProfile.ALL)}"
                     )
                 self._tools[definition.name] = RegisteredTool(
-                    definition, plugin, index, profile, zygote, zygote_index
+                    definition, plugin, profile, zygote, zygote_index
                 )
         self.index = ToolIndex(self.definitions)
         self.zygotes = self._groups(homes)

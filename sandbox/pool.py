@@ -71,10 +71,6 @@ class PoolConfig:
             raise ValueError("max_workers must be >= 1 and prefork >= 0")
 
     @property
-    def profiles(self) -> tuple[str, ...]:
-        return self.zygote.profiles
-
-    @property
     def max_frame(self) -> int:
         return self.zygote.max_frame
 
