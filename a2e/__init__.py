@@ -1,15 +1,15 @@
 """The A2E protocol: wire models, plugin contracts and the clients. Depends on pydantic, and
 on websockets for the WebSocket transports.
 
-Each name is imported when first used, not with the package: a sandbox worker imports
-``a2e.jsonwire`` and the plugin contract, and must not pay for the models and clients (pydantic)
-on every fork and exit.
+Each name is imported when first used (``a2e.lazy``): a sandbox worker imports ``a2e.jsonwire``
+and the plugin contract, and must not pay for the models and clients (pydantic).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from a2e.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from a2e.capability import A2ECapability
@@ -42,26 +42,22 @@ __all__ = [
     "encode",
 ]
 
-#: Each public name by the module that defines it.
-_HOMES = {
-    "PROTOCOL_VERSION": "messages",
-    "A2ECapability": "capability",
-    "A2EClient": "client",
-    "A2EError": "messages",
-    "A2EMessage": "messages",
-    "ClientTransport": "transport",
-    "ErrorCode": "messages",
-    "HandshakeFailed": "client",
-    "HandshakeRequest": "messages",
-    "HandshakeResponse": "messages",
-    "ProtocolError": "codec",
-    "TransportClosed": "transport",
-    "decode": "codec",
-    "encode": "codec",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "PROTOCOL_VERSION": "a2e.messages",
+        "A2ECapability": "a2e.capability",
+        "A2EClient": "a2e.client",
+        "A2EError": "a2e.messages",
+        "A2EMessage": "a2e.messages",
+        "ClientTransport": "a2e.transport",
+        "ErrorCode": "a2e.messages",
+        "HandshakeFailed": "a2e.client",
+        "HandshakeRequest": "a2e.messages",
+        "HandshakeResponse": "a2e.messages",
+        "ProtocolError": "a2e.codec",
+        "TransportClosed": "a2e.transport",
+        "decode": "a2e.codec",
+        "encode": "a2e.codec",
+    },
+)

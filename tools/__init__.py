@@ -8,8 +8,9 @@ client) that its workers could read.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from a2e.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from a2e.caps.tools.plugin import ToolPlugin
@@ -34,20 +35,19 @@ __all__ = [
 
 #: Each built-in plugin class by the module that defines it, in the engine's order.
 _HOMES = {
-    "PythonEval": "python_eval",
-    "CodeEval": "code_eval",
-    "RunCode": "run_code",
-    "Shell": "shell",
-    "FileTools": "files",
-    "HttpTools": "http",
-    "A2APeers": "a2a_peers",
+    "PythonEval": f"{__name__}.python_eval",
+    "CodeEval": f"{__name__}.code_eval",
+    "RunCode": f"{__name__}.run_code",
+    "Shell": f"{__name__}.shell",
+    "FileTools": f"{__name__}.files",
+    "HttpTools": f"{__name__}.http",
+    "A2APeers": f"{__name__}.a2a_peers",
 }
+_plugin_class = lazy_exports(__name__, _HOMES)
 
 
 def __getattr__(name: str) -> Any:
     if name == "BUILTIN_PLUGINS":
-        plugins: tuple[type[ToolPlugin], ...] = tuple(__getattr__(n) for n in _HOMES)
+        plugins: tuple[type[ToolPlugin], ...] = tuple(_plugin_class(n) for n in _HOMES)
         return plugins
-    if name in _HOMES:
-        return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _plugin_class(name)

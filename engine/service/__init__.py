@@ -6,8 +6,9 @@ imported when first asked for, so that checking a service's settings (``ServiceC
 ``a2e serve``'s usage errors) does not wait for it.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from a2e.lazy import lazy_exports
 from a2e_engine.engine.service.config import ServiceConfig, is_loopback
 
 if TYPE_CHECKING:
@@ -16,9 +17,6 @@ if TYPE_CHECKING:
 __all__ = ["HttpService", "ServiceConfig", "ServiceError", "is_loopback"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("HttpService", "ServiceError"):
-        from a2e_engine.engine.service import server
-
-        return getattr(server, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__, dict.fromkeys(("HttpService", "ServiceError"), "a2e_engine.engine.service.server")
+)

@@ -6,8 +6,9 @@ The models are imported when first named, not with the package: a sandbox worker
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from a2e.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from a2e.caps.tools.models import (
@@ -37,7 +38,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module("a2e.caps.tools.models"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "a2e.caps.tools.models"))
