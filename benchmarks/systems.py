@@ -253,25 +253,29 @@ def _answer(workload: Workload, output: bytes) -> Any:
     return workload.script_answer(script_result(output))
 
 
-@contextlib.contextmanager
-def subprocess_python(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+def _python_per_call(workload: Workload, payloads: list[Payload], wrapper: list[str]) -> Opened:
+    """Each call a fresh ``python -c payload``, run by ``wrapper`` (a sandbox's command line,
+    or nothing)."""
     take = next_payload(payloads)
 
     def call() -> tuple[int, Any]:
         index, payload = take()
-        done = subprocess.run(
-            [sys.executable, "-c", payload.script], capture_output=True, check=True, timeout=60
-        )
+        command = [*wrapper, sys.executable, "-c", payload.script]
+        done = subprocess.run(command, capture_output=True, check=True, timeout=60)
         return index, _answer(workload, done.stdout)
 
-    yield Opened(call)
+    return Opened(call)
+
+
+@contextlib.contextmanager
+def subprocess_python(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
+    yield _python_per_call(workload, payloads, [])
 
 
 @contextlib.contextmanager
 def bubblewrap_python(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
     bwrap = shutil.which("bwrap")
     assert bwrap is not None
-    take = next_payload(payloads)
     sandbox = [
         bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
         "--unshare-all", "--die-with-parent",
@@ -280,14 +284,7 @@ def bubblewrap_python(workload: Workload, payloads: list[Payload]) -> Iterator[O
     for path in sorted({sys.prefix, sys.base_prefix, os.getcwd()}):
         if os.path.realpath(path).startswith("/tmp/"):
             sandbox += ["--ro-bind", path, path]
-
-    def call() -> tuple[int, Any]:
-        index, payload = take()
-        command = [*sandbox, sys.executable, "-c", payload.script]
-        done = subprocess.run(command, capture_output=True, check=True, timeout=60)
-        return index, _answer(workload, done.stdout)
-
-    yield Opened(call)
+    yield _python_per_call(workload, payloads, sandbox)
 
 
 @contextlib.contextmanager
@@ -297,16 +294,7 @@ def gvisor_python(workload: Workload, payloads: list[Payload]) -> Iterator[Opene
     needs no KVM and runs wherever the others do."""
     runsc = shutil.which("runsc")
     assert runsc is not None
-    take = next_payload(payloads)
-    sandbox = [runsc, "--network=none", "--platform=ptrace", "do"]
-
-    def call() -> tuple[int, Any]:
-        index, payload = take()
-        command = [*sandbox, sys.executable, "-c", payload.script]
-        done = subprocess.run(command, capture_output=True, check=True, timeout=60)
-        return index, _answer(workload, done.stdout)
-
-    yield Opened(call)
+    yield _python_per_call(workload, payloads, [runsc, "--network=none", "--platform=ptrace", "do"])
 
 
 def _run_script_to_fd(script: str, fd: int) -> None:
