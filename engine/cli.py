@@ -19,7 +19,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from a2e.caps.tools.client import PendingCall, ToolAPI
 from a2e.caps.tools.models import ToolEvent
@@ -95,10 +95,10 @@ def _engine_from_args(args: argparse.Namespace, reporting: bool = False) -> Engi
             settings[key] = False
     if args.allow_unprotected_root:
         settings["allow_unprotected_root"] = True
-    if args.memory_mb is not None:
-        limits = settings.get("limits", Limits())
-        settings["limits"] = dataclasses.replace(limits, memory_mb=args.memory_mb)
     try:
+        if args.memory_mb is not None:
+            limits = settings.get("limits", Limits())
+            settings["limits"] = dataclasses.replace(limits, memory_mb=args.memory_mb)
         plugins = [load_plugin(spec, options) for spec, options in file.plugins]
         plugins += [load_plugin(spec) for spec in args.plugin]
         found: list[ToolPlugin] = []
@@ -160,10 +160,27 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="a directory tools may read besides the workspace (repeatable)",
     )
-    group.add_argument("--max-workers", type=int, help="calls running at once (default 4)")
-    group.add_argument("--prefork", type=int, help="hardened workers kept waiting (default 2)")
-    group.add_argument("--max-timeout", type=int, help="cap on any call's timeout (default 300 s)")
-    group.add_argument("--memory-mb", type=int, help="address-space limit per worker (1024)")
+    group.add_argument(
+        "--max-workers", type=_at_least(1), metavar="N", help="calls running at once (default 4)"
+    )
+    group.add_argument(
+        "--prefork",
+        type=_at_least(0),
+        metavar="N",
+        help="hardened workers kept waiting (default 2)",
+    )
+    group.add_argument(
+        "--max-timeout",
+        type=_at_least(1),
+        metavar="S",
+        help="cap on any call's timeout (default 300 s)",
+    )
+    group.add_argument(
+        "--memory-mb",
+        type=_at_least(1),
+        metavar="M",
+        help="address-space limit per worker (default 1024)",
+    )
     group.add_argument(
         "--token",
         default=os.environ.get("A2E_TOKEN"),
@@ -204,6 +221,23 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
 
 def _print_event(event: ToolEvent) -> None:
     print(json.dumps({"seq": event.seq, "kind": str(event.kind), "data": event.data}), flush=True)
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An integer flag's type: a whole number of at least ``minimum``."""
+
+    def whole_number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum:
+            kind = "a positive integer" if minimum == 1 else f"at least {minimum}"
+            raise argparse.ArgumentTypeError(f"must be {kind}, not {value}")
+        return value
+
+    whole_number.__name__ = "whole number"  # how argparse names the type in its errors
+    return whole_number
 
 
 def _positive_seconds(text: str) -> float:
@@ -676,8 +710,16 @@ def _uncapped(layers: dict[str, Any]) -> str:
     return f" (but {' and '.join(profiles)}: the memory cgroup caps them)" if profiles else ""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with its errors in one line, as every other error of ``a2e`` is (its
+    own way prints the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"a2e: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="a2e",
         description="Sandboxed tool execution engine",
         epilog="exit status: "

@@ -32,7 +32,7 @@ from typing import Any
 
 from a2e_engine.engine.config import EngineConfig, RetryPolicy
 from a2e_engine.engine.policy import ToolPolicy
-from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.limits import InvalidLimit, Limits
 
 __all__ = ["ConfigError", "ConfigFile", "load_config_file", "parse_config"]
 
@@ -133,9 +133,15 @@ def _fields_of(cls: type, table: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _convert(hint: Any, value: Any, where: str) -> Any:
     if hint is Limits:
-        return Limits(**_fields_of(Limits, _table(value, where), where))
+        try:
+            return Limits(**_fields_of(Limits, _table(value, where), where))
+        except InvalidLimit as exc:
+            raise ConfigError(f"{where}.{exc.name}: {exc.problem}") from None
     if hint is RetryPolicy:
-        return RetryPolicy(**_fields_of(RetryPolicy, _table(value, where), where))
+        try:
+            return RetryPolicy(**_fields_of(RetryPolicy, _table(value, where), where))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
         if value is None:

@@ -15,7 +15,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Limits"]
+__all__ = ["InvalidLimit", "Limits"]
+
+
+class InvalidLimit(ValueError):
+    """A limit that is not a positive integer; ``name`` is its field, so that a configuration
+    file or a flag can name its own key for it."""
+
+    def __init__(self, name: str, value: object) -> None:
+        self.name = name
+        self.problem = f"must be a positive integer, got {value!r}"
+        super().__init__(f"Limits.{name} {self.problem}")
 
 
 @dataclass(frozen=True)
@@ -30,8 +40,8 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"Limits.{name} must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidLimit(name, value)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

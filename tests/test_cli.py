@@ -119,6 +119,41 @@ def test_an_engine_that_cannot_start_says_why_in_one_line(tmp_path: Path) -> Non
     _one_clear_line(low, 2, "limits.memory_mb is 5 MiB", "at least")
 
 
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (("--memory-mb", "0"), ("argument --memory-mb", "must be a positive integer, not 0")),
+        (("--memory-mb", "-5"), ("argument --memory-mb", "not -5")),
+        (("--max-workers", "0"), ("argument --max-workers", "positive integer")),
+        (("--prefork", "-1"), ("argument --prefork", "at least 0")),
+        (("--max-timeout", "soon"), ("argument --max-timeout", "not a whole number")),
+        (("--timeout", "0"), ("argument --timeout", "positive number of seconds")),
+    ],
+)
+def test_a_limit_out_of_range_is_a_usage_error_in_one_line(
+    flags: tuple[str, ...], words: tuple[str, ...]
+) -> None:
+    proc = a2e("call", "python_eval", "--arg", "code=1", *flags, check=False)
+    _one_clear_line(proc, 2, *words, "a2e call --help")
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ("[engine.limits]\nmemory_mb = 0\n", "engine.limits.memory_mb: must be a positive integer"),
+        ("[engine.limits]\ntmp_mb = true\n", "engine.limits.tmp_mb: expected an integer"),
+        ("[engine.retry]\nmax_attempts = 0\n", "engine.retry: RetryPolicy.max_attempts"),
+    ],
+)
+def test_a_limit_out_of_range_in_the_config_file_names_its_key(
+    tmp_path: Path, table: str, key: str
+) -> None:
+    config = tmp_path / "a2e.toml"
+    config.write_text(table)
+    proc = a2e("call", "python_eval", "--arg", "code=1", "--config", str(config), check=False)
+    _one_clear_line(proc, 2, str(config), key)
+
+
 def test_a_plugin_that_fails_to_build_is_one_line() -> None:
     proc = a2e("list", "--plugin", "tests.cli_plugins:FailsToBuild", check=False)
     _one_clear_line(
