@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +17,22 @@ from a2e_engine.engine.cluster.loopback import stay_on_loopback
 from tests.hostile_plugin import HostileTools
 
 stay_on_loopback()  # before any test imports Ray; the processes it starts inherit it
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tests_importable_alone() -> None:
+    """Processes the tests start load plugins of ``tests`` by name (``--plugin
+    tests.cli_plugins:X``) but must import the package under test from where it is installed
+    (.ci/test: a wheel), never from this checkout: their ``PYTHONPATH`` gets a folder that holds
+    only a link to ``tests/``. Made before any test starts a process; gone with this one."""
+    folder = tempfile.mkdtemp(prefix="a2e-tests-path-")
+    os.symlink(ROOT / "tests", os.path.join(folder, "tests"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    inherited = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (folder, inherited)))
+
+
+_tests_importable_alone()
 SECRET = "a2e-test-secret-7f3d"
 os.environ["A2E_TEST_SECRET"] = SECRET  # set before any engine starts: it must never leak
 

@@ -10,14 +10,12 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from tests.waiting import wait_for
 from tests.worker_tree import WorkerTree
 
 __all__ = ["ServiceProcess", "run_serve", "wait_for"]
 
-ROOT = Path(__file__).resolve().parents[1]
 SERVE = [sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0"]
 
 
@@ -28,7 +26,6 @@ class ServiceProcess(WorkerTree):
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            cwd=ROOT,
             env={**os.environ, **(env or {})},
             text=True,
         )
@@ -76,6 +73,5 @@ def run_serve(flags: Sequence[str], timeout: float = 60) -> subprocess.Completed
         [sys.executable, "-m", "a2e_engine.engine.cli", "serve", *flags],
         capture_output=True,
         text=True,
-        cwd=ROOT,
         timeout=timeout,
     )

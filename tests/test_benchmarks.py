@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run(*args: str) -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=300, cwd=ROOT
+        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -47,7 +47,7 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
          "--workloads", "trivial,python_eval,stream,humaneval",
          "--systems", ",".join(s.key for s in SYSTEMS if s.key != "engine_ray"),
          "--json", str(report_path), "--chart", str(chart_path)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     report = json.loads(report_path.read_text())
@@ -89,7 +89,7 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
 def test_a2e_bench_soak_counts_every_call() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--soak", "300", "--no-progress"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     report = json.loads(proc.stdout[: proc.stdout.rindex("}") + 1])
     assert report["outcomes"]["ok"] == 300 and report["lost"] == 0, report
@@ -100,12 +100,12 @@ def test_a2e_bench_soak_counts_every_call() -> None:
 def test_bench_refuses_bad_options() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--concurrency", "0"],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2 and "each level must be 1-64" in proc.stderr
     proc = subprocess.run(
         [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--systems", "engine,docker"],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2 and "--systems: unknown ['docker']" in proc.stderr
 
@@ -173,7 +173,7 @@ def test_compare_two_checkouts(tmp_path: Path) -> None:
 def test_compare_refuses_a_directory_that_is_not_a_checkout(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "a2e_engine.benchmarks.compare", str(tmp_path), ROOT],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2 and "is not a checkout of this engine" in proc.stderr
 
@@ -188,7 +188,7 @@ def test_compare_refuses_checkouts_on_both_sides_of_tmp() -> None:
             Path(tree, "benchmarks", "workloads.py").write_text("")
         proc = subprocess.run(
             [sys.executable, "-m", "a2e_engine.benchmarks.compare", *made],
-            capture_output=True, text=True, timeout=60, cwd=ROOT,
+            capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert proc.returncode == 2 and "same side" in proc.stderr
     finally:
@@ -304,7 +304,7 @@ def test_the_ray_scaling_table() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "a2e_engine.benchmarks.ray_scaling", "--nodes", "1,2",
          "--concurrency", "2", "--seconds", "0.3"],
-        capture_output=True, text=True, timeout=240, cwd=ROOT,
+        capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line.split() for line in proc.stdout.splitlines()[1:]]

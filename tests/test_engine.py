@@ -409,7 +409,6 @@ def test_a_plugin_in_a_scripts_main_works_and_the_script_runs_once(tmp_path: Any
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=os.path.dirname(os.path.dirname(__file__)),
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["script top level ran", "{'text': 'HELLO'}"]

@@ -28,7 +28,6 @@ from tests.mcp_raw import INITIALIZE
 from tests.waiting import wait_for
 from tests.worker_tree import WorkerTree
 
-ROOT = Path(__file__).resolve().parents[1]
 SERVE_MCP = ["-m", "a2e_engine.engine.cli", "serve", "--mcp", "--prefork", "1"]
 BENCH = "a2e_engine.benchmarks.workloads:BenchTools"
 
@@ -44,7 +43,7 @@ async def _mcp(*flags: str) -> AsyncIterator[tuple[ClientSession, WorkerTree, li
 
     before = {child.pid for child in psutil.Process().children()}
     params = StdioServerParameters(
-        command=sys.executable, args=[*SERVE_MCP, *flags], env=dict(os.environ), cwd=str(ROOT)
+        command=sys.executable, args=[*SERVE_MCP, *flags], env=dict(os.environ)
     )
     async with (
         stdio_client(params) as (read, write),
@@ -131,7 +130,7 @@ def test_a_client_of_the_2026_protocol_is_served_too() -> None:
 
     async def scenario() -> None:
         params = StdioServerParameters(
-            command=sys.executable, args=SERVE_MCP, env=dict(os.environ), cwd=str(ROOT)
+            command=sys.executable, args=SERVE_MCP, env=dict(os.environ)
         )
         async with Client(params, mode="auto", log_level="info", logging_callback=on_log) as client:
             assert client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
@@ -243,7 +242,6 @@ def test_a_line_that_is_not_json_rpc_gets_an_error_and_the_session_goes_on() -> 
         input=b"".join(lines),
         capture_output=True,
         timeout=120,
-        cwd=ROOT,
     )
     replies = [json.loads(line) for line in proc.stdout.splitlines()]
     assert replies[0]["id"] is None and replies[0]["error"]["code"] == -32700

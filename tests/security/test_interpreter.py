@@ -159,20 +159,22 @@ def test_the_supervisors_environment(sandbox: Sandbox, attacker: Attacker) -> No
 
 @attack(
     "inherited fds, the host's argv and authkey",
-    full="fds closed in the worker; the zygote is spawned clean",
+    full="fds closed in the worker; the zygote is started clean (a fresh interpreter, no fork)",
     reduced="the same",
 )
 def test_nothing_inherited(attacker: Attacker) -> None:
-    import multiprocess
+    """multiprocessing's authkey is random per interpreter and inherited across fork: a worker
+    that had the supervisor's could talk to any of its multiprocessing listeners."""
+    import multiprocessing
 
     result = attacker.attack(
-        "import os, sys, multiprocess\n[sorted(int(fd) for fd in os.listdir('/proc/self/fd')),"
-        " sys.argv, multiprocess.current_process().authkey.hex()]"
+        "import os, sys, multiprocessing\n[sorted(int(fd) for fd in os.listdir('/proc/self/fd')),"
+        " sys.argv, multiprocessing.current_process().authkey.hex()]"
     )
     fds, argv, authkey = result.data["value"]
     assert fds[:3] == [0, 1, 2] and len(fds) <= 5, fds
     assert argv == ["a2e-zygote"]
-    assert authkey != bytes(multiprocess.current_process().authkey).hex()
+    assert authkey != bytes(multiprocessing.current_process().authkey).hex()
 
 
 @attack(
