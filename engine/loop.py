@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -17,6 +18,28 @@ from typing import Any, TypeVar
 __all__ = ["EngineLoop"]
 
 T = TypeVar("T")
+log = logging.getLogger("a2e.engine")
+
+#: How long the tasks still on the loop when it stops may take to end once cancelled.
+END_TASKS_S = 5.0
+
+
+def _end_what_is_left(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks still pending when the loop stops, and let them end, as
+    ``asyncio.run`` does: a task left pending is destroyed with the loop, and asyncio logs
+    each one as an error (a library's watcher, an SSE stream's pinger, ...)."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        ending = asyncio.wait(pending, timeout=END_TASKS_S)
+        _, stuck = loop.run_until_complete(ending)
+        for task in stuck:
+            log.warning("a task did not end when cancelled at shutdown: %r", task)
+        for task in pending:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.debug("a task ended with %r at shutdown", task.exception())
+    loop.run_until_complete(loop.shutdown_asyncgens())
 
 
 class EngineLoop:
@@ -37,6 +60,7 @@ class EngineLoop:
             asyncio.set_event_loop(loop)
             loop.call_soon(ready.set)
             loop.run_forever()
+            _end_what_is_left(loop)
 
         self._thread = threading.Thread(target=run_loop, name="a2e-engine", daemon=True)
         self._thread.start()
@@ -44,13 +68,15 @@ class EngineLoop:
         self._loop = loop
 
     def stop(self) -> None:
+        """Stop the loop, end what still runs on it (``_end_what_is_left``), close it."""
         loop, self._loop = self._loop, None
         if loop is None:
             return
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
-            self._thread.join(timeout=10)
-        loop.close()
+            self._thread.join(timeout=10 + END_TASKS_S)
+        if not loop.is_running():
+            loop.close()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

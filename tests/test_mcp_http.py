@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -141,3 +142,23 @@ def test_deleting_an_mcp_session_ends_its_engine_session(service: ServiceProcess
         assert wait_for(lambda: connections() == before, 10)
         gone = http.post("/mcp", json=listing, headers=session)
         assert gone.status_code == 404
+
+
+def test_sigterm_after_mcp_use_stops_quietly() -> None:
+    """A client's session (and its SDK's event streams) still open at SIGTERM: the service
+    stops with status 0 and nothing on stderr but its own lines, no asyncio complaint about a
+    task destroyed pending, no traceback."""
+    server = ServiceProcess("--token", TOKEN)
+
+    async def scenario() -> None:
+        async with _mcp(server) as session:
+            assert (await session.list_tools()).tools
+            server.process.send_signal(signal.SIGTERM)
+            assert await asyncio.to_thread(server.process.wait, 60) == 0
+
+    try:
+        _run(scenario())
+    finally:
+        server.stop()
+    noise = [line for line in server.stderr if not line.startswith("a2e: ")]
+    assert not noise, noise

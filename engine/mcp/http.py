@@ -52,18 +52,36 @@ class McpEndpoint:
         self._manager = StreamableHTTPSessionManager(
             app=server, session_idle_timeout=idle_s, max_request_body_size=max_body_bytes
         )
-        self._running = contextlib.AsyncExitStack()
+        self._stopping = asyncio.Event()
+        self._running: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """On the loop uvicorn serves from, before it serves."""
-        await self._running.enter_async_context(self._manager.run())
+        started = asyncio.get_running_loop().create_future()
+        self._running = asyncio.ensure_future(self._run(started))
+        await started
         self._sweeper = asyncio.ensure_future(self._sweep())
 
+    async def _run(self, started: asyncio.Future[None]) -> None:
+        """The manager's whole life in one task: its task group (anyio's cancel scope) must
+        be left by the task that entered it."""
+        try:
+            async with self._manager.run():
+                started.set_result(None)
+                await self._stopping.wait()
+        except BaseException as exc:
+            if not started.done():
+                started.set_exception(exc)
+            raise
+
     async def stop(self) -> None:
+        """End every MCP session (their event streams close) and the manager; once."""
         if self._sweeper is not None:
             self._sweeper.cancel()
-        await self._running.aclose()
+        self._stopping.set()
+        if self._running is not None:
+            await asyncio.gather(self._running, return_exceptions=True)
         for session in self._sessions.values():
             session.close()
         self._sessions.clear()

@@ -117,6 +117,9 @@ class HttpService:
         left = self.host.status().calls_pending
         if left:
             log.warning("drain over: cancelling %d calls still running", left)
+        # MCP sessions hold event streams open (a client's GET) that would keep uvicorn
+        # waiting until it cancels them with a traceback: ended first, they close.
+        await self.mcp.stop()
         server.should_exit = True
         await asyncio.gather(task, return_exceptions=True)
 
