@@ -248,3 +248,27 @@ def test_a_line_that_is_not_json_rpc_gets_an_error_and_the_session_goes_on() -> 
     assert "parse error" in replies[0]["error"]["message"]
     assert replies[1]["id"] is None and replies[1]["error"]["code"] == -32600
     assert replies[2]["id"] == 1 and replies[2]["result"]["serverInfo"]["name"] == "a2e-engine"
+
+
+def test_calls_in_flight_at_the_end_of_input_are_answered() -> None:
+    """A host that writes its requests and closes stdin gets every answer, as over
+    ``a2e serve --stdio``, and the server then exits."""
+    call = {"name": "python_eval", "arguments": {"code": "import time\ntime.sleep(1)\n6 * 7"}}
+    lines = [
+        INITIALIZE,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+        {"jsonrpc": "2.0", "id": "last", "method": "tools/list"},
+    ]
+    proc = subprocess.run(
+        [sys.executable, *SERVE_MCP],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    replies = {reply["id"]: reply for reply in map(json.loads, proc.stdout.splitlines())}
+    assert set(replies) == {1, 2, "last"}, proc.stdout
+    assert replies[2]["result"]["structuredContent"]["value"] == 42, replies[2]
+    assert replies["last"]["result"]["tools"]

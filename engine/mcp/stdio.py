@@ -9,7 +9,8 @@ in and every line out to a thread, twice per message, which for a streaming call
 progress notifications cost more than the calls. What the server sends in one turn of the loop
 goes out in one write. A line that is not a JSON-RPC message is answered at once (the SDK's
 transport dropped it without a word, and the client would wait for ever): not JSON gets
--32700, anything else -32600; either way the session goes on.
+-32700, anything else -32600; either way the session goes on. At the end of input the requests
+still unanswered are answered first, then the server ends.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import asyncio
 import contextlib
 import math
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, BinaryIO
 
 import anyio
@@ -61,12 +62,16 @@ async def serve_mcp_stdio(
     inbox_in, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
     outbox, outbox_out = anyio.create_memory_object_stream[SessionMessage](math.inf)
 
+    answering = _Answering(inbox_in.close)
+
     def on_line(line: bytes) -> None:
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValidationError as exc:
             writer.write(_line(_unreadable(exc)))
             return
+        if isinstance(message, types.JSONRPCRequest):
+            answering.asked(message.id)
         with contextlib.suppress(anyio.BrokenResourceError):  # the server has stopped reading
             inbox_in.send_nowait(SessionMessage(message))
 
@@ -84,9 +89,9 @@ async def serve_mcp_stdio(
         yield await session.get()
 
     server = build_server(the_session, engine_version(), call_timeout_s)
-    sending = asyncio.ensure_future(_send_all(outbox_out, writer))
+    sending = asyncio.ensure_future(_send_all(outbox_out, writer, answering))
     try:
-        await read_lines(stdin, MAX_MESSAGE_BYTES, on_line, on_too_long, inbox_in.close)
+        await read_lines(stdin, MAX_MESSAGE_BYTES, on_line, on_too_long, answering.input_ended)
         await server.run(inbox, outbox, server.create_initialization_options())
     finally:
         outbox.close()
@@ -96,18 +101,46 @@ async def serve_mcp_stdio(
         give_back_blocking(pipes)
 
 
+class _Answering:
+    """The requests not answered yet, and the end of input held back until they are: the SDK's
+    server ends with its input and cancels what it is still handling ("Connection closed"),
+    whereas a client that closes stdin after its last request still wants the answers (as
+    ``a2e serve --stdio`` gives them)."""
+
+    def __init__(self, end_input: Callable[[], None]) -> None:
+        self._end_input = end_input
+        self._unanswered: set[types.RequestId] = set()
+        self._ended = False
+
+    def asked(self, request_id: types.RequestId) -> None:
+        self._unanswered.add(request_id)
+
+    def answered(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self._unanswered.discard(message.id)
+            if self._ended and not self._unanswered:
+                self._end_input()
+
+    def input_ended(self) -> None:
+        self._ended = True
+        if not self._unanswered:
+            self._end_input()
+
+
 async def _send_all(
-    messages: MemoryObjectReceiveStream[SessionMessage], writer: LineWriter
+    messages: MemoryObjectReceiveStream[SessionMessage], writer: LineWriter, answering: _Answering
 ) -> None:
     """Each message a line; those ready together, one write."""
-    async for message in messages:
-        lines = [_line(message.message)]
+    async for first in messages:
+        batch = [first.message]
         while True:
             try:
-                lines.append(_line(messages.receive_nowait().message))
+                batch.append(messages.receive_nowait().message)
             except (anyio.WouldBlock, anyio.EndOfStream):
                 break
-        writer.write(b"".join(lines))
+        writer.write(b"".join(_line(message) for message in batch))
+        for message in batch:
+            answering.answered(message)
 
 
 def _line(message: types.JSONRPCMessage | types.JSONRPCError) -> bytes:
