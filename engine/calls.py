@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from a2e import jsonwire
 from a2e.caps.tools.models import (
     EventKind,
+    FailureReason,
     ToolCallRequest,
     ToolErrorCode,
     ToolEvent,
@@ -40,7 +41,7 @@ from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
 from a2e_engine.sandbox.pool import StopSignal, WorkerPool
 
-__all__ = ["CallContext", "run_call"]
+__all__ = ["CallContext", "failure_reason", "run_call"]
 
 log = logging.getLogger("a2e.engine")
 
@@ -98,6 +99,7 @@ class Refusal(NamedTuple):
     """Why a call was not run at all, as its result will say."""
 
     code: ToolErrorCode
+    reason: FailureReason
     error: str
     data: Any = None
 
@@ -109,6 +111,7 @@ def _failure(name: str, refusal: Refusal, started: float) -> ToolResult:
         data=refusal.data,
         error=refusal.error,
         error_code=refusal.code,
+        reason=refusal.reason,
         duration_ms=int((time.monotonic() - started) * 1000),
     )
 
@@ -118,25 +121,34 @@ def _gate(
 ) -> Refusal | None:
     if A2ECapability.TOOLS not in session.capabilities:
         return Refusal(
-            ToolErrorCode.TOOL_DENIED, "this session did not negotiate the 'tools' capability"
+            ToolErrorCode.TOOL_DENIED,
+            FailureReason.POLICY_DENIED,
+            "this session did not negotiate the 'tools' capability",
         )
     if tool is None:
         names = sorted(t.name for t in ctx.registry.definitions)
         hint = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
         return Refusal(
-            ToolErrorCode.UNKNOWN_TOOL, f"unknown tool {request.tool_name!r}; available: {hint}"
+            ToolErrorCode.UNKNOWN_TOOL,
+            FailureReason.UNKNOWN_TOOL,
+            f"unknown tool {request.tool_name!r}; available: {hint}",
         )
     reason = check_policies(session.policies, session, tool.name)
     if reason:
-        return Refusal(ToolErrorCode.TOOL_DENIED, reason)
+        return Refusal(ToolErrorCode.TOOL_DENIED, FailureReason.POLICY_DENIED, reason)
     try:
         encoded = jsonwire.dumps(request.arguments)
     except (TypeError, ValueError, RecursionError) as exc:
-        return Refusal(ToolErrorCode.TOOL_ERROR, f"arguments must be plain JSON values: {exc}")
+        return Refusal(
+            ToolErrorCode.TOOL_ERROR,
+            FailureReason.INVALID_ARGUMENTS,
+            f"arguments must be plain JSON values: {exc}",
+        )
     room = ctx.config.max_frame - JOB_OVERHEAD_BYTES
     if len(encoded) > room:  # the job would not fit the frame the worker reads it from
         return Refusal(
             ToolErrorCode.TOOL_ERROR,
+            FailureReason.INVALID_ARGUMENTS,
             f"arguments of {len(encoded)} bytes exceed the limit of {room} bytes per call",
         )
     problems = validate_arguments(tool.definition.input_parameters, request.arguments)
@@ -156,8 +168,8 @@ def _invalid_arguments(
         json.dumps(data, allow_nan=False)
     except Exception as exc:  # plugin code runs here in the supervisor: it must not break it
         log.warning("%s: invalid_arguments failed: %s: %s", tool.name, type(exc).__name__, exc)
-        return Refusal(ToolErrorCode.TOOL_ERROR, plain)
-    return Refusal(ToolErrorCode.TOOL_ERROR, error or plain, data)
+        return Refusal(ToolErrorCode.TOOL_ERROR, FailureReason.INVALID_ARGUMENTS, plain)
+    return Refusal(ToolErrorCode.TOOL_ERROR, FailureReason.INVALID_ARGUMENTS, error or plain, data)
 
 
 def _secrets(tool: RegisteredTool, arguments: dict[str, Any]) -> dict[str, str] | Refusal:
@@ -173,6 +185,7 @@ def _secrets(tool: RegisteredTool, arguments: dict[str, Any]) -> dict[str, str] 
         log.warning("%s: secrets_for failed: %s: %s", tool.name, type(exc).__name__, exc)
         return Refusal(
             ToolErrorCode.TOOL_ERROR,
+            FailureReason.PLUGIN_ERROR,
             f"the {tool.name} plugin could not prepare the call ({type(exc).__name__})",
         )
     return secrets
@@ -301,6 +314,7 @@ def _accepted(
                 "error": f"the {tool.name} plugin could not check the result "
                 f"({type(exc).__name__})",
                 "error_code": ToolErrorCode.TOOL_ERROR,
+                "reason": FailureReason.PLUGIN_ERROR,
             }
         )
 
@@ -342,8 +356,37 @@ def _to_result(
         truncated=truncated,
         error=error,
         error_code=ToolErrorCode.TOOL_ERROR,
+        reason=failure_reason(outcome),
         **common,
     )
+
+
+#: How a worker run that failed reads as a ``FailureReason``, unless its facts say more.
+_REASON_OF_STATUS = {
+    OutcomeStatus.FAILED: FailureReason.TOOL_FAILED,
+    OutcomeStatus.TIMEOUT: FailureReason.TIMEOUT,
+    OutcomeStatus.CANCELLED: FailureReason.CANCELLED,
+    OutcomeStatus.CRASHED: FailureReason.WORKER_CRASHED,
+    OutcomeStatus.VIOLATION: FailureReason.WORKER_VIOLATION,
+    OutcomeStatus.SETUP_FAILED: FailureReason.SANDBOX_UNAVAILABLE,
+    OutcomeStatus.UNAVAILABLE: FailureReason.SANDBOX_UNAVAILABLE,
+}
+
+
+def failure_reason(outcome: WorkerOutcome) -> FailureReason:
+    """Why the run failed: what the tool said of itself, else the limit it hit, else how it
+    ended."""
+    if outcome.status is OutcomeStatus.FAILED and outcome.reason is not None:
+        return FailureReason(outcome.reason)
+    if outcome.out_of_memory:
+        return FailureReason.OUT_OF_MEMORY
+    if outcome.cpu_limit:
+        return FailureReason.CPU_LIMIT
+    if outcome.over_limit:
+        return FailureReason.OUTPUT_LIMIT
+    if outcome.status is OutcomeStatus.CRASHED and outcome.signal == "SIGXFSZ":
+        return FailureReason.OUTPUT_LIMIT  # a file past RLIMIT_FSIZE
+    return _REASON_OF_STATUS.get(outcome.status, FailureReason.TOOL_FAILED)
 
 
 def _audit(

@@ -335,7 +335,10 @@ def cmd_call(args: argparse.Namespace) -> int:
         raise BrokenPipeError
     output = result.model_dump(mode="json", exclude={"events"} if args.stream else None)
     print(json.dumps(output, indent=2, ensure_ascii=False))
-    return 0 if result.success else 1
+    if result.success:
+        return 0
+    _say(f"{args.tool}: {result.reason or result.error_code}: {result.error}")
+    return 1
 
 
 def cmd_list(args: argparse.Namespace) -> int:

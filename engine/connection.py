@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from a2e.caps.tools.models import (
+    FailureReason,
     ToolCallRequest,
     ToolCallResponse,
     ToolCancelRequest,
@@ -158,6 +159,8 @@ class Connection:
                     success=False,
                     tool_name=result.tool_name,
                     error_code=ToolErrorCode.TOOL_ERROR,
+                    # A result our wires cannot carry (nested past what encoders go to).
+                    reason=FailureReason.OUTPUT_LIMIT,
                     error=f"the tool's result could not be sent ({why})",
                     duration_ms=result.duration_ms,
                     exit_code=result.exit_code,

@@ -20,6 +20,7 @@ __all__ = [
     "SKIPPED_EVENT",
     "FrameDecoder",
     "FrameError",
+    "FrameTooLarge",
     "encode_frame",
     "read_frame",
     "write_frame",
@@ -34,6 +35,10 @@ SKIPPED_EVENT: dict[str, Any] = {"t": "event", "skipped": True}
 
 class FrameError(ValueError):
     """The byte stream broke the framing rules; the writer is not to be trusted further."""
+
+
+class FrameTooLarge(FrameError):
+    """A frame past the size limit: a rule of size, where the others are rules of form."""
 
 
 def encode_frame(obj: Mapping[str, Any]) -> bytes:
@@ -76,7 +81,7 @@ class FrameDecoder:
         while len(self._buf) >= _HEADER.size:
             (length,) = _HEADER.unpack_from(self._buf)
             if length > self.max_frame:
-                raise FrameError(
+                raise FrameTooLarge(
                     f"frame of {length} bytes exceeds the limit of {self.max_frame} bytes"
                 )
             end = _HEADER.size + length
@@ -126,5 +131,5 @@ def read_frame(fd: int, max_frame: int = DEFAULT_MAX_FRAME) -> dict[str, Any]:
     standard library's parser, ``jsonwire.plain_loads``)."""
     (length,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
     if length > max_frame:
-        raise FrameError(f"frame of {length} bytes exceeds the limit of {max_frame} bytes")
+        raise FrameTooLarge(f"frame of {length} bytes exceeds the limit of {max_frame} bytes")
     return _decode_body(_read_exact(fd, length), jsonwire.plain_loads)

@@ -30,6 +30,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from a2e.caps.tools.reasons import TOOL_REASONS
+
 __all__ = [
     "CONTROL",
     "CONTROL_MAX",
@@ -91,12 +93,15 @@ def failure_frame(
     data: Any = None,
     retryable: bool = True,
     traceback: str | None = None,
+    reason: str | None = None,
 ) -> dict[str, Any]:
     """A result frame for a call that failed; the worker adds ``usage``."""
     frame = {"t": "result", "ok": False, "error": error, "exc_type": exc_type, "data": data,
              "retryable": retryable}  # fmt: skip
     if traceback is not None:
         frame["traceback"] = traceback
+    if reason is not None:
+        frame["reason"] = reason
     return frame
 
 
@@ -135,6 +140,7 @@ class Result:
     traceback: str | None = None
     cpu_ms: int | None = None
     maxrss_kb: int | None = None
+    reason: str | None = None  # what the tool said of its failure: one of TOOL_REASONS
 
 
 def check_worker_frame(frame: dict[str, Any]) -> Event | Result | SetupError:
@@ -162,10 +168,16 @@ def check_worker_frame(frame: dict[str, Any]) -> Event | Result | SetupError:
             traceback=tb if isinstance(tb, str) else None,
             cpu_ms=_count(usage.get("cpu_ms")),
             maxrss_kb=_count(usage.get("maxrss_kb")),
+            reason=_tool_reason(frame.get("reason")),
         )
     if kind == "setup_error" and isinstance(frame.get("error"), str):
         return SetupError(frame["error"])
     raise MalformedMessage(f"the worker wrote a frame of unknown type {str(kind)[:40]!r}")
+
+
+def _tool_reason(value: Any) -> str | None:
+    """A reason a tool may give for its own failure; anything else is not the worker's to say."""
+    return value if isinstance(value, str) and value in TOOL_REASONS else None
 
 
 def _count(value: Any) -> int | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from a2e_engine.sandbox.deadline import Deadline
     from a2e_engine.sandbox.handle import WorkerHandle
+    from a2e_engine.sandbox.limits import Limits
     from a2e_engine.sandbox.stream import ResultReader
     from a2e_engine.sandbox.waiting import StopSignal
 
@@ -55,6 +56,10 @@ class WorkerOutcome:
     run_ms: int = 0
     events_dropped: int = 0
     retryable: bool = True
+    reason: str | None = None  # what a FAILED tool said of its failure (TOOL_REASONS)
+    out_of_memory: bool = False  # the kernel's OOM killer ended the call (its memory cgroup)
+    cpu_limit: bool = False  # the kernel ended the call at its CPU-time limit (RLIMIT_CPU)
+    over_limit: bool = False  # a VIOLATION of a cap on output or events, not of the protocol
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -90,6 +95,13 @@ def describe_exit(status: int) -> tuple[int, str | None, str]:
     return code, None, f"the worker exited with code {code} before sending a result"
 
 
+def _out_of_cpu_time(outcome: WorkerOutcome, limits: Limits) -> bool:
+    """RLIMIT_CPU's end: SIGXCPU at the soft limit, SIGKILL a second later at the hard one
+    (the only one pid 1 of a PID namespace cannot ignore)."""
+    spent = outcome.cpu_ms is not None and outcome.cpu_ms >= limits.cpu_seconds * 1000
+    return spent and outcome.signal in ("SIGXCPU", "SIGKILL")
+
+
 def not_started(
     stop: StopSignal, deadline: Deadline, queued_ms: int, waiting: str, detail: str = ""
 ) -> WorkerOutcome:
@@ -105,7 +117,7 @@ def not_started(
     )
 
 
-def classify(run: Run, deadline: Deadline, call_memory_mb: int) -> WorkerOutcome:
+def classify(run: Run, deadline: Deadline, limits: Limits) -> WorkerOutcome:
     """What a finished ``Run`` means, first reason first: a broken rule, the deadline, a
     cancel, the tool's own result, and only then how the worker died."""
     worker, reader = run.worker, run.reader
@@ -129,6 +141,7 @@ def classify(run: Run, deadline: Deadline, call_memory_mb: int) -> WorkerOutcome
     if reader.violation is not None:
         outcome.status = OutcomeStatus.VIOLATION
         outcome.error = f"{reader.violation}; it was killed"
+        outcome.over_limit = reader.over_limit
     # A result written during a cancel grace (the tool cleaning up) does not change why the
     # call ended.
     elif run.ended_by is OutcomeStatus.TIMEOUT:
@@ -142,6 +155,7 @@ def classify(run: Run, deadline: Deadline, call_memory_mb: int) -> WorkerOutcome
         outcome.data = result.data
         outcome.error = result.error
         outcome.exc_type = result.exc_type
+        outcome.reason = result.reason
         outcome.retryable = result.retryable
         outcome.traceback = result.traceback
     elif reader.unresponsive:
@@ -153,9 +167,16 @@ def classify(run: Run, deadline: Deadline, call_memory_mb: int) -> WorkerOutcome
         outcome.status = OutcomeStatus.SETUP_FAILED
         outcome.error = f"the sandbox could not be set up: {reader.setup_error}"
     elif info.get("oom"):
+        outcome.out_of_memory = True
         outcome.error = (
-            f"out of memory: the call went past its {call_memory_mb} MiB memory limit and the "
-            "kernel killed it"
+            f"out of memory: the call went past its {limits.call_memory_mb} MiB memory limit "
+            "and the kernel killed it"
+        )
+    elif _out_of_cpu_time(outcome, limits):
+        outcome.cpu_limit = True
+        outcome.error = (
+            f"the worker used up its {limits.cpu_seconds} s of CPU time and the kernel killed "
+            f"it ({outcome.signal})"
         )
     elif info.get("zygote_died"):
         outcome.error = "the sandbox zygote died during the call; the call was aborted"

@@ -236,7 +236,7 @@ class WorkerPool:
                 )
             queued_ms = int((loop.time() - queued_at) * 1000)
             run = await drive(worker, job, deadline, on_event, stop, self._caps)
-            outcome = classify(run, deadline, self.config.zygote.limits.call_memory_mb)
+            outcome = classify(run, deadline, self.config.zygote.limits)
             outcome.queued_ms = queued_ms
             return outcome
         finally:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from a2e_engine.sandbox.frames import SKIPPED_EVENT, FrameDecoder, FrameError
+from a2e_engine.sandbox.frames import SKIPPED_EVENT, FrameDecoder, FrameError, FrameTooLarge
 from a2e_engine.sandbox.handle import WorkerHandle
 from a2e_engine.sandbox.messages import Event, MalformedMessage, Result, check_worker_frame
 
@@ -63,6 +63,7 @@ class ResultReader:
         self.result: Result | None = None
         self.setup_error: str | None = None
         self.violation: str | None = None
+        self.over_limit = False  # the violation broke a cap (size, count), not the protocol
         self.eof = False
         self.unresponsive = False  # ended its stream without a result, then would not exit
         self.finished: asyncio.Future[None] = loop.create_future()  # end of stream or violation
@@ -100,10 +101,13 @@ class ResultReader:
         self.bytes_read += len(data)
         if self.bytes_read > self.config.max_output_bytes:
             return self._violate(
-                f"the worker wrote more than {self.config.max_output_bytes} bytes of output"
+                f"the worker wrote more than {self.config.max_output_bytes} bytes of output",
+                over_limit=True,
             )
         try:
             frames = self.decoder.feed(data)
+        except FrameTooLarge as exc:
+            return self._violate(f"the worker wrote too large a frame: {exc}", over_limit=True)
         except FrameError as exc:
             return self._violate(f"the worker wrote an invalid frame: {exc}")
         for frame in frames:
@@ -143,11 +147,13 @@ class ResultReader:
         if self.dropped > EVENT_FLOOD_FACTOR * self.config.max_events:
             self._violate(
                 f"the worker wrote more than {EVENT_FLOOD_FACTOR + 1} times the "
-                f"{self.config.max_events}-event cap"
+                f"{self.config.max_events}-event cap",
+                over_limit=True,
             )
 
-    def _violate(self, reason: str) -> None:
+    def _violate(self, reason: str, over_limit: bool = False) -> None:
         self.violation = reason
+        self.over_limit = over_limit
         self.stop()
         self._finish()
 

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from a2e import jsonwire
 from a2e.caps.tools.plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
+from a2e.caps.tools.reasons import FailureReason
 from a2e_engine.sandbox import identity, landlock, syscalls
 from a2e_engine.sandbox.frames import (
     DEFAULT_MAX_FRAME,
@@ -68,9 +69,13 @@ DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
 
 def _failure_frame(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, ToolExecutionError):
-        return failure_frame(str(exc), "ToolExecutionError", exc.data, exc.retryable)
+        return failure_frame(
+            str(exc), "ToolExecutionError", exc.data, exc.retryable, reason=exc.reason
+        )
     if isinstance(exc, MemoryError):
-        return failure_frame("out of memory (MemoryError)", "MemoryError")
+        return failure_frame(
+            "out of memory (MemoryError)", "MemoryError", reason=FailureReason.OUT_OF_MEMORY
+        )
     return failure_frame(
         f"{type(exc).__name__}: {exc}",
         type(exc).__name__,
@@ -92,6 +97,7 @@ def _encoded_result(data: Any, max_frame: int) -> str | dict[str, Any]:
         return failure_frame(
             f"tool result of {len(encoded)} bytes exceeds the limit of {max_frame - 1024} bytes",
             "ResultTooLarge",
+            reason=FailureReason.OUTPUT_LIMIT,
         )
     return encoded
 

@@ -60,6 +60,7 @@ class HostileTools(ToolPlugin):
             _tool("background_holder"),
             _tool("connect_tcp", _param("port", "integer", required=True)),
             _tool("run_program", _param("argv", "array", required=True)),
+            _tool("big_result", _param("mb", "integer", required=True)),
         ]
 
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -163,6 +164,10 @@ class HostileTools(ToolPlugin):
                 held.append(os.memfd_create("hog"))
             os.write(held[-1], chunk)
         return {"held_mb": mb}
+
+    def _big_result(self, mb: int) -> dict[str, Any]:
+        """A result larger than a frame may be."""
+        return {"blob": "x" * (mb << 20)}
 
     def _network_view(self) -> dict[str, Any]:
         with open("/proc/net/dev") as fh:

@@ -154,6 +154,35 @@ def test_a_limit_out_of_range_in_the_config_file_names_its_key(
     _one_clear_line(proc, 2, str(config), key)
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "flags", "reason", "words"),
+    [
+        ("pyton_eval", {"code": "1"}, (), "unknown_tool", "unknown tool 'pyton_eval'"),
+        ("python_eval", {"code": 3}, (), "invalid_arguments", "code"),
+        ("python_eval", {"code": "import time\ntime.sleep(5)"}, ("--timeout", "1"), "timeout",
+         "timed out after 1 s"),
+        ("python_eval", {"code": "bytearray(4 * 1024**3)"}, (), "out_of_memory", "MemoryError"),
+        ("python_eval", {"code": "1 / 0"}, (), "tool_failed", "ZeroDivisionError"),
+        ("run_shell", {"command": "true"}, ("--config", "DENY"), "policy_denied", "run_shell"),
+    ],
+)  # fmt: skip
+def test_a_failed_call_says_why_on_stderr_in_one_line_as_well_as_in_the_json(
+    tmp_path: Path,
+    tool: str,
+    arguments: dict[str, object],
+    flags: tuple[str, ...],
+    reason: str,
+    words: str,
+) -> None:
+    deny = tmp_path / "deny.toml"
+    deny.write_text('[policy]\ndeny = ["run_shell"]\n')
+    flags = tuple(str(deny) if flag == "DENY" else flag for flag in flags)
+    proc = a2e("call", tool, "--json", json.dumps(arguments), *flags, check=False)
+    result = json.loads(proc.stdout)
+    assert not result["success"] and result["reason"] == reason, result
+    _one_clear_line(proc, 1, f"a2e: {tool}: {reason}: ", words)
+
+
 def test_a_plugin_that_fails_to_build_is_one_line() -> None:
     proc = a2e("list", "--plugin", "tests.cli_plugins:FailsToBuild", check=False)
     _one_clear_line(

@@ -114,8 +114,19 @@ def test_an_mcp_host_sees_the_engines_tools_and_their_results(tmp_path: Path) ->
             denied = await session.call_tool("run_shell", {"command": "id"})
             assert denied.is_error and denied.structured_content is not None
             assert denied.structured_content["error_code"] == "tool_denied"
+            assert denied.structured_content["reason"] == "policy_denied"
+            assert denied.content[0].text.startswith("policy_denied: ")  # type: ignore[union-attr]
             unknown = await session.call_tool("no_such_tool", {})
             assert unknown.is_error and "no_such_tool" in unknown.content[0].text  # type: ignore[union-attr]
+            assert unknown.structured_content == {
+                "error_code": "unknown_tool",
+                "reason": "unknown_tool",
+                "error": unknown.structured_content["error"],  # type: ignore[index]
+            }
+            failed = await session.call_tool("python_eval", {"code": "1 / 0"})
+            assert failed.is_error and failed.structured_content is not None
+            assert failed.structured_content["reason"] == "tool_failed"
+            assert failed.structured_content["error_code"] == "tool_error"
 
     _run(scenario())
 
@@ -129,9 +140,7 @@ def test_a_client_of_the_2026_protocol_is_served_too() -> None:
         logs.append(params)
 
     async def scenario() -> None:
-        params = StdioServerParameters(
-            command=sys.executable, args=SERVE_MCP, env=dict(os.environ)
-        )
+        params = StdioServerParameters(command=sys.executable, args=SERVE_MCP, env=dict(os.environ))
         async with Client(params, mode="auto", log_level="info", logging_callback=on_log) as client:
             assert client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
             assert "python_eval" in {tool.name for tool in (await client.list_tools()).tools}
@@ -166,6 +175,8 @@ def test_deferred_tools_are_found_by_search_and_called_by_name() -> None:
             assert ("warning", "convert_units", "feet are approximate") in said
             wrong = await session.call_tool(SEARCH_TOOL, {"query": 3})
             assert wrong.is_error and "takes a query" in wrong.content[0].text  # type: ignore[union-attr]
+            assert wrong.structured_content is not None
+            assert wrong.structured_content["reason"] == "invalid_arguments"
 
     _run(scenario())
 

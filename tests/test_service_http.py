@@ -54,12 +54,25 @@ def test_call_a_tool(http: httpx.Client) -> None:
     assert response.status_code == 200
     result = response.json()
     assert result["success"] and result["data"]["stdout"] == "42\n"
-    failed = http.post("/v1/tools/python_eval", json={"arguments": {"code": "1/0"}}).json()
-    assert not failed["success"] and "ZeroDivisionError" in failed["error"]
+    failed = http.post("/v1/tools/python_eval", json={"arguments": {"code": "1/0"}})
+    assert failed.status_code == 200, "the tool ran: its failure is its result"
+    assert (
+        failed.json()["reason"] == "tool_failed" and "ZeroDivisionError" in failed.json()["error"]
+    )
+    timed_out = http.post(
+        "/v1/tools/run_shell", json={"arguments": {"command": "sleep 5"}, "timeout": 1}
+    )
+    assert timed_out.status_code == 200 and timed_out.json()["reason"] == "timeout"
     unknown = http.post("/v1/tools/nope", json={"arguments": {}})
     assert unknown.status_code == 404 and unknown.json()["error_code"] == "unknown_tool"
+    assert unknown.json()["reason"] == "unknown_tool"
     invalid = http.post("/v1/tools/python_eval", json={"arguments": {"code": 5}})
-    assert invalid.status_code == 200 and "invalid arguments" in invalid.json()["error"]
+    assert invalid.status_code == 400, "the request's fault: no tool ran"
+    assert (
+        invalid.json()["reason"] == "invalid_arguments"
+        and "invalid arguments" in invalid.json()["error"]
+    )
+    assert invalid.json()["error_code"] == "tool_error"  # the spec's code, as the spec has it
 
 
 def test_a_call_streams_its_events_as_server_sent_events(http: httpx.Client) -> None:

@@ -343,7 +343,13 @@ class CodeEval(ToolPlugin):
             return result  # cancelled, or the sandbox could not run it: not a verdict
         data = {**verdict, "duration_ms": result.duration_ms, "stdout": "", "stderr": ""}
         return result.model_copy(
-            update={"success": True, "data": data, "error": None, "error_code": None}
+            update={
+                "success": True,
+                "data": data,
+                "error": None,
+                "error_code": None,
+                "reason": None,
+            }
         )
 
     def _spool_dir(self) -> str:

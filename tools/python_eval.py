@@ -17,6 +17,7 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
+from a2e.caps.tools.reasons import FailureReason
 from a2e_engine.tools.output import EventStream, Flusher, results_of
 
 if TYPE_CHECKING:
@@ -130,7 +131,9 @@ class PythonEval(ToolPlugin):
                 "traceback": _user_traceback(failure),
             }
             if isinstance(failure, MemoryError):
-                raise ToolExecutionError("out of memory (MemoryError)", result)
+                raise ToolExecutionError(
+                    "out of memory (MemoryError)", result, reason=FailureReason.OUT_OF_MEMORY
+                )
             raise ToolExecutionError(f"{type(failure).__name__}: {failure}", result)
         if has_value:
             result["value"] = value if _jsonable(value) else None

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from a2e import codec
 from a2e.caps.tools.models import (
+    FailureReason,
     ToolCallRequest,
     ToolCallResponse,
     ToolCancelRequest,
@@ -170,7 +171,7 @@ class ClusterTransport:
         try:
             session = self._session_for_call(exclude)
         except _NoNode as exc:
-            self._deliver(_failed(request, str(exc)))
+            self._deliver(_failed(request, str(exc), FailureReason.SANDBOX_UNAVAILABLE))
             return
         call = _Call(request, session)
         with self._lock:
@@ -363,7 +364,9 @@ def _error(req_id: str, message: str) -> A2EError:
     return A2EError(req_id=req_id, code=ErrorCode.INTERNAL, message=message, retryable=True)
 
 
-def _failed(request: ToolCallRequest, why: str) -> ToolCallResponse:
+def _failed(
+    request: ToolCallRequest, why: str, reason: FailureReason = FailureReason.NODE_LOST
+) -> ToolCallResponse:
     return ToolCallResponse(
         req_id=request.id,
         data=ToolResult(
@@ -371,6 +374,7 @@ def _failed(request: ToolCallRequest, why: str) -> ToolCallResponse:
             tool_name=request.tool_name,
             error=why,
             error_code=ToolErrorCode.TOOL_ERROR,
+            reason=reason,
             duration_ms=0,
         ),
     )

@@ -6,8 +6,8 @@ from ``idempotent``, ``readOnlyHint`` for a tool tagged ``read`` (and not ``writ
 ``openWorldHint`` true only for a tool tagged ``network``: every other tool runs with no
 network at all. A result is ``structuredContent`` (the tool's data; an object, so data of any
 other shape comes as ``{"value": data}``) plus one text block (its summary, or the data as
-JSON); a failure is ``isError`` with the error code and message, in the text and as
-structured content.
+JSON); a failure is ``isError`` with its reason and message as text, and its error code,
+reason (``FailureReason``) and message as structured content.
 """
 
 from __future__ import annotations
@@ -50,16 +50,21 @@ def mcp_result(result: ToolResult) -> types.CallToolResult:
         extra["exit_code"] = result.exit_code
     if result.data is not None:
         extra["data"] = result.data
-    return mcp_failure(result.error_code, result.error, extra)
+    return mcp_failure(result.error_code, result.error, result.reason, extra)
 
 
 def mcp_failure(
-    code: str | None, message: str | None, extra: dict[str, Any] | None = None
+    code: str | None,
+    message: str | None,
+    reason: str | None,
+    extra: dict[str, Any] | None = None,
 ) -> types.CallToolResult:
-    """A failed call: ``code: message`` as text, and the same (with ``extra``) structured."""
+    """A failed call: ``reason: message`` as text (the reason says more than the spec's code),
+    and code, reason and message (with ``extra``) structured."""
+    structured = {"error_code": code, "reason": reason, "error": message, **(extra or {})}
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"{code}: {message}")],
-        structured_content={"error_code": code, "error": message, **(extra or {})},
+        content=[types.TextContent(type="text", text=f"{reason or code}: {message}")],
+        structured_content=structured,
         is_error=True,
     )
 

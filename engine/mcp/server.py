@@ -25,7 +25,14 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-from a2e.caps.tools.models import ToolCallRequest, ToolEvent, ToolListRequest
+from a2e.caps.tools.models import (
+    FailureReason,
+    ToolCallRequest,
+    ToolErrorCode,
+    ToolEvent,
+    ToolListRequest,
+)
+from a2e.messages import ErrorCode
 from a2e_engine.engine.mcp.definitions import mcp_failure, mcp_result, mcp_tool
 from a2e_engine.engine.mcp.events import EventRelay
 from a2e_engine.engine.transports.conversation import Conversation, Refused
@@ -93,11 +100,17 @@ def build_server(
                 arguments = params.arguments or {}
                 return await _call(ctx, conversation, params.name, arguments, call_timeout_s)
         except Refused as exc:
-            return mcp_failure(exc.error.code, exc.error.message)
+            overloaded = exc.error.code == ErrorCode.OVERLOADED
+            why = FailureReason.OVERLOADED if overloaded else FailureReason.PROTOCOL_ERROR
+            return mcp_failure(exc.error.code, exc.error.message, why)
         except Exception:
             # The SDK would send the exception's text to the client; it gets one line instead.
             log.exception("MCP call of %r failed", params.name)
-            return mcp_failure("internal_error", "the engine could not run this call; see its log")
+            return mcp_failure(
+                ErrorCode.INTERNAL,
+                "the engine could not run this call; see its log",
+                FailureReason.PROTOCOL_ERROR,
+            )
 
     return Server(
         "a2e-engine",
@@ -133,7 +146,11 @@ async def _call(
 async def _search(conversation: Conversation, arguments: dict[str, Any]) -> types.CallToolResult:
     query, tags = arguments.get("query"), arguments.get("tags", [])
     if not isinstance(query, str) or not isinstance(tags, list):
-        return mcp_failure("invalid_arguments", "search_tools takes a query (a string) and tags")
+        return mcp_failure(
+            ToolErrorCode.TOOL_ERROR,
+            "search_tools takes a query (a string) and tags",
+            FailureReason.INVALID_ARGUMENTS,
+        )
     listed = await conversation.list_tools(
         ToolListRequest(query=query, filter_tags=[str(t) for t in tags], include_deferred=True)
     )

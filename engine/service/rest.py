@@ -3,9 +3,10 @@
 text/event-stream`` the call's ``tool/event``s as server-sent events, then ``result``).
 
 Each request is one ``Conversation`` with the host: a session of its own, ended with the request.
-A result is 200 whatever the tool did (``success`` and ``error_code`` say), but 404 for an
-unknown tool and 403 for a denied one; the host turning a call away is 429 with
-``Retry-After``. A client that leaves before its result has its call cancelled.
+A result is 200 whatever the tool did (``success``, ``error_code`` and ``reason`` say), but
+400 for arguments that do not fit the tool, 403 for a denied tool and 404 for an unknown one
+(``RESULT_STATUS``, the ``ToolResult`` as the body each time); the host turning a call away is
+429 with ``Retry-After``. A client that leaves before its result has its call cancelled.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from starlette.routing import Route
 
 from a2e import jsonwire
 from a2e.caps.tools.models import (
+    FailureReason,
     ToolCallRequest,
     ToolCallResponse,
-    ToolErrorCode,
     ToolEvent,
     ToolListRequest,
 )
@@ -36,12 +37,13 @@ from a2e_engine.engine.service.responses import json_response, refusal_response,
 from a2e_engine.engine.service.state import ServiceState
 from a2e_engine.engine.transports.conversation import Conversation, Refused
 
-__all__ = ["CallBody", "rest_routes"]
+__all__ = ["RESULT_STATUS", "CallBody", "rest_routes"]
 
-#: Tool outcomes that are the request's fault rather than the tool's.
-_RESULT_STATUS: dict[str | None, int] = {
-    ToolErrorCode.UNKNOWN_TOOL: 404,
-    ToolErrorCode.TOOL_DENIED: 403,
+#: Failures that are the request's fault rather than the tool's, by their reason.
+RESULT_STATUS: dict[str | None, int] = {
+    FailureReason.INVALID_ARGUMENTS: 400,
+    FailureReason.POLICY_DENIED: 403,
+    FailureReason.UNKNOWN_TOOL: 404,
 }
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
@@ -129,7 +131,7 @@ async def _answer(request: Request, conversation: Conversation, call: ToolCallRe
     data = await result_or_gone(request, conversation, call)
     if data is None:
         return Response(status_code=499)  # nobody is there to read it
-    status = _RESULT_STATUS.get(data.error_code, 200)
+    status = RESULT_STATUS.get(data.reason, 200)
     return json_response(data.model_dump_wire(), status)
 
 

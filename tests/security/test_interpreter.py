@@ -56,6 +56,9 @@ def test_hostile_frames(attacker: Attacker, payload: str, why: str) -> None:
     result = attacker.attack(_pipe_attack(payload))
     assert not result.success and result.error_code == "tool_error"
     assert why in (result.error or ""), result.error
+    # Too large a frame is a cap the worker broke; any other is a break of the protocol.
+    broke = "output_limit" if why == "exceeds the limit" else "worker_violation"
+    assert result.reason == broke, result
 
 
 @attack(

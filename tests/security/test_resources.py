@@ -73,6 +73,7 @@ def test_stopped_and_stubborn_children(attacker: Attacker) -> None:
 def test_memory_bomb(attacker: Attacker, code: str) -> None:
     result = attacker.attack(code, timeout=20)
     assert not result.success and result.error == "out of memory (MemoryError)"
+    assert result.reason == "out_of_memory", result
     peak = result.usage.peak_rss_kb if result.usage else None
     assert peak is not None and 0 < peak < 1100 * 1024
 
@@ -88,6 +89,7 @@ def test_memory_outside_the_address_space_limit(sandbox: Sandbox, attacker: Atta
     if sandbox.has("memory_cgroup"):
         assert not result.success
         assert f"went past its {limit} MiB memory limit" in (result.error or ""), result.error
+        assert result.reason == "out_of_memory", result
     else:
         assert result.success, result.error
 
@@ -288,6 +290,7 @@ while True:
     result = attacker.attack(code, timeout=30)
     cap = sandbox.engine.config.max_output_bytes
     assert not result.success and f"more than {cap} bytes of output" in (result.error or "")
+    assert result.reason == "output_limit", result
 
 
 @attack(
@@ -308,3 +311,4 @@ while True:
     )
     result = attacker.attack(code, timeout=30)
     assert not result.success and f"times the {cap}-event cap" in (result.error or ""), result.error
+    assert result.reason == "output_limit", result

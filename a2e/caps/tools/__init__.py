@@ -12,6 +12,7 @@ from a2e.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from a2e.caps.tools.models import (
+        FailureReason,
         ToolCallRequest,
         ToolCallResponse,
         ToolCancelRequest,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "FailureReason",
     "ToolCallRequest",
     "ToolCallResponse",
     "ToolCancelRequest",

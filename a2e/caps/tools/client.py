@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from a2e.caps.tools.models import (
+    FailureReason,
     ToolCallRequest,
     ToolCallResponse,
     ToolCancelRequest,
@@ -23,7 +24,7 @@ from a2e.caps.tools.models import (
     ToolResult,
 )
 from a2e.client import A2EClient, PendingReply
-from a2e.messages import A2EError
+from a2e.messages import A2EError, ErrorCode
 from a2e.transport import TransportClosed
 
 __all__ = ["REPLY_GRACE_S", "PendingCall", "ToolAPI", "to_result"]
@@ -86,12 +87,13 @@ def to_result(
     """What a call's reply means, as a ``ToolResult`` in every case. ``reply`` is ``None`` when
     none came: then ``closed`` is why the connection ended, or ``None`` if time ran out."""
 
-    def failure(error: str, code: str) -> ToolResult:
+    def failure(error: str, code: str, reason: FailureReason) -> ToolResult:
         return ToolResult(
             success=False,
             tool_name=request.tool_name,
             error=error,
             error_code=code,
+            reason=reason,
             duration_ms=int((time.monotonic() - started) * 1000),
             events=list(events),
         )
@@ -102,15 +104,24 @@ def to_result(
             result = result.model_copy(update={"events": list(events)})
         return result
     if isinstance(reply, A2EError):
-        return failure(f"{reply.code}: {reply.message}", reply.code)
+        overloaded = reply.code == ErrorCode.OVERLOADED
+        why = FailureReason.OVERLOADED if overloaded else FailureReason.PROTOCOL_ERROR
+        return failure(f"{reply.code}: {reply.message}", reply.code, why)
     if reply is None and closed is not None:
-        return failure(closed or "connection closed", ToolErrorCode.TOOL_ERROR)
+        return failure(
+            closed or "connection closed", ToolErrorCode.TOOL_ERROR, FailureReason.CONNECTION_LOST
+        )
     if reply is None:
         return failure(
             f"no reply from the host within {request.timeout + REPLY_GRACE_S:.0f} s",
             ToolErrorCode.TOOL_ERROR,
+            FailureReason.TIMEOUT,
         )
-    return failure(f"unexpected reply {type(reply).__name__}", ToolErrorCode.TOOL_ERROR)
+    return failure(
+        f"unexpected reply {type(reply).__name__}",
+        ToolErrorCode.TOOL_ERROR,
+        FailureReason.PROTOCOL_ERROR,
+    )
 
 
 class ToolAPI:

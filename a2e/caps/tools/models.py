@@ -1,7 +1,8 @@
 """Wire types of the A2E ``tools`` capability, field for field as in the spec.
 
-Extensions beyond the spec are marked as such: ``ToolCancelRequest`` (cancel a call in flight)
-and ``ToolResult.usage`` (what the sandbox measured). Both are optional for peers: a client that
+Extensions beyond the spec are marked as such: ``ToolCancelRequest`` (cancel a call in flight),
+``ToolResult.usage`` (what the sandbox measured) and ``ToolResult.reason`` (why a call failed,
+a ``FailureReason``). All are optional for peers: a client that
 ignores unknown fields loses nothing.
 """
 
@@ -15,12 +16,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from a2e.caps.tools.events import EventKind
+from a2e.caps.tools.reasons import FailureReason
 from a2e.messages import A2EEvent, A2EMessage
 
 __all__ = [
     "EVENT_DATA_MODELS",
     "ArtifactData",
     "EventKind",
+    "FailureReason",
     "LogData",
     "ParameterType",
     "ProgressData",
@@ -152,10 +155,12 @@ class ToolResult(_Model):
     duration_ms: int
     events: list[ToolEvent] = Field(default_factory=list)
     usage: ToolUsage | None = None
+    reason: str | None = None  # extension: a FailureReason on every failed result
 
     def model_dump_wire(self) -> dict[str, Any]:
-        """Spec fields always; the ``usage`` extension only when present."""
-        return self.model_dump(mode="json", exclude={"usage"} if self.usage is None else None)
+        """Spec fields always; the extensions (``usage``, ``reason``) only when present."""
+        absent = {name for name in ("usage", "reason") if getattr(self, name) is None}
+        return self.model_dump(mode="json", exclude=absent or None)
 
 
 class ToolListRequest(A2EMessage):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from a2e.capability import A2ECapability
 from a2e.caps.tools.events import EventKind, check_event_data
+from a2e.caps.tools.reasons import FailureReason
 from a2e.plugin import A2EPlugin
 
 if TYPE_CHECKING:
@@ -123,15 +124,22 @@ class ToolExecutionError(Exception):
     """Raise from a tool to fail with a message *and* keep partial data (e.g. output so far).
 
     ``retryable=False`` tells the engine that another attempt with the same arguments would fail
-    the same way, so an idempotent tool is not retried.
+    the same way, so an idempotent tool is not retried. ``reason`` is the result's
+    ``FailureReason`` (``tool_failed`` unless given): one of ``TOOL_REASONS``, such as
+    ``out_of_memory`` for code that ran out of memory.
     """
 
     def __init__(
-        self, message: str, data: dict[str, Any] | None = None, retryable: bool = True
+        self,
+        message: str,
+        data: dict[str, Any] | None = None,
+        retryable: bool = True,
+        reason: FailureReason | None = None,
     ) -> None:
         super().__init__(message)
         self.data = data
         self.retryable = retryable
+        self.reason = reason
 
 
 class ToolCancelled(BaseException):
@@ -293,6 +301,7 @@ class ToolPlugin(A2EPlugin):
                 tool_name=request.tool_name,
                 error=f"unknown tool {request.tool_name!r}",
                 error_code=ToolErrorCode.UNKNOWN_TOOL,
+                reason=FailureReason.UNKNOWN_TOOL,
                 duration_ms=0,
             )
             return ToolCallResponse(req_id=request.id, data=result)
@@ -316,6 +325,7 @@ class ToolPlugin(A2EPlugin):
                 tool_name=request.tool_name,
                 error=f"{type(exc).__name__}: {exc}",
                 error_code=ToolErrorCode.TOOL_ERROR,
+                reason=getattr(exc, "reason", None) or FailureReason.TOOL_FAILED,
                 duration_ms=int((time.monotonic() - started) * 1000),
                 events=events,
             )
