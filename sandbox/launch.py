@@ -45,6 +45,11 @@ def spawn_zygote(
             # stdout may be the host's protocol channel (a2e serve --stdio): never write there.
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
+            # A session of its own: whoever kills the supervisor's process group (Ray's raylet
+            # does, for an actor that died; a terminal's Ctrl-C signals it) must leave the
+            # zygote to see its control socket close and clear what the supervisor made
+            # (cgroups, session mounts) before it exits.
+            start_new_session=True,
         )
     finally:
         os.close(boot_fd)

@@ -1,8 +1,8 @@
 """What an engine killed outright leaves behind, and how the next one clears it.
 
-An engine cleans up after itself when it stops, and its zygote cleans up for a supervisor that
-died. When both die at once (``kill -9`` of the process group, the OOM killer, a container
-stopped hard), nobody is left to: the state directory stays with its session tmpfs mounts (the
+An engine cleans up after itself when it stops, and its zygote (a session of its own, so that
+a signal to the supervisor's process group does not reach it) cleans up for a supervisor that
+died. When both die at once (the OOM killer, a container stopped hard), nobody is left to: the state directory stays with its session tmpfs mounts (the
 sessions' files, held in memory), and the sandbox's cgroups stay with their slots. Each engine
 that starts clears what dead engines left next to it.
 

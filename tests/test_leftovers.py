@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -79,8 +80,17 @@ def _dead_pid() -> int:
     return child.pid
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="session quotas and cgroups need root")
-def test_an_engine_killed_with_its_zygote_is_cleared_by_the_next() -> None:
+def _kill_at_once(supervisor_group: int, zygote: int) -> None:
+    """SIGKILL the supervisor's process group and the zygote (a session of its own) with
+    neither able to act on the other's death first: both stopped, then both killed."""
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        os.killpg(supervisor_group, sig)
+        os.killpg(zygote, sig)
+
+
+def _doomed_engine() -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """An engine in a process group of its own, with sessions, a worker mid-job and a worker
+    that cleared its parent-death signal; what it made, as it printed it."""
     doomed = subprocess.Popen(
         [sys.executable, "-c", DOOMED],
         stdout=subprocess.PIPE,
@@ -88,13 +98,43 @@ def test_an_engine_killed_with_its_zygote_is_cleared_by_the_next() -> None:
         start_new_session=True,
         text=True,
     )
+    assert doomed.stdout is not None
     try:
-        assert doomed.stdout is not None
-        left = json.loads(doomed.stdout.readline())
+        return doomed, json.loads(doomed.stdout.readline())
+    except BaseException:
+        os.killpg(doomed.pid, signal.SIGKILL)
+        doomed.wait()
+        raise
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="session quotas and cgroups need root")
+def test_a_supervisor_killed_with_its_process_group_is_cleared_by_its_zygote() -> None:
+    """What Ray's raylet does to an actor that died, and a terminal's Ctrl-C to a foreground
+    job: its whole process group is signalled. The zygote, a session of its own, outlives it,
+    sees its control socket close, and clears the workers, the cgroups and the state directory
+    with its session mounts before it exits, with no other engine to start."""
+    doomed, left = _doomed_engine()
+    zygote = psutil.Process(left["zygote"])
+    tree = [zygote, *zygote.children(recursive=True)]
+    assert os.getpgid(zygote.pid) != doomed.pid
+    os.killpg(doomed.pid, signal.SIGKILL)
+    doomed.wait()
+    _gone, alive = psutil.wait_procs(tree, timeout=20)
+    assert not alive, alive
+    assert not any("sleep 984.75" in " ".join(p.cmdline()) for p in psutil.process_iter())
+    assert not any(under(point, left["state_dir"]) for point in mount_points())
+    assert not os.path.exists(left["state_dir"])
+    assert not any(os.path.exists(path) for path in left["cgroups"]), left["cgroups"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="session quotas and cgroups need root")
+def test_an_engine_killed_with_its_zygote_is_cleared_by_the_next() -> None:
+    doomed, left = _doomed_engine()
+    try:
         zygote = psutil.Process(left["zygote"])
         tree = [zygote, *zygote.children(recursive=True)]
     finally:
-        os.killpg(doomed.pid, signal.SIGKILL)  # the supervisor and the zygote at once
+        _kill_at_once(doomed.pid, left["zygote"])
         doomed.wait()
     _gone, alive = psutil.wait_procs(tree, timeout=10)
     # The worker whose tool cleared its parent-death signal outlived the kill, and only it:
