@@ -5,6 +5,7 @@ it an ``error`` reply; the engine and every other channel keep serving."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -21,6 +22,7 @@ from a2e_engine.engine import Engine
 from a2e_engine.engine.cluster.channel import ChannelLost, NodeChannel
 from a2e_engine.engine.cluster.frames import HEADER, MAX_LINE_BYTES, TOKEN_BYTES, pack
 from a2e_engine.engine.cluster.relay import Relay
+from tests.waiting import wait_for
 
 SOCKET_TIMEOUT_S = 10.0
 
@@ -226,3 +228,32 @@ def test_a_node_that_goes_away_fails_every_waiting_request_and_later_ones(
     assert failures[-1] == lost[0]
     with pytest.raises(ChannelLost):
         channel.ask(uuid.uuid4().hex, HandshakeRequest(client="late"), 1)
+
+
+def test_a_relay_that_stops_ends_its_channels_without_an_error(engine: Engine) -> None:
+    """A node's engine stopping (the RayEngine closed) ends every channel, one in use and one
+    still to send its token, as a driver hanging up would: nothing reaches the loop's
+    exception handler (Python 3.11 logs a connection handler that ends cancelled as one)."""
+    errors: list[dict[str, object]] = []
+
+    async def watch_errors() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _, context: errors.append(context))
+
+    async def default_errors() -> None:
+        asyncio.get_running_loop().set_exception_handler(None)
+
+    relay = Relay(engine, "node-stopping")
+    address = engine.run(relay.listen("127.0.0.1"), timeout=10)
+    engine.run(watch_errors(), timeout=10)
+    try:
+        client = _client(engine, (relay, address))
+        client.still_served()
+        silent = _peer(address, None)
+        assert wait_for(lambda: len(relay._channels) == 2)
+        engine.run(relay.stop(), timeout=10)
+        assert _closed_by_relay(silent)
+        assert wait_for(lambda: bool(client.lost)), "the driver's channel was not ended"
+        assert not relay._channels and not relay._connections
+    finally:
+        engine.run(default_errors(), timeout=10)
+    assert errors == []

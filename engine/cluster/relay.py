@@ -59,7 +59,7 @@ class Relay:
     auth_timeout_s: float = AUTH_TIMEOUT_S
     _connections: dict[str, _Relayed] = field(default_factory=dict)
     _server: asyncio.Server | None = None
-    _channels: set[asyncio.Task[None]] = field(default_factory=set)
+    _channels: dict[asyncio.Task[None], asyncio.StreamWriter] = field(default_factory=dict)
 
     async def listen(self, address: str) -> tuple[str, int]:
         """Listen on ``address`` (the node's), on a port of the kernel's choosing."""
@@ -88,10 +88,12 @@ class Relay:
         """Stop listening, drop every channel, end every connection."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._channels):
-            task.cancel()
+        for writer in list(self._channels.values()):
+            writer.close()  # each channel then ends as it does when its driver hangs up
         if self._channels:
-            await asyncio.wait(self._channels, timeout=5)
+            _done, stuck = await asyncio.wait(self._channels, timeout=5)
+            for task in stuck:
+                task.cancel()
         for conn_id in list(self._connections):
             self._end(conn_id)
 
@@ -105,7 +107,7 @@ class Relay:
         bound: set[str] = set()
         task = asyncio.current_task()
         if task is not None:
-            self._channels.add(task)
+            self._channels[task] = writer
         try:
             token = await asyncio.wait_for(reader.readexactly(TOKEN_BYTES), self.auth_timeout_s)
             if not hmac.compare_digest(token, self.token):
@@ -118,8 +120,13 @@ class Relay:
             log.warning("a channel sent a bad frame and was dropped: %s", exc)
         except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
             pass  # the peer went away, or never said who it was
+        except asyncio.CancelledError:
+            # The loop is ending (or a channel would not close): the channel ends here.
+            # Python 3.11's start_server logs a handler that ends cancelled as an error with
+            # its traceback, though nothing went wrong.
+            pass
         finally:
-            self._channels.discard(task)  # type: ignore[arg-type]
+            self._channels.pop(task, None)  # type: ignore[arg-type]
             for conn_id in bound:
                 self._end(conn_id)
             writer.close()
