@@ -28,6 +28,7 @@ from a2e.codec import MAX_MESSAGE_BYTES
 from a2e_engine.engine.config import EngineConfig
 from a2e_engine.engine.config_file import ConfigError, ConfigFile, load_config_file
 from a2e_engine.engine.engine import Engine
+from a2e_engine.engine.kept_output import OutputKeeper, prepare_directory
 from a2e_engine.engine.plugins import PluginError, entry_point_plugins, load_plugin
 from a2e_engine.engine.registry import ToolRegistry
 from a2e_engine.engine.requirements import LimitTooLow
@@ -47,7 +48,8 @@ EVAL_MAX_TIMEOUT_S = 3600
 #: What each exit status of ``a2e`` means.
 EXIT_STATUS = {
     0: "success",
-    1: "the call failed, or the engine could not start (the message says why)",
+    1: "the call failed, output it was asked to keep could not be kept (--keep-output), or "
+    "the engine could not start (the message says why)",
     2: "usage: the command line, the configuration file or an argument is wrong",
     130: "interrupted (Ctrl-C)",
     141: "the output was closed before it was all written (a pipe to head, say)",
@@ -302,9 +304,22 @@ def _parse_arguments(args: argparse.Namespace, registry: ToolRegistry) -> dict[s
     return arguments
 
 
+def _keep_output_dir(path: str | None) -> str | None:
+    """``--keep-output DIR``, made before the call runs."""
+    if path is None:
+        return None
+    try:
+        return prepare_directory(path)
+    except OSError as exc:
+        raise UsageError(
+            f"--keep-output {path}: cannot write there: {exc.strerror or exc}"
+        ) from None
+
+
 def cmd_call(args: argparse.Namespace) -> int:
     engine = _engine_from_args(args)
     arguments = _parse_arguments(args, engine.registry)
+    keep_in = _keep_output_dir(args.keep_output)
     output_closed = threading.Event()
     pending: PendingCall | None = None
 
@@ -331,14 +346,19 @@ def cmd_call(args: argparse.Namespace) -> int:
         if output_closed.is_set():
             pending.cancel()
         result = pending.result()
+        # The session, and the whole of any capped stream in its workspace, ends with the
+        # engine: what is kept is copied now.
+        keeper = OutputKeeper(args.tool, engine.session_workspace(tools.client.session_id), keep_in)
+        output = result.model_dump(mode="json", exclude={"events"} if args.stream else None)
+        output["data"] = keeper.rewrite(output["data"])
     if output_closed.is_set():
         raise BrokenPipeError
-    output = result.model_dump(mode="json", exclude={"events"} if args.stream else None)
     print(json.dumps(output, indent=2, ensure_ascii=False))
-    if result.success:
-        return 0
-    _say(f"{args.tool}: {result.reason or result.error_code}: {result.error}")
-    return 1
+    for problem in keeper.problems:
+        _say(f"{args.tool}: --keep-output: {problem}")
+    if not result.success:
+        _say(f"{args.tool}: {result.reason or result.error_code}: {result.error}")
+    return 0 if result.success and not keeper.problems else 1
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -833,6 +853,13 @@ def build_parser() -> argparse.ArgumentParser:
         "JSON for any other (repeatable; on top of --json)",
     )
     call.add_argument("--stream", action="store_true", help="print events as they arrive")
+    call.add_argument(
+        "--keep-output",
+        metavar="DIR",
+        help="copy the whole of each stream that was cut short (saved in the call's session, "
+        "which ends with the command) into DIR, made if missing, a file per call and stream; "
+        "the result names the copies",
+    )
     call.add_argument(
         "--timeout",
         type=_positive_seconds,

@@ -327,6 +327,20 @@ class Engine:
     def state_dir(self) -> str:
         return self._running.state_dir.path if self._running else ""
 
+    def session_workspace(self, session_id: str) -> str | None:
+        """The engine's own path to a live session's workspace (``None`` once it has ended),
+        for an embedder that takes files out of it before it ends (``a2e call
+        --keep-output``): a path that a tool's result names is the worker's to choose, this
+        one is not. The worker can still change what lies beneath it (``engine.kept_output``
+        opens it without following symlinks)."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            session = connection.sessions.get(session_id)
+            if session is not None:
+                return session.workspace
+        return None
+
     @property
     def layers(self) -> dict[str, Any]:
         """Which isolation layers the sandbox has on this host (reported by the zygote)."""

@@ -2,8 +2,9 @@
 
 An engine cleans up after itself when it stops, and its zygote (a session of its own, so that
 a signal to the supervisor's process group does not reach it) cleans up for a supervisor that
-died. When both die at once (the OOM killer, a container stopped hard), nobody is left to: the state directory stays with its session tmpfs mounts (the
-sessions' files, held in memory), and the sandbox's cgroups stay with their slots. Each engine
+died. When both die at once (the OOM killer, a container stopped hard), nobody is left to:
+the state directory stays with its session tmpfs mounts (the sessions' files, held in memory),
+and the sandbox's cgroups stay with their slots. Each engine
 that starts clears what dead engines left next to it.
 
 Both carry their owner in their names: ``owner_tag()``, the inode of the owner's PID namespace

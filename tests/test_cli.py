@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -276,3 +277,79 @@ def test_bench_checks_its_outputs_before_measuring(tmp_path: Path) -> None:
     )  # fmt: skip
     assert unwritable.returncode == 2 and "--json: cannot write" in unwritable.stderr
     assert time.monotonic() - started < 30  # refused at once, nothing measured
+
+
+def _markers(text: str) -> list[str]:
+    return re.findall(r"\[\.\.\. \d+ characters of \S+ omitted[^\n]*? \.\.\.\]", text)
+
+
+def _names_a_path(text: str) -> bool:
+    return re.search(r"(?<![\w.])/\w", text) is not None
+
+
+def test_keep_output_copies_each_cut_stream_out_of_the_session(tmp_path: Path) -> None:
+    """The whole of a stream cut to its head and tail is in DIR once a2e call has returned
+    (and its session, with the file the engine saved, is gone), byte for byte, and the result
+    names the copy: in the marker and in <stream>_path. A second call adds its own files."""
+    kept = tmp_path / "kept" / "here"  # made, parents too
+    code = "import sys\nprint('é' * 1_200_000)\nsys.stderr.write('e' * 1_500_000 + 'END')"
+    out = json.loads(a2e("call", "python_eval", "--arg", f"code={code}", "--keep-output",
+                         str(kept)).stdout)  # fmt: skip
+    data = out["data"]
+    assert out["success"] and data["truncated"] and "stdout_note" not in data
+    whole = {"stdout": ("é" * 1_200_000 + "\n").encode(), "stderr": b"e" * 1_500_000 + b"END"}
+    for stream, expected in whole.items():
+        copy = Path(data[f"{stream}_path"])
+        assert copy.parent == kept and copy.name.startswith("python_eval-"), copy
+        assert copy.name.endswith(f"-{stream}.txt") and copy.read_bytes() == expected
+        (mark,) = _markers(data[stream])
+        assert mark.endswith(f"omitted; all of it is in {copy} ...]"), mark
+    again = a2e("call", "run_code", "--arg", "language=python", "--arg",
+                "code=print('y' * 1_500_000)", "--keep-output", str(kept)).stdout  # fmt: skip
+    run = json.loads(again)["data"]["run_result"]  # SandboxFusion's shape: the marker only
+    (mark,) = _markers(run["stdout"])
+    copy = Path(mark.split("all of it is in ")[1].removesuffix(" ...]"))
+    assert copy.parent == kept and copy.read_bytes() == b"y" * 1_500_000 + b"\n"
+    assert len(list(kept.iterdir())) == 3  # nothing overwritten
+
+
+def test_without_keep_output_a_cut_stream_names_no_file_that_is_gone() -> None:
+    out = json.loads(a2e("call", "python_eval", "--arg", "code=print('x' * 1_500_000)").stdout)
+    data = out["data"]
+    assert data["truncated"] and "stdout_path" not in data
+    (mark,) = _markers(data["stdout"])
+    assert not _names_a_path(mark), mark
+    assert "rerun with --keep-output DIR" in mark and "--keep-output DIR" in data["stdout_note"]
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("outside", "not a file of this session's .a2e/output"),  # names /etc/shadow
+        ("dotdot", "not a file of this session's .a2e/output"),  # .a2e/output/../../..
+        ("symlink", "1-claimed-stdout.txt is a symbolic link"),
+        ("symlinked_dir", ".a2e is a symbolic link"),  # .a2e/output/x through a symlink
+        ("hardlink", "a link to a file elsewhere"),
+        ("fifo", "not a regular file"),
+    ],
+)
+def test_keep_output_copies_only_the_sessions_own_output_files(
+    tmp_path: Path, how: str, why: str
+) -> None:
+    """A tool chooses the path its result names as its saved output: one outside the session,
+    or one in its .a2e/output that leads elsewhere. None is copied; a2e call says so in one
+    line and exits 1, and the result names no path."""
+    secret = tmp_path / "elsewhere" / "output" / "1-claimed-stdout.txt"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("the secret\n")
+    named = "/etc/shadow" if how == "outside" else str(secret)
+    kept = tmp_path / "kept"
+    proc = a2e("call", "claim_output", "--plugin", "tests.cli_plugins:SpoolClaims",
+               "--arg", f"how={how}", "--arg", f"secret={named}", "--keep-output", str(kept),
+               check=False)  # fmt: skip
+    _one_clear_line(proc, 1, "a2e: claim_output: --keep-output: stdout: ", "not copied", why)
+    assert list(kept.iterdir()) == []
+    data = json.loads(proc.stdout)["data"]
+    assert "stdout_path" not in data and data["stdout_note"].startswith(f"not kept: {why}")
+    (mark,) = _markers(data["stdout"])
+    assert f"omitted; not kept: {why}" in mark and not _names_a_path(mark), mark

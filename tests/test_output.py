@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from a2e_engine.tools.output import CappedText
+from a2e_engine.tools.output import MARKER, CappedText, marker, saved_in
 
 CASES = {
     "one big piece": ["a" * 50],
@@ -47,3 +47,18 @@ def test_a_full_disk_is_said_not_hidden(tmp_path: Path) -> None:
     kept.add("0123456789")
     assert "could not be saved" in kept.report()["out_note"]
     assert kept.value().startswith("01") and kept.value().endswith("89")
+
+
+def test_the_saved_file_is_whole_as_soon_as_the_marker_names_it(tmp_path: Path) -> None:
+    """A result in SandboxFusion's shape (run_code) carries the marker and never the report:
+    the file it names is read, and copied (a2e call --keep-output), while the worker may still
+    hold it open."""
+    kept = CappedText("stdout", cap=20, spool_dir=str(tmp_path), prefix="call")
+    lines = [f"line {number}\n" for number in range(5000)]
+    for line in lines:  # small writes: the last of them wait in the file's buffer
+        kept.add(line)
+    whole = "".join(lines)
+    match = MARKER.search(kept.value())
+    assert match is not None and match["name"] == "stdout"
+    assert Path(saved_in(match["where"])).read_text() == whole
+    assert match[0] == marker(len(whole) - 20, "stdout", path=str(tmp_path / "call-stdout.txt"))

@@ -3,8 +3,10 @@
 Every built-in tool that produces text (``python_eval``, ``run_shell``, ...) writes it through an
 ``EventStream``. What the result carries is capped: the head and the tail of the stream, with a
 marker between them, ``truncated: true``, and the whole output saved in the session workspace
-(``.a2e/output/<call>-<stream>.txt``, its path in the result) so nothing is lost. Events stop at
-the head's size; the supervisor caps them again anyway.
+(``.a2e/output/<call>-<stream>.txt``, its path in the result) so nothing is lost while the session
+lasts. ``a2e call``, whose session ends with the command, copies the file out (``--keep-output``)
+or says in the marker that it is gone, reading and rewriting it with ``MARKER`` and ``marker``.
+Events stop at the head's size; the supervisor caps them again anyway.
 """
 
 from __future__ import annotations
@@ -13,16 +15,48 @@ import _thread
 import collections
 import io
 import os
+import re
 import threading
 import time
 from typing import IO, Any
 
 from a2e.caps.tools.plugin import ToolPlugin
 
-__all__ = ["MAX_STREAM_CHARS", "CappedText", "EventStream", "Flusher", "results_of"]
+__all__ = [
+    "MARKER",
+    "MAX_STREAM_CHARS",
+    "SPOOL_DIR",
+    "CappedText",
+    "EventStream",
+    "Flusher",
+    "marker",
+    "results_of",
+    "saved_in",
+]
 
 MAX_STREAM_CHARS = 1_000_000
 SPOOL_DIR = os.path.join(".a2e", "output")
+
+#: A capped stream's marker, as ``marker`` writes it: how much was left out of which stream, and
+#: where the whole of it is, if it was saved.
+MARKER = re.compile(
+    r"\[\.\.\. (?P<omitted>\d+) characters of (?P<name>[^\s\]]+) omitted"
+    r"(?:; (?P<where>[^\n]*?))? \.\.\.\]"
+)
+_SAVED_IN = "all of it is in "
+
+
+def marker(omitted: int, name: str, where: str = "", path: str = "") -> str:
+    """What stands between a stream's head and its tail; ``path``: the file with all of it
+    (``MARKER``'s ``where`` says "all of it is in PATH"), else ``where``, a phrase of its own."""
+    if path:
+        where = _SAVED_IN + path
+    return f"[... {omitted} characters of {name} omitted{'; ' + where if where else ''} ...]"
+
+
+def saved_in(where: str | None) -> str:
+    """The path that a ``MARKER`` match's ``where`` names, or ``""``."""
+    return where[len(_SAVED_IN) :] if where and where.startswith(_SAVED_IN) else ""
 
 
 class CappedText:
@@ -109,6 +143,15 @@ class CappedText:
             self.spool_error = f"the full output was cut short: {exc.strerror or exc}"
             self._close_spool()
 
+    def _flush_spool(self) -> None:
+        if self._spool is None:
+            return
+        try:
+            self._spool.flush()
+        except OSError as exc:
+            self.spool_error = f"the full output was cut short: {exc.strerror or exc}"
+            self._close_spool()
+
     def _close_spool(self) -> None:
         if self._spool is not None:
             try:
@@ -121,10 +164,12 @@ class CappedText:
         head = "".join(self._head)
         if not self.truncated:
             return head
+        # The marker names the file: whoever reads it once the result is out (run_code's
+        # result, in SandboxFusion's shape, never calls report()) must find all of it there.
+        self._flush_spool()
         omitted = self.total - self._head_chars - self._tail_chars
-        where = f"; all of it is in {self.spool_path}" if self.spool_path else ""
-        marker = f"\n[... {omitted} characters of {self.name} omitted{where} ...]\n"
-        return head + marker + "".join(self._tail)
+        tail = "".join(self._tail)
+        return f"{head}\n{marker(omitted, self.name, path=self.spool_path)}\n{tail}"
 
     def report(self) -> dict[str, Any]:
         """What the result says about this stream beyond its text."""
