@@ -13,6 +13,8 @@ with every isolation layer this host allows; ``os.fork`` from a minimal parent (
 installed and we are root; ``check_correctness`` for HumanEval. Each closed-loop figure runs for at
 most ``--seconds``; the trivial workload is also offered open-loop at 25, 50 and 90 % of the
 engine's peak. Absolute figures drift 10-25 % between runs on shared machines: compare ratios.
+A system that fails loses its figures, and says why in one line (``failure_reason``); a command
+per call that fails once is run again, and counted (``benchmarks.systems``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,14 @@ from typing import Any, TypeVar
 from a2e_engine.benchmarks.measure import Figures, closed_loop, open_loop
 from a2e_engine.benchmarks.resources import CpuMeter, memory_by_role
 from a2e_engine.benchmarks.shared_servers import kept_across_workloads
-from a2e_engine.benchmarks.systems import SYSTEMS, Call, Opened, System, why_unavailable
+from a2e_engine.benchmarks.systems import (
+    SYSTEMS,
+    Call,
+    Opened,
+    System,
+    failure_reason,
+    why_unavailable,
+)
 from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
 
 __all__ = ["Options", "main", "run", "table"]
@@ -229,6 +238,10 @@ def _run_workload(
                     progress.step(f"trivial, open loop {fraction:.0%} of peak: {run_.system.label}")
                     if run_.system.key not in tables.failed and peak > 0:
                         _guarded(tables, run_.system, partial(run_.offer, peak, fraction, options))
+        for run_ in running:
+            retried = run_.opened.retried()
+            if retried and run_.system.key not in tables.failed:
+                run_.extras["retried"] = retried
     return {
         "payloads": len(payloads),
         "results": {
@@ -250,7 +263,7 @@ def _guarded(tables: _Tables, system: System, step: Callable[[], T]) -> T | None
     try:
         return step()
     except Exception as exc:
-        tables.failed.setdefault(system.key, f"{type(exc).__name__}: {str(exc)[:300]}")
+        tables.failed.setdefault(system.key, failure_reason(exc))
         for store in (tables.figures, tables.extras, tables.answers):
             store.pop(system.key, None)
         return None
@@ -406,6 +419,13 @@ def _machine_line(machine: dict[str, Any]) -> str:
 def _extras_lines(workload: dict[str, Any], labels: dict[str, str]) -> list[str]:
     lines: list[str] = []
     for system, extra in workload["extras"].items():
+        if extra.get("retried"):
+            calls, reasons = extra["retried"]["calls"], extra["retried"]["reasons"]
+            more = f" (and {len(reasons) - 1} other reasons)" if len(reasons) > 1 else ""
+            lines.append(
+                f"  {labels[system]}: {calls} call(s) failed and succeeded when run again "
+                f"(the retry's time is in its figures): {next(iter(reasons))}{more}"
+            )
         for c, cpu in extra.get("cpu_per_call_ms", {}).items():
             shown = ", ".join(f"{k.removesuffix('_cpu_ms')} {v:.2f}" for k, v in cpu.items())
             lines.append(f"  {labels[system]}: CPU ms per call at c={c}: {shown}")

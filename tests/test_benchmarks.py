@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from unittest import mock
 
 import pytest
 
-from a2e_engine.benchmarks import bench, bounds
+from a2e_engine.benchmarks import bench, bounds, systems
 from a2e_engine.benchmarks.bench import Options, Progress
 from a2e_engine.benchmarks.measure import Figures, open_loop
 from a2e_engine.benchmarks.systems import SYSTEMS, Opened, System, why_unavailable
@@ -53,7 +54,7 @@ def test_a2e_bench_quick(tmp_path: Path) -> None:
     report = json.loads(report_path.read_text())
     assert set(report["workloads"]) == {"trivial", "python_eval", "stream", "humaneval"}
     for key, workload in report["workloads"].items():
-        assert workload["failed"] == {}
+        assert workload["failed"] == {}, (key, workload["failed"])  # each one line: why
         results = workload["results"]
         engines = {"engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp"}
         assert engines | {"fork", "mp_process", "subprocess"} <= set(results)
@@ -95,6 +96,81 @@ def test_a2e_bench_soak_counts_every_call() -> None:
     assert report["outcomes"]["ok"] == 300 and report["lost"] == 0, report
     assert report["processes_left_after_stop"] == 0
     assert proc.returncode == (0 if report["ok"] else 1)
+
+
+def _bench_with_a_fake_bwrap(tmp_path: Path, script: str, *flags: str) -> tuple[Any, str]:
+    """``a2e bench`` on the trivial workload, with ``script`` as the ``bwrap`` it finds: its
+    report, and what it printed."""
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\n" + script)
+    fake.chmod(0o755)
+    report = tmp_path / "report.json"
+    env = dict(os.environ, PATH=f"{fake.parent}:{os.environ['PATH']}", COUNT=str(tmp_path / "n"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--quick", "--no-progress",
+         "--workloads", "trivial", "--systems", "subprocess,bwrap", "--json", str(report),
+         *flags],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr  # only the engine failing fails the bench
+    return json.loads(report.read_text())["workloads"]["trivial"], proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("ends", "ended"),
+    [("exit 3", "exited with status 3"), ("kill -KILL $$", "was killed by SIGKILL")],
+)
+def test_a_system_that_fails_says_why_in_one_line(tmp_path: Path, ends: str, ended: str) -> None:
+    """The command, how it ended, the end of its stderr: in the report and in the table, one
+    line, and the other systems measured all the same."""
+    cause = "bwrap: Can't mount tmpfs on /newroot/tmp: No space left on device"
+    script = f"echo 'bwrap: setting up' >&2\necho \"{cause}\" >&2\n{ends}\n"
+    workload, printed = _bench_with_a_fake_bwrap(tmp_path, script)
+    why = workload["failed"]["bwrap"]
+    assert why.startswith(f"`{tmp_path}/bin/bwrap --ro-bind / / --dev /dev"), why
+    said = f" -c <[0-9]+ characters>` {ended}: bwrap: setting up [|] {re.escape(cause)} [(]"
+    assert re.search(said, why), why
+    assert why.endswith("(it failed 2 times in a row)") and "\n" not in why, why
+    assert f"FAILED: {why}\n" in printed
+    assert "subprocess" in workload["results"] and "bwrap" not in workload["results"]
+
+
+def test_a_transient_failure_is_run_again_counted_and_shown(tmp_path: Path) -> None:
+    """The third call of the fake fails once, as bubblewrap does when a mount under / goes
+    away while it copies them: the call is run again, the system keeps its figures, and the
+    failure is counted, with its reason, in the report and the table."""
+    cause = 'remount "/newroot/tmp/a2e-engine-x/0af3": Invalid argument'
+    script = (
+        'n=$(cat "$COUNT" 2>/dev/null || echo 0); echo $((n + 1)) > "$COUNT"\n'
+        f"if [ \"$n\" = 2 ]; then echo 'bwrap: {cause}' >&2; exit 1; fi\n"
+        'while [ "$#" -gt 0 ] && [ "$2" != "-c" ]; do shift; done\n'  # then: python -c ...
+        'exec "$@"\n'
+    )
+    workload, printed = _bench_with_a_fake_bwrap(tmp_path, script, "--concurrency", "1")
+    assert workload["failed"] == {} and workload["results"]["bwrap"]["1"]["calls"] > 0
+    retried = workload["extras"]["bwrap"]["retried"]
+    (why,) = retried["reasons"]
+    assert retried == {"calls": 1, "reasons": {why: 1}}
+    assert why.endswith(f"exited with status 1: bwrap: {cause}"), why
+    assert "bubblewrap + python: 1 call(s) failed and succeeded when run again" in printed
+    assert "retried" not in workload["extras"].get("subprocess", {})
+
+
+def test_a_failed_command_is_named_with_its_cause() -> None:
+    """A CalledProcessError's own message is the command (a payload's script, mostly) and its
+    status, no stderr: cut at a few hundred characters, the cause was never there."""
+    script = "import json\n" + "x = 1\n" * 200
+    failed = subprocess.CalledProcessError(
+        1, ["/usr/bin/bwrap", "--unshare-all", sys.executable, "-c", script],
+        stderr=b"bwrap: loopback: Failed RTM_NEWADDR: No such device\n",
+    )  # fmt: skip
+    why = systems.failure_reason(failed)
+    assert why == (
+        f"`/usr/bin/bwrap --unshare-all {sys.executable} -c <{len(script)} characters>` "
+        "exited with status 1: bwrap: loopback: Failed RTM_NEWADDR: No such device"
+    )
+    assert systems.failure_reason(RuntimeError("two\nlines")) == "RuntimeError: two lines"
 
 
 def test_bench_refuses_bad_options() -> None:
