@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from a2e import jsonwire
+from a2e_engine.engine.service.bodies import ErrorBody
 
 __all__ = ["RequireToken", "presented_token", "refuse", "strip_path_token"]
 
@@ -104,8 +105,8 @@ async def refuse(
     headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     """Answer an HTTP request, or refuse a WebSocket before its upgrade, with ``status`` and a
-    JSON body ``{"error", "message"}``."""
-    body = jsonwire.dumps({"error": error, "message": why}).encode()
+    JSON ``ErrorBody``."""
+    body = jsonwire.dumps(ErrorBody(error=error, message=why).model_dump(mode="json")).encode()
     all_headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

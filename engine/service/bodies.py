@@ -1,21 +1,49 @@
 """Reading a request the way a service must: a body within its size and its time, JSON that
-says which field is wrong, and answers in one shape, ``{"error", "message"}``."""
+says which field is wrong, query parameters read by the rule their schema states, and answers
+in one shape, ``ErrorBody`` (``{"error", "message"}``).
+
+Models read with ``STRICT`` take what their JSON schema says and nothing looser (no
+``"10"`` for a number, no ``false`` for an integer), so that ``/openapi.json``, built from the
+same models, is the contract the handlers keep."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from a2e import jsonwire
 from a2e.codec import describe_validation_error
 
-__all__ = ["BadRequest", "error_response", "read_model", "until_disconnected"]
+__all__ = [
+    "STRICT",
+    "BadRequest",
+    "ErrorBody",
+    "error_response",
+    "read_model",
+    "read_query",
+    "until_disconnected",
+]
 
 M = TypeVar("M", bound=BaseModel)
+
+#: The config of a model a request is read with: its JSON schema's types and nothing looser,
+#: and no infinity (which JSON cannot say, but a number past a double's range parses to).
+STRICT = ConfigDict(strict=True, allow_inf_nan=False)
+#: How a boolean is written in a query (OpenAPI's ``form`` style).
+QUERY_BOOLEANS = {"true": True, "false": False}
+
+
+class ErrorBody(BaseModel):
+    """Every answer that is not the endpoint's own result: what went wrong, as a word a program
+    can test (``error``) and a sentence for a person (``message``)."""
+
+    error: str
+    message: str
 
 
 class BadRequest(Exception):
@@ -35,7 +63,8 @@ class BadRequest(Exception):
 def error_response(
     status: int, error: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    return JSONResponse({"error": error, "message": message}, status, headers=headers)
+    body = ErrorBody(error=error, message=message)
+    return JSONResponse(body.model_dump(mode="json"), status, headers=headers)
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -77,3 +106,28 @@ async def until_disconnected(request: Request) -> None:
         message = await request.receive()
         if message["type"] == "http.disconnect":
             return
+
+
+def read_query(params: QueryParams, model: type[M]) -> M:
+    """The query as ``model``, each field read as its schema says it is sent: a list field from
+    every value given, any other from one value at most, a boolean as ``true`` or ``false``.
+    Parameters ``model`` does not name (``token``) are left alone. 400 naming the parameter."""
+    values: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        given = params.getlist(name)
+        if not given:
+            continue
+        if get_origin(field.annotation) is list:
+            values[name] = given
+        elif len(given) > 1:
+            raise BadRequest(
+                400, "invalid_request", f"{name}: give it once, not {len(given)} times"
+            )
+        elif field.annotation is bool:
+            values[name] = QUERY_BOOLEANS.get(given[0], given[0])
+        else:
+            values[name] = given[0]
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        raise BadRequest(400, "invalid_request", describe_validation_error(exc)) from None

@@ -16,7 +16,13 @@ from a2e.messages import ErrorCode
 from a2e_engine.engine.service.bodies import error_response, until_disconnected
 from a2e_engine.engine.transports.conversation import Conversation, Refused
 
-__all__ = ["json_response", "refusal_response", "result_or_gone"]
+__all__ = [
+    "OTHER_REFUSAL_STATUS",
+    "REFUSAL_STATUS",
+    "json_response",
+    "refusal_response",
+    "result_or_gone",
+]
 
 #: How the host's refusals read over HTTP.
 REFUSAL_STATUS: dict[str, int] = {
@@ -25,6 +31,8 @@ REFUSAL_STATUS: dict[str, int] = {
     ErrorCode.INVALID_MESSAGE: 400,
     ErrorCode.UNAUTHORIZED: 401,
 }
+#: Any other refusal (``internal_error``): the engine's fault, not the request's.
+OTHER_REFUSAL_STATUS = 500
 
 
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -33,7 +41,7 @@ def json_response(value: Any, status: int = 200, headers: dict[str, str] | None 
 
 
 def refusal_response(refused: Refused) -> Response:
-    status = REFUSAL_STATUS.get(refused.error.code, 500)
+    status = REFUSAL_STATUS.get(refused.error.code, OTHER_REFUSAL_STATUS)
     headers = {"Retry-After": "1"} if status == 429 else None
     return error_response(status, refused.error.code, refused.error.message, headers)
 

@@ -7,6 +7,9 @@ A result is 200 whatever the tool did (``success``, ``error_code`` and ``reason`
 400 for arguments that do not fit the tool, 403 for a denied tool and 404 for an unknown one
 (``RESULT_STATUS``, the ``ToolResult`` as the body each time); the host turning a call away is
 429 with ``Retry-After``. A client that leaves before its result has its call cancelled.
+
+The query (``ToolListQuery``) and the body (``CallBody``) are read strictly by their models,
+which ``/openapi.json`` is built from.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.background import BackgroundTask
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -25,19 +29,17 @@ from a2e.caps.tools.models import (
     FailureReason,
     ToolCallRequest,
     ToolCallResponse,
+    ToolDefinition,
     ToolEvent,
     ToolListRequest,
 )
 from a2e.codec import describe_validation_error, encode
-from a2e_engine.engine.service.bodies import (
-    BadRequest,
-    read_model,
-)
+from a2e_engine.engine.service.bodies import STRICT, BadRequest, read_model, read_query
 from a2e_engine.engine.service.responses import json_response, refusal_response, result_or_gone
 from a2e_engine.engine.service.state import ServiceState
 from a2e_engine.engine.transports.conversation import Conversation, Refused
 
-__all__ = ["RESULT_STATUS", "CallBody", "rest_routes"]
+__all__ = ["RESULT_STATUS", "CallBody", "ToolList", "ToolListQuery", "rest_routes"]
 
 #: Failures that are the request's fault rather than the tool's, by their reason.
 RESULT_STATUS: dict[str | None, int] = {
@@ -45,14 +47,40 @@ RESULT_STATUS: dict[str | None, int] = {
     FailureReason.POLICY_DENIED: 403,
     FailureReason.UNKNOWN_TOOL: 404,
 }
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+
+
+class _AnyName(PathConvertor):
+    """A path parameter as sent, whatever it holds: a tool's name is any string, so a newline or a
+    slash (``%2F`` arrives decoded) must reach the handler rather than miss the route."""
+
+    regex = r"[\s\S]*"
+
+
+register_url_convertor("any_name", _AnyName())
+
+
+class ToolListQuery(BaseModel):
+    model_config = STRICT
+
+    query: str = Field("", description="search the tools for this (BM25) instead of listing")
+    tags: list[str] = Field(
+        [], description="only tools with all of these tags (each value may list several: a,b)"
+    )
+    kind: str = Field("", description="only tools of this kind")
+    include_deferred: bool = Field(False, description="search the deferred tools too")
+
+
+class ToolList(BaseModel):
+    tools: list[ToolDefinition]
 
 
 class CallBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(**STRICT, extra="forbid")
 
-    arguments: dict[str, Any] = {}
-    timeout: float = 30
+    arguments: dict[str, Any] = Field({}, description="as the tool's input_parameters say")
+    timeout: float = Field(
+        30, gt=0, description="seconds (rounded up; the engine's max_timeout caps it)"
+    )
     correlation_id: str = ""
 
 
@@ -73,13 +101,16 @@ def rest_routes(state: ServiceState) -> list[Route]:
     host, config = state.host, state.config
 
     async def list_tools(request: Request) -> Response:
-        params = request.query_params
-        tags = [t for value in params.getlist("tags") for t in value.split(",") if t]
+        try:
+            asked = read_query(request.query_params, ToolListQuery)
+        except BadRequest as exc:
+            state.metrics.reject(exc.error)
+            return exc.response()
         listing = ToolListRequest(
-            query=params.get("query", ""),
-            include_deferred=params.get("include_deferred", "").lower() in TRUE_WORDS,
-            filter_tags=tags,
-            filter_kind=params.get("kind", ""),
+            query=asked.query,
+            include_deferred=asked.include_deferred,
+            filter_tags=[tag for value in asked.tags for tag in value.split(",") if tag],
+            filter_kind=asked.kind,
         )
         conversation = Conversation(host, state.watch, "rest")
         try:
@@ -89,7 +120,7 @@ def rest_routes(state: ServiceState) -> list[Route]:
             return refusal_response(exc)
         finally:
             conversation.close()
-        return json_response({"tools": [tool.model_dump(mode="json") for tool in reply.tools]})
+        return json_response(ToolList(tools=reply.tools).model_dump(mode="json"))
 
     async def call_tool(request: Request) -> Response:
         try:
@@ -123,7 +154,7 @@ def rest_routes(state: ServiceState) -> list[Route]:
 
     return [
         Route("/v1/tools", list_tools, methods=["GET"]),
-        Route("/v1/tools/{tool_name}", call_tool, methods=["POST"]),
+        Route("/v1/tools/{tool_name:any_name}", call_tool, methods=["POST"]),
     ]
 
 

@@ -3,12 +3,16 @@ and ``GET /v1/ping``.
 
 ``/run_code`` takes SandboxFusion's request (``code``, ``language``, ``stdin``,
 ``compile_timeout``, ``run_timeout``, ``memory_limit_MB``, ``files``, ``fetch_files``; other
-fields are ignored, as it ignores them) and answers in its shape: 200 with ``status``
-``Success``, ``Failed`` or ``SandboxError``, ``message``, ``compile_result``, ``run_result``,
-``executor_pod_name``, ``files``. It is a mapping onto the ``run_code`` tool, whose result has
-that shape already; ``LANGUAGES`` maps SandboxFusion's names to the tool's, one entry each. A
-language not served, or a call that could not run, is a ``SandboxError`` that says why.
-``memory_limit_MB`` above 0 is the run's ``memory_mb``.
+fields are ignored, as it ignores them) and answers in its shape (``RunCodeResponse``): 200 with
+``status`` ``Success``, ``Failed`` or ``SandboxError``, ``message``, ``compile_result``,
+``run_result``, ``executor_pod_name``, ``files``. It is a mapping onto the ``run_code`` tool,
+whose result has that shape already; ``LANGUAGES`` maps SandboxFusion's names to the tool's, one
+entry each. A language not served, or a call that could not run, is a ``SandboxError`` that says
+why. ``memory_limit_MB`` above 0 is the run's ``memory_mb``.
+
+The request is read strictly (``RunCodeRequest``: a number where its schema says number, an
+integer where it says integer), which is what SandboxFusion's clients (verl, its own SDK) send:
+``memory_limit_MB`` an integer, the timeouts an integer or a float.
 
 Clients that can only be given a URL pass the token as ``?token=`` (verl's
 ``sandbox_fusion_url``) or, for those that append ``/run_code`` to a base URL (SkyRL's
@@ -18,20 +22,28 @@ Clients that can only be given a URL pass the token as ``?token=`` (verl's
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from a2e.caps.tools.models import ToolCallRequest
-from a2e_engine.engine.service.bodies import BadRequest, read_model
+from a2e.codec import describe_validation_error
+from a2e_engine.engine.service.bodies import STRICT, BadRequest, read_model
 from a2e_engine.engine.service.responses import json_response, refusal_response, result_or_gone
 from a2e_engine.engine.service.state import ServiceState
 from a2e_engine.engine.transports.conversation import Conversation, Refused
 
-__all__ = ["LANGUAGES", "RunCodeRequest", "sandbox_fusion_routes"]
+__all__ = [
+    "LANGUAGES",
+    "PONG",
+    "CommandRunResult",
+    "RunCodeRequest",
+    "RunCodeResponse",
+    "sandbox_fusion_routes",
+]
 
 #: SandboxFusion's language name -> the ``run_code`` tool's (``tools.languages``).
 LANGUAGES: dict[str, str] = {
@@ -48,41 +60,88 @@ LANGUAGES: dict[str, str] = {
     "ruby": "ruby",
     "lua": "lua",
 }
-#: SandboxFusion's response, in its order.
-RESPONSE_KEYS = ("status", "message", "compile_result", "run_result", "executor_pod_name", "files")
 #: Time the call gets past the program's own limits (starting it, writing files, fetching).
 SLACK_S = 5
+#: The longest call ``/run_code`` asks for; the engine's ``max_timeout`` caps it lower still.
+#: It keeps two timeouts near a double's largest from adding up to infinity.
+LONGEST_CALL_S = 10**9
+#: ``/v1/ping``'s answer.
+PONG = "pong"
 
 
 class RunCodeRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(**STRICT, extra="ignore")
 
     code: str
-    language: str
+    language: str = Field(description="one of LANGUAGES; another is a SandboxError")
     stdin: str | None = None
-    compile_timeout: float = Field(10, gt=0)
-    run_timeout: float = Field(10, gt=0)
-    memory_limit_MB: int = -1
-    files: dict[str, str | None] = {}
+    compile_timeout: float = Field(10, gt=0, description="seconds")
+    run_timeout: float = Field(10, gt=0, description="seconds")
+    memory_limit_MB: int = Field(-1, description="above 0, the program's resident memory limit")
+    files: dict[str, str | None] = Field({}, description="path (relative) to base64 content")
     fetch_files: list[str] = []
 
 
-def sandbox_error(message: str) -> dict[str, Any]:
-    return {
-        "status": "SandboxError",
-        "message": message,
-        "compile_result": None,
-        "run_result": None,
-        "executor_pod_name": None,
-        "files": {},
-    }
+class CommandRunResult(BaseModel):
+    """One step, compile or run. Beyond SandboxFusion's fields: ``cpu_time``, ``peak_memory_kb``,
+    the status ``MemoryLimitExceeded``, and the compile step's ``cached``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str = Field(
+        description="Finished, Error (it could not start), TimeLimitExceeded, MemoryLimitExceeded"
+    )
+    execution_time: float | None = None
+    return_code: int | None = Field(None, description="null past a limit")
+    stdout: str | None = None
+    stderr: str | None = None
+    cpu_time: float | None = None
+    peak_memory_kb: int | None = None
+
+
+class RunCodeResponse(BaseModel):
+    status: Literal["Success", "Failed", "SandboxError"]
+    message: str
+    compile_result: CommandRunResult | None
+    run_result: CommandRunResult | None
+    executor_pod_name: str | None
+    files: dict[str, str] = Field(description="path to base64 content, as fetch_files asked")
+
+    def wire(self) -> dict[str, Any]:
+        """SandboxFusion's keys in its order; a step's keys as the tool gave them."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+def sandbox_error(message: str) -> RunCodeResponse:
+    return RunCodeResponse(
+        status="SandboxError",
+        message=message,
+        compile_result=None,
+        run_result=None,
+        executor_pod_name=None,
+        files={},
+    )
+
+
+def _response(data: Any) -> RunCodeResponse:
+    """The tool's result as SandboxFusion's answer; one not in that shape (a plugin's own
+    ``run_code``) is a ``SandboxError`` that says why."""
+    if not isinstance(data, dict):
+        return sandbox_error("the run_code tool's result is not an object")
+    try:
+        return RunCodeResponse.model_validate(
+            {name: data.get(name) for name in RunCodeResponse.model_fields}
+        )
+    except ValidationError as exc:
+        why = describe_validation_error(exc)
+        return sandbox_error(f"the run_code tool's result is not SandboxFusion's: {why}")
 
 
 def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
     host, config = state.host, state.config
 
     async def ping(request: Request) -> Response:
-        return json_response("pong")
+        return json_response(PONG)
 
     async def run_code(request: Request) -> Response:
         try:
@@ -97,9 +156,8 @@ def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
         language = LANGUAGES.get(body.language)
         if language is None:
             served = ", ".join(sorted(LANGUAGES))
-            return json_response(
-                sandbox_error(f"language {body.language!r} is not served here; served: {served}")
-            )
+            why = f"language {body.language!r} is not served here; served: {served}"
+            return json_response(sandbox_error(why).wire())
         arguments: dict[str, Any] = {
             "language": language,
             "code": body.code,
@@ -115,7 +173,9 @@ def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
         call = ToolCallRequest(
             tool_name="run_code",
             arguments=arguments,
-            timeout=math.ceil(body.compile_timeout + body.run_timeout + SLACK_S),
+            timeout=math.ceil(
+                min(body.compile_timeout + body.run_timeout + SLACK_S, LONGEST_CALL_S)
+            ),
         )
         conversation = Conversation(host, state.watch, "sandbox-fusion")
         try:
@@ -127,9 +187,9 @@ def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
             conversation.close()
         if result is None:
             return Response(status_code=499)  # nobody is there to read it
-        if not result.success or not isinstance(result.data, dict):
-            return json_response(sandbox_error(result.error or "the run failed"))
-        return json_response({key: result.data.get(key) for key in RESPONSE_KEYS})
+        if not result.success:
+            return json_response(sandbox_error(result.error or "the run failed").wire())
+        return json_response(_response(result.data).wire())
 
     return [
         Route("/run_code", run_code, methods=["POST"]),
