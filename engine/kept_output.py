@@ -4,7 +4,8 @@ before ``a2e call`` ends it, and the result's references to it rewritten to the 
 A capped stream (``tools.output``) names the file that holds all of it, in the session's
 workspace (``.a2e/output/<call>-<stream>.txt``): in its marker and in ``<stream>_path`` beside
 it. ``a2e call``'s session, and that file with it, ends with the command, so without the flag the
-references are rewritten to say how to keep it rather than name a file about to be gone.
+references are rewritten to say how to keep it rather than name a file about to be gone; the
+HTTP service's one-request sessions rewrite them the same way (``not_kept`` says why).
 
 The paths come from the worker, which a tool controls. A file is copied only if it is a regular
 file, with no other link, directly in this session's ``.a2e/output``: reached from the engine's
@@ -58,10 +59,13 @@ class OutputKeeper:
 
     ``problems`` lists, one line each, what was asked and could not be kept."""
 
-    def __init__(self, tool: str, workspace: str | None, into: str | None) -> None:
+    def __init__(
+        self, tool: str, workspace: str | None, into: str | None, not_kept: str = NOT_KEPT
+    ) -> None:
         self.tool = tool
         self.workspace = workspace
         self.into = into
+        self.not_kept = not_kept  # what a reference says when nobody asked to keep the file
         self.problems: list[str] = []
         self._outcomes: dict[str, tuple[str, str]] = {}  # named path: (copy, why not)
 
@@ -99,7 +103,7 @@ class OutputKeeper:
         """The copy of the file that ``named`` claims to be, or why there is none."""
         if named not in self._outcomes:
             if self.into is None:
-                self._outcomes[named] = ("", NOT_KEPT)
+                self._outcomes[named] = ("", self.not_kept)
             else:
                 try:
                     self._outcomes[named] = (self._copy(named, self.into), "")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import socket
 import threading
 import time
@@ -366,3 +367,37 @@ def test_overload_is_429_with_retry_after(tmp_path: Path) -> None:
         assert answer.status_code == 200
     finally:
         assert server.stop() == 0
+
+
+# -- output cut short: its file was in the request's session --
+
+BIG = "print('x' * 1_500_000)"
+GONE = re.compile(r"\[\.\.\. \d+ characters of (\S+) omitted; ([^\n]*?) \.\.\.\]")
+
+
+def _says_it_is_not_kept(text: str) -> None:
+    """The marker says where the whole stream went: not a path (on the server, and gone with
+    the request's session) but that it was not kept."""
+    (where,) = [match[2] for match in GONE.finditer(text)]
+    assert where.startswith("not kept: it was in the request's session"), where
+    assert "/" not in where, where
+
+
+def test_a_stream_cut_short_names_no_file_of_the_ended_session(http: httpx.Client) -> None:
+    data = http.post("/v1/tools/python_eval", json={"arguments": {"code": BIG}}).json()["data"]
+    assert data["truncated"] and "stdout_path" not in data, sorted(data)
+    _says_it_is_not_kept(data["stdout"])
+    assert data["stdout_note"].startswith("not kept")
+    with http.stream(
+        "POST",
+        "/v1/tools/python_eval",
+        json={"arguments": {"code": BIG}},
+        headers={"Accept": "text/event-stream"},
+    ) as response:
+        results = [line for line in response.iter_lines() if line.startswith('data: {"success')]
+    streamed = json.loads(results[-1][len("data: ") :])["data"]
+    assert "stdout_path" not in streamed
+    _says_it_is_not_kept(streamed["stdout"])
+    ran = http.post("/run_code", json={"code": BIG, "language": "python"}).json()
+    assert ran["status"] == "Success", ran["message"]
+    _says_it_is_not_kept(ran["run_result"]["stdout"])

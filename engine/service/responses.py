@@ -13,6 +13,7 @@ from starlette.responses import Response
 from a2e import jsonwire
 from a2e.caps.tools.models import ToolCallRequest, ToolCallResponse, ToolResult
 from a2e.messages import ErrorCode
+from a2e_engine.engine.kept_output import OutputKeeper
 from a2e_engine.engine.service.bodies import error_response, until_disconnected
 from a2e_engine.engine.transports.conversation import Conversation, Refused
 
@@ -22,6 +23,7 @@ __all__ = [
     "json_response",
     "refusal_response",
     "result_or_gone",
+    "with_the_request_ended",
 ]
 
 #: How the host's refusals read over HTTP.
@@ -33,6 +35,21 @@ REFUSAL_STATUS: dict[str, int] = {
 }
 #: Any other refusal (``internal_error``): the engine's fault, not the request's.
 OTHER_REFUSAL_STATUS = 500
+#: Where the whole of a capped stream went, over HTTP: the file its marker named was in the
+#: request's session, and on the server besides.
+NOT_KEPT_OVER_HTTP = (
+    "not kept: it was in the request's session, which ended with the request (a WebSocket or "
+    "MCP session keeps it while the session lasts)"
+)
+
+
+def with_the_request_ended(result: ToolResult) -> ToolResult:
+    """``result`` as a client of a one-request session reads it: a capped stream's marker and
+    ``<stream>_path`` would name a file on the server that is gone with the session."""
+    if result.data is None:
+        return result
+    keeper = OutputKeeper(result.tool_name, None, None, not_kept=NOT_KEPT_OVER_HTTP)
+    return result.model_copy(update={"data": keeper.rewrite(result.data)})
 
 
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -65,7 +82,7 @@ async def result_or_gone(
     finally:
         gone.cancel()
     if result.done():
-        return result.result()
+        return with_the_request_ended(result.result())
     result.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await result

@@ -35,7 +35,12 @@ from a2e.caps.tools.models import (
 )
 from a2e.codec import describe_validation_error, encode
 from a2e_engine.engine.service.bodies import STRICT, BadRequest, read_model, read_query
-from a2e_engine.engine.service.responses import json_response, refusal_response, result_or_gone
+from a2e_engine.engine.service.responses import (
+    json_response,
+    refusal_response,
+    result_or_gone,
+    with_the_request_ended,
+)
 from a2e_engine.engine.service.state import ServiceState
 from a2e_engine.engine.transports.conversation import Conversation, Refused
 
@@ -169,7 +174,8 @@ async def _answer(request: Request, conversation: Conversation, call: ToolCallRe
 def _server_sent_event(message: ToolEvent | ToolCallResponse) -> str:
     if isinstance(message, ToolEvent):
         return f"event: tool/event\ndata: {encode(message)}\n\n"
-    return f"event: result\ndata: {jsonwire.dumps(message.data.model_dump_wire())}\n\n"
+    result = with_the_request_ended(message.data)
+    return f"event: result\ndata: {jsonwire.dumps(result.model_dump_wire())}\n\n"
 
 
 async def _server_sent_events(
