@@ -22,6 +22,7 @@ from a2e_engine.sandbox.preparation import Preparation
 
 __all__ = [
     "SAFE_PATH",
+    "WORKER_ENVIRONMENT",
     "close_inherited_fds",
     "detach",
     "prepare",
@@ -30,6 +31,8 @@ __all__ = [
 ]
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: All of the environment tool code starts with.
+WORKER_ENVIRONMENT = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 
 
 def prepare(prep: Preparation) -> None:
@@ -49,7 +52,7 @@ def prepare(prep: Preparation) -> None:
 def scrub_environment() -> None:
     """Nothing of the supervisor's environment reaches tool code (see ``zero_initial_environ``)."""
     os.environ.clear()
-    os.environ.update({"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"})
+    os.environ.update(WORKER_ENVIRONMENT)
 
 
 def zero_initial_environ() -> None:

@@ -41,6 +41,7 @@ def spawn_zygote(
         )
         return subprocess.Popen(
             [sys.executable, "-c", code, str(ctrl.fileno()), str(boot_fd)],
+            env=_zygote_environment(),
             pass_fds=(ctrl.fileno(), boot_fd),
             # stdout may be the host's protocol channel (a2e serve --stdio): never write there.
             stdin=subprocess.DEVNULL,
@@ -53,6 +54,19 @@ def spawn_zygote(
         )
     finally:
         os.close(boot_fd)
+
+
+def _zygote_environment() -> dict[str, str]:
+    """The supervisor's environment without what sets the interpreter's flags
+    (``PYTHONDONTWRITEBYTECODE``, ``PYTHONUNBUFFERED``, ``PYTHONHASHSEED``, ...): a program run
+    as a fork of a worker (``tools.python_main``) must find the flags of ``python main.py`` in
+    a worker's environment, which has none of them. ``PYTHONHOME`` says where the standard
+    library is; the zygote's ``sys.path`` is given on its command line."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("PYTHON") or name == "PYTHONHOME"
+    }
 
 
 def _boot_memfd(settings_json: str, plugins_blob: bytes) -> int:

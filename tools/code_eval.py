@@ -61,6 +61,7 @@ from a2e_engine.tools.python_grading import (
     seal,
     verdict_of,
 )
+from a2e_engine.tools.python_main import remember_fresh_interpreter
 from a2e_engine.tools.stdio_judge import judge_cases, judge_options, judge_test_program
 from a2e_engine.tools.submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
@@ -288,6 +289,8 @@ class CodeEval(ToolPlugin):
         report = run_tests(spec, plan.test_names)
         verdict_of(report)
         seal("0" * 64, report)
+        # Programs judged on their output run as a fork of this interpreter (tools.python_main).
+        remember_fresh_interpreter()
         codecs.getincrementaldecoder("utf-8")(errors="replace").decode(b"ok", final=True)
 
     # -- in the supervisor --

@@ -42,6 +42,9 @@ class Language:
     out_of_memory: tuple[str, ...] = ()  # what its runtime writes to stderr when memory ran out
     main_pattern: str = ""  # a regex whose first group names ``{main}`` (Java's public class)
     default_main: str = "main"
+    #: ``run`` is this interpreter on the source: the run may be a fork of the worker's own,
+    #: made to look fresh (``tools.python_main``), rather than a new process.
+    warm: bool = False
 
     def main_name(self, code: str) -> str:
         if self.main_pattern:
@@ -200,6 +203,7 @@ LANGUAGES: dict[str, Language] = {
             (sys.executable, "{source}"),
             version=(sys.executable, "--version"),
             out_of_memory=("MemoryError",),
+            warm=True,
         ),
         Language(
             "bash",

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from a2e_engine.tools.resident import own_resident_kb, peak_resident_kb
 
-__all__ = ["Finished", "TextSink", "run_captured"]
+__all__ = ["Child", "ChildStdio", "Finished", "TextSink", "run_captured", "watch"]
 
 #: After the command exits, how long output already in flight may take to arrive.
 DRAIN_S = 0.2
@@ -51,6 +51,22 @@ class Finished:
     memory_exceeded: bool = False
 
 
+#: The child's stdin, stdout and stderr, as descriptors of ours for it to take.
+ChildStdio = tuple[int, int, int]
+
+
+class Child(Protocol):
+    """A started command, as ``watch`` sees it: its pid, what to take off each reading of its
+    resident memory (a child forked from this process starts with a copy of its pages
+    resident, which is not the child's own doing; ``None`` for an exec'd command), and what to
+    tell once it is reaped."""
+
+    pid: int
+    resident_offset_kb: int | None
+
+    def reaped(self, exit_code: int) -> None: ...
+
+
 def run_captured(
     argv: Sequence[str],
     cwd: str,
@@ -66,26 +82,72 @@ def run_captured(
     """Run ``argv``; ``preexec`` runs in the child before it executes the command (one that
     confines it further). Its memory is read every ``MEMORY_POLL_S`` when it has a limit or
     ``measure_memory`` asks for ``peak_kb``; otherwise never."""
+
+    def start(stdio: ChildStdio) -> Child:
+        return _Executed(
+            subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=env,
+                stdin=stdio[0],
+                stdout=stdio[1],
+                stderr=stdio[2],
+                start_new_session=True,  # its own process group, killed as a whole at the end
+                preexec_fn=preexec,
+            )
+        )
+
+    return watch(start, stdin, out, err, time_limit, memory_limit_kb, measure_memory)
+
+
+class _Executed:
+    """A command ``Popen`` started: told of its exit, so that it never waits for the pid."""
+
+    resident_offset_kb: int | None = None
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+
+    def reaped(self, exit_code: int) -> None:
+        self.proc.returncode = exit_code
+
+
+def watch(
+    start: Callable[[ChildStdio], Child],
+    stdin: str | None,
+    out: TextSink,
+    err: TextSink,
+    time_limit: float | None = None,
+    memory_limit_kb: int | None = None,
+    measure_memory: bool = False,
+) -> Finished:
+    """Start a child with ``start`` (given its stdio: a pipe for ``stdin``, or /dev/null, and
+    pipes for its output) and see it through as ``run_captured`` says. The child must be the
+    leader of a process group of its own."""
     measure_memory = measure_memory or memory_limit_kb is not None
     started = time.monotonic()
     forked_kb = own_resident_kb() if measure_memory else 0
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group, killed as a whole at the end
-        preexec_fn=preexec,
-    )
+    stdin_r, stdin_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY), -1)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        child = start((stdin_r, out_w, err_w))
+    except BaseException:
+        for fd in (stdin_w, out_r, err_r):
+            if fd >= 0:
+                os.close(fd)
+        raise
+    finally:
+        for fd in (stdin_r, out_w, err_w):
+            os.close(fd)
+    offset_kb = child.resident_offset_kb or 0
     if stdin:
-        threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
-    assert proc.stdout is not None and proc.stderr is not None
+        threading.Thread(target=_feed, args=(stdin_w, stdin), daemon=True).start()
     selector = selectors.DefaultSelector()
-    for pipe, stream in ((proc.stdout, out), (proc.stderr, err)):
+    for fd, stream in ((out_r, out), (err_r, err)):
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        selector.register(pipe, selectors.EVENT_READ, (stream, decoder))
+        selector.register(fd, selectors.EVENT_READ, (stream, decoder))
     give_up = started + time_limit if time_limit is not None else None
     timed_out = memory_exceeded = False
     seen_kb = 0
@@ -95,19 +157,19 @@ def run_captured(
     while selector.get_map():
         now = time.monotonic()
         if reaped is None:
-            reaped = _reap(proc, os.WNOHANG)
+            reaped = _reap(child, os.WNOHANG)
             if reaped is not None:
                 drain_until = now + DRAIN_S
         if drain_until is None and measure_memory and now >= next_reading:
             next_reading = now + MEMORY_POLL_S
-            seen_kb = max(seen_kb, peak_resident_kb(proc.pid))
+            seen_kb = max(seen_kb, peak_resident_kb(child.pid) - offset_kb)
             if memory_limit_kb is not None and seen_kb > memory_limit_kb:
                 memory_exceeded = True
-                _kill_group(proc.pid)
+                _kill_group(child.pid)
                 drain_until = now + DRAIN_S
         if drain_until is None and give_up is not None and now >= give_up:
             timed_out = True
-            _kill_group(proc.pid)
+            _kill_group(child.pid)
             drain_until = now + DRAIN_S
         tick = MEMORY_POLL_S if measure_memory else TICK_S
         timeout = tick if drain_until is None else max(0.0, drain_until - now)
@@ -123,16 +185,21 @@ def run_captured(
             break  # a background job holds the pipes open: do not wait for it
     selector.close()
     if reaped is None:
-        reaped = _reap(proc, 0)
+        reaped = _reap(child, 0)
     assert reaped is not None
     status, cpu_seconds, max_rss_kb = reaped
     seconds = time.monotonic() - started
-    _kill_group(proc.pid)  # what the command left running in its group
-    for pipe in (proc.stdout, proc.stderr):
-        pipe.close()
+    _kill_group(child.pid)  # what the command left running in its group
+    for fd in (out_r, err_r):
+        os.close(fd)
     # ru_maxrss tells something only above what the child had as the worker's copy: a burst
     # after the last reading.
-    peak_kb = max(seen_kb, max_rss_kb if measure_memory and max_rss_kb > forked_kb else 0)
+    # (An exec'd command: only above what this process holds, its copy before the exec.)
+    if child.resident_offset_kb is None:
+        late_kb = max_rss_kb if measure_memory and max_rss_kb > forked_kb else 0
+    else:
+        late_kb = max_rss_kb - offset_kb if measure_memory else 0
+    peak_kb = max(seen_kb, late_kb)
     if memory_limit_kb is not None and peak_kb > memory_limit_kb:
         memory_exceeded = True
     killed = timed_out or memory_exceeded
@@ -146,14 +213,15 @@ def run_captured(
     )
 
 
-def _reap(proc: subprocess.Popen[bytes], options: int) -> tuple[int, float, int] | None:
-    """``wait4`` on the command: its exit code (negative: the signal), its CPU time and its
-    ``ru_maxrss``, or None while it runs. Popen is told, so that it does not wait again."""
-    pid, status, usage = os.wait4(proc.pid, options)
+def _reap(child: Child, options: int) -> tuple[int, float, int] | None:
+    """``wait4`` on the child: its exit code (negative: the signal), its CPU time and its
+    ``ru_maxrss``, or None while it runs. The child is told, so that nothing waits again."""
+    pid, status, usage = os.wait4(child.pid, options)
     if pid == 0:
         return None
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    exit_code = os.waitstatus_to_exitcode(status)
+    child.reaped(exit_code)
+    return exit_code, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
 def _kill_group(pid: int) -> None:
@@ -163,10 +231,12 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _feed(proc: subprocess.Popen[bytes], text: str) -> None:
-    assert proc.stdin is not None
+def _feed(fd: int, text: str) -> None:
+    data = memoryview(text.encode())
     try:
-        proc.stdin.write(text.encode())
-        proc.stdin.close()
-    except (BrokenPipeError, OSError):
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
         pass  # the command did not read it all
+    finally:
+        os.close(fd)

@@ -33,6 +33,7 @@ from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.tools.files import resolve_confined
 from a2e_engine.tools.languages import LANGUAGES
 from a2e_engine.tools.output import EventStream, Flusher
+from a2e_engine.tools.python_main import remember_fresh_interpreter
 from a2e_engine.tools.submission import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
@@ -99,6 +100,12 @@ class RunCode(ToolPlugin):
                         description=f"seconds for the run ({DEFAULT_TIMEOUT_S:g})",
                     ),
                     ToolParameter(
+                        name="fresh_interpreter",
+                        type="boolean",
+                        description="python only: run the program in an interpreter of its own "
+                        "rather than a fork of a warm one that looks the same to it (slower)",
+                    ),
+                    ToolParameter(
                         name="memory_mb",
                         type="integer",
                         description="resident memory the program may hold, in MiB "
@@ -135,7 +142,8 @@ class RunCode(ToolPlugin):
         )
         compile_seconds = seconds_of(arguments.get("compile_timeout"), "compile_timeout")
         workspace = self.context.workspace if self.context else os.getcwd()
-        submission = Submission(language, str(arguments["code"]), files, workspace)
+        fresh = arguments.get("fresh_interpreter", False) is True
+        submission = Submission(language, str(arguments["code"]), files, workspace, fresh)
         try:
             result: dict[str, Any] = {"status": "Success", "message": "", "compile_result": None}
             with self._streams("compile_") as (out, err):
@@ -155,6 +163,11 @@ class RunCode(ToolPlugin):
             return result
         finally:
             submission.close()
+
+    def preload(self) -> None:
+        """What a fresh interpreter is like, read once here in the zygote: python programs run
+        as a fork of the worker made to look like one (``tools.python_main``)."""
+        remember_fresh_interpreter()
 
     @contextmanager
     def _streams(self, prefix: str) -> Iterator[tuple[EventStream, EventStream]]:

@@ -25,7 +25,9 @@ from a2e_engine.sandbox.landlock import abi_version, confine_writes
 from a2e_engine.tools.compile_cache import CompileCache, outputs_of
 from a2e_engine.tools.files import resolve_confined
 from a2e_engine.tools.languages import Language
-from a2e_engine.tools.processes import Finished, TextSink, run_captured
+from a2e_engine.tools.processes import Finished, TextSink, run_captured, watch
+from a2e_engine.tools.python_main import FreshInterpreter, start_main
+from a2e_engine.tools.python_main import fresh_interpreter as fresh_interpreter_of
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -58,12 +60,21 @@ class RunLimits:
 
 class Submission:
     def __init__(
-        self, language: Language, code: str, files: Mapping[str, Any], workspace: str
+        self,
+        language: Language,
+        code: str,
+        files: Mapping[str, Any],
+        workspace: str,
+        fresh_interpreter: bool = False,
     ) -> None:
+        """``fresh_interpreter``: run a language that can run in a fork of the worker's warm
+        interpreter (``Language.warm``, ``tools.python_main``) in a process of its own
+        instead."""
         self.language = language
         self.code = code
         self.files = dict(files)
         self.workspace = workspace
+        self.warm = None if fresh_interpreter or not language.warm else fresh_interpreter_of()
         self.home = tempfile.mkdtemp(prefix="run-", dir=workspace)
         try:
             source = language.source_name(code)
@@ -121,7 +132,7 @@ class Submission:
         err: TextSink,
     ) -> StepResult:
         argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
-        return self._step(argv, where, stdin, limits, out, err)
+        return self._step(argv, where, stdin, limits, out, err, warm=self.warm)
 
     def close(self) -> None:
         shutil.rmtree(self.home, ignore_errors=True)
@@ -134,7 +145,10 @@ class Submission:
         limits: RunLimits,
         out: TextSink,
         err: TextSink,
+        warm: FreshInterpreter | None = None,
     ) -> StepResult:
+        """Run ``argv``, or, given ``warm``, the same program (``argv[1]``, a Python script,
+        and its arguments) in a fork of this interpreter made to look like a fresh one."""
         language, memory_mb = self.language, limits.memory_mb or None
         env = {
             **os.environ,
@@ -142,19 +156,33 @@ class Submission:
             **language.environment(self.code, where, limits.memory_mb or _COMPILE_MEMORY_MB),
         }
         confinement = confine_writes((where,))
+        confine = confinement.enforce if confinement is not None else None
+        memory_limit_kb = memory_mb * 1024 if memory_mb else None
         try:
-            finished = run_captured(
-                argv,
-                where,
-                env,
-                stdin,
-                out,
-                err,
-                time_limit=limits.seconds,
-                memory_limit_kb=memory_mb * 1024 if memory_mb else None,
-                preexec=confinement.enforce if confinement is not None else None,
-                measure_memory=True,  # peak_memory_kb, the compile step's too
-            )
+            if warm is None:
+                finished = run_captured(
+                    argv,
+                    where,
+                    env,
+                    stdin,
+                    out,
+                    err,
+                    time_limit=limits.seconds,
+                    memory_limit_kb=memory_limit_kb,
+                    preexec=confine,
+                    measure_memory=True,  # peak_memory_kb, the compile step's too
+                )
+            else:
+                script, args = argv[1], argv[2:]
+                finished = watch(
+                    lambda stdio: start_main(warm, script, args, where, env, stdio, confine),
+                    stdin,
+                    out,
+                    err,
+                    time_limit=limits.seconds,
+                    memory_limit_kb=memory_limit_kb,
+                    measure_memory=True,
+                )
         except OSError as exc:  # the program could not be started at all
             return not_started(f"{argv[0]}: {exc.strerror or exc}")
         finally:
