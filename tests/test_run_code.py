@@ -153,3 +153,16 @@ def test_a_program_writes_only_its_own_run_directory(tools: ToolAPI) -> None:
     assert "refused-shared" in run["stdout"] and "refused-workspace" in run["stdout"]
     # Reading is left as it was; and earlier runs' directories went with their calls.
     assert run["stdout"].endswith("earlier\n1\n")
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["warm", "fresh interpreter"])
+def test_output_before_a_hang_reaches_the_caller_when_the_call_times_out(
+    tools: ToolAPI, fresh: bool
+) -> None:
+    """The run's output goes out as events while it runs (every 0.1 s when the call does not
+    stream): a program that the call's own deadline kills still leaves what it printed."""
+    code = "import time\nprint('started', flush=True)\ntime.sleep(60)\n"
+    arguments = {"language": "python", "code": code, "run_timeout": 60, "fresh_interpreter": fresh}
+    result = tools.call(tool_name="run_code", arguments=arguments, timeout=2)
+    assert not result.success and result.reason == "timeout", result
+    assert result.data == {"stdout": "started\n"}, result.data

@@ -257,9 +257,19 @@ class Flusher:
     def __init__(self, *streams: EventStream) -> None:
         self.streams = streams
         self.stopped = False
+        self._next_tick = time.monotonic() + self.INTERVAL_S
 
     def start(self) -> None:
         _thread.start_new_thread(self._run, ())
+
+    def tick(self) -> None:
+        """Flush if ``INTERVAL_S`` has passed since the last tick's flush: for a caller that
+        wakes often anyway (a loop watching a child), in place of ``start``'s thread."""
+        now = time.monotonic()
+        if now >= self._next_tick:
+            self._next_tick = now + self.INTERVAL_S
+            for stream in self.streams:
+                stream.flush()
 
     def _run(self) -> None:
         while not self.stopped:

@@ -78,10 +78,12 @@ def run_captured(
     memory_limit_kb: int | None = None,
     preexec: Callable[[], None] | None = None,
     measure_memory: bool = False,
+    tick: Callable[[], None] | None = None,
 ) -> Finished:
     """Run ``argv``; ``preexec`` runs in the child before it executes the command (one that
     confines it further). Its memory is read every ``MEMORY_POLL_S`` when it has a limit or
-    ``measure_memory`` asks for ``peak_kb``; otherwise never."""
+    ``measure_memory`` asks for ``peak_kb``; otherwise never. ``tick`` is called at each turn
+    of the loop that watches it (every ``TICK_S`` at the most)."""
 
     def start(stdio: ChildStdio) -> Child:
         return _Executed(
@@ -97,7 +99,7 @@ def run_captured(
             )
         )
 
-    return watch(start, stdin, out, err, time_limit, memory_limit_kb, measure_memory)
+    return watch(start, stdin, out, err, time_limit, memory_limit_kb, measure_memory, tick)
 
 
 class _Executed:
@@ -121,6 +123,7 @@ def watch(
     time_limit: float | None = None,
     memory_limit_kb: int | None = None,
     measure_memory: bool = False,
+    tick: Callable[[], None] | None = None,
 ) -> Finished:
     """Start a child with ``start`` (given its stdio: a pipe for ``stdin``, or /dev/null, and
     pipes for its output) and see it through as ``run_captured`` says. The child must be the
@@ -155,6 +158,8 @@ def watch(
     reaped: tuple[int, float, int] | None = None  # status, CPU seconds, ru_maxrss
     drain_until: float | None = None
     while selector.get_map():
+        if tick is not None:
+            tick()
         now = time.monotonic()
         if reaped is None:
             reaped = _reap(child, os.WNOHANG)
@@ -171,8 +176,8 @@ def watch(
             timed_out = True
             _kill_group(child.pid)
             drain_until = now + DRAIN_S
-        tick = MEMORY_POLL_S if measure_memory else TICK_S
-        timeout = tick if drain_until is None else max(0.0, drain_until - now)
+        turn = MEMORY_POLL_S if measure_memory else TICK_S
+        timeout = turn if drain_until is None else max(0.0, drain_until - now)
         for key, _ in selector.select(timeout):
             stream, decoder = key.data
             data = os.read(key.fd, 65536)

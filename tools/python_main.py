@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox.clean_start import WORKER_ENVIRONMENT
+from a2e_engine.sandbox.forking import fork_single_threaded, thread_count
 from a2e_engine.tools.resident import own_resident_kb
 
 __all__ = [
@@ -189,7 +190,8 @@ def start_main(
     *args`` would, with ``fds`` as its stdin, stdout and stderr. The child never returns
     here: it tells what it holds resident once it is ready, then runs the program."""
     ready_r, ready_w = os.pipe()
-    pid = os.fork()
+    # Alone in this process, the fork may skip CPython's after-fork repairs (sandbox.forking).
+    pid = fork_single_threaded() if thread_count() == 1 else os.fork()
     if pid:
         os.close(ready_w)
         try:

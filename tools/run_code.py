@@ -146,16 +146,20 @@ class RunCode(ToolPlugin):
         submission = Submission(language, str(arguments["code"]), files, workspace, fresh)
         try:
             result: dict[str, Any] = {"status": "Success", "message": "", "compile_result": None}
-            with self._streams("compile_") as (out, err):
-                compiled = submission.compile(compile_seconds, out, err)
-            if compiled is not None:
+            if language.compile is not None:
+                with self._streams("compile_") as (out, err):
+                    compiled = submission.compile(compile_seconds, out, err)
                 result["compile_result"] = compiled
-                if compiled["return_code"] != 0:
+                if compiled is not None and compiled["return_code"] != 0:
                     return {**result, "status": "Failed", "run_result": None, "files": {}}
             stdin = arguments.get("stdin")
-            with self._streams("") as (out, err):
+            # The run's output is flushed by the loop that watches it, not a thread: a warm
+            # Python run forks this process, cheaply only while it has one thread.
+            with self._streams("", threaded=False) as (out, err):
                 given = stdin if isinstance(stdin, str) else None
-                ran = submission.run(submission.home, given, run_args, limits, out, err)
+                ran = submission.run(
+                    submission.home, given, run_args, limits, out, err, tick=self._flusher.tick
+                )
             result["run_result"] = ran
             if ran["status"] != "Finished" or ran["return_code"] != 0:
                 result["status"] = "Failed"
@@ -169,19 +173,25 @@ class RunCode(ToolPlugin):
         as a fork of the worker made to look like one (``tools.python_main``)."""
         remember_fresh_interpreter()
 
+    _flusher: Flusher
+
     @contextmanager
-    def _streams(self, prefix: str) -> Iterator[tuple[EventStream, EventStream]]:
+    def _streams(
+        self, prefix: str, threaded: bool = True
+    ) -> Iterator[tuple[EventStream, EventStream]]:
         """The step's stdout and stderr, streamed as events (``compile_stdout``, ``stdout``)
-        while it runs; what a non-streaming call holds pending goes out every 0.1 s."""
+        while it runs; what a non-streaming call holds pending goes out every 0.1 s, from a
+        thread of its own or (``threaded=False``) whenever ``self._flusher.tick`` is called."""
         line_by_line = bool(self.context and self.context.streaming)
         out = EventStream(self, f"{prefix}stdout", line_by_line)
         err = EventStream(self, f"{prefix}stderr", line_by_line)
-        flusher = Flusher(out, err)
-        flusher.start()
+        self._flusher = Flusher(out, err)
+        if threaded:
+            self._flusher.start()
         try:
             yield out, err
         finally:
-            flusher.stop()
+            self._flusher.stop()
 
 
 def _strings(values: Any, name: str) -> list[str]:

@@ -17,7 +17,7 @@ import binascii
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,9 +130,11 @@ class Submission:
         limits: RunLimits,
         out: TextSink,
         err: TextSink,
+        tick: Callable[[], None] | None = None,
     ) -> StepResult:
+        """One run; ``tick`` is called often (every few milliseconds) while it runs."""
         argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
-        return self._step(argv, where, stdin, limits, out, err, warm=self.warm)
+        return self._step(argv, where, stdin, limits, out, err, warm=self.warm, tick=tick)
 
     def close(self) -> None:
         shutil.rmtree(self.home, ignore_errors=True)
@@ -146,6 +148,7 @@ class Submission:
         out: TextSink,
         err: TextSink,
         warm: FreshInterpreter | None = None,
+        tick: Callable[[], None] | None = None,
     ) -> StepResult:
         """Run ``argv``, or, given ``warm``, the same program (``argv[1]``, a Python script,
         and its arguments) in a fork of this interpreter made to look like a fresh one."""
@@ -171,6 +174,7 @@ class Submission:
                     memory_limit_kb=memory_limit_kb,
                     preexec=confine,
                     measure_memory=True,  # peak_memory_kb, the compile step's too
+                    tick=tick,
                 )
             else:
                 script, args = argv[1], argv[2:]
@@ -182,6 +186,7 @@ class Submission:
                     time_limit=limits.seconds,
                     memory_limit_kb=memory_limit_kb,
                     measure_memory=True,
+                    tick=tick,
                 )
         except OSError as exc:  # the program could not be started at all
             return not_started(f"{argv[0]}: {exc.strerror or exc}")
