@@ -163,7 +163,11 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         help="a directory tools may read besides the workspace (repeatable)",
     )
     group.add_argument(
-        "--max-workers", type=_at_least(1), metavar="N", help="calls running at once (default 4)"
+        "--max-workers",
+        type=_at_least(1),
+        metavar="N",
+        help="calls running at once (default: 4 per core, as far as memory holds each call's "
+        "limit; a2e doctor says how many)",
     )
     group.add_argument(
         "--prefork",
@@ -683,6 +687,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         layers = engine.layers
         limits = engine.config.limits
         zygotes = engine.zygotes
+        bound = engine.worker_bound
     missing = missing_layers(tuple(args.require), layers)
     languages = toolchains()
     if args.json_output:
@@ -692,6 +697,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "missing": missing,
             "languages": languages,
             "zygotes": zygotes,
+            "max_workers": {"workers": bound.workers, "why": bound.why},
         }
         print(json.dumps(report, indent=2))
         return 1 if missing else 0
@@ -710,6 +716,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         f"{limits.processes} processes and threads, {limits.call_memory_mb} MiB in all, "
         f"/tmp {limits.tmp_mb} MiB; per session: {engine.config.workspace_mb} MiB on disk"
     )
+    print(f"calls at once: {bound.workers} ({bound.why}); the rest queue")
     print("\nzygotes (every worker is a fork of its plugin's):")
     for zygote in zygotes:
         print(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from a2e_engine.engine.concurrency import WorkerBound, default_max_workers
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
 from a2e_engine.sandbox.layers import LAYERS
 from a2e_engine.sandbox.limits import Limits
@@ -35,9 +36,10 @@ class EngineConfig:
 
     ``require`` names isolation layers (``sandbox.layers.LAYERS``) without which the engine
     refuses to start. ``max_workers`` bounds the calls running at once (the rest queue, each
-    within its own timeout); ``prefork`` is how many hardened workers wait per sandbox profile
-    in each zygote (a plugin's, or a group's: ``ToolPlugin.zygote_group``); the first plugin's
-    zygote starts with the engine, the others on their first call, or all at once with
+    within its own timeout); ``None`` sizes it for calls that wait, from the cores and the
+    memory (``engine.concurrency``); ``prefork`` is how many hardened workers wait per sandbox
+    profile in each zygote (a plugin's, or a group's: ``ToolPlugin.zygote_group``); the first
+    plugin's zygote starts with the engine, the others on their first call, or all at once with
     ``start_all_zygotes``;
     ``max_timeout`` caps any call's ``timeout``; ``read_roots`` are directories tools may read
     besides the session workspace (e.g. ``("/etc",)``); ``state_dir`` holds session workspaces
@@ -60,7 +62,7 @@ class EngineConfig:
     ["127.0.0.1"]}}``); a setting a plugin does not take is an error naming it.
     """
 
-    max_workers: int = 4
+    max_workers: int | None = None
     prefork: int = 2
     start_all_zygotes: bool = False
     max_timeout: int = 300
@@ -88,8 +90,14 @@ class EngineConfig:
     identity: bool = True
     uid_range: tuple[int, int] = DEFAULT_UID_RANGE
 
+    def worker_bound(self) -> WorkerBound:
+        """``max_workers`` as given, or sized for this host; with the reason."""
+        if self.max_workers is not None:
+            return WorkerBound(self.max_workers, "as configured")
+        return default_max_workers(self.limits.call_memory_mb)
+
     def __post_init__(self) -> None:
-        if self.max_workers < 1 or self.prefork < 0:
+        if (self.max_workers is not None and self.max_workers < 1) or self.prefork < 0:
             raise ValueError("EngineConfig.max_workers must be >= 1 and prefork >= 0")
         if self.max_timeout < 1:
             raise ValueError("EngineConfig.max_timeout must be at least 1 second")

@@ -1,7 +1,7 @@
 """The engine's configuration file (TOML), read by the CLI (``--config``) or by hosts.
 
     [engine]                 # any EngineConfig field
-    max_workers = 4
+    max_workers = 8
     read_roots = ["/etc"]
 
     [engine.limits]          # sandbox.limits.Limits

@@ -81,6 +81,8 @@ class Engine:
         audit_logger: logging.Logger | None = None,
     ) -> None:
         self.config = config or EngineConfig()
+        #: How many calls run at once, and why that many (``EngineConfig.worker_bound``).
+        self.worker_bound = self.config.worker_bound()
         builtins = _builtin_plugins(self.config.tool_settings) if builtin_tools else []
         all_plugins = [*builtins, *plugins]
         self.registry = ToolRegistry(all_plugins)
@@ -193,7 +195,7 @@ class Engine:
         )
         return PoolConfig(
             zygote=zygote,
-            max_workers=config.max_workers,
+            max_workers=self.worker_bound.workers,
             prefork=config.prefork,
             max_output_bytes=config.max_output_bytes,
             max_events=config.max_events,
@@ -286,6 +288,8 @@ class Engine:
             workers_waiting=pool.workers_waiting,
             zygote_restarts=pool.zygote_restarts,
             connections=connections,
+            max_workers=self.worker_bound.workers,
+            max_workers_why=self.worker_bound.why,
         )
 
     def _forget(self, connection: Connection) -> None:

@@ -48,6 +48,8 @@ class HostStatus:
     workers_waiting: int = 0  # pre-forked, ready for a job
     zygote_restarts: int = 0
     connections: int = 0
+    max_workers: int = 0  # calls that may run at once
+    max_workers_why: str = ""  # as configured, or what it was sized from
 
 
 class HostConnection(Protocol):

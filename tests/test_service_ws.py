@@ -153,7 +153,9 @@ def test_no_token_or_a_wrong_one_is_refused_everywhere_but_healthz(
                 assert response.status_code == 401, (path, headers)
                 assert response.json()["error"] == "unauthorized"
         shown = {"Authorization": f"Bearer {TOKEN}"}
-        assert http.get("/readyz", headers=shown).json()["ready"] is True
+        ready = http.get("/readyz", headers=shown).json()
+        assert ready["ready"] is True
+        assert ready["max_workers"] >= 1 and "per core on" in ready["max_workers_why"], ready
         assert http.get("/readyz", params={"token": TOKEN}).status_code == 200
         assert http.get("/readyz", params={"token": TOKEN + "x"}).status_code == 401
     # The token as a query parameter opens the WebSocket too (clients that only take a URL).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -32,6 +32,8 @@ class Readiness(BaseModel):
     queue_length: int
     workers_waiting: int
     zygote_restarts: int
+    max_workers: int = Field(description="calls that may run at once; the rest queue")
+    max_workers_why: str = Field(description="as configured, or what it was sized from")
 
 
 def probe_routes(state: ServiceState) -> list[Route]:
@@ -51,6 +53,8 @@ def probe_routes(state: ServiceState) -> list[Route]:
             queue_length=status.calls_queued,
             workers_waiting=status.workers_waiting,
             zygote_restarts=status.zygote_restarts,
+            max_workers=status.max_workers,
+            max_workers_why=status.max_workers_why,
         )
         return json_response(body.model_dump(mode="json"), 200 if ready else 503)
 
