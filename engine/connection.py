@@ -12,7 +12,7 @@ import concurrent.futures
 import hmac
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from a2e.caps.tools.models import (
     FailureReason,
@@ -22,69 +22,30 @@ from a2e.caps.tools.models import (
     ToolErrorCode,
     ToolEvent,
     ToolListRequest,
-    ToolListResponse,
     ToolResult,
 )
 from a2e.codec import ProtocolError
 from a2e.messages import (
-    A2ECapability,
     A2EError,
     A2EMessage,
     ErrorCode,
     HandshakeRequest,
     HandshakeResponse,
 )
-from a2e_engine.engine.calls import CallContext, run_call
-from a2e_engine.engine.host import HostClosed, Send
+from a2e_engine.engine.host import HostClosed, Refused, Send
+from a2e_engine.engine.host_session import SUPPORTED_CAPABILITIES, EngineSession, Services
 from a2e_engine.engine.identities import UidsExhausted
-from a2e_engine.engine.loop import EngineLoop
-from a2e_engine.engine.policy import Policy, check_policies
-from a2e_engine.engine.session import Session
-from a2e_engine.engine.sessions import Sessions
-from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.pool import StopSignal
+from a2e_engine.engine.policy import Policy
 
-__all__ = ["Admission", "Connection", "Services"]
+__all__ = ["Connection"]
 
 log = logging.getLogger("a2e.host")
-
-SUPPORTED_CAPABILITIES = frozenset(c.value for c in A2ECapability)
-
-
-class Admission:
-    """Calls pending in the whole engine, against ``max_pending_calls``: past it a call is
-    refused at once (retryably) instead of queueing without bound."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.pending = 0
-
-    def admit(self) -> bool:
-        if self.pending >= self.limit:
-            return False
-        self.pending += 1
-        return True
-
-    def release(self) -> None:
-        self.pending -= 1
-
-
-@dataclass(frozen=True)
-class Services:
-    """What a connection uses of the engine, handed over explicitly."""
-
-    calls: CallContext
-    policy: Policy  # the engine's own, for every session
-    sessions: Sessions
-    admission: Admission
-    loop: EngineLoop
 
 
 @dataclass
 class _Call:
-    session: Session
-    task: asyncio.Task[None] | None = None
-    cancelled: StopSignal = field(default_factory=StopSignal)
+    session: EngineSession
+    task: asyncio.Task[ToolResult]
 
 
 class Connection:
@@ -104,7 +65,7 @@ class Connection:
         self.policy = policy
         self.name = name
         self._on_closed = on_closed
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, EngineSession] = {}
         self.calls: dict[str, _Call] = {}
         self.closed = False
 
@@ -132,8 +93,8 @@ class Connection:
         except RuntimeError as exc:  # the engine stopped
             raise HostClosed(str(exc)) from None
 
-    def in_flight(self) -> list[asyncio.Task[None]]:
-        return [call.task for call in self.calls.values() if call.task is not None]
+    def in_flight(self) -> list[asyncio.Task[ToolResult]]:
+        return [call.task for call in self.calls.values()]
 
     # -- plumbing --
 
@@ -220,11 +181,8 @@ class Connection:
         if self.closed:
             return
         self.closed = True
-        for call in self.calls.values():
-            call.cancelled.set()
-        calls = self.in_flight()
         for session in self.sessions.values():
-            self.services.sessions.end(session, after=calls)
+            session.close()  # its calls cancelled, the session ended after them
         self.sessions.clear()
         if self._on_closed is not None:
             self._on_closed(self)
@@ -251,21 +209,21 @@ class Connection:
         if self.policy is not None:
             policies.append(self.policy)
         try:
-            session = self.services.sessions.open(request.client, frozenset(granted), policies)
+            opened = self.services.sessions.open(request.client, frozenset(granted), policies)
         except (UidsExhausted, OSError) as exc:
             self.error(request.id, ErrorCode.OVERLOADED, f"cannot open a session: {exc}")
             return
-        self.sessions[session.id] = session
+        session = self.sessions[opened.id] = EngineSession(self.services, opened)
         self.send(
             HandshakeResponse(
                 req_id=request.id,
-                session_id=session.id,
+                session_id=session.session_id,
                 capabilities=granted,
                 server=self.config.server_name,
             )
         )
 
-    def _session_for(self, req_id: str, session_id: str) -> Session | None:
+    def _session_for(self, req_id: str, session_id: str) -> EngineSession | None:
         if session_id:
             session = self.sessions.get(session_id)
             if session is None:
@@ -288,19 +246,10 @@ class Connection:
         session = self._session_for(request.id, "")
         if session is None:
             return
-        if A2ECapability.TOOLS not in session.capabilities:
-            self.error(
-                request.id,
-                ToolErrorCode.TOOL_DENIED,
-                "this session did not negotiate the 'tools' capability",
-            )
-            return
-        tools = [
-            t
-            for t in self.services.calls.registry.select(request)
-            if check_policies(session.policies, session, t.name) is None
-        ]
-        self.send(ToolListResponse(req_id=request.id, tools=tools))
+        try:
+            self.send(session.tools(request))
+        except Refused as exc:
+            self.send(exc.error)
 
     def _call(self, request: ToolCallRequest) -> None:
         session = self._session_for(request.id, request.session_id)
@@ -322,44 +271,37 @@ class Connection:
                 retryable=True,
             )
             return
-        admission = self.services.admission
-        if not admission.admit():
+        try:
+            task = session.start(request, self.send)
+        except Refused as exc:
+            self.send(exc.error)
+            return
+        self.calls[request.id] = _Call(session, task)
+        task.add_done_callback(lambda done: self._answer(request, done))
+
+    def _answer(self, request: ToolCallRequest, task: asyncio.Task[ToolResult]) -> None:
+        """The call's response, after every event it sent."""
+        self.calls.pop(request.id, None)
+        if task.cancelled():
+            self.error(request.id, ErrorCode.INTERNAL, "internal error: the call was cancelled")
+            return
+        failure = task.exception()
+        if failure is not None:  # the engine's own bug (logged where it ran): still answer
             self.error(
                 request.id,
-                ErrorCode.OVERLOADED,
-                f"{admission.pending} calls are pending; try again later",
-                retryable=True,
+                ErrorCode.INTERNAL,
+                f"internal error: {type(failure).__name__}: {failure}",
             )
             return
-        # The call's one deadline, from the moment it arrived, within the engine's cap.
-        loop = asyncio.get_running_loop()
-        deadline = Deadline.after(min(request.timeout, self.config.max_timeout), loop)
-        call = self.calls[request.id] = _Call(session)
-        call.task = loop.create_task(self._run(request, deadline, call))
-
-    async def _run(self, request: ToolCallRequest, deadline: Deadline, call: _Call) -> None:
-        session = call.session
-        try:
-            result = await run_call(
-                self.services.calls, session, request, deadline, self.send, call.cancelled
-            )
-            self.send(ToolCallResponse(req_id=request.id, data=result))
-        except Exception as exc:  # the engine's own bug: still answer the caller
-            log.exception("call %s (%s) failed inside the engine", request.id, request.tool_name)
-            self.error(
-                request.id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
-            )
-        finally:
-            self.services.admission.release()
-            self.calls.pop(request.id, None)
+        self.send(ToolCallResponse(req_id=request.id, data=task.result()))
 
     def _cancel(self, request: ToolCancelRequest) -> None:
         call = self.calls.get(request.req_id)
-        if call is None or (request.session_id and call.session.id != request.session_id):
+        if call is None or (request.session_id and call.session.session_id != request.session_id):
             self.error(
                 request.id,
                 ErrorCode.UNKNOWN_REQUEST,
                 f"no call {request.req_id!r} in flight on this connection",
             )
             return
-        call.cancelled.set()
+        call.session.cancel(request.req_id)

@@ -24,17 +24,25 @@ import dill
 
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e.client import A2EClient
+from a2e.messages import A2EError, ErrorCode
 from a2e_engine.engine.audit import AuditTrail
 from a2e_engine.engine.calls import CallContext
 from a2e_engine.engine.config import EngineConfig
-from a2e_engine.engine.connection import Admission, Connection, Services
-from a2e_engine.engine.host import HostClosed, HostStatus, Send
-from a2e_engine.engine.identities import SessionUids
+from a2e_engine.engine.connection import Connection
+from a2e_engine.engine.host import HostClosed, HostStatus, Refused, Send
+from a2e_engine.engine.host_session import (
+    SUPPORTED_CAPABILITIES,
+    Admission,
+    EngineSession,
+    Services,
+)
+from a2e_engine.engine.identities import SessionUids, UidsExhausted
 from a2e_engine.engine.loop import EngineLoop
 from a2e_engine.engine.plugins import build_plugin
 from a2e_engine.engine.policy import Policy, PolicyFunction, as_policy
 from a2e_engine.engine.registry import ToolRegistry
 from a2e_engine.engine.requirements import IsolationUnavailable, protect_supervisor, refusal
+from a2e_engine.engine.session_pool import SessionPool
 from a2e_engine.engine.sessions import Sessions
 from a2e_engine.engine.state_dir import StateDirectory
 from a2e_engine.sandbox import quota
@@ -66,6 +74,7 @@ class _Running:
     state_dir: StateDirectory
     pool: WorkerPool
     services: Services
+    ready_sessions: SessionPool  # for stateless requests, filled on the first
 
 
 class Engine:
@@ -101,7 +110,8 @@ class Engine:
         self._running: _Running | None = None
         self._undo: contextlib.ExitStack | None = None
         self._connections: set[Connection] = set()
-        self._connections_lock = threading.Lock()
+        self._sessions: set[EngineSession] = set()  # opened by open_session
+        self._connections_lock = threading.Lock()  # both sets
 
     @staticmethod
     def _serialise_plugins(plugins: list[ToolPlugin]) -> bytes:
@@ -149,7 +159,11 @@ class Engine:
             if refused is not None:
                 raise refused
             protect_supervisor(pool.layers)
-            self._running = _Running(state_dir, pool, self._services(state_dir, pool, audit))
+            services = self._services(state_dir, pool, audit)
+            ready = SessionPool(
+                services.sessions, self.worker_bound.workers, SUPPORTED_CAPABILITIES
+            )
+            self._running = _Running(state_dir, pool, services, ready)
             self._undo = undo.pop_all()
         return self
 
@@ -239,9 +253,14 @@ class Engine:
     async def _end_connections(self, running: _Running) -> None:
         with self._connections_lock:
             connections = list(self._connections)
+            sessions = list(self._sessions)
         calls = [call for connection in connections for call in connection.in_flight()]
+        calls += [call for session in sessions for call in session.in_flight()]
         for connection in connections:
             connection.close()
+        for session in sessions:
+            session.close()
+        await running.ready_sessions.close()
         if calls:
             await asyncio.wait(calls, timeout=STOP_CALLS_S)
         await running.services.sessions.wait_ended(timeout=STOP_CALLS_S)
@@ -253,6 +272,42 @@ class Engine:
         self.stop()
 
     # -- the host protocol (engine.host) --
+
+    async def open_session(
+        self, client: str, *, policy: Policy | None = None, stateless: bool = False
+    ) -> EngineSession:
+        running = self._running
+        if running is None:
+            raise Refused(A2EError(code=ErrorCode.OVERLOADED, message="the engine is not running"))
+        policies = [self.policy] if policy is None else [self.policy, policy]
+        try:
+            if stateless:
+                session = await running.ready_sessions.take(client, policies)
+            else:
+                session = await running.services.sessions.open_aside(
+                    client, SUPPORTED_CAPABILITIES, policies
+                )
+        except (UidsExhausted, OSError) as exc:
+            raise Refused(
+                A2EError(
+                    code=ErrorCode.OVERLOADED,
+                    message=f"cannot open a session: {exc}",
+                    retryable=True,
+                )
+            ) from None
+        opened = EngineSession(
+            running.services,
+            session,
+            on_closed=self._forget_session,
+            end=running.ready_sessions.give_back if stateless else None,
+        )
+        with self._connections_lock:
+            self._sessions.add(opened)
+        return opened
+
+    def _forget_session(self, session: EngineSession) -> None:
+        with self._connections_lock:
+            self._sessions.discard(session)
 
     def open_connection(
         self, send: Send, *, policy: Policy | None = None, name: str = ""
@@ -279,6 +334,7 @@ class Engine:
             why = "the sandbox zygote is restarting"
         with self._connections_lock:
             connections = len(self._connections)
+            sessions = len(self._sessions) + sum(len(c.sessions) for c in self._connections)
         return HostStatus(
             ready=not why,
             why_not_ready=why,
@@ -288,6 +344,7 @@ class Engine:
             workers_waiting=pool.workers_waiting,
             zygote_restarts=pool.zygote_restarts,
             connections=connections,
+            sessions=sessions,
             max_workers=self.worker_bound.workers,
             max_workers_why=self.worker_bound.why,
         )
@@ -339,9 +396,13 @@ class Engine:
         opens it without following symlinks)."""
         with self._connections_lock:
             connections = list(self._connections)
+            sessions = list(self._sessions)
         for connection in connections:
-            session = connection.sessions.get(session_id)
-            if session is not None:
+            found = connection.sessions.get(session_id)
+            if found is not None:
+                return found.workspace
+        for session in sessions:
+            if session.session_id == session_id:
                 return session.workspace
         return None
 

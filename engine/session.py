@@ -68,12 +68,15 @@ class Session:
         root_fd = os.open(self.root, _DIR_FLAGS)
         try:
             self._own(".", root_fd)
-            for name in ("workspace", "tmp"):
-                os.mkdir(name, 0o700, dir_fd=root_fd)
-                self._own(name, root_fd)
-            self._tmp_fd = os.open("tmp", _DIR_FLAGS, dir_fd=root_fd)
+            self._make_dirs(root_fd)
         finally:
             os.close(root_fd)
+
+    def _make_dirs(self, root_fd: int) -> None:
+        for name in ("workspace", "tmp"):
+            os.mkdir(name, 0o700, dir_fd=root_fd)
+            self._own(name, root_fd)
+        self._tmp_fd = os.open("tmp", _DIR_FLAGS, dir_fd=root_fd)
 
     def _own(self, name: str, dir_fd: int) -> None:
         """Hand a directory the session just made to the session's uid (mode stays 0700)."""
@@ -88,6 +91,64 @@ class Session:
 
     def remove_call_dir(self, name: str) -> None:
         shutil.rmtree(name, ignore_errors=True, dir_fd=self._tmp_fd)
+
+    def untouched(self) -> bool:
+        """Whether the session is as ``create_dirs`` made it: its root holds the workspace and
+        tmp directories alone, both empty, all three with the mode and owner they were made
+        with and no extended attribute (a cheap look, so that most wipes need no work).
+        Through descriptors, never following a link; any doubt is False."""
+        try:
+            root_fd = os.open(self.root, _DIR_FLAGS)
+        except OSError:
+            return False
+        try:
+            if sorted(os.listdir(root_fd)) != ["tmp", "workspace"]:
+                return False
+            for name in (".", "workspace", "tmp"):
+                fd = root_fd if name == "." else os.open(name, _DIR_FLAGS, dir_fd=root_fd)
+                try:
+                    info = os.fstat(fd)
+                    owner = self.uid if self.uid is not None else os.geteuid()
+                    if info.st_mode & 0o7777 != 0o700 or info.st_uid != owner:
+                        return False
+                    if os.listxattr(fd) or (name != "." and os.listdir(fd)):
+                        return False
+                finally:
+                    if fd != root_fd:
+                        os.close(fd)
+        except OSError:
+            return False
+        finally:
+            os.close(root_fd)
+        return True
+
+    def wipe(self) -> None:
+        """Nothing left of what the session's calls did: everything beneath its root removed,
+        the workspace and tmp directories made anew, the root's mode, owner and extended
+        attributes as they were made. For a session handed to one request after another
+        (``engine.session_pool``), once every call of the last has ended.
+
+        A worker may have replaced any name below the root with a symlink or made it
+        unreadable: everything is removed through descriptors, never following a link, as
+        root does regardless of modes. ``OSError`` if that cannot be done (the session is then
+        ended instead)."""
+        if self._tmp_fd >= 0:
+            os.close(self._tmp_fd)
+            self._tmp_fd = -1
+        root_fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for entry in os.scandir(root_fd):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.name, dir_fd=root_fd)
+                else:
+                    os.unlink(entry.name, dir_fd=root_fd)
+            for attribute in os.listxattr(root_fd):
+                os.removexattr(root_fd, attribute)
+            os.fchmod(root_fd, 0o700)
+            self._own(".", root_fd)
+            self._make_dirs(root_fd)
+        finally:
+            os.close(root_fd)
 
     def remove_dirs(self) -> None:
         if self._tmp_fd >= 0:

@@ -12,6 +12,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 from a2e_engine.engine.identities import SessionUids
 from a2e_engine.engine.policy import Policy
@@ -30,16 +31,7 @@ class Sessions:
     def open(self, client: str, capabilities: frozenset[str], policies: list[Policy]) -> Session:
         """A new session with its directories; ``UidsExhausted`` or ``OSError`` if none can
         be had now."""
-        session_id = uuid.uuid4().hex
-        session = Session(
-            client=client,
-            capabilities=capabilities,
-            policies=policies,
-            id=session_id,
-            root=os.path.join(self.state_dir, session_id),
-            uid=self.uids.take() if self.uids is not None else None,
-            quota_mb=self.quota_mb,
-        )
+        session = self._new(client, capabilities, policies)
         try:
             session.create_dirs()
         except OSError:
@@ -48,7 +40,34 @@ class Sessions:
             raise
         return session
 
-    def end(self, session: Session, after: Iterable[asyncio.Task[None]] = ()) -> None:
+    async def open_aside(
+        self, client: str, capabilities: frozenset[str], policies: list[Policy]
+    ) -> Session:
+        """``open``, on the engine's loop, with the directories made in a thread of its
+        chores (a mount and its propagation take a while, and the loop must not wait)."""
+        session = self._new(client, capabilities, policies)
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, session.create_dirs)
+        except BaseException:
+            self._release_uid(session)
+            await loop.run_in_executor(None, session.remove_dirs)
+            raise
+        return session
+
+    def _new(self, client: str, capabilities: frozenset[str], policies: list[Policy]) -> Session:
+        session_id = uuid.uuid4().hex
+        return Session(
+            client=client,
+            capabilities=capabilities,
+            policies=policies,
+            id=session_id,
+            root=os.path.join(self.state_dir, session_id),
+            uid=self.uids.take() if self.uids is not None else None,
+            quota_mb=self.quota_mb,
+        )
+
+    def end(self, session: Session, after: Iterable[asyncio.Task[Any]] = ()) -> None:
         """On the engine's loop: remove the session's directories once ``after`` are done."""
         calls = list(after)
 

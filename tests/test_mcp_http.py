@@ -125,21 +125,21 @@ def test_deleting_an_mcp_session_ends_its_engine_session(service: ServiceProcess
     }
     with httpx.Client(base_url=service.url, headers=headers, timeout=30) as http:
 
-        def connections() -> int:
+        def sessions() -> int:
             text = http.get("/metrics").text
-            (line,) = [line for line in text.splitlines() if line.startswith("a2e_connections ")]
+            (line,) = [line for line in text.splitlines() if line.startswith("a2e_sessions ")]
             return int(float(line.split()[1]))
 
-        before = connections()
+        before = sessions()
         opened = http.post("/mcp", json=INITIALIZE)
         session = {"Mcp-Session-Id": opened.headers["mcp-session-id"]}
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         http.post("/mcp", json=initialized, headers=session)
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         assert http.post("/mcp", json=listing, headers=session).status_code == 200
-        assert connections() == before + 1  # the engine session the MCP session opened
+        assert sessions() == before + 1  # the engine session the MCP session opened
         assert http.delete("/mcp", headers=session).status_code in (200, 204)
-        assert wait_for(lambda: connections() == before, 10)
+        assert wait_for(lambda: sessions() == before, 10)
         gone = http.post("/mcp", json=listing, headers=session)
         assert gone.status_code == 404
 

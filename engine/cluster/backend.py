@@ -33,7 +33,7 @@ from a2e_engine.engine.cluster.links import NodeInfo, NodeLink, one_line
 from a2e_engine.engine.cluster.node import NodeEngine
 from a2e_engine.engine.cluster.transport import ClusterTransport
 from a2e_engine.engine.config import EngineConfig
-from a2e_engine.engine.host import HostStatus, Send
+from a2e_engine.engine.host import HostSession, HostStatus, Send
 from a2e_engine.engine.policy import Policy, PolicyFunction, as_policy
 
 __all__ = ["NodeInfo", "RayEngine"]
@@ -161,6 +161,12 @@ class RayEngine:
     def open_connection(self, send: Send, *, policy: Policy | None = None, name: str = "") -> Any:
         """A host connection whose session lives on one node (``cluster.host``)."""
         return self._host.open_connection(send, policy=policy, name=name)
+
+    async def open_session(
+        self, client: str, *, policy: Policy | None = None, stateless: bool = False
+    ) -> HostSession:
+        """A session on one node, over a host connection (``cluster.host``)."""
+        return await self._host.open_session(client, policy=policy, stateless=stateless)
 
     def status(self) -> HostStatus:
         return self._host.status()

@@ -22,9 +22,10 @@ from a2e.messages import A2EMessage
 from a2e.transport import TransportClosed
 from a2e_engine.engine.cluster.links import NodeInfo
 from a2e_engine.engine.cluster.transport import ClusterTransport, Nodes
-from a2e_engine.engine.host import HostClosed, HostStatus, Send
+from a2e_engine.engine.host import HostClosed, HostSession, HostStatus, Send
 from a2e_engine.engine.loop import EngineLoop
 from a2e_engine.engine.policy import Policy
+from a2e_engine.engine.transports.conversation import open_wire_session
 
 __all__ = ["ClusterHost"]
 
@@ -67,6 +68,13 @@ class ClusterHost:
             raise HostClosed("no node of the cluster has a running engine")
         transport = ClusterTransport(self.cluster, node, policy)
         return _RelayedConnection(transport, send, self.loop, name)
+
+    async def open_session(
+        self, client: str, *, policy: Policy | None = None, stateless: bool = False
+    ) -> HostSession:
+        """A session over a connection (its nodes have the sessions: one is opened on the one
+        the connection is pinned to); ``stateless`` changes nothing here."""
+        return await open_wire_session(self, client, policy)
 
     def status(self) -> HostStatus:
         nodes = self.cluster.nodes()

@@ -24,10 +24,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
-from a2e_engine.engine.host import Host
+from a2e_engine.engine.host import Host, HostSession
 from a2e_engine.engine.mcp.server import build_server
-from a2e_engine.engine.mcp.sessions import LazyConversation
-from a2e_engine.engine.transports.conversation import Conversation
+from a2e_engine.engine.mcp.sessions import LazySession
 from a2e_engine.engine.version import engine_version
 
 __all__ = ["McpEndpoint"]
@@ -47,8 +46,8 @@ class McpEndpoint:
     ) -> None:
         self._host = host
         self._idle_s = idle_s
-        self._sessions: dict[str, LazyConversation] = {}
-        server = build_server(self._conversation, engine_version(), call_timeout_s)
+        self._sessions: dict[str, LazySession] = {}
+        server = build_server(self._session, engine_version(), call_timeout_s)
         self._manager = StreamableHTTPSessionManager(
             app=server, session_idle_timeout=idle_s, max_request_body_size=max_body_bytes
         )
@@ -95,13 +94,13 @@ class McpEndpoint:
                 session.close()
 
     @contextlib.asynccontextmanager
-    async def _conversation(self, ctx: ServerRequestContext[Any]) -> AsyncIterator[Conversation]:
+    async def _session(self, ctx: ServerRequestContext[Any]) -> AsyncIterator[HostSession]:
         request = ctx.request
         session_id: str | None = request.headers.get(SESSION_HEADER) if request else None
         if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
             session_id = None  # the 2026 protocol has no sessions: the header proves nothing
         if not session_id:
-            alone = LazyConversation(self._host, "mcp http")
+            alone = LazySession(self._host, "mcp http", stateless=True)
             try:
                 yield await alone.get()
             finally:
@@ -109,7 +108,7 @@ class McpEndpoint:
             return
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = LazyConversation(self._host, "mcp http")
+            session = self._sessions[session_id] = LazySession(self._host, "mcp http")
         yield await session.get()
 
     async def _sweep(self) -> None:

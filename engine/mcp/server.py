@@ -1,6 +1,6 @@
 """The engine's tools as an MCP server, on the official SDK's low-level ``Server``.
 
-Each MCP request goes through a ``Conversation`` with the host (``engine.transports``), like
+Each MCP request goes through a session of the host's (``engine.host.HostSession``), like
 every other door: ``tools/list`` is the engine's list after policy, and ``tools/call`` is a
 streaming ``tool/call`` with its validation, policy, retries, timeout and fresh worker. Its
 events are relayed as they come (``engine.mcp.events``), its result is mapped by
@@ -31,19 +31,20 @@ from a2e.caps.tools.models import (
     ToolErrorCode,
     ToolEvent,
     ToolListRequest,
+    ToolResult,
 )
 from a2e.messages import ErrorCode
+from a2e_engine.engine.host import HostSession, Refused
 from a2e_engine.engine.mcp.definitions import mcp_failure, mcp_result, mcp_tool
 from a2e_engine.engine.mcp.events import EventRelay
-from a2e_engine.engine.transports.conversation import Conversation, Refused
 
-__all__ = ["SEARCH_TOOL", "ConversationFor", "build_server"]
+__all__ = ["SEARCH_TOOL", "SessionFor", "build_server"]
 
 log = logging.getLogger("a2e.mcp")
 
 #: How a server finds the engine session a request belongs to, for the time of the request.
-ConversationFor = Callable[
-    [ServerRequestContext[Any]], contextlib.AbstractAsyncContextManager[Conversation]
+SessionFor = Callable[
+    [ServerRequestContext[Any]], contextlib.AbstractAsyncContextManager[HostSession]
 ]
 
 SEARCH_TOOL = "search_tools"
@@ -70,9 +71,7 @@ _SEARCH_DEFINITION = types.Tool(
 )
 
 
-def build_server(
-    conversation_for: ConversationFor, version: str, call_timeout_s: float = 30
-) -> Server[Any]:
+def build_server(session_for: SessionFor, version: str, call_timeout_s: float = 30) -> Server[Any]:
     """``call_timeout_s``: each call's timeout (an MCP request has no field for one)."""
     schemas: dict[str, dict[str, Any]] = {}  # by name, as last listed
     engine_names: set[str] = set()  # the engine's own tools, as last listed
@@ -80,8 +79,8 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        async with conversation_for(ctx) as conversation:
-            listed = await conversation.list_tools(ToolListRequest())
+        async with session_for(ctx) as session:
+            listed = await session.list_tools(ToolListRequest())
         tools = [mcp_tool(tool) for tool in listed.tools]
         engine_names.clear()
         engine_names.update(tool.name for tool in tools)
@@ -94,11 +93,11 @@ def build_server(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         try:
-            async with conversation_for(ctx) as conversation:
+            async with session_for(ctx) as session:
                 if params.name == SEARCH_TOOL and SEARCH_TOOL not in engine_names:
-                    return await _search(conversation, params.arguments or {})
+                    return await _search(session, params.arguments or {})
                 arguments = params.arguments or {}
-                return await _call(ctx, conversation, params.name, arguments, call_timeout_s)
+                return await _call(ctx, session, params.name, arguments, call_timeout_s)
         except Refused as exc:
             overloaded = exc.error.code == ErrorCode.OVERLOADED
             why = FailureReason.OVERLOADED if overloaded else FailureReason.PROTOCOL_ERROR
@@ -123,7 +122,7 @@ def build_server(
 
 async def _call(
     ctx: ServerRequestContext[Any],
-    conversation: Conversation,
+    session: HostSession,
     name: str,
     arguments: dict[str, Any],
     timeout: float,
@@ -133,17 +132,18 @@ async def _call(
     )
     relay = EventRelay(ctx, name)
     try:
-        async for batch in conversation.call_in_batches(request):
+        async for batch in session.call(request):
             await relay.forward([message for message in batch if isinstance(message, ToolEvent)])
-            if not isinstance(batch[-1], ToolEvent):  # the answer ends its batch
-                return mcp_result(batch[-1].data)
+            last = batch[-1]
+            if isinstance(last, ToolResult):  # the result ends its batch
+                return mcp_result(last)
     except asyncio.CancelledError:
-        conversation.cancel(request.id)  # the client cancelled: the worker goes with it
+        session.cancel(request.id)  # the client cancelled: the worker goes with it
         raise
     raise RuntimeError("the call ended without a result")
 
 
-async def _search(conversation: Conversation, arguments: dict[str, Any]) -> types.CallToolResult:
+async def _search(session: HostSession, arguments: dict[str, Any]) -> types.CallToolResult:
     query, tags = arguments.get("query"), arguments.get("tags", [])
     if not isinstance(query, str) or not isinstance(tags, list):
         return mcp_failure(
@@ -151,7 +151,7 @@ async def _search(conversation: Conversation, arguments: dict[str, Any]) -> type
             "search_tools takes a query (a string) and tags",
             FailureReason.INVALID_ARGUMENTS,
         )
-    listed = await conversation.list_tools(
+    listed = await session.list_tools(
         ToolListRequest(query=query, filter_tags=[str(t) for t in tags], include_deferred=True)
     )
     found = [

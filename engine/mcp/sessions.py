@@ -1,38 +1,32 @@
-"""``LazyConversation``: the engine session behind one MCP session, opened with its first
-request (concurrent first requests share the one opening) and ended with it."""
+"""``LazySession``: the engine session behind one MCP session, opened with its first request
+(concurrent first requests share the one opening) and ended with it."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from a2e_engine.engine.host import Host
-from a2e_engine.engine.transports.conversation import Conversation
+from a2e_engine.engine.host import Host, HostSession
 
-__all__ = ["LazyConversation"]
+__all__ = ["LazySession"]
 
 
-class LazyConversation:
-    def __init__(self, host: Host, name: str) -> None:
+class LazySession:
+    def __init__(self, host: Host, name: str, stateless: bool = False) -> None:
+        """``stateless``: for one request alone (a session prepared ahead, ``Host``)."""
         self._host = host
         self._name = name
-        self._opened: asyncio.Future[Conversation] | None = None
+        self._stateless = stateless
+        self._opened: asyncio.Future[HostSession] | None = None
         self.last_used = time.monotonic()
 
-    async def get(self) -> Conversation:
+    async def get(self) -> HostSession:
         self.last_used = time.monotonic()
         if self._opened is None:
-            self._opened = asyncio.ensure_future(self._open())
+            self._opened = asyncio.ensure_future(
+                self._host.open_session(self._name, stateless=self._stateless)
+            )
         return await asyncio.shield(self._opened)
-
-    async def _open(self) -> Conversation:
-        conversation = Conversation(self._host, lambda message: None, self._name, "mcp")
-        try:
-            await conversation.open()
-        except BaseException:
-            conversation.close()
-            raise
-        return conversation
 
     def close(self) -> None:
         """End the engine session (its calls still running are cancelled); idempotent."""

@@ -30,10 +30,9 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from a2e.codec import MAX_MESSAGE_BYTES
-from a2e_engine.engine.host import Host
+from a2e_engine.engine.host import Host, HostSession
 from a2e_engine.engine.mcp.server import build_server
-from a2e_engine.engine.mcp.sessions import LazyConversation
-from a2e_engine.engine.transports.conversation import Conversation
+from a2e_engine.engine.mcp.sessions import LazySession
 from a2e_engine.engine.transports.lines import (
     LineWriter,
     give_back_blocking,
@@ -82,10 +81,10 @@ async def serve_mcp_stdio(
         )
         writer.write(_line(types.JSONRPCError(jsonrpc="2.0", id=None, error=error)))
 
-    session = LazyConversation(host, "mcp stdio")
+    session = LazySession(host, "mcp stdio")
 
     @contextlib.asynccontextmanager
-    async def the_session(ctx: ServerRequestContext[Any]) -> AsyncIterator[Conversation]:
+    async def the_session(ctx: ServerRequestContext[Any]) -> AsyncIterator[HostSession]:
         yield await session.get()
 
     server = build_server(the_session, engine_version(), call_timeout_s)

@@ -40,6 +40,11 @@ class _HostCollector:
             ("a2e_queue_length", "Calls waiting for a worker slot.", status.calls_queued),
             ("a2e_workers_waiting", "Pre-forked workers ready for a job.", status.workers_waiting),
             ("a2e_connections", "Protocol connections open on the host.", status.connections),
+            (
+                "a2e_sessions",
+                "Sessions open on the host (a connection's, MCP's, a request's).",
+                status.sessions,
+            ),
             ("a2e_ready", "1 if the host can take calls.", int(status.ready)),
         )
         for name, documentation, value in gauges:

@@ -11,11 +11,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from a2e import jsonwire
-from a2e.caps.tools.models import ToolCallRequest, ToolCallResponse, ToolResult
+from a2e.caps.tools.models import ToolCallRequest, ToolResult
 from a2e.messages import ErrorCode
+from a2e_engine.engine.host import HostSession, Refused
 from a2e_engine.engine.kept_output import OutputKeeper
 from a2e_engine.engine.service.bodies import error_response, until_disconnected
-from a2e_engine.engine.transports.conversation import Conversation, Refused
 
 __all__ = [
     "OTHER_REFUSAL_STATUS",
@@ -64,15 +64,15 @@ def refusal_response(refused: Refused) -> Response:
 
 
 async def result_or_gone(
-    request: Request, conversation: Conversation, call: ToolCallRequest
+    request: Request, session: HostSession, call: ToolCallRequest
 ) -> ToolResult | None:
-    """The call's result; ``None`` if the client went away first (the call is then left to
-    ``conversation.close()`` to cancel)."""
+    """The call's result; ``None`` if the client went away first (its call is cancelled)."""
 
     async def until_result() -> ToolResult:
-        async for message in conversation.call(call):
-            if isinstance(message, ToolCallResponse):
-                return message.data
+        async for batch in session.call(call):
+            last = batch[-1]
+            if isinstance(last, ToolResult):
+                return last
         raise RuntimeError("the call ended without a result")
 
     result = asyncio.ensure_future(until_result())

@@ -2,7 +2,8 @@
 (``{"arguments": {...}, "timeout": 30}`` to the ``ToolResult``; with ``Accept:
 text/event-stream`` the call's ``tool/event``s as server-sent events, then ``result``).
 
-Each request is one ``Conversation`` with the host: a session of its own, ended with the request.
+Each request is a session of the host's of its own (``Host.open_session``, one prepared ahead),
+ended with the request.
 A result is 200 whatever the tool did (``success``, ``error_code`` and ``reason`` say), but
 400 for arguments that do not fit the tool, 403 for a denied tool and 404 for an unknown one
 (``RESULT_STATUS``, the ``ToolResult`` as the body each time); the host turning a call away is
@@ -28,21 +29,20 @@ from a2e import jsonwire
 from a2e.caps.tools.models import (
     FailureReason,
     ToolCallRequest,
-    ToolCallResponse,
     ToolDefinition,
     ToolEvent,
     ToolListRequest,
+    ToolResult,
 )
 from a2e.codec import describe_validation_error, encode
+from a2e_engine.engine.host import HostSession, Refused
 from a2e_engine.engine.service.bodies import STRICT, BadRequest, read_model, read_query
 from a2e_engine.engine.service.responses import (
     json_response,
-    refusal_response,
     result_or_gone,
     with_the_request_ended,
 )
 from a2e_engine.engine.service.state import ServiceState
-from a2e_engine.engine.transports.conversation import Conversation, Refused
 
 __all__ = ["RESULT_STATUS", "CallBody", "ToolList", "ToolListQuery", "rest_routes"]
 
@@ -117,14 +117,16 @@ def rest_routes(state: ServiceState) -> list[Route]:
             filter_tags=[tag for value in asked.tags for tag in value.split(",") if tag],
             filter_kind=asked.kind,
         )
-        conversation = Conversation(host, state.watch, "rest")
         try:
-            await conversation.open()
-            reply = await conversation.list_tools(listing)
+            session = await host.open_session("rest", stateless=True)
         except Refused as exc:
-            return refusal_response(exc)
+            return state.refusal(exc)
+        try:
+            reply = await session.list_tools(listing)
+        except Refused as exc:
+            return state.refusal(exc)
         finally:
-            conversation.close()
+            session.close()
         return json_response(ToolList(tools=reply.tools).model_dump(mode="json"))
 
     async def call_tool(request: Request) -> Response:
@@ -137,25 +139,23 @@ def rest_routes(state: ServiceState) -> list[Route]:
         except BadRequest as exc:
             state.metrics.reject(exc.error)
             return exc.response()
-        conversation = Conversation(host, state.watch, "rest")
         try:
-            await conversation.open()
+            session = await host.open_session("rest", stateless=True)
         except Refused as exc:
-            conversation.close()
-            return refusal_response(exc)
+            return state.refusal(exc)
         if streaming:
             # Closed after the response however it ends, even if the stream never started.
             return StreamingResponse(
-                _server_sent_events(conversation, call),
+                _server_sent_events(state, session, call),
                 media_type="text/event-stream",
-                background=BackgroundTask(conversation.close),
+                background=BackgroundTask(session.close),
             )
         try:
-            return await _answer(request, conversation, call)
+            return await _answer(request, state, session, call)
         except Refused as exc:
-            return refusal_response(exc)
+            return state.refusal(exc)
         finally:
-            conversation.close()
+            session.close()
 
     return [
         Route("/v1/tools", list_tools, methods=["GET"]),
@@ -163,30 +163,35 @@ def rest_routes(state: ServiceState) -> list[Route]:
     ]
 
 
-async def _answer(request: Request, conversation: Conversation, call: ToolCallRequest) -> Response:
-    data = await result_or_gone(request, conversation, call)
-    if data is None:
+async def _answer(
+    request: Request, state: ServiceState, session: HostSession, call: ToolCallRequest
+) -> Response:
+    result = await result_or_gone(request, session, call)
+    if result is None:
         return Response(status_code=499)  # nobody is there to read it
-    status = RESULT_STATUS.get(data.reason, 200)
-    return json_response(data.model_dump_wire(), status)
+    state.metrics.observe(result)
+    status = RESULT_STATUS.get(result.reason, 200)
+    return json_response(result.model_dump_wire(), status)
 
 
-def _server_sent_event(message: ToolEvent | ToolCallResponse) -> str:
+def _server_sent_event(state: ServiceState, message: ToolEvent | ToolResult) -> str:
     if isinstance(message, ToolEvent):
         return f"event: tool/event\ndata: {encode(message)}\n\n"
-    result = with_the_request_ended(message.data)
+    state.metrics.observe(message)
+    result = with_the_request_ended(message)
     return f"event: result\ndata: {jsonwire.dumps(result.model_dump_wire())}\n\n"
 
 
 async def _server_sent_events(
-    conversation: Conversation, call: ToolCallRequest
+    state: ServiceState, session: HostSession, call: ToolCallRequest
 ) -> AsyncIterator[str]:
     try:
         # A burst of events goes out as one chunk: one write, one wake-up of the client.
-        async for batch in conversation.call_in_batches(call):
-            yield "".join(_server_sent_event(message) for message in batch)
+        async for batch in session.call(call):
+            yield "".join(_server_sent_event(state, message) for message in batch)
     except Refused as exc:
+        state.count_refusal(exc)
         error = {"error": exc.error.code, "message": exc.error.message}
         yield f"event: error\ndata: {jsonwire.dumps(error)}\n\n"
     finally:
-        conversation.close()
+        session.close()

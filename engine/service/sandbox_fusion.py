@@ -31,10 +31,10 @@ from starlette.routing import Route
 
 from a2e.caps.tools.models import ToolCallRequest
 from a2e.codec import describe_validation_error
+from a2e_engine.engine.host import Refused
 from a2e_engine.engine.service.bodies import STRICT, BadRequest, read_model
-from a2e_engine.engine.service.responses import json_response, refusal_response, result_or_gone
+from a2e_engine.engine.service.responses import json_response, result_or_gone
 from a2e_engine.engine.service.state import ServiceState
-from a2e_engine.engine.transports.conversation import Conversation, Refused
 
 __all__ = [
     "LANGUAGES",
@@ -177,16 +177,19 @@ def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
                 min(body.compile_timeout + body.run_timeout + SLACK_S, LONGEST_CALL_S)
             ),
         )
-        conversation = Conversation(host, state.watch, "sandbox-fusion")
         try:
-            await conversation.open()
-            result = await result_or_gone(request, conversation, call)
+            session = await host.open_session("sandbox-fusion", stateless=True)
         except Refused as exc:
-            return refusal_response(exc)
+            return state.refusal(exc)
+        try:
+            result = await result_or_gone(request, session, call)
+        except Refused as exc:
+            return state.refusal(exc)
         finally:
-            conversation.close()
+            session.close()
         if result is None:
             return Response(status_code=499)  # nobody is there to read it
+        state.metrics.observe(result)
         if not result.success:
             return json_response(sandbox_error(result.error or "the run failed").wire())
         return json_response(_response(result.data).wire())

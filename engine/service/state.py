@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from starlette.responses import Response
+
 from a2e.caps.tools.models import ToolCallResponse
 from a2e.messages import A2EError, A2EMessage, ErrorCode
-from a2e_engine.engine.host import Host
+from a2e_engine.engine.host import Host, Refused
 from a2e_engine.engine.service.config import ServiceConfig
 from a2e_engine.engine.service.metrics import ServiceMetrics
+from a2e_engine.engine.service.responses import refusal_response
 
 __all__ = ["ServiceState"]
 
@@ -28,8 +31,18 @@ class ServiceState:
         self.metrics = ServiceMetrics(self.host)
 
     def watch(self, message: A2EMessage) -> None:
-        """Each message a transport sends: results and refusals are counted."""
+        """Each message the WebSocket sends: results and refusals are counted."""
         if type(message) is ToolCallResponse:
             self.metrics.observe(message.data)
         elif type(message) is A2EError and message.code in _COUNTED_REFUSALS:
             self.metrics.reject(message.code)
+
+    def count_refusal(self, refused: Refused) -> None:
+        """The host turned a request away: counted when it was the service's doing."""
+        if refused.error.code in _COUNTED_REFUSALS:
+            self.metrics.reject(refused.error.code)
+
+    def refusal(self, refused: Refused) -> Response:
+        """The HTTP answer to a refusal, counted."""
+        self.count_refusal(refused)
+        return refusal_response(refused)

@@ -1,18 +1,18 @@
-"""``Conversation``: a session with the host, for transports whose peer does not speak A2E
-itself (an HTTP request, an MCP session). It goes through the host protocol like every
-transport: a connection, a handshake (a session of its own, with a fresh workspace), then
-requests, each call's events and its answer, and at the end the connection is closed, which
-ends the session and cancels what still runs.
+"""``WireSession``: a ``HostSession`` (``engine.host``) made of a host connection, for a host
+that has no sessions of its own to give (the cluster's, whose sessions live on its nodes).
 
-Several calls may be in flight at once: what the host sends is routed to the request it
-answers, by ``req_id``. It runs on the host's loop, where ``send`` is called.
+It speaks the host protocol: a connection, a handshake (a session of its own, with a fresh
+workspace), then requests, each call's events and its answer, and at the end the connection is
+closed, which ends the session and cancels what still runs. Several calls may be in flight at
+once: what the host sends is routed to the request it answers, by ``req_id``. It runs on the
+host's loop, where ``send`` is called.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 
 from a2e.caps.tools.models import (
     ToolCallRequest,
@@ -21,38 +21,39 @@ from a2e.caps.tools.models import (
     ToolEvent,
     ToolListRequest,
     ToolListResponse,
+    ToolResult,
 )
 from a2e.messages import A2EError, A2EMessage, ErrorCode, HandshakeRequest, HandshakeResponse
-from a2e_engine.engine.host import Host, HostClosed
+from a2e_engine.engine.host import Bursts, Host, HostClosed, Refused
+from a2e_engine.engine.policy import Policy
 
-__all__ = ["Conversation", "Refused"]
-
-
-class Refused(Exception):
-    """The host answered with a protocol ``error`` (overloaded, too large, ...)."""
-
-    def __init__(self, error: A2EError) -> None:
-        super().__init__(f"{error.code}: {error.message}")
-        self.error = error
+__all__ = ["WireSession", "open_wire_session"]
 
 
-class Conversation:
-    def __init__(
-        self, host: Host, watch: Callable[[A2EMessage], None], name: str, client: str = ""
-    ) -> None:
+async def open_wire_session(host: Host, client: str, policy: Policy | None) -> WireSession:
+    """A session over a new connection of ``host``; ``Refused`` if it cannot be had."""
+    session = WireSession(host, client, policy)
+    try:
+        await session.open()
+    except BaseException:
+        session.close()
+        raise
+    return session
+
+
+class WireSession:
+    def __init__(self, host: Host, client: str, policy: Policy | None = None) -> None:
         self._waiting: dict[str, asyncio.Queue[A2EMessage]] = {}
-        self._watch = watch
-        self._client = client or name
+        self._client = client
         self.session_id = ""
         try:
-            self._connection = host.open_connection(self._arrive, name=name)
+            self._connection = host.open_connection(self._arrive, policy=policy, name=client)
         except HostClosed as exc:
             raise Refused(
                 A2EError(code=ErrorCode.OVERLOADED, message=str(exc), retryable=True)
             ) from None
 
     def _arrive(self, message: A2EMessage) -> None:  # on the host's loop: ours
-        self._watch(message)
         waiting = self._waiting.get(getattr(message, "req_id", ""))
         if waiting is not None:
             waiting.put_nowait(message)
@@ -89,40 +90,41 @@ class Conversation:
         assert isinstance(reply, ToolListResponse)
         return reply
 
-    async def call(self, request: ToolCallRequest) -> AsyncIterator[ToolEvent | ToolCallResponse]:
-        """The call's events as they come, then its response (``Refused`` for an error)."""
-        async for batch in self.call_in_batches(request):
-            for message in batch:
-                yield message
-
-    async def call_in_batches(
-        self, request: ToolCallRequest
-    ) -> AsyncIterator[list[ToolEvent | ToolCallResponse]]:
-        """The same, in the batches they arrived in (a burst of a tool's events at once), so
-        that a transport can write each burst with one write."""
+    async def call(self, request: ToolCallRequest) -> Bursts:
+        """The call's events in the bursts they arrived in (a tool's burst at once, so that a
+        transport can write each with one write), the last ending with its result."""
         request = request.model_copy(update={"session_id": self.session_id})
-        with self._routed(request.id) as replies:
-            self._connection.receive(request)
-            while True:
-                batch: list[ToolEvent | ToolCallResponse] = []
-                message: A2EMessage | None = await replies.get()
-                while message is not None:
-                    if isinstance(message, A2EError):
-                        raise Refused(message)
-                    if isinstance(message, ToolEvent | ToolCallResponse):
-                        batch.append(message)
+        answered = False
+        try:
+            with self._routed(request.id) as replies:
+                self._connection.receive(request)
+                while True:
+                    batch: list[ToolEvent | ToolResult] = []
+                    message: A2EMessage | None = await replies.get()
+                    while message is not None:
+                        if isinstance(message, A2EError):
+                            answered = True
+                            raise Refused(message)
                         if isinstance(message, ToolCallResponse):
+                            answered = True
+                            batch.append(message.data)
                             yield batch
                             return
-                    message = replies.get_nowait() if not replies.empty() else None
-                if batch:
-                    yield batch
+                        if isinstance(message, ToolEvent):
+                            batch.append(message)
+                        message = replies.get_nowait() if not replies.empty() else None
+                    if batch:
+                        yield batch
+        finally:
+            if not answered:
+                self.cancel(request.id)
 
-    def cancel(self, req_id: str) -> None:
-        """End the call ``req_id`` as its timeout would: its worker is killed, and its answer
+    def cancel(self, call_id: str) -> bool:
+        """End the call ``call_id`` as its timeout would: its worker is killed, and its answer
         (a cancelled result) still comes to whoever waits for it."""
         with contextlib.suppress(HostClosed):
-            self._connection.receive(ToolCancelRequest(session_id=self.session_id, req_id=req_id))
+            self._connection.receive(ToolCancelRequest(session_id=self.session_id, req_id=call_id))
+        return True
 
     def close(self) -> None:
         """End the connection: calls still running are cancelled, the session ends."""
