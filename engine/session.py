@@ -55,7 +55,8 @@ class Session:
     # Workers can write inside the engine's state directory (that is where workspaces live), so
     # the supervisor never follows a path there that a worker could have replaced with a
     # symlink: names are unguessable, and per-call directories are made and removed relative
-    # to a descriptor of the session's tmp directory opened when the session was created.
+    # to a descriptor of the session's tmp directory, opened for its first call (before any
+    # worker of the session has run) and closed when the session is wiped or removed.
 
     def create_dirs(self) -> None:
         os.mkdir(self.root, 0o700)
@@ -76,7 +77,6 @@ class Session:
         for name in ("workspace", "tmp"):
             os.mkdir(name, 0o700, dir_fd=root_fd)
             self._own(name, root_fd)
-        self._tmp_fd = os.open("tmp", _DIR_FLAGS, dir_fd=root_fd)
 
     def _own(self, name: str, dir_fd: int) -> None:
         """Hand a directory the session just made to the session's uid (mode stays 0700)."""
@@ -85,12 +85,19 @@ class Session:
 
     def make_call_dir(self, name: str) -> str:
         """A fresh private tmp directory for one call; its path, for the worker."""
+        if self._tmp_fd < 0:
+            root_fd = os.open(self.root, _DIR_FLAGS)
+            try:
+                self._tmp_fd = os.open("tmp", _DIR_FLAGS, dir_fd=root_fd)
+            finally:
+                os.close(root_fd)
         os.mkdir(name, 0o700, dir_fd=self._tmp_fd)
         self._own(name, self._tmp_fd)
         return os.path.join(self.tmp_root, name)
 
     def remove_call_dir(self, name: str) -> None:
-        shutil.rmtree(name, ignore_errors=True, dir_fd=self._tmp_fd)
+        if self._tmp_fd >= 0:
+            shutil.rmtree(name, ignore_errors=True, dir_fd=self._tmp_fd)
 
     def untouched(self) -> bool:
         """Whether the session is as ``create_dirs`` made it: its root holds the workspace and
