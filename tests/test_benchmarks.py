@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -387,3 +388,161 @@ def test_the_ray_scaling_table() -> None:
     assert [(row[0], row[1]) for row in rows] == [("1", "2"), ("2", "2")], proc.stdout
     assert all(float(row[2]) > 0 and float(row[4]) > 0 for row in rows)
     assert rows[0][3] == "1.00"
+
+
+# -- SandboxFusion's /run_code: a2e serve --http against SandboxFusion --
+
+
+def _bench_json(
+    tmp_path: Path, *flags: str
+) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+    """``a2e bench --quick`` with ``flags``: its JSON report, and how it ended."""
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--quick", "--no-progress",
+         "--json", str(report), *flags],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(report.read_text()), proc
+
+
+@pytest.fixture(scope="module")
+def standin() -> Iterator[tuple[str, int]]:
+    """The SandboxFusion stand-in, started apart from any bench: its URL and pid."""
+    from a2e_engine.benchmarks.run_code_systems import sandboxfusion_standin
+
+    with sandboxfusion_standin() as (url, pid):
+        yield url, pid
+
+
+def test_run_code_against_the_sandboxfusion_stand_in(tmp_path: Path) -> None:
+    """Both systems run for real, every answer checked (none failed), in paired rounds: calls/s
+    and the CPU of each server's whole process tree, their ratios, and the closing table that
+    sets each ratio beside its target."""
+    report, proc = _bench_json(
+        tmp_path, "--workloads", "run_code_print,run_code_humaneval",
+        "--systems", "run_code_a2e,sandboxfusion", "--rounds", "2", "--seconds", "0.3",
+    )  # fmt: skip
+    assert set(report["workloads"]) == {"run_code_print", "run_code_humaneval"}
+    for key, workload in report["workloads"].items():
+        assert workload["failed"] == {}, (key, workload["failed"])
+        assert workload["rounds"] == 2 and workload["target"]["calls_ratio"] == 3.0
+        for system in ("run_code_a2e", "sandboxfusion"):
+            figure = workload["results"][system]["2"]
+            assert figure["calls"] > 0 and figure["failures"] == 0, (key, system, figure)
+            assert figure["cpu_ms_per_call"] > 0, (key, system, figure)
+            assert len(figure["rounds_calls_per_s"]) == 2
+            assert "failures" not in workload["extras"].get(system, {})
+        assert workload["ratios"]["run_code_a2e"]["sandboxfusion"]["2"] > 0
+        assert workload["cpu_ratios"]["run_code_a2e"]["sandboxfusion"]["2"] > 0
+    assert report["labels"]["sandboxfusion"] == "SandboxFusion stand-in"
+    assert "the SandboxFusion stand-in: the median of 2 paired round(s)' ratios" in proc.stdout
+    (row,) = [line for line in proc.stdout.splitlines() if line.startswith("python print(1) ")]
+    assert "calls/s" in row and row.endswith(">= 3x calls/s, CPU <= 1/3"), row
+    assert re.search(r"^ +CPU/call +[0-9.]+x", proc.stdout, re.MULTILINE), proc.stdout
+
+
+def test_sandboxfusion_url_runs_a_server_started_apart(
+    tmp_path: Path, standin: tuple[str, int]
+) -> None:
+    """``--sandboxfusion-url`` measures the server there, its CPU found through the process
+    that listens on the URL's port."""
+    url, _ = standin
+    report, proc = _bench_json(
+        tmp_path, "--workloads", "run_code_print", "--systems", "sandboxfusion",
+        "--sandboxfusion-url", url, "--seconds", "0.3",
+    )  # fmt: skip
+    workload = report["workloads"]["run_code_print"]
+    assert workload["failed"] == {}, workload["failed"]
+    figure = workload["results"]["sandboxfusion"]["2"]
+    assert figure["calls"] > 0 and figure["failures"] == 0 and figure["cpu_ms_per_call"] > 0
+    assert "cpu_unmeasured" not in workload["extras"].get("sandboxfusion", {})
+    assert report["options"]["sandboxfusion_url"] == url
+    assert f"SandboxFusion at {url}" in proc.stdout
+
+
+def test_run_code_answers_are_checked(standin: tuple[str, int]) -> None:
+    """A wrong stdout and a program that fails are each the call's failure, in one line; where
+    the workload counts failures, the loop counts them and not as calls."""
+    from a2e_engine.benchmarks.measure import closed_loop
+    from a2e_engine.benchmarks.run_code_systems import listening_process, sandboxfusion
+
+    url, pid = standin
+    assert listening_process(url) == (pid, "")
+    (workload,) = [w for w in WORKLOADS if w.key == "run_code_humaneval"]
+    (passing,) = workload.payloads()
+    failing = dataclasses.replace(
+        passing, arguments={**passing.arguments, "code": "assert 1 + 1 == 3\n"}
+    )
+    wrong = dataclasses.replace(passing, expected="passed\n")
+    with sandboxfusion(workload, [passing, failing, wrong], url=url) as opened:
+        assert opened.server == pid
+        assert opened.call() == (0, "passed")
+        with pytest.raises(systems.CallFailed) as failed:
+            opened.call()
+        assert str(failed.value).startswith(
+            f"SandboxFusion at {url} answered Failed: the run exited with 1: Traceback"
+        ), failed.value
+        assert str(failed.value).endswith("AssertionError"), failed.value
+        with pytest.raises(systems.CallFailed, match=r"printed '', not 'passed'$"):
+            opened.call()
+        figures = closed_loop(opened.call, 6, 1, warmup=0, tolerate_failures=True)
+    assert (figures.calls, figures.failures) == (2, 4)
+
+
+def test_a_sandboxfusion_url_that_does_not_answer_fails_that_system_in_one_line(
+    tmp_path: Path,
+) -> None:
+    with contextlib.closing(socket.socket()) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # free, and nothing listens on it once closed
+    url = f"http://127.0.0.1:{port}"
+    report, proc = _bench_json(
+        tmp_path, "--workloads", "run_code_print", "--systems", "sandboxfusion",
+        "--sandboxfusion-url", url,
+    )  # fmt: skip
+    why = f"{url} does not answer: Connection refused"
+    assert report["workloads"]["run_code_print"]["failed"] == {"sandboxfusion": why}
+    assert f"SandboxFusion                        FAILED: {why}\n" in proc.stdout
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_the_target_table_marks_each_ratio_that_misses() -> None:
+    """Below a calls/s target, above a CPU one, and only at the levels a target names."""
+    figure = {"calls": 1, "calls_per_s": 1.0, "median_ms": 1.0, "p99_ms": 1.0}
+
+    def workload(target: dict[str, Any], calls: dict[str, float], cpu: dict[str, float]) -> Any:
+        return {
+            "results": {"run_code_a2e": {c: figure for c in calls}},
+            "failed": {},
+            "extras": {},
+            "ratios": {"run_code_a2e": {"sandboxfusion": calls}},
+            "cpu_ratios": {"run_code_a2e": {"sandboxfusion": cpu}},
+            "target": target,
+            "rounds": 3,
+        }
+
+    python = {"calls_ratio": 3.0, "cpu_ratio": 1 / 3, "at": [], "text": ">= 3x"}
+    sleep = {"calls_ratio": 0.95, "cpu_ratio": None, "at": [8], "text": ">= 0.95x at c=8"}
+    report = {
+        "machine": {"cpus": 2, "kernel": "6", "python": "3.11", "bounds": {"error": "-"}},
+        "options": {"concurrency": [1, 8], "sandboxfusion_url": None},
+        "labels": {
+            "run_code_a2e": "a2e",
+            "run_code_print": "/run_code: print",
+            "sleep": "/run_code: sleep",
+        },
+        "skipped": {},
+        "workloads": {
+            "run_code_print": workload(python, {"1": 3.5, "8": 2.5}, {"1": 0.3, "8": 0.5}),
+            "sleep": workload(sleep, {"1": 0.5, "8": 0.96}, {}),
+        },
+    }
+    lines = bench.table(report).splitlines()
+    (calls,) = [line for line in lines if line.startswith("print ")]
+    assert calls.split()[1:] == ["calls/s", "3.50x", "2.50x*", ">=", "3x"], calls
+    cpu = lines[lines.index(calls) + 1].split()
+    assert cpu == ["CPU/call", "0.30x", "0.50x*"], cpu
+    (sleeping,) = [line for line in lines if line.startswith("sleep ")]
+    assert sleeping.split()[1:4] == ["calls/s", "0.50x", "0.96x"], sleeping  # c=1: no target
