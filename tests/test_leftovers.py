@@ -3,6 +3,7 @@ tmpfs mounts) and its cgroups behind; the next engine to start clears them, and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -10,14 +11,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.sandbox.leftovers import INITIAL_PID_NS, dead_owners, owner_tag, sweep_state_dirs
+from a2e_engine.sandbox.leftovers import INITIAL_PID_NS, dead_owners, sweep_state_dirs
 from a2e_engine.sandbox.quota import mount_points, under
 
 pytestmark = pytest.mark.skipif(
@@ -25,12 +26,24 @@ pytestmark = pytest.mark.skipif(
     reason="leftovers are only cleared from the initial PID namespace, which sees every owner",
 )
 
-DOOMED = textwrap.dedent(
+#: Run first in each engine process of a test: it joins the cgroups given as its first argument
+#: (where its zygote then makes its own), and the state directories go beneath the second.
+JOIN = textwrap.dedent(
+    """
+    import json, os, sys
+    for group in json.loads(sys.argv[1]):
+        with open(os.path.join(group, "cgroup.procs"), "w") as fh:
+            fh.write(str(os.getpid()))
+    STATE = sys.argv[2] or None
+    """
+)
+
+DOOMED = JOIN + textwrap.dedent(
     """
     import json, threading, time
     from a2e.caps.tools.client import ToolAPI
     from a2e_engine.engine import Engine, EngineConfig
-    engine = Engine(config=EngineConfig(prefork=1)).start()
+    engine = Engine(config=EngineConfig(prefork=1, state_dir=STATE)).start()
     tools = ToolAPI(engine.connect(client_name="doomed"))
     kept = tools.call(tool_name="python_eval", arguments={"code": "open('kept', 'w').write('x')"})
     assert kept.success, kept.error
@@ -61,6 +74,64 @@ STUBBORN = "import ctypes, time\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\nprint('
 )
 DOOMED = DOOMED.replace("STUBBORN", repr(STUBBORN))
 
+#: The next engine, in the same cgroups and state directory: once started, the leftovers it
+#: cleared (or not), then it stops.
+NEXT = JOIN + textwrap.dedent(
+    """
+    import time
+    from a2e_engine.engine import Engine, EngineConfig
+    from a2e_engine.sandbox.leftovers import owner_tag
+    from a2e_engine.sandbox.quota import mount_points, under
+    left = json.loads(sys.argv[3])
+    with Engine(config=EngineConfig(prefork=1, state_dir=STATE)) as fresh:
+        deadline = time.monotonic() + 5  # slots empty as the killed workers are reaped
+        while any(os.path.exists(p) for p in left["cgroups"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        print(json.dumps({
+            "mounted": any(under(point, left["state_dir"]) for point in mount_points()),
+            "state_dir": os.path.exists(left["state_dir"]),
+            "cgroups": [p for p in left["cgroups"] if os.path.exists(p)],
+            "own_state_dir": os.path.isdir(fresh.state_dir)
+                and owner_tag() in os.path.basename(fresh.state_dir),
+        }), flush=True)
+    """
+)
+
+
+@contextlib.contextmanager
+def _cgroups_of_its_own() -> Iterator[list[str]]:
+    """A pids and a memory cgroup (v1) made for one test, beneath this process's own, removed
+    after it: engines started in them make their sandbox's groups there, where no other
+    engine on the machine (another test run, say) sweeps them as a dead engine's leftovers."""
+    made = []
+    name = f"a2e-leftovers-test-{os.getpid()}-{time.monotonic_ns()}"
+    for controller in ("pids", "memory"):
+        with open("/proc/self/cgroup") as fh:
+            own = next(
+                (line.split(":", 2)[2].strip() for line in fh
+                 if controller in line.split(":", 2)[1].split(",")),
+                None,
+            )  # fmt: skip
+        base = f"/sys/fs/cgroup/{controller}"
+        if own is None or not os.path.isfile(os.path.join(base, "cgroup.procs")):
+            continue
+        group = os.path.join(base, own.lstrip("/"), name)
+        os.mkdir(group)
+        made.append(group)
+    try:
+        yield made
+    finally:
+        for group in made:
+            for _ in range(50):  # empty once the engines' processes are reaped
+                try:
+                    for child in os.scandir(group):
+                        if child.is_dir():
+                            os.rmdir(child.path)
+                    os.rmdir(group)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
 
 def _members(groups: list[str]) -> set[int]:
     """Every process in the sandbox groups' slots."""
@@ -88,11 +159,14 @@ def _kill_at_once(supervisor_group: int, zygote: int) -> None:
         os.killpg(zygote, sig)
 
 
-def _doomed_engine() -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    """An engine in a process group of its own, with sessions, a worker mid-job and a worker
-    that cleared its parent-death signal; what it made, as it printed it."""
+def _doomed_engine(
+    cgroups: list[str] | None = None, state: str = ""
+) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """An engine in a process group of its own (in ``cgroups``, its state directory beneath
+    ``state``), with sessions, a worker mid-job and a worker that cleared its parent-death
+    signal; what it made, as it printed it."""
     doomed = subprocess.Popen(
-        [sys.executable, "-c", DOOMED],
+        [sys.executable, "-c", DOOMED, json.dumps(cgroups or []), state],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -128,37 +202,42 @@ def test_a_supervisor_killed_with_its_process_group_is_cleared_by_its_zygote() -
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="session quotas and cgroups need root")
-def test_an_engine_killed_with_its_zygote_is_cleared_by_the_next() -> None:
-    doomed, left = _doomed_engine()
-    try:
-        zygote = psutil.Process(left["zygote"])
-        tree = [zygote, *zygote.children(recursive=True)]
-    finally:
-        _kill_at_once(doomed.pid, left["zygote"])
-        doomed.wait()
-    _gone, alive = psutil.wait_procs(tree, timeout=10)
-    # The worker whose tool cleared its parent-death signal outlived the kill, and only it:
-    # the one in the middle of its job died with its zygote, its sleep too.
-    assert len(alive) == 1, alive
-    stubborn = alive[0]
-    assert _members(left["cgroups"]) == {stubborn.pid}
-    assert not any("sleep 984.75" in " ".join(p.cmdline()) for p in psutil.process_iter())
-    state_dir = left["state_dir"]
-    # What nobody was left to clear: the sessions' files, still mounted, and the cgroups.
-    assert any(under(point, state_dir) for point in mount_points())
-    assert all(os.path.isdir(path) for path in left["cgroups"])
-    deadline = time.monotonic() + 5  # slots empty as the killed workers are reaped
-    with Engine(config=EngineConfig(prefork=1)) as fresh:
-        assert fresh.running
-        while any(os.path.exists(p) for p in left["cgroups"]) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(under(point, state_dir) for point in mount_points())
-        assert not os.path.exists(state_dir)
-        assert not any(os.path.exists(path) for path in left["cgroups"]), left["cgroups"]
+def test_an_engine_killed_with_its_zygote_is_cleared_by_the_next(tmp_path: Path) -> None:
+    state = str(tmp_path / "state")
+    with _cgroups_of_its_own() as cgroups:
+        doomed, left = _doomed_engine(cgroups, state)
+        try:
+            zygote = psutil.Process(left["zygote"])
+            tree = [zygote, *zygote.children(recursive=True)]
+        finally:
+            _kill_at_once(doomed.pid, left["zygote"])
+            doomed.wait()
+        _gone, alive = psutil.wait_procs(tree, timeout=10)
+        # The worker whose tool cleared its parent-death signal outlived the kill, and only
+        # it: the one in the middle of its job died with its zygote, its sleep too.
+        assert len(alive) == 1, alive
+        stubborn = alive[0]
+        assert _members(left["cgroups"]) == {stubborn.pid}
+        assert not any("sleep 984.75" in " ".join(p.cmdline()) for p in psutil.process_iter())
+        # What nobody was left to clear: the sessions' files, still mounted, and the cgroups.
+        assert any(under(point, left["state_dir"]) for point in mount_points())
+        assert all(os.path.isdir(path) for path in left["cgroups"])
+        nxt = subprocess.run(
+            [sys.executable, "-c", NEXT, json.dumps(cgroups), state, json.dumps(left)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert nxt.returncode == 0, nxt.stderr[-2000:]
+        cleared = json.loads(nxt.stdout)
+        assert cleared == {
+            "mounted": False,
+            "state_dir": False,
+            "cgroups": [],
+            "own_state_dir": True,
+        }, cleared
         # Killed by the next engine, with its cgroups (a zombie until init reaps it).
         assert not stubborn.is_running() or stubborn.status() == psutil.STATUS_ZOMBIE
-        assert os.path.isdir(fresh.state_dir)  # its own, named after it
-        assert owner_tag() in os.path.basename(fresh.state_dir)
 
 
 def test_only_what_certainly_belongs_to_a_dead_owner_is_taken(tmp_path: Path) -> None:
