@@ -60,6 +60,10 @@ class EngineConfig:
 
     ``tool_settings`` configures the built-in tool plugins by name (``{"http": {"allow":
     ["127.0.0.1"]}}``); a setting a plugin does not take is an error naming it.
+
+    ``compile_cache_mb`` bounds ``run_code``'s compile cache, shared by every session of the
+    engine (least recently used entries go first; the precompiled headers come on top); 0:
+    none, each session keeps its own (docs/grading.md).
     """
 
     max_workers: int | None = None
@@ -89,6 +93,7 @@ class EngineConfig:
     allow_unprotected_root: bool = False
     identity: bool = True
     uid_range: tuple[int, int] = DEFAULT_UID_RANGE
+    compile_cache_mb: int = 512
 
     def worker_bound(self) -> WorkerBound:
         """``max_workers`` as given, or sized for this host; with the reason."""
@@ -99,6 +104,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if (self.max_workers is not None and self.max_workers < 1) or self.prefork < 0:
             raise ValueError("EngineConfig.max_workers must be >= 1 and prefork >= 0")
+        if self.compile_cache_mb < 0:
+            raise ValueError("EngineConfig.compile_cache_mb must be >= 0 (0: no shared cache)")
         if self.max_timeout < 1:
             raise ValueError("EngineConfig.max_timeout must be at least 1 second")
         if self.max_pending_calls < 1 or self.max_calls_per_connection < 1:

@@ -48,6 +48,7 @@ from a2e_engine.engine.state_dir import StateDirectory
 from a2e_engine.sandbox import quota
 from a2e_engine.sandbox.pool import PoolConfig, WorkerPool, ZygoteSpec
 from a2e_engine.sandbox.settings import ZygoteSettings
+from a2e_engine.tools.compile_cache import shared_compile_cache
 
 __all__ = ["Engine", "IsolationUnavailable"]
 
@@ -144,11 +145,14 @@ class Engine:
             undo.callback(state_dir.remove)
             state_dir.create()
             quota_off = quota.enable(state_dir.path, self.config.workspace_mb)
+            # Beside the sessions, gone with them: only where Landlock keeps other tools out.
+            cache_mb = self.config.compile_cache_mb if self.config.landlock else 0
+            plugin_dirs = shared_compile_cache(state_dir.path, cache_mb) if cache_mb else {}
             self._loop.start()
             undo.callback(self._loop.stop)
             pool = WorkerPool(
                 self._zygotes,
-                self._pool_config(state_dir, quota_off),
+                self._pool_config(state_dir, quota_off, plugin_dirs),
                 start_all=self.config.start_all_zygotes,
                 accept=self._accepts,
             )
@@ -191,7 +195,12 @@ class Engine:
                 exc.errno, f"cannot open the audit log {self.config.audit_path}: {exc.strerror}"
             ) from None
 
-    def _pool_config(self, state_dir: StateDirectory, quota_off: str | None) -> PoolConfig:
+    def _pool_config(
+        self,
+        state_dir: StateDirectory,
+        quota_off: str | None,
+        plugin_dirs: dict[str, tuple[str, ...]] | None = None,
+    ) -> PoolConfig:
         config = self.config
         zygote = ZygoteSettings(
             limits=config.limits,
@@ -204,6 +213,7 @@ class Engine:
             max_processes=ZygoteSettings.max_processes if config.cgroups else 0,
             max_frame=config.max_frame,
             writable_paths=(state_dir.path,),
+            plugin_dirs=plugin_dirs or {},
             read_roots=config.read_roots,
             receive_mounts=() if quota_off else (state_dir.path,),
         )

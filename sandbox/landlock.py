@@ -9,9 +9,15 @@ changed. Everything else, other sessions' workspaces, the engine's state directo
 ``/tmp`` and ``/root`` among them, cannot even be opened. Unprivileged and cheap (one ruleset,
 a few rules), enforced by the kernel for the worker and every child it starts.
 
+A plugin may be given directories of its own that outlive sessions (``ZygoteSettings
+.plugin_dirs``: ``run_code``'s compile cache): they are write rules for the jobs of that plugin
+alone, added when the job names its plugin, so that no other plugin's worker, even one sharing
+its zygote, can open them at all.
+
 A tool that runs code it does not trust with its own files (``run_code`` and ``code_eval``: a
 compile cache, other runs' directories) confines that code further with ``confine_writes``: one
-more Landlock layer, stacked on the worker's, under which it writes only its own directory.
+more Landlock layer, stacked on the worker's, under which it writes only its own directory
+(and, asked to, reads only what it is given besides the system's).
 """
 
 from __future__ import annotations
@@ -119,10 +125,16 @@ class LandlockPlan:
     abi: int
     read_paths: tuple[str, ...]  # system paths and code, the fewest rules that cover them
     private_tmp: bool  # the worker's own /tmp (sandbox.mount_template): writable all along
+    #: Per plugin of the zygote (a job's ``plugin`` index): the directories of its own that
+    #: its jobs, and no other plugin's, may also write.
+    plugin_writable: tuple[tuple[str, ...], ...] = ()
 
 
-def prepare(prep: Preparation, private_tmp: bool) -> LandlockPlan | None:
-    """In the zygote: the plan, or ``None`` (reported why)."""
+def prepare(
+    prep: Preparation, private_tmp: bool, plugin_writable: tuple[tuple[str, ...], ...] = ()
+) -> LandlockPlan | None:
+    """In the zygote: the plan, or ``None`` (reported why). Without a plan no plugin may be
+    handed a directory of its own: nothing would keep other workers out of it."""
     if not prep.settings.landlock:
         prep.report("landlock", "disabled by configuration")
         return None
@@ -132,7 +144,7 @@ def prepare(prep: Preparation, private_tmp: bool) -> LandlockPlan | None:
         return None
     read_paths = covering_paths((*SYSTEM_READ_PATHS, *prep.code_paths))
     prep.report("landlock", None, abi=abi, read=list(read_paths))
-    return LandlockPlan(abi, read_paths, private_tmp)
+    return LandlockPlan(abi, read_paths, private_tmp, plugin_writable)
 
 
 def begin(plan: LandlockPlan | None) -> Ruleset | None:
@@ -146,16 +158,21 @@ def begin(plan: LandlockPlan | None) -> Ruleset | None:
     if plan.private_tmp:
         # The worker's own tmpfs, every job's tmp_dir: its rule is off the call's path.
         ruleset.allow_write(("/tmp",))
+    ruleset.plugin_writable = plan.plugin_writable
     return ruleset
 
 
 def on_job(ruleset: Ruleset | None, job: Job) -> None:
     """In the worker, once the job names its directories, before any tool code or thread runs:
-    the job's read roots, the workspace and the call's tmp; then enforced."""
+    the job's read roots, the workspace, the call's tmp and its plugin's own directories; then
+    enforced."""
     if ruleset is None:
         return
     ruleset.allow_read(job.get("read_roots", ()))
-    ruleset.allow_write((job["workspace"], job["tmp_dir"]))
+    own = ruleset.plugin_writable
+    plugin = job["plugin"]
+    mine = own[plugin] if 0 <= plugin < len(own) else ()
+    ruleset.allow_write((job["workspace"], job["tmp_dir"], *mine))
     ruleset.restrict()
 
 
@@ -176,17 +193,29 @@ _WRITE_RIGHTS = (
 )
 
 
+#: What ``confine_writes(readable=...)`` takes away besides: reading, listing, executing.
+_READ_RIGHTS = EXECUTE | READ_FILE | READ_DIR
+
+
 class WriteConfinement:
     """One more Landlock layer for a program a tool runs: beneath it the program, and all it
     starts, may change files only beneath the directories given (and write to ``/dev``'s
-    devices); what it may read is left as it was.
+    devices). What it may read is left as it was, unless ``readable`` is given: then it reads
+    only beneath those, the system's paths (``SYSTEM_READ_PATHS``), ``/dev`` and the writable
+    directories (a compiler whose output is shared: it must see nothing a session could change
+    but its own directory, or the output would depend on more than what it is keyed by).
 
     The ruleset is built in the tool's process, rules and path walks included; ``enforce``
     only applies it: in a child between fork and exec (a ``preexec_fn``), or in a process that
     is about to run such code itself (``code_eval``). Close it when no more will be."""
 
-    def __init__(self, abi: int, writable: Iterable[str]) -> None:
-        self._ruleset = Ruleset(abi, handled=_WRITE_RIGHTS)
+    def __init__(
+        self, abi: int, writable: Iterable[str], readable: Iterable[str] | None = None
+    ) -> None:
+        handled = _WRITE_RIGHTS if readable is None else _WRITE_RIGHTS | _READ_RIGHTS
+        self._ruleset = Ruleset(abi, handled=handled)
+        if readable is not None:
+            self._ruleset.allow_read(covering_paths((*SYSTEM_READ_PATHS, *readable)))
         self._ruleset.allow_write(writable)
         self._ruleset.allow_devices(("/dev",))
         self._fd = self._ruleset.fd
@@ -209,11 +238,13 @@ class WriteConfinement:
         self.close()
 
 
-def confine_writes(writable: Iterable[str]) -> WriteConfinement | None:
-    """A ``WriteConfinement`` to ``writable``, or ``None`` where the kernel has no Landlock: the
-    caller must then not rely on it."""
+def confine_writes(
+    writable: Iterable[str], readable: Iterable[str] | None = None
+) -> WriteConfinement | None:
+    """A ``WriteConfinement`` to ``writable`` (and reads to ``readable``, when given), or
+    ``None`` where the kernel has no Landlock: the caller must then not rely on it."""
     abi = abi_version()
-    return WriteConfinement(abi, writable) if abi else None
+    return WriteConfinement(abi, writable, readable) if abi else None
 
 
 def abi_version() -> int:
@@ -282,6 +313,8 @@ class Ruleset:
         self.handled = _handled(abi) if handled is None else handled & _handled(abi)
         attr = _RulesetAttr(self.handled)
         self.writable: set[str] = set()
+        #: A worker's: each plugin's own directories (``LandlockPlan.plugin_writable``).
+        self.plugin_writable: tuple[tuple[str, ...], ...] = ()
         self.fd = _syscall(
             "landlock_create_ruleset", ctypes.addressof(attr), ctypes.sizeof(attr), 0
         )

@@ -123,7 +123,8 @@ LAYERS: dict[str, Layer] = {
     ),
     "readonly_filesystem": Layer(
         "rewriting the host (/proc/sys/kernel/core_pattern, cgroup release_agent, .pth files, "
-        "sources, /etc): every mount read-only except the engine's state directory",
+        "sources, /etc): every mount read-only except the engine's state directory; another "
+        "plugin's own directories (run_code's compile cache) covered by an empty tmpfs",
         "the PID namespace (mount_setattr, Linux 5.12+)",
         "mount_template",
     ),
@@ -148,7 +149,8 @@ LAYERS: dict[str, Layer] = {
     "landlock": Layer(
         "reading anything but system paths, the Python installation and the engine's and "
         "plugins' code, or writing anything but the session's workspace and the call's tmp "
-        "(other sessions, the state directory, /root, the host application's directory)",
+        "(other sessions, the state directory, /root, the host application's directory); "
+        "a plugin's own directories (run_code's compile cache) for its jobs alone",
         "a kernel with Landlock",
         "landlock",
     ),

@@ -4,7 +4,9 @@
 Why: a worker's ``/proc`` shows only its own PID namespace (not the supervisor's environment),
 its ``/dev`` holds only harmless devices, every mount is read-only but the engine's state
 directory, its ``/tmp`` is a tmpfs of its own that dies with it, and its SysV and POSIX IPC
-objects are its own.
+objects are its own. Another plugin's own directories (``ZygoteSettings.plugin_dirs``: the
+compile cache) are covered by an empty read-only tmpfs: they lie beneath the state directory,
+which, under ``/tmp``, the worker's Landlock rule for its own ``/tmp`` covers too.
 
 How: built from the host's for each worker, that namespace would be a large part of the worker's
 CPU, and most of it the same every time: private propagation, a minimal ``/dev``, the closed
@@ -39,6 +41,7 @@ __all__ = [
     "create_mount_template",
     "enter",
     "enter_copy_of_template",
+    "hide",
     "make_filesystem_read_only",
     "mount_private_proc",
     "mount_private_tmp",
@@ -71,7 +74,9 @@ def prepare(
         _report(prep, no_pid_namespace)
         return None, no_pid_namespace
     try:
-        fd = create_mount_template(settings.receive_mounts, crossings, settings.writable_paths)
+        fd = create_mount_template(
+            settings.receive_mounts, crossings, settings.writable_paths, settings.hidden_paths
+        )
     except OSError as exc:
         why = f"the workers' mount namespace could not be prepared: {exc.strerror or exc}"
         _report(prep, why)
@@ -85,7 +90,10 @@ def prepare(
 def _report(prep: Preparation, why_not: str | None) -> None:
     facts: dict[str, dict[str, Any]] = {
         "private_tmp": {"size_mb": prep.settings.limits.tmp_mb},
-        "readonly_filesystem": {"writable": list(prep.settings.writable_paths)},
+        "readonly_filesystem": {
+            "writable": list(prep.settings.writable_paths),
+            "hidden": list(prep.settings.hidden_paths),
+        },
     }
     for layer in LAYERS:
         prep.report(layer, why_not, **facts.get(layer, {}))
@@ -105,7 +113,10 @@ def enter(plan: MountPlan | None) -> None:
 
 
 def create_mount_template(
-    receive: tuple[str, ...], crossings: Sequence[Crossing], writable: tuple[str, ...]
+    receive: tuple[str, ...],
+    crossings: Sequence[Crossing],
+    writable: tuple[str, ...],
+    hidden: tuple[str, ...] = (),
 ) -> int:
     """An fd to the template namespace. Raises ``OSError`` saying why it cannot be made."""
 
@@ -114,8 +125,25 @@ def create_mount_template(
         mount_minimal_dev()
         open_the_way(list(crossings))
         make_filesystem_read_only(writable)
+        hide(hidden)
 
     return namespace_made_in_child("mnt", build)
+
+
+def hide(paths: tuple[str, ...]) -> None:
+    """Cover each directory of ``paths`` with an empty, read-only tmpfs that no one may enter:
+    what is beneath it is out of reach whatever the other layers allow (a worker cannot
+    unmount it: seccomp refuses ``umount``). The worker's ``/tmp`` binds the state directory
+    back with its sub-mounts (``MS_REC``), this one included."""
+    for path in paths:
+        if os.path.isdir(path):
+            syscalls.mount(
+                "none",
+                path,
+                "tmpfs",
+                syscalls.MS_RDONLY | syscalls.MS_NOSUID | syscalls.MS_NODEV | syscalls.MS_NOEXEC,
+                "mode=000,size=4k,nr_inodes=1",
+            )
 
 
 def enter_copy_of_template(template_fd: int) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,8 +118,19 @@ class WorkerPool:
     def _settings_for(self, spec: ZygoteSpec) -> str:
         """The zygote settings of ``spec``: the seccomp profiles its own tools run under, so
         that it compiles no other filter and, without a network profile, can join the empty
-        network namespace itself (``sandbox.network``)."""
+        network namespace itself (``sandbox.network``); and the directories of its own plugin
+        only (``ZygoteSettings.plugin_dirs``), where those of other plugins are hidden from
+        its workers whole: their common parent, which names none of them. A plugin that
+        shares its zygote (``ToolPlugin.zygote_group``) gets none: the other plugins' workers
+        would share its mount namespace, where its directories cannot be hidden from them."""
         settings = self.config.zygote
+        alone = len(spec.plugins) == 1
+        own = {n: d for n, d in settings.plugin_dirs.items() if alone and n in spec.plugins}
+        others = [d for n, d in settings.plugin_dirs.items() if n not in own]
+        hidden = tuple(dict.fromkeys(_home_of(dirs, settings.writable_paths) for dirs in others))
+        settings = dataclasses.replace(
+            settings, plugin_dirs=own, hidden_paths=tuple(p for h in hidden for p in h)
+        )
         if spec.profiles:
             settings = dataclasses.replace(settings, profiles=spec.profiles)
         return settings.to_json()
@@ -256,3 +268,13 @@ class WorkerPool:
         if supply is not None and supply.last_spawn_error:
             detail += f"; last fork error: {supply.last_spawn_error}"
         return not_started(stop, deadline, queued_ms, waiting, detail)
+
+
+def _home_of(dirs: tuple[str, ...], writable: tuple[str, ...]) -> tuple[str, ...]:
+    """What to hide of a plugin's ``dirs``: their common parent when it lies beneath one of the
+    writable paths (the state directory) without being it, else each of them."""
+    if not dirs:
+        return ()
+    home = os.path.commonpath(dirs)
+    inside = any(os.path.commonpath((home, root)) == root != home for root in writable)
+    return (home,) if inside else tuple(dirs)

@@ -34,6 +34,15 @@ class ZygoteSettings:
     max_processes: int = 4096  # all workers and their children together; 0: no pids cgroup
     max_frame: int = DEFAULT_MAX_FRAME
     writable_paths: tuple[str, ...] = ()  # the engine's state directory
+    #: Directories the engine made for one plugin, by the plugin's name, beneath the writable
+    #: paths and outliving sessions (``run_code``'s compile cache): the jobs of that plugin,
+    #: and of no other, may write them (``sandbox.landlock``), and the zygote hands them to
+    #: the plugin as its ``plugin_dirs``. Only where Landlock is on: nothing else would keep
+    #: the other plugins' workers out.
+    plugin_dirs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: What this zygote's workers must not reach at all: other plugins' directories (the
+    #: pool fills it in, ``WorkerPool._settings_for``), covered in their mount namespace.
+    hidden_paths: tuple[str, ...] = ()
     read_roots: tuple[str, ...] = ()  # read by calls: must stay reachable for a session uid
     receive_mounts: tuple[str, ...] = ()  # shared mounts whose later sub-mounts workers see
     idle_priority: bool = True  # fork and harden the next workers on spare CPU only
@@ -55,4 +64,6 @@ class ZygoteSettings:
         for setting in fields(cls):
             if isinstance(values.get(setting.name), list):
                 values[setting.name] = tuple(values[setting.name])
+        dirs = values.get("plugin_dirs") or {}
+        values["plugin_dirs"] = {name: tuple(paths) for name, paths in dirs.items()}
         return cls(**values)

@@ -116,7 +116,19 @@ class Zygote:
             if self.change_identity and ways:
                 self.change_identity = False
                 identity.report_off(prep, no_mounts)
-        self.landlock = landlock.prepare(prep, private_tmp=self.mounts is not None)
+        self.landlock = landlock.prepare(
+            prep,
+            private_tmp=self.mounts is not None,
+            plugin_writable=tuple(
+                self.settings.plugin_dirs.get(plugin.name, ()) for plugin in self.plugins
+            ),
+        )
+        if self.landlock is not None:
+            # Only with Landlock: nothing else keeps what the plugin's tools run, or other
+            # plugins' workers where they have no mount namespace, out of them.
+            for plugin, dirs in zip(self.plugins, self.landlock.plugin_writable, strict=True):
+                if dirs:
+                    plugin.plugin_dirs = dirs
         self.empty_net_fd = network.prepare(prep)
         rlimits.prepare(prep)
         self.cgroups = cgroups.prepare(prep)

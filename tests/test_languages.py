@@ -209,3 +209,33 @@ def test_a2e_doctor_reports_each_language(
     assert report["cobol"] == {"available": False, "missing": cobol.missing()}
     for name in ("c", "cpp", "java", "go", "rust", "typescript"):
         assert report[name]["available"] and report[name]["version"] not in ("", "unknown")
+
+
+#: What a program sees of how it is compiled and run, as a judge would (docs/grading.md).
+AS_JUDGED = {
+    # Codeforces and AtCoder define ONLINE_JUDGE: programs read a file when it is not.
+    "c": '#include <stdio.h>\nint main() {\n#ifdef ONLINE_JUDGE\n  puts("judge");\n#endif\n}',
+    "cpp": "#include <cstdio>\n#include <openssl/md5.h>\nint main() {\n#ifdef ONLINE_JUDGE\n"
+    '  unsigned char d[16];\n  MD5((const unsigned char *)"judge", 5, d);\n'
+    '  for (int i = 0; i < 16; i++) printf("%02x", d[i]);\n  puts("");\n#endif\n}',
+    # MultiPL-E's Java imports javatuples, and its tests are assert statements.
+    "java": "import org.javatuples.*;\npublic class Main { public static void main(String[] a) {\n"
+    '  Pair<Integer, String> p = Pair.with(1, "judge");\n'
+    '  System.out.println(p.getValue1() + " " + System.getProperty("ONLINE_JUDGE"));\n'
+    '  assert p.getValue0() == 2 : "assertions are on";\n} }',
+    "rust": 'fn main() { if cfg!(ONLINE_JUDGE) { println!("judge"); } }',
+}
+
+
+@pytest.mark.parametrize("language", sorted(AS_JUDGED))
+def test_a_program_is_compiled_and_run_as_judges_do(tools: ToolAPI, language: str) -> None:
+    data = _run(tools, language, AS_JUDGED[language])
+    assert data["compile_result"]["return_code"] == 0, data["compile_result"]
+    run = data["run_result"]
+    if language == "cpp":  # linked with OpenSSL for including it (HumanEval-X's md5)
+        assert run["stdout"] == "1562eb3f6d9c5ac7e159c04a96ff4dfe\n", run
+    elif language == "java":
+        assert run["stdout"] == "judge true\n" and run["return_code"] == 1, run
+        assert "AssertionError: assertions are on" in run["stderr"]
+    else:
+        assert run["stdout"] == "judge\n", run

@@ -99,7 +99,7 @@ def test_the_program_cannot_reach_a_server_on_the_host(tools: ToolAPI) -> None:
     assert data["run_result"]["stdout"].startswith("refused"), data
 
 
-def test_one_submission_is_compiled_once_per_session(tools: ToolAPI) -> None:
+def test_one_submission_is_compiled_once(tools: ToolAPI) -> None:
     code = '#include "greeting.h"\n#include <stdio.h>\nint main() { puts(GREETING); }'
     header = {"greeting.h": base64.b64encode(b'#define GREETING "first"\n').decode()}
     first = _run(tools, language="c", code=code, files=header)
@@ -112,13 +112,20 @@ def test_one_submission_is_compiled_once_per_session(tools: ToolAPI) -> None:
     changed = _run(tools, language="c", code=code, files=header)
     assert changed["compile_result"]["cached"] is False
     assert changed["run_result"]["stdout"] == "second\n"
-    # Another session has a cache of its own.
+    # Another engine has a cache of its own.
     with Engine(config=EngineConfig(prefork=1)) as other_engine:
         other = _run(ToolAPI(other_engine.connect()), language="c", code=code, files=header)
     assert other["compile_result"]["cached"] is False
 
 
-def test_a_program_cannot_plant_a_binary_in_the_compile_cache(tools: ToolAPI) -> None:
+def test_a_program_cannot_plant_a_binary_in_the_sessions_compile_cache() -> None:
+    """Without the engine's shared cache (tests/test_compile_cache.py attacks that one), each
+    session keeps its own in its workspace."""
+    with Engine(config=EngineConfig(prefork=1, compile_cache_mb=0)) as engine:
+        _attack_the_sessions_cache(ToolAPI(engine.connect()))
+
+
+def _attack_the_sessions_cache(tools: ToolAPI) -> None:
     victim = '#include <stdio.h>\nint main() { puts("honest"); }'
     assert _run(tools, language="c", code=victim)["run_result"]["stdout"] == "honest\n"
     attack = (

@@ -5,6 +5,11 @@ compile step leaves for the run (the compile cache keeps exactly that), what its
 from the sandbox (environment, the memory flags that fit it), how it says it ran out of memory,
 and what to install when its toolchain is missing. A new language is one entry.
 
+Their flags are the ones judges use where it changes a verdict (docs/grading.md): C and C++ at
+``-O2`` with GNU extensions and ``ONLINE_JUDGE`` defined, linking OpenSSL for a program that
+includes it; Java with assertions on and javatuples on the class path (as MultiPL-E and
+SandboxFusion run it) and ``-DONLINE_JUDGE=true``; Rust optimised with ``--cfg ONLINE_JUDGE``.
+
 In a step, ``{source}`` is the source file, ``{main}`` its name without the suffix (Java's class),
 ``{memory_mb}`` the run's memory limit, ``{dir}`` the step's directory and ``{node_modules}`` the
 global ``node_modules`` that holds the step's program (where the TypeScript compiler finds Node's
@@ -45,6 +50,11 @@ class Language:
     #: ``run`` is this interpreter on the source: the run may be a fork of the worker's own,
     #: made to look fresh (``tools.python_main``), rather than a new process.
     warm: bool = False
+    #: A header worth precompiling with the compile's own flags (``tools.compile_cache
+    #: .PrecompiledHeaders``), used when a program includes it.
+    precompile: str = ""
+    #: What a program that includes a header under this prefix is linked with as well.
+    libraries: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def main_name(self, code: str) -> str:
         if self.main_pattern:
@@ -60,6 +70,32 @@ class Language:
         program = toolchain_path(step[0]) or step[0]
         values = self._values(code, where, memory_mb, program)
         return [program, *(part.format(**values) for part in step[1:])]
+
+    def compile_argv(self, code: str, where: str, include: str = "") -> list[str]:
+        """The compile step for ``code`` in ``where``; ``include``: a directory of
+        precompiled headers searched first."""
+        assert self.compile is not None
+        argv = self.argv(self.compile, code, where, 0)
+        if include:
+            argv.insert(1, f"-I{include}")
+        for prefix, flags in self.libraries.items():
+            if f"<{prefix}" in code or f'"{prefix}' in code:
+                argv.extend(flags)
+        return argv
+
+    def precompile_argv(self, header: str, output: str) -> list[str]:
+        """The command that precompiles the C++ ``header`` into ``output`` with exactly the
+        compile step's flags (a compiler uses a precompiled header only when they match): its
+        options but the output file and the libraries."""
+        assert self.compile is not None
+        flags, parts = [], iter(self.compile[1:])
+        for part in parts:
+            if part == "-o":
+                next(parts, None)
+            elif part.startswith("-") and not part.startswith("-l"):
+                flags.append(part)
+        program = toolchain_path(self.compile[0]) or self.compile[0]
+        return [program, *flags, "-x", "c++-header", header, "-o", output]
 
     def environment(self, code: str, where: str, memory_mb: int) -> dict[str, str]:
         values = self._values(code, where, memory_mb, "")
@@ -150,16 +186,23 @@ def _node_modules(program: str) -> str:
     return ""
 
 
+#: Debian's javatuples (libjavatuples-java): MultiPL-E's Java programs import it. A class path
+#: entry that does not exist is passed over.
+_JAVA_CLASS_PATH = ".:/usr/share/java/javatuples.jar"
 #: The run's own limit steers runtimes that would otherwise size their heap by the machine.
 #: No perf data: it would go to /tmp, which the program may not write (``TMPDIR`` is its own).
+#: Assertions on: MultiPL-E's tests are ``assert`` statements (its harness and SandboxFusion
+#: run ``java -ea``); without, every such test would pass.
 _JAVA_RUN = (
     "java",
     "-Xmx{memory_mb}m",
     "-Xss64m",
     "-XX:+UseSerialGC",
     "-XX:-UsePerfData",
+    "-ea",
+    "-DONLINE_JUDGE=true",
     "-cp",
-    ".",
+    _JAVA_CLASS_PATH,
     "{main}",
 )
 #: javac is itself a JVM: a small heap and one GC thread start it fastest.
@@ -171,6 +214,8 @@ _JAVAC = (
     "-J-XX:-UsePerfData",
     "-encoding",
     "UTF-8",
+    "-cp",
+    _JAVA_CLASS_PATH,
     "-d",
     ".",
     "{source}",
@@ -192,6 +237,9 @@ _TSC = (
     "{source}",
 )
 _NODE_RUN = ("node", "--max-old-space-size={memory_mb}", "main.js")
+#: What a program that includes OpenSSL's headers links with (HumanEval-X's ``string_to_md5``;
+#: SandboxFusion links them whenever the host has them).
+_OPENSSL = {"openssl/": ("-lssl", "-lcrypto")}
 
 LANGUAGES: dict[str, Language] = {
     language.name: language
@@ -216,8 +264,13 @@ LANGUAGES: dict[str, Language] = {
             "c",
             "main.c",
             ("./main",),
-            compile=("gcc", "-std=gnu11", "-O2", "-pipe", "-o", "main", "{source}", "-lm"),
+            compile=(
+                "gcc",
+                *("-std=gnu11", "-O2", "-pipe", "-DONLINE_JUDGE"),
+                *("-o", "main", "{source}", "-lm"),
+            ),
             outputs=("main",),
+            libraries=_OPENSSL,
             install="gcc",
             version=("gcc", "--version"),
         ),
@@ -225,8 +278,14 @@ LANGUAGES: dict[str, Language] = {
             "cpp",
             "main.cpp",
             ("./main",),
-            compile=("g++", "-std=gnu++17", "-O2", "-pipe", "-o", "main", "{source}"),
+            compile=(
+                "g++",
+                *("-std=gnu++17", "-O2", "-pipe", "-DONLINE_JUDGE"),
+                *("-o", "main", "{source}"),
+            ),
             outputs=("main",),
+            precompile="bits/stdc++.h",
+            libraries=_OPENSSL,
             install="g++",
             version=("g++", "--version"),
             out_of_memory=("std::bad_alloc",),
@@ -265,7 +324,11 @@ LANGUAGES: dict[str, Language] = {
             "rust",
             "main.rs",
             ("./main",),
-            compile=("rustc", "--edition", "2021", "-O", "-o", "main", "{source}"),
+            compile=(
+                "rustc",
+                *("--edition", "2021", "-O", "--cfg", "ONLINE_JUDGE"),
+                *("-o", "main", "{source}"),
+            ),
             outputs=("main",),
             install="rustc",
             version=("rustc", "--version"),

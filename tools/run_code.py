@@ -13,9 +13,10 @@ base64. The call succeeds whenever the program ran, whatever it did: the verdict
 
 Runs under the ``process`` profile (it may fork and exec, it has no network), in a directory of
 its own in the session's workspace. Paths in ``files`` and ``fetch_files`` stay inside it. The
-compiler and the program may change files only in that directory (``confine_writes``; their
-``TMPDIR`` is inside it too), which is what lets a session's compile cache
-(``tools.compile_cache``) be trusted. ``memory_mb`` is
+compiler and the program may change files only in their own directory (``confine_writes``;
+their ``TMPDIR`` is inside it too), which is what lets the compile cache shared by every
+session of the engine (``tools.compile_cache``; its directories are ``plugin_dirs``, given to
+this plugin's workers alone) be trusted. ``memory_mb`` is
 on the program's resident memory (``tools.resident``): past it, it is killed and the run is
 ``MemoryLimitExceeded``, as it is when its runtime says it ran out (``Language.out_of_memory``).
 Everything the call holds, the compiler included, is capped by the call's memory cgroup.
@@ -55,6 +56,10 @@ MAX_FETCH_BYTES = 8 * 1024 * 1024
 class RunCode(ToolPlugin):
     name = "run_code"
     sandbox_profile = SandboxProfile.PROCESS
+    #: The engine's shared compile cache and precompiled headers (``tools.compile_cache
+    #: .shared_compile_cache``), set by the zygote where Landlock keeps every other tool's
+    #: workers out of them; empty: the session's own cache.
+    plugin_dirs: tuple[str, ...] = ()
 
     def _list_tools(self) -> list[ToolDefinition]:
         from a2e.caps.tools.models import ToolDefinition, ToolParameter
@@ -142,8 +147,12 @@ class RunCode(ToolPlugin):
         )
         compile_seconds = seconds_of(arguments.get("compile_timeout"), "compile_timeout")
         workspace = self.context.workspace if self.context else os.getcwd()
+        read_roots = self.context.read_roots if self.context else ()
         fresh = arguments.get("fresh_interpreter", False) is True
-        submission = Submission(language, str(arguments["code"]), files, workspace, fresh)
+        code = str(arguments["code"])
+        submission = Submission(
+            language, code, files, workspace, fresh, self.plugin_dirs, read_roots
+        )
         try:
             result: dict[str, Any] = {"status": "Success", "message": "", "compile_result": None}
             if language.compile is not None:

@@ -1,13 +1,19 @@
 """A program in a language made ready to run, and its runs: what ``run_code`` runs once and
 ``code_eval`` runs once per test case.
 
-The source and its files are written into a directory of the session's workspace, compiled
-there at most once (or taken from the session's compile cache, ``tools.compile_cache``), and each
-run is a fresh process. A run in a directory of its own (``fresh_directory``) starts from a copy
-of the source, the files and what the compile made, so that one test case leaves nothing for the
-next. The compiler and every run may change files only in their own directory, ``TMPDIR``
-included (``sandbox.landlock.confine_writes``): the call's ``/tmp`` holds the workspace beneath
-it, so it cannot be theirs. Where Landlock is missing, nothing is cached.
+The source and its files are written into a directory of the session's workspace, compiled at
+most once (or taken from a compile cache, ``tools.compile_cache``), and each run is a fresh
+process. A run in a directory of its own (``fresh_directory``) starts from a copy of the source,
+the files and what the compile made, so that one test case leaves nothing for the next. The
+compiler and every run may change files only in their own directory, ``TMPDIR`` included
+(``sandbox.landlock.confine_writes``): the call's ``/tmp`` holds the workspace beneath it, so it
+cannot be theirs. Where Landlock is missing, nothing is cached.
+
+With the engine's shared cache the compile happens in a directory of its own in the call's tmp,
+which no other call of the session can write while it compiles or while its outputs are copied
+into the cache, and it reads only the toolchain, the system, the engine's read roots and the
+precompiled headers besides it: what it makes depends on the key alone. Its outputs are then
+copied into the run's directory.
 """
 
 from __future__ import annotations
@@ -17,12 +23,22 @@ import binascii
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from a2e_engine.sandbox.landlock import abi_version, confine_writes
-from a2e_engine.tools.compile_cache import CompileCache, outputs_of
+from a2e_engine.sandbox.landlock import confine_writes
+from a2e_engine.tools.compile_cache import (
+    CompileCache,
+    Outputs,
+    PrecompileBuild,
+    PrecompiledHeaders,
+    caches_for,
+    outputs_of,
+    read_outputs,
+    write_outputs,
+)
 from a2e_engine.tools.files import resolve_confined
 from a2e_engine.tools.languages import Language
 from a2e_engine.tools.processes import Finished, TextSink, run_captured, watch
@@ -46,6 +62,11 @@ MAX_MEMORY_MB = 65536
 _TMP = ".tmp"
 #: What the compiler's environment says of memory (GOMEMLIMIT for ``go build``, itself Go).
 _COMPILE_MEMORY_MB = 4096
+#: How long the call that builds a precompiled header waits for it after its own compile, as
+#: a multiple of that compile's time (and within its ``compile_timeout``): building
+#: ``bits/stdc++.h`` takes about three times as long as a program including it: the first such
+#: call of an engine takes at most about four times its compile, and then no more than that.
+PRECOMPILE_WAIT = 3.0
 
 StepResult = dict[str, Any]
 """SandboxFusion's shape of one step: ``status``, ``execution_time``, ``cpu_time``,
@@ -66,45 +87,52 @@ class Submission:
         files: Mapping[str, Any],
         workspace: str,
         fresh_interpreter: bool = False,
+        plugin_dirs: tuple[str, ...] = (),
+        read_roots: tuple[str, ...] = (),
     ) -> None:
         """``fresh_interpreter``: run a language that can run in a fork of the worker's warm
         interpreter (``Language.warm``, ``tools.python_main``) in a process of its own
-        instead."""
+        instead. ``plugin_dirs``: the engine's shared compile cache, when the tool was given
+        it (``tools.compile_cache.caches_for``); ``read_roots``: what the engine lets calls
+        read besides the system (a toolchain there). The files are checked here (a path
+        outside the run's directory, content that is not base64), written later."""
         self.language = language
         self.code = code
         self.files = dict(files)
         self.workspace = workspace
+        # A language without a compile step has nothing to cache (nor to confine for it).
+        compiled = language.compile is not None
+        self.cache, self.headers = caches_for(plugin_dirs, workspace) if compiled else (None, None)
+        self.read_roots = read_roots
         self.warm = None if fresh_interpreter or not language.warm else fresh_interpreter_of()
         self.home = tempfile.mkdtemp(prefix="run-", dir=workspace)
+        self._filled = False
         try:
-            source = language.source_name(code)
-            self._payload = [*_write_files(self.home, self.files), source]
-            with open(os.path.join(self.home, source), "w") as fh:
-                fh.write(code)
-            os.mkdir(os.path.join(self.home, _TMP))
+            self._contents = [*_decoded_files(self.home, self.files)]
+            self._contents.append((language.source_name(code), code.encode()))
         except BaseException:
-            self.close()  # a file it was given outside its directory, or not base64
+            self.close()
             raise
+        self._payload = [relative for relative, _ in self._contents]
 
     def compile(self, seconds: float, out: TextSink, err: TextSink) -> StepResult | None:
         """The compile step's result (``cached`` says whether it ran), None for a language
         without one. Its outputs join what each run starts from."""
-        language = self.language
+        language, cache = self.language, self.cache
         if language.compile is None:
             return None
-        cache = CompileCache(self.workspace) if abi_version() else None
-        key, hit = "", None
-        if cache is not None:
-            # The command as written, not where it runs: the key must not hold the directory.
-            template = language.argv(language.compile, self.code, "", 0)
-            key = cache.key(language, self.code, self.files, template)
-            hit = cache.lookup(key)
-        if cache is not None and hit is not None:
-            entry, result = hit
-            cache.place(entry, self.home)
-            compiled = {**result, "cached": True}
+        key = cache.key(language, self.code, self.files) if cache is not None else ""
+        hit = cache.lookup(key) if cache is not None else None
+        if hit is not None:
+            self._fill_home()
+            compiled = {**hit.place(self.home), "cached": True}
+        elif cache is not None and cache.shared:
+            compiled, outputs = self._compile_apart(cache, key, seconds, out, err)
+            self._fill_home()
+            write_outputs(outputs, self.home)
         else:
-            argv = language.argv(language.compile, self.code, self.home, 0)
+            self._fill_home()
+            argv = language.compile_argv(self.code, self.home)
             compiled = {**self._step(argv, self.home, None, RunLimits(seconds, 0), out, err)}
             compiled["cached"] = False
             if cache is not None and compiled["return_code"] == 0:
@@ -112,8 +140,76 @@ class Submission:
         self._payload.extend(outputs_of(self.home, language.outputs))
         return compiled
 
+    def _compile_apart(
+        self, cache: CompileCache, key: str, seconds: float, out: TextSink, err: TextSink
+    ) -> tuple[StepResult, Outputs]:
+        """Compile in a private directory of the call's tmp, reading nothing a session could
+        change; keep the outputs in the shared cache; the result and the outputs, for the
+        run's directory. A program that includes a header worth precompiling gets it (or,
+        the first time, has it built beside its own compile, within its time)."""
+        language = self.language
+        built = tempfile.mkdtemp(prefix="build-")
+        try:
+            _write_contents(built, self._contents)
+            # Not a read root the workspace lies beneath: the compile must not read it.
+            roots = [r for r in self.read_roots if not _beneath(self.workspace, r)]
+            readable = (*roots, *_toolchain_roots(language))
+            include, building = self._precompiled(readable)
+            started = time.monotonic()
+            try:
+                argv = language.compile_argv(self.code, built, include or "")
+                limits = RunLimits(seconds, 0)
+                readable = (*readable, *([include] if include else ()))
+                compiled = {**self._step(argv, built, None, limits, out, err, readable=readable)}
+            finally:
+                if building is not None:
+                    took = time.monotonic() - started
+                    building.finish(min(seconds - took, PRECOMPILE_WAIT * took))
+            compiled["cached"] = False
+            outputs: Outputs = {}
+            if compiled["return_code"] == 0:
+                cache.store(key, built, language.outputs, compiled)
+                outputs = read_outputs(built, language.outputs) or {}
+            return compiled, outputs
+        finally:
+            shutil.rmtree(built, ignore_errors=True)
+
+    def _precompiled(self, readable: tuple[str, ...]) -> tuple[str | None, PrecompileBuild | None]:
+        """The directory of the program's precompiled header, or a build of it started now
+        (None, None: the language has none, or the program does not include it)."""
+        headers: PrecompiledHeaders | None = self.headers
+        header = self.language.precompile
+        if headers is None or not header or header not in self.code:
+            return None, None
+        include = headers.ready(self.language)
+        if include is not None:
+            return include, None
+        return None, headers.build(self.language, readable)
+
+    def _fill_home(self) -> None:
+        """Write the source and the files into the run's directory, once; with the shared
+        cache, only after this process has given up writing it.
+
+        The session's other calls can change the workspace while this one writes there (put
+        a link to the cache where a file of ours is about to go); a process that can still
+        write the cache could be made to write into it. So from here on this process, and all
+        it starts, may write the workspace and nothing else (one more Landlock layer)."""
+        if self._filled:
+            return
+        if self.cache is not None and self.cache.shared:
+            confinement = confine_writes((self.workspace,))
+            if confinement is None:  # pragma: no cover - the shared cache needs Landlock
+                raise OSError("the compile cache is shared but Landlock is missing")
+            try:
+                confinement.enforce()
+            finally:
+                confinement.close()
+        _write_contents(self.home, self._contents)
+        self._filled = True
+
     def fresh_directory(self) -> str:
         """A new directory holding what a run starts from (remove it once done)."""
+        self._fill_home()
         where = tempfile.mkdtemp(prefix="case-", dir=self.workspace)
         for relative in self._payload:
             source, target = os.path.join(self.home, relative), os.path.join(where, relative)
@@ -133,6 +229,7 @@ class Submission:
         tick: Callable[[], None] | None = None,
     ) -> StepResult:
         """One run; ``tick`` is called often (every few milliseconds) while it runs."""
+        self._fill_home()
         argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
         return self._step(argv, where, stdin, limits, out, err, warm=self.warm, tick=tick)
 
@@ -149,16 +246,19 @@ class Submission:
         err: TextSink,
         warm: FreshInterpreter | None = None,
         tick: Callable[[], None] | None = None,
+        readable: tuple[str, ...] | None = None,
     ) -> StepResult:
         """Run ``argv``, or, given ``warm``, the same program (``argv[1]``, a Python script,
-        and its arguments) in a fork of this interpreter made to look like a fresh one."""
+        and its arguments) in a fork of this interpreter made to look like a fresh one.
+        ``readable``: it reads only these, the system and ``where`` (its ``HOME`` too)."""
         language, memory_mb = self.language, limits.memory_mb or None
         env = {
             **os.environ,
+            **({"HOME": where} if readable is not None else {}),
             "TMPDIR": os.path.join(where, _TMP),
             **language.environment(self.code, where, limits.memory_mb or _COMPILE_MEMORY_MB),
         }
-        confinement = confine_writes((where,))
+        confinement = confine_writes((where,), readable)
         confine = confinement.enforce if confinement is not None else None
         memory_limit_kb = memory_mb * 1024 if memory_mb else None
         try:
@@ -244,9 +344,26 @@ def not_started(why: str) -> StepResult:
     }
 
 
-def _write_files(where: str, files: Mapping[str, Any]) -> list[str]:
-    """Write ``files`` (path to base64) beneath ``where``; their relative paths."""
-    written = []
+def _beneath(path: str, root: str) -> bool:
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _toolchain_roots(language: Language) -> list[str]:
+    """Where each of the toolchain's programs is installed (``/opt/node`` for
+    ``/opt/node/bin/node``): what its compile must read, wherever it lives."""
+    roots = []
+    for real, _, _ in language.toolchain():
+        root = os.path.dirname(os.path.dirname(real))
+        if root != "/":  # a program at the top: its own directory is all there is to add
+            roots.append(root)
+    return roots
+
+
+def _decoded_files(where: str, files: Mapping[str, Any]) -> list[tuple[str, bytes]]:
+    """``files`` (path to base64) checked: each path beneath ``where``, relative to it, with
+    its content."""
+    decoded = []
     for path, content in files.items():
         if content is None:
             continue
@@ -255,8 +372,15 @@ def _write_files(where: str, files: Mapping[str, Any]) -> list[str]:
             data = base64.b64decode(str(content), validate=True)
         except binascii.Error:
             raise ValueError(f"files[{path!r}] is not base64") from None
+        decoded.append((os.path.relpath(target, where), data))
+    return decoded
+
+
+def _write_contents(where: str, contents: list[tuple[str, bytes]]) -> None:
+    """Write each (relative path, content) beneath ``where``, and its ``TMPDIR``."""
+    for relative, data in contents:
+        target = os.path.join(where, relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as fh:
             fh.write(data)
-        written.append(os.path.relpath(target, where))
-    return written
+    os.makedirs(os.path.join(where, _TMP), exist_ok=True)

@@ -1,0 +1,384 @@
+"""The compile cache shared by every session of an engine, and the precompiled ``bits/stdc++.h``
+(``tools.compile_cache``, docs/grading.md): a hit across sessions, what a program, the compiler,
+``python_eval`` and ``run_shell`` cannot do to it, a compile that reads nothing a session can
+change, the header really used, and, without an engine, eviction by size and the entries a
+lookup refuses."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from a2e.caps.tools.client import ToolAPI
+from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.sandbox.landlock import abi_version
+from a2e_engine.tools import compile_cache
+from a2e_engine.tools.compile_cache import CompileCache, shared_compile_cache
+from a2e_engine.tools.judging import Capture
+from a2e_engine.tools.languages import LANGUAGES
+from a2e_engine.tools.submission import RunLimits, Submission
+
+#: The shared cache is only where Landlock governs truncation too (the lookups below need none).
+needs_landlock = pytest.mark.skipif(abi_version() < 3, reason="the shared cache needs Landlock 3")
+
+HONEST = '#include <stdio.h>\nint main() { puts("honest"); }\n'
+A_PLUS_B = (
+    "#include <bits/stdc++.h>\nusing namespace std;\n"
+    "int main() { long long a, b; cin >> a >> b; cout << a + b << endl; }\n"
+)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Engine]:
+    with Engine(config=EngineConfig(prefork=1, max_workers=4)) as running:
+        yield running
+
+
+def _session(engine: Engine) -> ToolAPI:
+    """A session of its own (and, where the engine is root, a uid of its own)."""
+    return ToolAPI(engine.connect())
+
+
+def _run(tools: ToolAPI, **arguments: Any) -> dict[str, Any]:
+    result = tools.call(tool_name="run_code", arguments=arguments, timeout=120)
+    assert result.success, result.error
+    assert isinstance(result.data, dict)
+    return result.data
+
+
+def _entries(engine: Engine) -> str:
+    (found,) = glob.glob(os.path.join(engine.state_dir, "compile-cache", "entries-*"))
+    return found
+
+
+def _pch(engine: Engine) -> str:
+    return os.path.join(engine.state_dir, "compile-cache", "pch")
+
+
+@needs_landlock
+def test_a_program_compiled_in_one_session_is_a_hit_in_another(engine: Engine) -> None:
+    code = HONEST.replace("honest", "shared")
+    first = _run(_session(engine), language="c", code=code)
+    second = _run(_session(engine), language="c", code=code)
+    assert first["compile_result"]["cached"] is False and second["compile_result"]["cached"]
+    assert first["run_result"]["stdout"] == second["run_result"]["stdout"] == "shared\n"
+    key = CompileCache.key(LANGUAGES["c"], code, {})
+    entry = os.path.join(_entries(engine), key)
+    assert os.path.isdir(entry) and not os.path.islink(entry)
+    # Not in either session's workspace: nothing of it there for another tool to change.
+    assert not glob.glob(os.path.join(engine.state_dir, "*", "workspace", ".a2e", "compiled"))
+
+
+@needs_landlock
+def test_programs_and_other_tools_cannot_change_the_cache(engine: Engine) -> None:
+    victim = _session(engine)
+    assert _run(victim, language="c", code=HONEST)["run_result"]["stdout"] == "honest\n"
+    entries, pch = _entries(engine), _pch(engine)
+    entry = os.path.join(entries, CompileCache.key(LANGUAGES["c"], HONEST, {}))
+    fake = os.path.join(entries, "f" * 64)
+    attacker = _session(engine)
+    attempts = [
+        'printf "#!/bin/sh\\necho planted\\n" > "$K/main"',  # replace the binary
+        'cp /bin/true "$K/main"',
+        'truncate -s 0 "$K/main"',
+        'mv "$K" "$E/moved"',
+        'rm -rf "$K"',
+        'ln -s /bin/true "$E/link"',  # plant a symlink
+        'ln "$K/main" hard && echo tampered >> hard',  # a hard link to write through
+        'mkdir "$F" && cp /bin/true "$F/main"',  # plant an entry
+        'head -c 10000000 /dev/zero > "$E/fill"',  # fill it
+        'echo x > "$P/planted"',
+        'echo x > "$P/.lock"',
+    ]
+    if engine.layers.get("identity", {}).get("active"):
+        attempts += ['chmod 000 "$K"', 'chmod 777 "$K/main"']  # another uid's
+    attack = 'E="$1"; K="$2"; F="$3"; P="$4"\n' + "".join(
+        f"{line} && echo DONE {n}\n" for n, line in enumerate(attempts)
+    )
+    attack += "echo attempted\n"
+    data = _run(attacker, language="bash", code=attack, args=[entries, entry, fake, pch])
+    ran = data["run_result"]
+    assert ran["stdout"] == "attempted\n", ran
+    assert "Permission denied" in ran["stderr"] or "Operation not permitted" in ran["stderr"]
+    # The compiler cannot read an entry either (what it reads is the key's alone).
+    include = f'#include "{entry}/main"\nint main() {{ return 0; }}\n'
+    leaked = _run(attacker, language="c", code=include)["compile_result"]
+    assert leaked["return_code"] != 0 and "Permission denied" in leaked["stderr"], leaked
+    # Other tools of the session (python_eval runs untrusted code in its worker) do not even
+    # see it: it is hidden from their workers.
+    python = (
+        "import os\nfor act in (lambda: open(K + '/main', 'wb'), lambda: os.listdir(E),\n"
+        "            lambda: open(E + '/planted', 'w'), lambda: os.rename(K, E + '/x'),\n"
+        "            lambda: os.symlink('/bin/true', E + '/link')):\n"
+        "    try:\n        act()\n        print('DONE')\n"
+        "    except OSError as exc:\n        print(type(exc).__name__)\n"
+    )
+    evaluated = attacker.call(
+        tool_name="python_eval", arguments={"code": f"E = {entries!r}\nK = {entry!r}\n{python}"}
+    )
+    assert evaluated.success, evaluated.error
+    printed = str(evaluated.data)
+    assert "DONE" not in printed and printed.count("Error") == 5, printed
+    shell = attacker.call(
+        tool_name="run_shell",
+        arguments={
+            "command": f"echo x > {entry}/main; ls {entries}; ln -s /bin/true {entries}/l;"
+            f" mkdir {fake}; echo exit=$?"
+        },
+    )
+    assert shell.success, shell.error
+    assert "exit=1" in str(shell.data), shell.data
+    assert not os.path.exists(fake) and not os.path.lexists(os.path.join(entries, "link"))
+    hidden = {
+        tuple(z["plugins"]): z["layers"]["readonly_filesystem"].get("hidden")
+        for z in engine.zygotes
+        if z["started"]
+    }
+    if engine.layers["readonly_filesystem"]["active"]:
+        parent = os.path.dirname(entries)
+        assert hidden[("python_eval",)] == hidden[("shell",)] == [parent], hidden
+        assert hidden[("run_code",)] == []
+    # The same source in a third session runs the genuine binary.
+    again = _run(_session(engine), language="c", code=HONEST)
+    assert again["compile_result"]["cached"] and again["run_result"]["stdout"] == "honest\n"
+
+
+@needs_landlock
+def test_a_compile_reads_nothing_a_session_can_change(engine: Engine) -> None:
+    """A cached binary stands for its key alone: a compile that could read the session's
+    workspace would make one that depends on more."""
+    tools = _session(engine)
+    written = tools.call(
+        tool_name="write_file", arguments={"path": "evil.h", "content": "#define X 1\n"}
+    )
+    assert written.success, written.error
+    home = _run(tools, language="bash", code='echo -n "$HOME"')["run_result"]["stdout"]
+    code = f'#include "{home}/evil.h"\nint main() {{ return X; }}\n'
+    compiled = _run(tools, language="c", code=code)["compile_result"]
+    assert compiled["return_code"] != 0 and "Permission denied" in compiled["stderr"], compiled
+
+
+@needs_landlock
+def test_two_sessions_compiling_the_same_source_at_once_share_one_entry(engine: Engine) -> None:
+    code = HONEST.replace("honest", "racing")
+    results: list[dict[str, Any]] = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(_run(_session(engine), language="c", code=code))
+        )
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [r["run_result"]["stdout"] for r in results] == ["racing\n", "racing\n"]
+    entries = _entries(engine)
+    assert os.path.isdir(os.path.join(entries, CompileCache.key(LANGUAGES["c"], code, {})))
+    assert not [n for n in os.listdir(entries) if n.startswith((".staging-", ".evicted-"))]
+
+
+@needs_landlock
+def test_bits_stdcpp_is_precompiled_once_and_used(engine: Engine) -> None:
+    tools = _session(engine)
+    first = _run(tools, language="cpp", code=A_PLUS_B, stdin="1 2\n", compile_timeout=60)
+    assert first["run_result"]["stdout"] == "3\n"
+    (gch,) = glob.glob(os.path.join(_pch(engine), "*", "bits", "stdc++.h.gch"))
+    assert os.stat(gch).st_mode & 0o777 == 0o444
+    # A program that includes it afterwards compiles with it, in a fraction of the CPU.
+    other = _run(tools, language="cpp", code=A_PLUS_B + "// other\n", stdin="2 3\n")
+    assert other["run_result"]["stdout"] == "5\n" and not other["compile_result"]["cached"]
+    assert other["compile_result"]["cpu_time"] < first["compile_result"]["cpu_time"] / 2
+    # A program that learns where it is (the compiler is told) cannot change it.
+    size = os.stat(gch).st_size
+    attack = f'truncate -s 0 "{gch}"; echo $?; echo x >> "{gch}"; echo $?; rm -f "{gch}"; echo $?'
+    ran = _run(tools, language="bash", code=attack)["run_result"]
+    assert ran["stdout"] == "1\n1\n1\n" and os.stat(gch).st_size == size, ran
+    # The compile's own flags, read from the language, are the header's: g++ says it used it.
+    include = os.path.dirname(os.path.dirname(gch))
+    source = Path(engine.state_dir, "check.cpp")
+    source.write_text(A_PLUS_B)
+    argv = LANGUAGES["cpp"].compile_argv(A_PLUS_B, "", include)
+    argv = [part.replace("main.cpp", str(source)) for part in argv]
+    argv[argv.index("main")] = os.path.join(engine.state_dir, "check")
+    done = subprocess.run([*argv, "-H", "-Winvalid-pch"], capture_output=True, text=True)
+    assert done.returncode == 0 and f"! {gch}" in done.stderr.splitlines()[0], done.stderr[:500]
+
+
+# -- the cache itself, without an engine --
+
+
+def _cache(tmp_path: Path, max_bytes: int) -> CompileCache:
+    dirs = shared_compile_cache(str(tmp_path), 1)["run_code"]
+    return CompileCache(dirs[0], shared=True, max_bytes=max_bytes)
+
+
+def _store(cache: CompileCache, tmp_path: Path, key: str, size: int) -> None:
+    built = tmp_path / f"built-{key[:8]}"
+    built.mkdir()
+    (built / "main").write_bytes(os.urandom(size))
+    cache.store(key, str(built), ("main",), {"return_code": 0, "stderr": f"{built}/x.c: ok"})
+
+
+def test_the_least_recently_used_entries_go_past_the_bound(tmp_path: Path) -> None:
+    cache = _cache(tmp_path, max_bytes=100_000)
+    keys = [c * 64 for c in "abcde"]
+    for key in keys[:3]:
+        _store(cache, tmp_path, key, 24_000)
+        time.sleep(0.02)  # a file's times move in ticks of the kernel's clock
+    hit = cache.lookup(keys[0])  # used: now the most recent
+    time.sleep(0.02)
+    assert hit is not None and hit.result["stderr"] == "\0dir\0/x.c: ok"
+    assert hit.place(str(tmp_path))["stderr"] == f"{tmp_path}/x.c: ok"  # no other's path
+    _store(cache, tmp_path, keys[3], 24_000)
+    assert all(os.path.isdir(os.path.join(cache.root, k)) for k in keys[:4])  # 96 KB
+    _store(cache, tmp_path, keys[4], 24_000)  # 120 KB: down to 90 KB, b and c first
+    kept = [os.path.isdir(os.path.join(cache.root, k)) for k in keys]
+    assert kept == [True, False, False, True, True]
+    measured = sum(compile_cache._size_of(os.path.join(cache.root, k)) for k in keys)
+    assert 72_000 < int(Path(cache.root, ".usage").read_text()) == measured < 73_000
+    _store(cache, tmp_path, "9" * 64, 30_000)  # larger than a quarter of the bound: not kept
+    assert cache.lookup("9" * 64) is None
+
+
+def test_a_lookup_refuses_what_the_tool_did_not_write(tmp_path: Path) -> None:
+    cache = _cache(tmp_path, max_bytes=1 << 20)
+    key = "a" * 64
+    _store(cache, tmp_path, key, 1000)
+    main = Path(cache.root, key, "main")
+    genuine = main.read_bytes()
+    main.chmod(0o644)
+    main.write_bytes(genuine[:-1] + b"\0")  # changed: its hash no longer holds
+    assert cache.lookup(key) is None
+    main.write_bytes(genuine)
+    assert cache.lookup(key) is not None
+    main.unlink()
+    main.symlink_to("/bin/true")  # an output that is a link out
+    assert cache.lookup(key) is None
+    elsewhere = tmp_path / "elsewhere"
+    Path(cache.root, key).rename(elsewhere)
+    Path(cache.root, key).symlink_to(elsewhere)  # an entry that is a link out
+    assert cache.lookup(key) is None
+    # An output the compile left as a link or a FIFO is never stored.
+    built = tmp_path / "odd"
+    built.mkdir()
+    (built / "main").symlink_to("/bin/true")
+    cache.store("b" * 64, str(built), ("main",), {})
+    (built / "main").unlink()
+    os.mkfifo(built / "main")
+    cache.store("b" * 64, str(built), ("main",), {})
+    assert cache.lookup("b" * 64) is None
+    assert not [n for n in os.listdir(cache.root) if n.startswith(".staging-")]
+
+
+def test_a_full_disk_stores_nothing_and_an_evicted_entry_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = _cache(tmp_path, max_bytes=1 << 20)
+
+    def full(path: str, content: bytes, mode: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(compile_cache, "_write_new", full)
+        _store(cache, tmp_path, "a" * 64, 1000)
+    assert cache.lookup("a" * 64) is None
+    assert sorted(os.listdir(cache.root)) == [".max_bytes", ".usage"]
+    # Evicted while a lookup reads it: what it opened is read whole, and checked.
+    _store(cache, tmp_path, "b" * 64, 50_000)
+    genuine = Path(cache.root, "b" * 64, "main").read_bytes()
+    read_checked = compile_cache._read_checked
+
+    def evicting(fd: int, expected: Any) -> bytes | None:
+        assert cache._evict("b" * 64)
+        return read_checked(fd, expected)
+
+    monkeypatch.setattr(compile_cache, "_read_checked", evicting)
+    hit = cache.lookup("b" * 64)
+    assert hit is not None and hit.outputs["main"][0] == genuine
+    assert not os.path.exists(os.path.join(cache.root, "b" * 64))
+
+
+@needs_landlock
+def test_each_session_keeps_its_own_cache_without_the_engines() -> None:
+    with Engine(config=EngineConfig(prefork=1, compile_cache_mb=0)) as engine:
+        tools = _session(engine)
+        first = _run(tools, language="c", code=HONEST)
+        again = _run(tools, language="c", code=HONEST)
+        other = _run(_session(engine), language="c", code=HONEST)
+        assert not os.path.exists(os.path.join(engine.state_dir, "compile-cache"))
+    assert not first["compile_result"]["cached"] and again["compile_result"]["cached"]
+    assert not other["compile_result"]["cached"]
+
+
+def test_the_cache_size_is_a_checked_setting() -> None:
+    with pytest.raises(ValueError, match="compile_cache_mb"):
+        EngineConfig(compile_cache_mb=-1)
+
+
+def test_shared_cache_directories(tmp_path: Path) -> None:
+    entries, pch = shared_compile_cache(str(tmp_path), 512)["run_code"]
+    assert os.stat(tmp_path / "compile-cache").st_mode & 0o777 == 0o711
+    assert os.path.basename(entries).startswith("entries-") and len(os.path.basename(entries)) > 20
+    for where in (entries, pch):
+        assert os.stat(where).st_mode & 0o7777 == 0o777  # no sticky bit: anyone evicts
+    assert CompileCache(entries).root == entries
+    assert compile_cache._max_bytes(entries) == 512 << 20
+
+
+@needs_landlock
+def test_without_mount_namespaces_landlock_alone_keeps_other_tools_out() -> None:
+    """Where workers get no mount namespace, and so no private /tmp, nothing hides the cache
+    from them: Landlock, whose rules name it for run_code's jobs only, keeps them out."""
+    with Engine(config=EngineConfig(prefork=1, namespaces=False)) as engine:
+        assert not engine.layers["readonly_filesystem"]["active"]
+        tools = _session(engine)
+        assert _run(tools, language="c", code=HONEST)["compile_result"]["cached"] is False
+        assert _run(_session(engine), language="c", code=HONEST)["compile_result"]["cached"]
+        entries = _entries(engine)
+        code = (
+            "import os\nfor act in (lambda: os.listdir(E), lambda: open(E + '/planted', 'w')):\n"
+            "    try:\n        act()\n        print('DONE')\n"
+            "    except OSError as exc:\n        print(type(exc).__name__)\n"
+        )
+        done = tools.call(tool_name="python_eval", arguments={"code": f"E = {entries!r}\n{code}"})
+    assert done.success and str(done.data).count("PermissionError") == 2, done.data
+
+
+@needs_landlock
+def test_run_code_writes_the_workspace_only_once_it_can_no_longer_write_the_cache(
+    tmp_path: Path,
+) -> None:
+    """The session's other calls can change the workspace while run_code writes there: here
+    the run's directory is swapped for a link into the cache just before the source goes in.
+    run_code's worker gives up writing the cache first (in a child: it stays confined)."""
+    entries, pch = shared_compile_cache(str(tmp_path), 1)["run_code"]
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports by its exit status
+        code = 1
+        try:
+            submission = Submission(
+                LANGUAGES["c"], HONEST, {}, str(workspace), False, (entries, pch)
+            )
+            os.rename(submission.home, str(workspace / "moved"))
+            os.symlink(pch, submission.home)
+            try:
+                submission.run(
+                    submission.home, None, [], RunLimits(1, 64), Capture(100), Capture(100)
+                )
+            except PermissionError:
+                code = 0 if not os.path.exists(os.path.join(pch, "main.c")) else 2
+        finally:
+            os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert not os.path.exists(os.path.join(pch, "main.c"))
