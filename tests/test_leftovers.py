@@ -144,6 +144,12 @@ def _members(groups: list[str]) -> set[int]:
     return pids
 
 
+def _commands() -> list[str]:
+    """The command line of every process on the machine that has one now (a zombie, or one
+    that ends meanwhile, has none)."""
+    return [" ".join(process.info["cmdline"] or ()) for process in psutil.process_iter(["cmdline"])]
+
+
 def _dead_pid() -> int:
     """The pid of a process that has exited (and been reaped)."""
     child = subprocess.Popen(["true"])
@@ -195,7 +201,7 @@ def test_a_supervisor_killed_with_its_process_group_is_cleared_by_its_zygote() -
     doomed.wait()
     _gone, alive = psutil.wait_procs(tree, timeout=20)
     assert not alive, alive
-    assert not any("sleep 984.75" in " ".join(p.cmdline()) for p in psutil.process_iter())
+    assert not any("sleep 984.75" in command for command in _commands())
     assert not any(under(point, left["state_dir"]) for point in mount_points())
     assert not os.path.exists(left["state_dir"])
     assert not any(os.path.exists(path) for path in left["cgroups"]), left["cgroups"]
@@ -218,7 +224,7 @@ def test_an_engine_killed_with_its_zygote_is_cleared_by_the_next(tmp_path: Path)
         assert len(alive) == 1, alive
         stubborn = alive[0]
         assert _members(left["cgroups"]) == {stubborn.pid}
-        assert not any("sleep 984.75" in " ".join(p.cmdline()) for p in psutil.process_iter())
+        assert not any("sleep 984.75" in command for command in _commands())
         # What nobody was left to clear: the sessions' files, still mounted, and the cgroups.
         assert any(under(point, left["state_dir"]) for point in mount_points())
         assert all(os.path.isdir(path) for path in left["cgroups"])
