@@ -69,8 +69,19 @@ async def run_with_retries(
     cancelled: asyncio.Event,
     on_retry: Callable[[int, WorkerOutcome], None],
 ) -> WorkerOutcome:
-    """Run ``attempt`` until it succeeds or the policy says stop; return the last outcome."""
+    """Run ``attempt`` until it succeeds or the policy says stop; return the last outcome.
+
+    The first attempt runs before tenacity is set up: most calls need no other, and the
+    retrying machinery costs a call more CPU than the rest of its way through the supervisor.
+    One that could be retried is handed to tenacity as its first attempt's outcome."""
+    first = await attempt()
+    if not _retryable(first):
+        return first
     loop = asyncio.get_running_loop()
+    unread = [first]
+
+    async def this_attempt() -> WorkerOutcome:
+        return unread.pop() if unread else await attempt()
 
     async def interruptible_sleep(seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -92,5 +103,5 @@ async def run_with_retries(
         before_sleep=before_sleep,
         retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
     )
-    outcome: WorkerOutcome = await retrying(attempt)
+    outcome: WorkerOutcome = await retrying(this_attempt)
     return outcome
