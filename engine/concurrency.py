@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from a2e_engine.sandbox.cgroups import own_path
+
 __all__ = ["CALLS_PER_CORE", "WorkerBound", "default_max_workers"]
 
 #: Calls running at once per core the engine may use.
@@ -67,21 +69,14 @@ def _available_memory_mb() -> int:
 
 
 def _cgroup_limit_mb() -> int:
-    """What this process's memory cgroup (v1 or v2) still allows, in MiB (0: no limit)."""
-    try:
-        with open("/proc/self/cgroup") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return 0
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            files = (f"/sys/fs/cgroup/memory{path}/memory.limit_in_bytes", "memory.usage_in_bytes")
-        elif controllers == "":
-            files = (f"/sys/fs/cgroup{path}/memory.max", "memory.current")
-        else:
-            continue
-        limit_file, usage_name = files
+    """What this process's memory cgroup (v1, else v2) still allows, in MiB (0: no limit)."""
+    for limit_file, usage_name in (
+        (
+            f"/sys/fs/cgroup/memory{own_path('memory')}/memory.limit_in_bytes",
+            "memory.usage_in_bytes",
+        ),
+        (f"/sys/fs/cgroup{own_path('')}/memory.max", "memory.current"),
+    ):
         try:
             with open(limit_file) as fh:
                 limit = fh.read().strip()

@@ -33,6 +33,7 @@ __all__ = [
     "join_cgroup",
     "kill_members",
     "made_by",
+    "own_path",
     "prepare",
     "remove_cgroup_tree",
 ]
@@ -69,7 +70,7 @@ class SlotGroups:
             if os.path.isfile(os.path.join(_ROOT, "cgroup.controllers")):
                 raise OSError("cgroup v2 (unified) hierarchy: only v1 is supported so far")
             raise OSError(f"no {controller} cgroup hierarchy is mounted")
-        parent = os.path.join(base, _own_path(controller).lstrip("/"))
+        parent = os.path.join(base, own_path(controller).lstrip("/"))
         for leftover in dead_owners(parent, _PREFIX):
             # A zygote killed with its supervisor left it, maybe with a worker that outlived
             # them (one whose tool cleared its parent-death signal): only workers join it.
@@ -218,8 +219,9 @@ def _write(path: str, value: str) -> None:
         fh.write(value)
 
 
-def _own_path(controller: str) -> str:
-    """This process's cgroup path for ``controller`` (v1)."""
+def own_path(controller: str) -> str:
+    """This process's cgroup path for ``controller`` (v1), or in the unified hierarchy (v2)
+    for ``""``."""
     with open("/proc/self/cgroup") as fh:
         for line in fh:
             _, controllers, path = line.rstrip("\n").split(":", 2)

@@ -18,6 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
+from a2e_engine.sandbox.cgroups import own_path
 from a2e_engine.sandbox.leftovers import INITIAL_PID_NS, dead_owners, sweep_state_dirs
 from a2e_engine.sandbox.quota import mount_points, under
 
@@ -106,16 +107,10 @@ def _cgroups_of_its_own() -> Iterator[list[str]]:
     made = []
     name = f"a2e-leftovers-test-{os.getpid()}-{time.monotonic_ns()}"
     for controller in ("pids", "memory"):
-        with open("/proc/self/cgroup") as fh:
-            own = next(
-                (line.split(":", 2)[2].strip() for line in fh
-                 if controller in line.split(":", 2)[1].split(",")),
-                None,
-            )  # fmt: skip
         base = f"/sys/fs/cgroup/{controller}"
-        if own is None or not os.path.isfile(os.path.join(base, "cgroup.procs")):
+        if not os.path.isfile(os.path.join(base, "cgroup.procs")):
             continue
-        group = os.path.join(base, own.lstrip("/"), name)
+        group = os.path.join(base, own_path(controller).lstrip("/"), name)
         os.mkdir(group)
         made.append(group)
     try:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox.landlock import confine_writes
+from a2e_engine.sandbox.quota import under
 from a2e_engine.tools.compile_cache import (
     CompileCache,
     Outputs,
@@ -152,7 +153,8 @@ class Submission:
         try:
             _write_contents(built, self._contents)
             # Not a read root the workspace lies beneath: the compile must not read it.
-            roots = [r for r in self.read_roots if not _beneath(self.workspace, r)]
+            workspace = os.path.realpath(self.workspace)
+            roots = [r for r in self.read_roots if not under(workspace, os.path.realpath(r))]
             readable = (*roots, *_toolchain_roots(language))
             include, building = self._precompiled(readable)
             started = time.monotonic()
@@ -342,11 +344,6 @@ def not_started(why: str) -> StepResult:
         "stdout": "",
         "stderr": why,
     }
-
-
-def _beneath(path: str, root: str) -> bool:
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _toolchain_roots(language: Language) -> list[str]:

@@ -34,13 +34,16 @@ class ServiceState:
         """Each message the WebSocket sends: results and refusals are counted."""
         if type(message) is ToolCallResponse:
             self.metrics.observe(message.data)
-        elif type(message) is A2EError and message.code in _COUNTED_REFUSALS:
-            self.metrics.reject(message.code)
+        elif type(message) is A2EError:
+            self._count(message)
 
     def count_refusal(self, refused: Refused) -> None:
         """The host turned a request away: counted when it was the service's doing."""
-        if refused.error.code in _COUNTED_REFUSALS:
-            self.metrics.reject(refused.error.code)
+        self._count(refused.error)
+
+    def _count(self, error: A2EError) -> None:
+        if error.code in _COUNTED_REFUSALS:
+            self.metrics.reject(error.code)
 
     def refusal(self, refused: Refused) -> Response:
         """The HTTP answer to a refusal, counted."""
