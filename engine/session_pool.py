@@ -63,7 +63,7 @@ class SessionPool:
             )
         session = self._ready.popleft() if self._ready else None
         if session is None:
-            session = self.sessions.open(client, self.capabilities, [])
+            session = await self.sessions.open_aside(client, self.capabilities, [])
         self._leased += 1
         session.client = client
         session.policies = list(policies)

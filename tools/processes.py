@@ -130,7 +130,6 @@ def watch(
     leader of a process group of its own."""
     measure_memory = measure_memory or memory_limit_kb is not None
     started = time.monotonic()
-    forked_kb = own_resident_kb() if measure_memory else 0
     stdin_r, stdin_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY), -1)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -145,6 +144,10 @@ def watch(
         for fd in (stdin_r, out_w, err_w):
             os.close(fd)
     offset_kb = child.resident_offset_kb or 0
+    # What an exec'd child held as this process's copy, for its ru_maxrss alone (a fork of
+    # this process says its own offset).
+    exec_d = child.resident_offset_kb is None
+    forked_kb = own_resident_kb() if measure_memory and exec_d else 0
     if stdin:
         threading.Thread(target=_feed, args=(stdin_w, stdin), daemon=True).start()
     selector = selectors.DefaultSelector()
@@ -199,8 +202,7 @@ def watch(
         os.close(fd)
     # ru_maxrss tells something only above what the child had as the worker's copy: a burst
     # after the last reading.
-    # (An exec'd command: only above what this process holds, its copy before the exec.)
-    if child.resident_offset_kb is None:
+    if exec_d:
         late_kb = max_rss_kb if measure_memory and max_rss_kb > forked_kb else 0
     else:
         late_kb = max_rss_kb - offset_kb if measure_memory else 0

@@ -14,7 +14,6 @@ them, and how it searches a large catalog. Any tool, listed or not, is called by
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import math
@@ -131,15 +130,13 @@ async def _call(
         tool_name=name, arguments=arguments, streaming=True, timeout=math.ceil(timeout)
     )
     relay = EventRelay(ctx, name)
-    try:
-        async for batch in session.call(request):
-            await relay.forward([message for message in batch if isinstance(message, ToolEvent)])
-            last = batch[-1]
-            if isinstance(last, ToolResult):  # the result ends its batch
-                return mcp_result(last)
-    except asyncio.CancelledError:
-        session.cancel(request.id)  # the client cancelled: the worker goes with it
-        raise
+    # A client's cancel cancels this task: leaving ``call`` early cancels the call, and its
+    # worker goes with it.
+    async for batch in session.call(request):
+        await relay.forward([message for message in batch if isinstance(message, ToolEvent)])
+        last = batch[-1]
+        if isinstance(last, ToolResult):  # the result ends its batch
+            return mcp_result(last)
     raise RuntimeError("the call ended without a result")
 
 
