@@ -308,11 +308,12 @@ class CompileCache:
 
 
 class PrecompiledHeaders:
-    """Precompiled headers (``Language.precompile``: C++'s ``bits/stdc++.h``) beneath
-    ``root``, one per language, toolchain and flags: ``<root>/<hash>/bits/stdc++.h.gch``,
-    found by the compile through ``-I<root>/<hash>``. A compiler uses one only when it was made
-    by the same compiler with the same flags and macros, and ignores it otherwise; a compile
-    that cannot use it reads the header itself, so a header is a speed-up, never a change.
+    """Precompiled headers (``Language.precompile``: C++'s ``bits/stdc++.h`` and ``iostream``)
+    beneath ``root``, one directory per header, language, toolchain and flags:
+    ``<root>/<hash>/bits/stdc++.h.gch``, found by the compile through ``-I<root>/<hash>``. A
+    compiler uses one only when it was made by the same compiler with the same flags and
+    macros, and ignores it otherwise; a compile that cannot use it reads the header itself, so
+    a header is a speed-up, never a change.
 
     Built on first use, by the first call that compiles a program including the header, while
     its own compile runs (``build``), within that compile's time: made in a staging directory
@@ -325,25 +326,27 @@ class PrecompiledHeaders:
     def __init__(self, root: str) -> None:
         self.root = root
 
-    def directory(self, language: Language) -> str:
-        seen = [_FORMAT, language.name, [list(p) for p in language.toolchain()]]
+    def directory(self, language: Language, header: str) -> str:
+        seen = [_FORMAT, language.name, header, [list(p) for p in language.toolchain()]]
         seen += [language.precompile_argv("", ""), sorted(language.env.items())]
         return os.path.join(self.root, hashlib.sha256(json.dumps(seen).encode()).hexdigest())
 
-    def ready(self, language: Language) -> str | None:
-        """The directory to give the compiler with ``-I``, or None when there is no header."""
-        where = self.directory(language)
-        header = os.path.join(where, language.precompile + ".gch")
+    def ready(self, language: Language, header: str) -> str | None:
+        """The directory to give the compiler with ``-I``, or None when ``header`` is not built."""
+        where = self.directory(language, header)
+        made = os.path.join(where, header + ".gch")
         try:
-            info = os.lstat(header)
+            info = os.lstat(made)
         except OSError:
             return None
-        return where if stat.S_ISREG(info.st_mode) and os.access(header, os.R_OK) else None
+        return where if stat.S_ISREG(info.st_mode) and os.access(made, os.R_OK) else None
 
-    def build(self, language: Language, readable: tuple[str, ...]) -> PrecompileBuild | None:
-        """Start building ``language``'s header (None: another call is, or it gave up).
-        ``readable``: what the compiler may read besides the system's paths."""
-        where = self.directory(language)
+    def build(
+        self, language: Language, header: str, readable: tuple[str, ...]
+    ) -> PrecompileBuild | None:
+        """Start building ``language``'s ``header`` (None: another call builds one, or this one
+        was given up). ``readable``: what the compiler may read besides the system's paths."""
+        where = self.directory(language, header)
         attempts = where + ".attempts"
         lock = -1
         try:
@@ -358,7 +361,7 @@ class PrecompiledHeaders:
                 if item.name.startswith(".staging-"):  # a build killed with its call
                     _remove_tree(item.path)
             _append(attempts, 1)
-            return PrecompileBuild(self, language, where, lock, readable)
+            return PrecompileBuild(self, language, header, where, lock, readable)
         except OSError:
             if lock >= 0:
                 os.close(lock)  # PrecompileBuild removed what it made
@@ -372,6 +375,7 @@ class PrecompileBuild:
         self,
         headers: PrecompiledHeaders,
         language: Language,
+        header: str,
         where: str,
         lock: int,
         readable: tuple[str, ...],
@@ -384,8 +388,8 @@ class PrecompileBuild:
             # ours by the name it precompiles.
             wrapper = os.path.join(self.staging, "header.h")
             with open(wrapper, "w") as fh:
-                fh.write(f"#include <{language.precompile}>\n")
-            output = os.path.join(self.staging, language.precompile + ".gch")
+                fh.write(f"#include <{header}>\n")
+            output = os.path.join(self.staging, header + ".gch")
             os.makedirs(os.path.dirname(output), exist_ok=True)
             os.mkdir(os.path.join(self.staging, ".tmp"))
             # Open to every session uid while it is built: if this call is killed, the next

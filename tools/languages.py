@@ -33,6 +33,8 @@ __all__ = ["LANGUAGES", "Language", "toolchain_path", "toolchains"]
 #: Where workers look for programs: the sandbox's own PATH, whatever the caller's is.
 TOOLCHAIN_PATH = "/usr/local/bin:/usr/bin:/bin"
 
+_FIRST_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]+)[>"]', re.MULTILINE)
+
 
 @dataclass(frozen=True)
 class Language:
@@ -50,9 +52,9 @@ class Language:
     #: ``run`` is this interpreter on the source: the run may be a fork of the worker's own,
     #: made to look fresh (``tools.python_main``), rather than a new process.
     warm: bool = False
-    #: A header worth precompiling with the compile's own flags (``tools.compile_cache
-    #: .PrecompiledHeaders``), used when a program includes it.
-    precompile: str = ""
+    #: Headers worth precompiling with the compile's own flags (``tools.compile_cache
+    #: .PrecompiledHeaders``): a program whose first ``#include`` names one is compiled with it.
+    precompile: tuple[str, ...] = ()
     #: What a program that includes a header under this prefix is linked with as well.
     libraries: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -62,6 +64,16 @@ class Language:
             if found:
                 return found.group(1)
         return self.default_main
+
+    def precompiled_header(self, code: str) -> str:
+        """The header of ``precompile`` that ``code`` includes first, or "": a compiler can use
+        a precompiled header only for the first one, before any code. A line that only looks
+        like the first include (inside a comment) costs nothing: the compiler checks, and reads
+        the header itself when the precompiled one does not apply."""
+        if not self.precompile:
+            return ""
+        first = _FIRST_INCLUDE.search(code)
+        return first.group(1) if first and first.group(1) in self.precompile else ""
 
     def source_name(self, code: str) -> str:
         return self.source.format(main=self.main_name(code))
@@ -284,7 +296,7 @@ LANGUAGES: dict[str, Language] = {
                 *("-o", "main", "{source}"),
             ),
             outputs=("main",),
-            precompile="bits/stdc++.h",
+            precompile=("bits/stdc++.h", "iostream"),
             libraries=_OPENSSL,
             install="g++",
             version=("g++", "--version"),

@@ -180,13 +180,13 @@ class Submission:
         """The directory of the program's precompiled header, or a build of it started now
         (None, None: the language has none, or the program does not include it)."""
         headers: PrecompiledHeaders | None = self.headers
-        header = self.language.precompile
-        if headers is None or not header or header not in self.code:
+        header = self.language.precompiled_header(self.code)
+        if headers is None or not header:
             return None, None
-        include = headers.ready(self.language)
+        include = headers.ready(self.language, header)
         if include is not None:
             return include, None
-        return None, headers.build(self.language, readable)
+        return None, headers.build(self.language, header, readable)
 
     def _fill_home(self) -> None:
         """Write the source and the files into the run's directory, once; with the shared
