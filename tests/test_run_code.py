@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import socket
 from collections.abc import Iterator
 
@@ -45,6 +46,28 @@ def test_stdin_files_and_fetched_files(tools: ToolAPI) -> None:
     assert run["execution_time"] > 0
     # What does not exist, or lies outside the run's directory, is left out.
     assert data["files"] == {"out/result.txt": base64.b64encode(b"abab").decode()}
+
+
+def test_stdin_larger_than_a_pipe_holds_reaches_the_program_whole_or_not_at_all(
+    tools: ToolAPI,
+) -> None:
+    stdin = "".join(f"{n}\n" for n in range(300_000))  # 2 MB: the pipe takes 64 KiB at a time
+    digest = "import hashlib, sys\nprint(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())"
+    expected = hashlib.sha256(stdin.encode()).hexdigest() + "\n"
+    for language, code in (("python", digest), ("bash", "sha256sum | cut -d' ' -f1")):
+        data = _run(tools, language=language, code=code, stdin=stdin)
+        assert data["run_result"]["stdout"] == expected, (language, data["run_result"])
+    # Read in part, or not at all, or kept open by a child that never reads: the run ends
+    # when the program does, as it would without any stdin.
+    for code in (
+        "import sys\nprint(sys.stdin.readline().strip())",
+        "print('ignored')",
+        "import subprocess\nsubprocess.Popen(['sleep', '30'])\nprint('left')",
+    ):
+        data = _run(tools, language="python", code=code, stdin=stdin, run_timeout=20)
+        run = data["run_result"]
+        assert data["status"] == "Success" and run["execution_time"] < 5, run
+        assert run["stdout"] in ("0\n", "ignored\n", "left\n"), run
 
 
 def test_a_failing_program_is_failed_with_its_exit_code_and_stderr(tools: ToolAPI) -> None:

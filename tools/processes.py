@@ -15,7 +15,6 @@ import os
 import selectors
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -148,12 +147,16 @@ def watch(
     # this process says its own offset).
     exec_d = child.resident_offset_kb is None
     forked_kb = own_resident_kb() if measure_memory and exec_d else 0
-    if stdin:
-        threading.Thread(target=_feed, args=(stdin_w, stdin), daemon=True).start()
     selector = selectors.DefaultSelector()
     for fd, stream in ((out_r, out), (err_r, err)):
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         selector.register(fd, selectors.EVENT_READ, (stream, decoder))
+    # Fed by this loop as the child reads it, not by a thread: starting one costs more than
+    # a short run's whole watch.
+    feeding = _Feeder(stdin_w, stdin.encode()) if stdin else None
+    if feeding is not None:
+        os.set_blocking(stdin_w, False)
+        selector.register(stdin_w, selectors.EVENT_WRITE, feeding)
     give_up = started + time_limit if time_limit is not None else None
     timed_out = memory_exceeded = False
     seen_kb = 0
@@ -182,6 +185,10 @@ def watch(
         turn = MEMORY_POLL_S if measure_memory else TICK_S
         timeout = turn if drain_until is None else max(0.0, drain_until - now)
         for key, _ in selector.select(timeout):
+            if key.data is feeding:
+                if not feeding.write():
+                    selector.unregister(key.fileobj)
+                continue
             stream, decoder = key.data
             data = os.read(key.fd, 65536)
             if data:
@@ -192,6 +199,8 @@ def watch(
         if drain_until is not None and time.monotonic() >= drain_until:
             break  # a background job holds the pipes open: do not wait for it
     selector.close()
+    if feeding is not None:
+        feeding.close()
     if reaped is None:
         reaped = _reap(child, 0)
     assert reaped is not None
@@ -238,12 +247,27 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _feed(fd: int, text: str) -> None:
-    data = memoryview(text.encode())
-    try:
-        while data:
-            data = data[os.write(fd, data) :]
-    except OSError:
-        pass  # the command did not read it all
-    finally:
-        os.close(fd)
+class _Feeder:
+    """The child's stdin, written as the pipe takes it (the pipe's end non-blocking)."""
+
+    def __init__(self, fd: int, data: bytes) -> None:
+        self.fd, self.left = fd, memoryview(data)
+
+    def write(self) -> bool:
+        """Write what the pipe takes now; whether there is more to write. The end is closed
+        once all is written, or when the child closed its own (it did not read it all)."""
+        try:
+            self.left = self.left[os.write(self.fd, self.left) :]
+        except BlockingIOError:
+            return True
+        except OSError:
+            self.left = self.left[:0]
+        if self.left:
+            return True
+        self.close()
+        return False
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

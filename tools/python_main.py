@@ -120,6 +120,8 @@ class FreshInterpreter:
 
 
 _fresh: FreshInterpreter | None = None
+#: What the program's process holds on to from the worker but must not see.
+_out_of_sight: list[object] = []
 
 
 def remember_fresh_interpreter() -> str | None:
@@ -264,13 +266,18 @@ def _run_as_main(fresh: FreshInterpreter, script: str, args: list[str], ready: i
     """Run ``script`` as the ``__main__`` module of this (forked) interpreter; the exit status
     ``python script`` would end with. ``ready`` is told when the program begins."""
     absolute = os.path.abspath(script)
-    for name in [name for name in sys.modules if name.partition(".")[0] in ENGINE_PACKAGES]:
-        del sys.modules[name]
+    # Out of sight but not freed: freeing them would write to (and so copy) every page of the
+    # worker's that they lie on, as would clearing the importer cache in place.
+    _out_of_sight.extend(
+        sys.modules.pop(name)
+        for name in [name for name in sys.modules if name.partition(".")[0] in ENGINE_PACKAGES]
+    )
+    _out_of_sight.append(sys.path_importer_cache)
+    sys.path_importer_cache = {}
     atexit._clear()
     sys.argv = [script, *args]
     sys.orig_argv = [sys.executable, script, *args]
     sys.path[:] = [os.path.dirname(os.path.realpath(absolute)), *fresh.path]
-    sys.path_importer_cache.clear()
     sys.excepthook, sys.displayhook = sys.__excepthook__, sys.__displayhook__
     sys.breakpointhook, sys.unraisablehook = sys.__breakpointhook__, sys.__unraisablehook__
     sys.settrace(None)
