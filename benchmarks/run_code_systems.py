@@ -4,8 +4,8 @@ a running server given by its URL (``a2e bench --sandboxfusion-url``), or else t
 (``benchmarks.sandboxfusion_standin``) started for the run on 127.0.0.1.
 
 Both get the same requests from the same client (``RunCodeClient``: kept-alive connections of
-the standard library, so that the client's own cost is small and alike on both sides), and
-every answer is checked: ``status`` ``Success`` and the payload's stdout (``wrong_answer``).
+the standard library, ``benchmarks.http_client``), and every answer is checked: ``status``
+``Success`` and the payload's stdout (``wrong_answer``).
 A wrong answer is the call's failure, counted by the bench, not a call.
 
 Each system names the root of its server's process tree (``Opened.server``): its CPU per call is
@@ -23,13 +23,13 @@ import itertools
 import json
 import socket
 import sys
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import psutil
 
+from a2e_engine.benchmarks.http_client import KeptAlive
 from a2e_engine.benchmarks.sandboxfusion_standin import READY
 from a2e_engine.benchmarks.shared_servers import kept, server_process
 from a2e_engine.benchmarks.workloads import Payload, Workload
@@ -54,60 +54,14 @@ PING_TIMEOUT_S = 5
 QUOTED_CHARS = 300
 
 
-class RunCodeClient:
-    """``POST /run_code`` and ``GET /v1/ping`` on one server, from several threads at once: each
-    request takes an idle kept-alive connection or opens one. ``url`` is the base URL that
+class RunCodeClient(KeptAlive):
+    """``POST /run_code`` and ``GET /v1/ping`` on one server. ``url`` is the base URL that
     SandboxFusion's clients are given (``http://host:port``, any path prefix and query string
-    kept, as ``/t/TOKEN`` or ``?token=`` for an ``a2e serve`` with a token); one that ends in
-    ``/run_code``, as verl's does, is taken as its base."""
+    kept); one that ends in ``/run_code``, as verl's does, is taken as its base."""
 
     def __init__(self, url: str, timeout: float = REQUEST_TIMEOUT_S) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{url!r} is not an http:// or https:// URL")
-        self.url, self.timeout = url, timeout
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.https = parts.scheme == "https"
-        self.prefix = parts.path.rstrip("/").removesuffix("/run_code")
-        self.query = f"?{parts.query}" if parts.query else ""
-        self._idle: list[http.client.HTTPConnection] = []
-        self._lock = threading.Lock()
-
-    def _connect(self, timeout: float) -> http.client.HTTPConnection:
-        kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-        return kind(self.host, self.port, timeout=timeout)
-
-    def request(
-        self, method: str, path: str, body: Any = None, timeout: float | None = None
-    ) -> tuple[int, bytes]:
-        """The status and body of one request. A kept-alive connection that the server closed
-        while it was idle is replaced, and the request sent once more on a new one; a new
-        connection that fails is the request's failure."""
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"} if data is not None else {}
-        target = f"{self.prefix}{path}{self.query}"
-        while True:
-            with self._lock:
-                connection = self._idle.pop() if self._idle else None
-            reused = connection is not None
-            if connection is None:
-                connection = self._connect(timeout or self.timeout)
-            try:
-                connection.request(method, target, body=data, headers=headers)
-                response = connection.getresponse()
-                payload = response.read()
-            except (http.client.HTTPException, OSError):
-                connection.close()
-                if reused:
-                    continue
-                raise
-            if response.will_close:
-                connection.close()
-            else:
-                with self._lock:
-                    self._idle.append(connection)
-            return response.status, payload
+        super().__init__(url, timeout)
+        self.prefix = self.prefix.removesuffix("/run_code")
 
     def run_code(self, body: dict[str, Any]) -> dict[str, Any]:
         """SandboxFusion's answer; ``CallFailed`` if it is not one."""
@@ -136,12 +90,6 @@ class RunCodeClient:
         if status != 200:
             said = _quoted(payload.decode(errors="replace"))
             raise CallFailed(f"{self.url} answered GET /v1/ping with HTTP {status}: {said}")
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for connection in idle:
-            connection.close()
 
 
 def _reason(exc: BaseException) -> str:

@@ -318,37 +318,41 @@ def engine_websocket(workload: Workload, payloads: list[Payload]) -> Iterator[Op
 @contextlib.contextmanager
 def engine_rest(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
     """Each call a POST /v1/tools/{tool}, as a service's clients make them; a streaming one
-    reads its events as server-sent events."""
-    import httpx
+    reads its events as server-sent events. The client is the standard library's, as for the
+    ``/run_code`` systems (``benchmarks.http_client``)."""
+    from a2e_engine.benchmarks.http_client import KeptAlive
 
-    with (
-        http_service(*BENCH_ENGINE_FLAGS) as (url, pid),
-        httpx.Client(base_url=url, timeout=60) as http,
-    ):
+    with http_service(*BENCH_ENGINE_FLAGS) as (url, pid):
+        http = KeptAlive(url, timeout=60)
         take = next_payload(payloads)
 
         def call() -> tuple[int, Any]:
             index, payload = take()
             body = {"arguments": payload.arguments, "timeout": 60}
             path = f"/v1/tools/{payload.tool}"
+            accept = {"Accept": "text/event-stream"} if payload.streaming else {}
+            status, answer = http.request("POST", path, body, headers=accept)
+            if status != 200:
+                raise RuntimeError(f"POST {path} answered HTTP {status}: {answer[:300]!r}")
             if payload.streaming:
                 events, result = 0, None
-                headers = {"Accept": "text/event-stream"}
-                with http.stream("POST", path, json=body, headers=headers) as response:
-                    for line in response.iter_lines():
-                        if line == "event: tool/event":
-                            events += 1
-                        elif line.startswith("data: ") and '"success"' in line:
-                            result = json.loads(line[len("data: ") :])
+                for line in answer.decode().splitlines():
+                    if line == "event: tool/event":
+                        events += 1
+                    elif line.startswith("data: ") and '"success"' in line:
+                        result = json.loads(line[len("data: ") :])
                 if events != EVENTS_PER_STREAM:
                     raise RuntimeError(f"{events} events arrived, not {EVENTS_PER_STREAM}")
             else:
-                result = http.post(path, json=body).json()
+                result = json.loads(answer)
             if not result or not result["success"]:
                 raise RuntimeError(f"the engine failed {payload.tool}: {result}")
             return index, workload.engine_answer(result["data"])
 
-        yield Opened(call, lambda: {"supervisor": [pid]})
+        try:
+            yield Opened(call, lambda: {"supervisor": [pid]})
+        finally:
+            http.close()
 
 
 # -- the alternatives: the payload's script in a child --
