@@ -78,11 +78,22 @@ NO_ASSERT = (
     "no tests ran: the tests define no check(), no test_* function and no assert that runs "
     "(asserts inside functions or classes run only if called)"
 )
+NEVER_CALLED = (
+    "no tests ran: the tests define check() but never call it, and no entry_point was given to "
+    "call it with"
+)
 #: Arguments under which no test would run, and the reason the verdict gives.
 NOTHING_TESTED = {
-    "check but no entry_point": (
+    "check never called and no entry_point": (
         {"program": WRONG_ADD, "tests": HUMAN_EVAL_CHECK},
-        "no tests ran: the tests define check() but no entry_point was given",
+        NEVER_CALLED,
+    ),
+    "check called before the tests define it (the program's own check)": (
+        {
+            "program": "def add(a, b):\n    return 0\ndef check(candidate):\n    pass\n",
+            "tests": "check(add)\n" + HUMAN_EVAL_CHECK,
+        },
+        NEVER_CALLED,
     ),
     "empty tests": ({"program": WRONG_ADD, "tests": ""}, "no tests ran: the tests are empty"),
     "no tests at all": ({"program": WRONG_ADD}, "no tests ran: the tests are empty"),
@@ -132,6 +143,31 @@ def test_nothing_tested_is_never_passed(tools: ToolAPI, case: tuple[dict[str, An
     report = grade(tools, **arguments)
     assert report["verdict"] == "failed" and report["passed"] is False, report
     assert report["reason"] == reason and report["tests"] == []
+
+
+def test_tests_that_call_check_themselves_need_no_entry_point(tools: ToolAPI) -> None:
+    """HumanEval's test with ``check(<entry point>)`` after it, as graders append it."""
+    tests = "METADATA = {}\n\n" + HUMAN_EVAL_CHECK + "\ncheck(add)\n"
+    passed = grade(tools, program="def add(a, b):\n    return a + b\n", tests=tests)
+    assert passed["verdict"] == "passed" and passed["tests"] == [{"name": "tests", "passed": True}]
+    failed = grade(tools, program=WRONG_ADD, tests=tests)
+    assert failed["verdict"] == "failed" and failed["reason"] == "tests: AssertionError"
+    # Through a helper of the tests' own, under ``if __name__ == "__main__"``.
+    nested = (
+        HUMAN_EVAL_CHECK + "def run():\n    check(add)\nif __name__ == '__main__':\n    run()\n"
+    )
+    assert grade(tools, program=WRONG_ADD, tests=nested)["verdict"] == "failed"
+    assert grade(tools, program="def add(a, b):\n    return a + b\n", tests=nested)["passed"]
+
+
+@pytest.mark.parametrize("replaced", ["exec", "compile"])
+def test_a_program_that_replaces_exec_or_compile_still_has_its_tests_run(
+    tools: ToolAPI, replaced: str
+) -> None:
+    program = f"import builtins\nbuiltins.{replaced} = lambda *a, **k: None\n" + WRONG_ADD
+    for tests in ("assert add(1, 2) == 3\n", HUMAN_EVAL_CHECK + "check(add)\n"):
+        report = grade(tools, program=program, tests=tests)
+        assert report["verdict"] == "failed" and report["reason"] == "tests: AssertionError"
 
 
 def test_only_the_tests_own_test_functions_are_run(tools: ToolAPI) -> None:

@@ -14,13 +14,15 @@ In Python, function tests, in two shapes, both common in training and benchmark 
   ``entry_point``; the harness calls ``check(<entry_point>)``.
 * A program plus test code: every ``test_*`` function the tests define is run on its own and
   reported; tests without such functions are one test, ``tests``, that passes if it runs
-  through (MBPP-style top-level asserts; such tests must hold an ``assert``).
+  through (MBPP-style top-level asserts, or HumanEval's test followed by its own
+  ``check(<entry_point>)`` call: such tests must reach an ``assert`` when run).
 
 The verdict is ``passed``, ``failed`` (with the reason) or ``timed out``. It is ``passed`` only
 when at least one test ran and every one passed: what the tests define is read from their source
 before anything runs (a ``check`` or ``test_*`` function the *program* defines is not a test), and
-tests that define nothing to run (empty tests, a ``check`` without an ``entry_point``, top-level
-code without an ``assert``) fail with the reason, without running the program at all.
+tests that would run no assert (empty tests, a ``check`` neither called nor given an
+``entry_point``, top-level code without an ``assert``) fail with the reason, without running the
+program at all.
 
 Why the verdict is sealed: the candidate must not be able to *end* the grading in its favour.
 Under the engine the worker runs the tests in its own process, one process per problem, and

@@ -77,17 +77,27 @@ def run_tests(spec: dict[str, Any], test_names: tuple[str, ...]) -> str:
     first, so that patching modules cannot change the report. ``test_names`` are the
     ``test_*`` functions the tests' source defines (``GradingPlan``)."""
     format_exc, string, join = _format_exception, _json_string, ",".join
+    run, build = exec, compile  # the program may replace the builtins before the tests run
     results: list[tuple[str, bool, str, str]] = []  # (test, passed, exception type, message)
     append = results.append
     failure = ("", "", "")  # (stage, exception type, message)
     namespace: dict[str, Any] = {"__name__": "__main__"}
     stage = "program"
+    entry_point = spec.get("entry_point")
     try:
-        exec(compile(spec["program"], "<program>", "exec"), namespace)
-        if spec.get("tests"):
-            stage = "tests"
-            exec(compile(spec["tests"], "<tests>", "exec"), namespace)
-        entry_point = spec.get("entry_point")
+        run(build(spec["program"], "<program>", "exec"), namespace)
+        stage = "tests"
+        test_code = build(spec.get("tests") or "", "<tests>", "exec")
+        if not entry_point and not test_names:
+            # The tests' own top level is the test (MBPP's asserts, HumanEval's test
+            # followed by its check(...) call): what it raises is the test failing.
+            try:
+                run(test_code, namespace)
+                append(("tests", True, "", ""))
+            except BaseException as exc:
+                append(("tests", False, *format_exc(exc)))
+        else:
+            run(test_code, namespace)
         if entry_point:
             stage = "check"
             check, candidate = namespace["check"], namespace[entry_point]
@@ -103,8 +113,6 @@ def run_tests(spec: dict[str, Any], test_names: tuple[str, ...]) -> str:
                     append((name, True, "", ""))
                 except BaseException as exc:
                     append((name, False, *format_exc(exc)))
-        else:
-            append(("tests", True, "", ""))  # its top-level asserts all held
     except BaseException as exc:
         failure = (stage, *format_exc(exc))
     tests = join(
@@ -304,30 +312,54 @@ def plan_tests(tests: str, entry_point: str) -> GradingPlan:
         return GradingPlan()
     if test_names:
         return GradingPlan(test_names)
+    if _asserts_when_run(module.body):
+        return GradingPlan()
     if "check" in defined:
         return GradingPlan(
-            refusal="no tests ran: the tests define check() but no entry_point was given"
+            refusal="no tests ran: the tests define check() but never call it, and no "
+            "entry_point was given to call it with"
         )
-    if not _asserts_when_run(module.body):
-        return GradingPlan(
-            refusal="no tests ran: the tests define no check(), no test_* function and no "
-            "assert that runs (asserts inside functions or classes run only if called)"
-        )
-    return GradingPlan()
+    return GradingPlan(
+        refusal="no tests ran: the tests define no check(), no test_* function and no "
+        "assert that runs (asserts inside functions or classes run only if called)"
+    )
 
 
 def _asserts_when_run(body: list[ast.stmt]) -> bool:
     """Whether running ``body`` as a module can reach an ``assert``: at its top level or in a
-    block there (``if``, ``for``, ``with``, ``try``), not inside a function or a class, whose
-    body runs only if something calls it (a helper, a ``unittest.TestCase`` nobody runs)."""
-    todo = list(body)
+    block there (``if``, ``for``, ``with``, ``try``), or in a function of the tests' own that
+    such a statement calls by name after defining it (HumanEval's ``check(candidate)`` as its
+    tests' last line), and so on through the functions that one calls. Not in a function
+    nobody calls, nor in a class (a ``unittest.TestCase`` nobody runs); a call before the
+    definition would reach whatever the program named so, which proves nothing."""
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for statement in body:
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions[statement.name] = statement
+        elif not isinstance(statement, ast.ClassDef) and _reaches_assert(statement, functions):
+            return True
+    return False
+
+
+def _reaches_assert(
+    start: ast.stmt, functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+) -> bool:
+    """Whether running ``start`` runs an ``assert``, itself or in one of ``functions`` that it
+    calls by name (each followed once)."""
+    todo: list[ast.AST] = [start]
+    followed: set[str] = set()
     while todo:
         node = todo.pop()
         if isinstance(node, ast.Assert):
             return True
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            continue
-        todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            called = functions.get(node.func.id)
+            if called is not None and called.name not in followed:
+                followed.add(called.name)
+                todo.extend(called.body)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue  # defined here, run only if called
+        todo.extend(ast.iter_child_nodes(node))
     return False
 
 
