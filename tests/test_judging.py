@@ -115,6 +115,29 @@ def test_each_verdict_is_given_for_what_happened(tools: ToolAPI) -> None:
     assert "missing" in broken["reason"]
 
 
+#: A program that does not parse, and a fragment of what its toolchain says of it.
+UNPARSED = {
+    "python": ("a, b = map(int, input().split()\nprint(a + b)\n", "SyntaxError"),
+    "bash": ("read a b\nif [ $a -gt 0 ]; then\necho $((a + b))\n", "syntax error"),
+    "nodejs": ("const x = ;\n", "SyntaxError"),
+    "perl": ("my $x = ;\n", "syntax error"),
+    "ruby": ("def f(\nputs 1\n", "syntax error"),
+    "lua": ("local x = (\n", "unexpected symbol"),
+}
+
+
+@pytest.mark.parametrize("language", UNPARSED)
+def test_a_program_that_does_not_parse_is_a_compile_error(tools: ToolAPI, language: str) -> None:
+    """As graders judge it (APPS's harness, verl's): no case runs, every case is CE."""
+    code, said = UNPARSED[language]
+    data = _judge(tools, code, language=language)
+    assert data["verdict"] == "CE" and data["tests"] == [], data
+    assert data["summary"] == {"CE": 3} and said in data["reason"], data["reason"]
+    if language == "python":  # what parses but fails is still the case's own verdict
+        runs = _judge(tools, "print(1 // 0)")
+        assert runs["verdict"] == "RE" and runs["compile"] is None
+
+
 def test_stop_at_first_failure_skips_the_rest(tools: ToolAPI) -> None:
     data = _judge(tools, "print(3)", stop_at_first_failure=True)
     assert _verdicts(data) == ["AC", "WA", "skipped"] and data["verdict"] == "WA"

@@ -45,7 +45,7 @@ BROKEN = {
     "cpp": "int main() { std::vector<int> v; }",
     "java": "public class Main { void f() { int x = ; } }",
     "nodejs": "function (",
-    "typescript": "const x: number = 'a string';",
+    "typescript": "const x: number = ;",
     "rust": 'fn main() { let x: u32 = "s"; }',
     "go": "package main\nfunc main() { undefined() }",
     "perl": "my $x = ;",
@@ -224,7 +224,27 @@ AS_JUDGED = {
     '  System.out.println(p.getValue1() + " " + System.getProperty("ONLINE_JUDGE"));\n'
     '  assert p.getValue0() == 2 : "assertions are on";\n} }',
     "rust": 'fn main() { if cfg!(ONLINE_JUDGE) { println!("judge"); } }',
+    # Run as SandboxFusion runs it (tsx): type errors do not stop it, a failed
+    # console.assert says so on stderr and the run goes on (HumanEval-X's TypeScript).
+    "typescript": "console.assert(1 === 2);\nconst n: number = 'not a number';\n"
+    "console.log('judge');",
 }
+
+
+#: What the datasets' tests import (MultiPL-E, HumanEval-X), each printing "judge".
+LIBRARIES = {
+    "nodejs": 'const _ = require("lodash");\n'
+    'if (_.isEqual({a: [1, 2]}, {a: [1, 2]})) console.log("judge");',
+    "typescript": 'import * as _ from "lodash";\nconsole.log(_.chunk(["judge", 1], 1)[0][0]);',
+    "perl": "use Test::Deep qw(eq_deeply);\nuse Data::Compare;\n"
+    'print "judge\\n" if eq_deeply([1, {a => 2}], [1, {a => 2}]) && Compare([1], [1]);',
+}
+
+
+@pytest.mark.parametrize("language", sorted(LIBRARIES))
+def test_the_libraries_graded_tests_import_are_there(tools: ToolAPI, language: str) -> None:
+    run = _run(tools, language, LIBRARIES[language])["run_result"]
+    assert run["stdout"] == "judge\n" and run["return_code"] == 0, run
 
 
 @pytest.mark.parametrize("language", sorted(AS_JUDGED))
@@ -234,6 +254,9 @@ def test_a_program_is_compiled_and_run_as_judges_do(tools: ToolAPI, language: st
     run = data["run_result"]
     if language == "cpp":  # linked with OpenSSL for including it (HumanEval-X's md5)
         assert run["stdout"] == "1562eb3f6d9c5ac7e159c04a96ff4dfe\n", run
+    elif language == "typescript":
+        assert run["stdout"] == "judge\n" and run["return_code"] == 0, run
+        assert "Assertion failed" in run["stderr"]
     elif language == "java":
         assert run["stdout"] == "judge true\n" and run["return_code"] == 1, run
         assert "AssertionError: assertions are on" in run["stderr"]

@@ -55,6 +55,9 @@ class Language:
     #: Headers worth precompiling with the compile's own flags (``tools.compile_cache
     #: .PrecompiledHeaders``): a program whose first ``#include`` names one is compiled with it.
     precompile: tuple[str, ...] = ()
+    #: A command that only parses the program and exits non-zero when it does not parse; a
+    #: language run warm is parsed in the worker itself (``Submission.check_syntax``).
+    syntax_check: tuple[str, ...] = ()
     #: What a program that includes a header under this prefix is linked with as well.
     libraries: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -232,8 +235,13 @@ _JAVAC = (
     ".",
     "{source}",
 )
+#: Without type-checking (``--noCheck``, TypeScript 5.5 and later), as SandboxFusion runs it
+#: (``tsx``): HumanEval-X's and MultiPL-E's TypeScript does not type-check cleanly, and
+#: ``console.assert(1 === 2)`` must run and say so, not fail to compile. Syntax errors still
+#: stop the compile.
 _TSC = (
     "tsc",
+    "--noCheck",
     "--target",
     "es2022",
     "--module",
@@ -249,9 +257,25 @@ _TSC = (
     "{source}",
 )
 _NODE_RUN = ("node", "--max-old-space-size={memory_mb}", "main.js")
+#: Debian's packaged modules (node-lodash: MultiPL-E's and HumanEval-X's JavaScript and
+#: TypeScript tests require it), for a Node.js that does not look there itself (NodeSource's).
+_NODE_ENV = {"NODE_PATH": "/usr/share/nodejs"}
 #: What a program that includes OpenSSL's headers links with (HumanEval-X's ``string_to_md5``;
 #: SandboxFusion links them whenever the host has them).
 _OPENSSL = {"openssl/": ("-lssl", "-lcrypto")}
+
+
+def _script(name: str, source: str, parse: tuple[str, ...], install: str, version: str) -> Language:
+    """A language run as ``<name> <source>``, parsed first by ``parse`` on the source."""
+    return Language(
+        name,
+        source,
+        (name, "{source}"),
+        syntax_check=(*parse, "{source}"),
+        install=install,
+        version=(name, version),
+    )
+
 
 LANGUAGES: dict[str, Language] = {
     language.name: language
@@ -269,6 +293,7 @@ LANGUAGES: dict[str, Language] = {
             "bash",
             "main.sh",
             ("/bin/bash", "{source}"),
+            syntax_check=("/bin/bash", "-n", "{source}"),
             install="bash",
             version=("bash", "--version"),
         ),
@@ -318,6 +343,8 @@ LANGUAGES: dict[str, Language] = {
             "nodejs",
             "main.js",
             _NODE_RUN,
+            syntax_check=("node", "--check", "main.js"),
+            env=_NODE_ENV,
             install="nodejs",
             version=("node", "--version"),
             out_of_memory=("JavaScript heap out of memory",),
@@ -328,6 +355,7 @@ LANGUAGES: dict[str, Language] = {
             _NODE_RUN,
             compile=_TSC,
             outputs=("main.js",),
+            env=_NODE_ENV,
             install="nodejs, and the TypeScript compiler: npm install -g typescript @types/node",
             version=("tsc", "--version"),
             out_of_memory=("JavaScript heap out of memory",),
@@ -364,10 +392,8 @@ LANGUAGES: dict[str, Language] = {
             },
             out_of_memory=("runtime: out of memory",),
         ),
-        Language("perl", "main.pl", ("perl", "{source}"), install="perl", version=("perl", "-v")),
-        Language(
-            "ruby", "main.rb", ("ruby", "{source}"), install="ruby", version=("ruby", "--version")
-        ),
-        Language("lua", "main.lua", ("lua", "{source}"), install="lua5.4", version=("lua", "-v")),
+        _script("perl", "main.pl", ("perl", "-c"), install="perl", version="-v"),
+        _script("ruby", "main.rb", ("ruby", "-c"), install="ruby", version="--version"),
+        _script("lua", "main.lua", ("luac", "-p"), install="lua5.4", version="-v"),
     )
 }

@@ -116,9 +116,15 @@ def judge_test_program(
 
 
 def _compile(submission: Submission, options: JudgeOptions) -> StepResult | None:
-    return submission.compile(
-        options.compile_seconds, Capture(OUTPUT_SLACK_CHARS), Capture(OUTPUT_SLACK_CHARS)
-    )
+    """The compile step, or for a language without one, a failed parse (as graders judge a
+    program that does not parse: a compile error before any case runs)."""
+    seconds = options.compile_seconds
+    compiled = submission.compile(seconds, Capture(OUTPUT_SLACK_CHARS), Capture(OUTPUT_SLACK_CHARS))
+    if compiled is None:
+        return submission.check_syntax(
+            seconds, Capture(OUTPUT_SLACK_CHARS), Capture(OUTPUT_SLACK_CHARS)
+        )
+    return compiled
 
 
 def _judge_case(

@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,7 @@ from a2e_engine.tools.compile_cache import (
     write_outputs,
 )
 from a2e_engine.tools.files import resolve_confined
-from a2e_engine.tools.languages import Language
+from a2e_engine.tools.languages import Language, toolchain_path
 from a2e_engine.tools.processes import Finished, TextSink, run_captured, watch
 from a2e_engine.tools.python_main import FreshInterpreter, start_main
 from a2e_engine.tools.python_main import fresh_interpreter as fresh_interpreter_of
@@ -140,6 +141,31 @@ class Submission:
                 cache.store(key, self.home, language.outputs, compiled)
         self._payload.extend(outputs_of(self.home, language.outputs))
         return compiled
+
+    def check_syntax(self, seconds: float, out: TextSink, err: TextSink) -> StepResult | None:
+        """For a language without a compile step, whether the program parses, as a compile
+        step's result when it does not (None when it does, or cannot be checked here): graders
+        call a program that does not parse a compile error, not a failure of each case. A
+        language run warm is parsed here, as its interpreter would parse it, with what it
+        would print; another by its ``syntax_check`` command, if the host has it."""
+        language = self.language
+        if language.compile is not None:
+            return None
+        if language.warm:
+            try:
+                compile(self.code, language.source_name(self.code), "exec", dont_inherit=True)
+            except (SyntaxError, ValueError) as exc:
+                message = "".join(traceback.format_exception_only(exc))
+                return {**not_started(message), "status": "Finished", "return_code": 1}
+            except (MemoryError, RecursionError) as exc:
+                return {**not_started(f"{type(exc).__name__}: too large or deep to parse")}
+            return None
+        if not language.syntax_check or toolchain_path(language.syntax_check[0]) is None:
+            return None
+        self._fill_home()
+        argv = language.argv(language.syntax_check, self.code, self.home, 0)
+        checked = self._step(argv, self.home, None, RunLimits(seconds, 0), out, err)
+        return checked if checked["return_code"] != 0 else None
 
     def _compile_apart(
         self, cache: CompileCache, key: str, seconds: float, out: TextSink, err: TextSink
