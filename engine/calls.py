@@ -35,7 +35,7 @@ from a2e_engine.engine.policy import check_policies
 from a2e_engine.engine.registry import RegisteredTool, ToolRegistry
 from a2e_engine.engine.retry import run_with_retries
 from a2e_engine.engine.session import Session
-from a2e_engine.engine.validation import validate_arguments
+from a2e_engine.engine.validation import decode_json_text, validate_arguments
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
@@ -210,6 +210,10 @@ async def run_call(
     """The call's result, within ``deadline`` (made where the call arrived)."""
     started = time.monotonic()
     tool = ctx.registry.get(request.tool_name)
+    if tool is not None:
+        decoded = decode_json_text(tool.definition.input_parameters, request.arguments)
+        if decoded is not None:
+            request = request.model_copy(update={"arguments": decoded})
     refused = _gate(ctx, session, request, tool)
     secrets = _secrets(tool, request.arguments) if tool is not None and refused is None else {}
     if isinstance(secrets, Refusal):

@@ -9,9 +9,35 @@ from __future__ import annotations
 
 from typing import Any
 
+from a2e import jsonwire
 from a2e.caps.tools.models import ToolParameter
 
-__all__ = ["validate_arguments"]
+__all__ = ["decode_json_text", "validate_arguments"]
+
+_DECODED_TYPES = {"object": dict, "array": list}
+
+
+def decode_json_text(
+    params: list[ToolParameter], arguments: dict[str, Any]
+) -> dict[str, Any] | None:
+    """``arguments`` with each top-level ``object`` or ``array`` argument that came as its JSON
+    text decoded; None when none did. Datasets store such values as text (APPS's and TACO's
+    ``input_output``) and models often send them so; text that is not JSON of the declared type
+    is left as it came, for validation to refuse."""
+    decoded: dict[str, Any] | None = None
+    for param in params:
+        value = arguments.get(param.name)
+        wanted = _DECODED_TYPES.get(param.type)
+        if wanted is None or not isinstance(value, str):
+            continue
+        try:
+            parsed = jsonwire.loads(value)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(parsed, wanted):
+            decoded = decoded if decoded is not None else dict(arguments)
+            decoded[param.name] = parsed
+    return decoded
 
 
 def _type_ok(expected: str, value: Any) -> bool:

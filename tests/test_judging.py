@@ -182,6 +182,23 @@ def test_apps_input_output_and_call_based_problems(tools: ToolAPI) -> None:
     assert data["verdict"] == "failed"
 
 
+def test_input_output_as_the_datasets_store_it_their_json_text(tools: ToolAPI) -> None:
+    """APPS and TACO keep ``input_output`` as a JSON string; a grader passes it as it is."""
+    apps = json.dumps({"inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n", "7\n"]})
+    program = "print(sum(map(int, input().split())))"
+    data = _judge(tools, program, test_cases=None, input_output=apps)
+    assert data["verdict"] == "AC" and len(data["tests"]) == 2
+    calls = json.dumps({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [[3], 7]})
+    data = _judge(tools, "def add(a, b):\n    return a + b", test_cases=None, input_output=calls)
+    assert data["verdict"] == "passed" and len(data["tests"]) == 2
+    for text in ("not json", "[1, 2]"):  # neither is an object
+        refused = tools.call(
+            tool_name="code_eval", arguments={"program": program, "input_output": text}
+        )
+        assert not refused.success
+        assert "'input_output' must be of type object, not string" in (refused.error or "")
+
+
 def test_a_test_program_in_another_language_passes_by_its_exit(tools: ToolAPI) -> None:
     program = "#include <cassert>\nint add(int a, int b) { return a + b; }"
     passing = _judge(

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from a2e.caps.tools.models import ToolParameter
-from a2e_engine.engine.validation import validate_arguments
+from a2e_engine.engine.validation import decode_json_text, validate_arguments
 
 PARAMS = [
     ToolParameter(name="path", type="string", description="p", required=True),
@@ -38,3 +38,20 @@ def test_each_problem_names_its_field() -> None:
     assert validate_arguments(PARAMS, {"path": "a", "opts": {}}) == [
         "missing required argument 'opts.depth' (number: d)"
     ]
+
+
+def test_an_object_or_array_given_as_its_json_text_is_decoded_once() -> None:
+    params = [*PARAMS, ToolParameter(name="items", type="array", description="i")]
+    given = {"path": "[1]", "opts": '{"depth": 2}', "items": "[1, 2]", "mode": "r"}
+    decoded = decode_json_text(params, given)
+    assert decoded == {"path": "[1]", "opts": {"depth": 2}, "items": [1, 2], "mode": "r"}
+    assert given["opts"] == '{"depth": 2}'  # the caller's own is left alone
+    assert validate_arguments(params, decoded) == []
+    # Nothing to decode, or text that is not JSON of the declared type: left for validation.
+    assert decode_json_text(params, {"path": "a", "opts": {"depth": 1}}) is None
+    for text in ("{depth: 1}", "[1]", '"{}"', "[" * 10_000):
+        assert decode_json_text(params, {"opts": text}) is None
+        assert (
+            "'opts' must be of type object, not string"
+            in validate_arguments(params, {"path": "a", "opts": text})[0]
+        )

@@ -135,7 +135,8 @@ class CodeEval(ToolPlugin):
                     ToolParameter(
                         name="input_output",
                         type="object",
-                        description="APPS/LiveCodeBench cases: {inputs, outputs[, fn_name]}",
+                        description="APPS/LiveCodeBench cases: {inputs, outputs[, fn_name]}, "
+                        "or its JSON text as the datasets store it",
                     ),
                     ToolParameter(
                         name="compare",
