@@ -123,6 +123,8 @@ UNPARSED = {
     "perl": ("my $x = ;\n", "syntax error"),
     "ruby": ("def f(\nputs 1\n", "syntax error"),
     "lua": ("local x = (\n", "unexpected symbol"),
+    "php": ("$x = ;\n", "syntax error"),
+    "r": ("f <- function( {\n", "unexpected"),
 }
 
 

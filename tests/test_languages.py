@@ -36,6 +36,12 @@ ECHO = {
     "perl": 'my $w = <STDIN>;\nchomp $w;\nprint "$ARGV[0] $w\\n";',
     "ruby": 'puts "#{ARGV[0]} #{STDIN.read.strip}"',
     "lua": 'print(arg[1] .. " " .. io.read("*l"))',
+    "php": '$w = trim(fgets(STDIN));\necho $argv[1] . " " . $w . "\\n";',
+    "r": 'w <- readLines(file("stdin"), n = 1)\ncat(paste(commandArgs(TRUE)[1], w), "\\n", sep = "")',
+    "d": "import std.stdio, std.string;\n"
+    'void main(string[] a) { writeln(a[1], " ", readln().strip()); }',
+    "csharp": "using System;\nclass P { static void Main(string[] a) {\n"
+    '  Console.WriteLine(a[0] + " " + Console.ReadLine()); } }',
 }
 #: Does not compile (or, interpreted, does not parse).
 BROKEN = {
@@ -51,6 +57,10 @@ BROKEN = {
     "perl": "my $x = ;",
     "ruby": "def f(",
     "lua": "local = 1",
+    "php": "$x = ;",
+    "r": "f <- function( {",
+    "d": "void main() { int x = ; }",
+    "csharp": "class P { static void Main() { int x = ; } }",
 }
 #: Fails while it runs, with a non-zero exit.
 CRASHING = {
@@ -66,6 +76,10 @@ CRASHING = {
     "perl": "die 'boom';",
     "ruby": "raise 'boom'",
     "lua": "error('boom')",
+    "php": "throw new Exception('boom');",
+    "r": "stop('boom')",
+    "d": 'void main() { throw new Exception("boom"); }',
+    "csharp": 'class P { static void Main() { throw new System.Exception("boom"); } }',
 }
 #: Never ends on its own.
 SPINNING = {
@@ -82,6 +96,10 @@ SPINNING = {
     "perl": "while (1) {}",
     "ruby": "loop {}",
     "lua": "while true do end",
+    "php": "while (true) {}",
+    "r": "repeat {}",
+    "d": "void main() { for (;;) {} }",
+    "csharp": "class P { static void Main() { for (;;) {} } }",
 }
 #: Holds ever more memory, each megabyte touched.
 GREEDY = {
@@ -101,6 +119,12 @@ GREEDY = {
     "perl": 'my @l; while (1) { push @l, "x" x (1 << 20); }',
     "ruby": 'l = []; loop { l << "x" * (1 << 20) }',
     "lua": 'local l = {} while true do l[#l + 1] = string.rep("x", 1 << 20) .. #l end',
+    "php": '$l = []; while (true) { $l[] = str_repeat("x", 1 << 20) . count($l); }',
+    "r": "l <- list()\nrepeat l[[length(l) + 1]] <- runif(131072)",
+    "d": "void main() { ubyte[][] l; for (;;) { auto b = new ubyte[1 << 20]; b[] = 1; l ~= b; } }",
+    "csharp": "using System.Collections.Generic;\nclass P { static void Main() {\n"
+    "  var l = new List<byte[]>(); for (;;) { var b = new byte[1 << 20];\n"
+    "  for (int i = 0; i < b.Length; i += 4096) b[i] = 1; l.Add(b); } } }",
 }
 
 
@@ -185,6 +209,13 @@ def test_past_its_memory_limit_a_program_is_killed(tools: ToolAPI, language: str
     assert run["status"] == "MemoryLimitExceeded", run
     assert run["return_code"] is None and run["execution_time"] < 9  # not the time limit
     assert run["peak_memory_kb"] > 64 * 1024
+
+
+def test_php_code_gets_its_opening_tag_once() -> None:
+    php = LANGUAGES["php"]
+    assert php.source_text("echo 1;") == "<?php\necho 1;"
+    assert php.source_text("\n<?php echo 1;") == "\n<?php echo 1;"
+    assert LANGUAGES["python"].source_text("<?php") == "<?php"
 
 
 def test_a_missing_toolchain_is_named_with_what_to_install() -> None:

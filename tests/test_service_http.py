@@ -322,6 +322,26 @@ def test_cpp_with_its_memory_limit_as_sandbox_fusion_sends_it(service: ServicePr
     assert answer["run_result"]["peak_memory_kb"] > 48 * 1024
 
 
+def test_sandbox_fusions_language_names_reach_their_languages(service: ServiceProcess) -> None:
+    programs = {
+        "R": "cat(1 + 1)",
+        "php": "echo 1 + 1;",
+        "js": "console.log(1 + 1)",
+        "ts": "const two: number = 1 + 1;\nconsole.log(two)",
+        "D_ut": "void main() { import std.stdio; write(1 + 1); }",
+        "csharp": "class P { static void Main() { System.Console.Write(1 + 1); } }",
+    }
+    for language, code in programs.items():
+        answer = _run_code(service, {"language": language, "code": code})
+        assert answer["status"] == "Success", (language, answer)
+        assert answer["run_result"]["stdout"].strip() == "2", (language, answer)
+    # D_ut's tests are unittest blocks (MultiPL-E's D), run instead of main: a failing one
+    # fails the run.
+    for sum_, status in ((2, "Success"), (3, "Failed")):
+        tested = f"unittest {{ assert(1 + 1 == {sum_}); }}\nvoid main() {{}}"
+        assert _run_code(service, {"language": "D_ut", "code": tested})["status"] == status
+
+
 def test_an_unknown_language_is_a_sandbox_error(service: ServiceProcess) -> None:
     answer = _run_code(service, {"language": "brainfuck", "code": "+."})
     assert answer["status"] == "SandboxError" and "'brainfuck' is not served" in answer["message"]

@@ -58,6 +58,9 @@ class Language:
     #: A command that only parses the program and exits non-zero when it does not parse; a
     #: language run warm is parsed in the worker itself (``Submission.check_syntax``).
     syntax_check: tuple[str, ...] = ()
+    #: What the source file starts with when the code does not (PHP's ``<?php``, which
+    #: SandboxFusion adds the same way).
+    opening: str = ""
     #: What a program that includes a header under this prefix is linked with as well.
     libraries: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -80,6 +83,12 @@ class Language:
 
     def source_name(self, code: str) -> str:
         return self.source.format(main=self.main_name(code))
+
+    def source_text(self, code: str) -> str:
+        """What the source file holds: the code, after ``opening`` if it lacks it."""
+        if self.opening and not code.lstrip().startswith(self.opening):
+            return f"{self.opening}\n{code}"
+        return code
 
     def argv(self, step: tuple[str, ...], code: str, where: str, memory_mb: int) -> list[str]:
         program = toolchain_path(step[0]) or step[0]
@@ -395,5 +404,46 @@ LANGUAGES: dict[str, Language] = {
         _script("perl", "main.pl", ("perl", "-c"), install="perl", version="-v"),
         _script("ruby", "main.rb", ("ruby", "-c"), install="ruby", version="--version"),
         _script("lua", "main.lua", ("luac", "-p"), install="lua5.4", version="-v"),
+        Language(
+            "php",
+            "main.php",
+            ("php", "-f", "{source}", "--"),
+            syntax_check=("php", "-l", "{source}"),
+            opening="<?php",
+            install="php-cli",
+            version=("php", "--version"),
+            out_of_memory=("Allowed memory size", "Out of memory"),
+        ),
+        Language(
+            "r",
+            "main.R",
+            ("Rscript", "{source}"),
+            syntax_check=("Rscript", "-e", "invisible(parse(commandArgs(TRUE)[1]))", "{source}"),
+            install="r-base-core",
+            version=("Rscript", "--version"),
+            out_of_memory=("cannot allocate vector",),
+        ),
+        Language(
+            "d",
+            "main.d",
+            ("./main",),
+            # MultiPL-E's D tests are unittest blocks: run instead of main when there are any
+            # (druntime's test-or-main), as under SandboxFusion's D_ut (dmd -unittest).
+            compile=("gdc", "-O2", "-funittest", "-o", "main", "{source}"),
+            outputs=("main",),
+            install="gdc",
+            version=("gdc", "--version"),
+            out_of_memory=("OutOfMemoryError",),
+        ),
+        Language(
+            "csharp",
+            "main.cs",
+            ("mono", "main.exe"),
+            compile=("mcs", "-optimize+", "-out:main.exe", "{source}"),
+            outputs=("main.exe",),
+            install="mono-mcs mono-runtime",
+            version=("mono", "--version"),
+            out_of_memory=("OutOfMemoryException",),
+        ),
     )
 }

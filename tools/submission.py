@@ -111,7 +111,7 @@ class Submission:
         self._filled = False
         try:
             self._contents = [*_decoded_files(self.home, self.files)]
-            self._contents.append((language.source_name(code), code.encode()))
+            self._contents.append((language.source_name(code), language.source_text(code).encode()))
         except BaseException:
             self.close()
             raise

@@ -59,6 +59,12 @@ LANGUAGES: dict[str, str] = {
     "perl": "perl",
     "ruby": "ruby",
     "lua": "lua",
+    "php": "php",
+    "R": "r",
+    "D_ut": "d",
+    "csharp": "csharp",
+    "js": "nodejs",
+    "ts": "typescript",
 }
 #: Time the call gets past the program's own limits (starting it, writing files, fetching).
 SLACK_S = 5
