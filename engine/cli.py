@@ -729,6 +729,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for name, language in languages.items():
         print(f"  {'on ' if language['available'] else 'OFF'}  {name:<11}", end="")
         print(language.get("version") or language.get("missing") or "")
+        libraries = language.get("libraries")
+        if isinstance(libraries, dict) and libraries:
+            has = ", ".join(label for label, present in libraries.items() if present) or "none"
+            lacks = [label for label, present in libraries.items() if not present]
+            print(f"{'':16}with {has}" + (f"; without {', '.join(lacks)}" if lacks else ""))
     if missing:
         print(f"\nmissing required layers: {'; '.join(missing)}")
         return 1

@@ -240,6 +240,16 @@ def test_a2e_doctor_reports_each_language(
     assert report["cobol"] == {"available": False, "missing": cobol.missing()}
     for name in ("c", "cpp", "java", "go", "rust", "typescript"):
         assert report[name]["available"] and report[name]["version"] not in ("", "unknown")
+    # What graded programs import, each found where .ci/run (and the datastack extra) put it.
+    assert report["python"]["libraries"] == {"numpy": True, "pandas": True, "scipy": True}
+    assert report["java"]["libraries"] == {"javatuples": True}
+    assert report["nodejs"]["libraries"] == report["typescript"]["libraries"] == {"lodash": True}
+    assert report["perl"]["libraries"] == {"Test::Deep": True, "Data::Compare": True}
+    assert report["cpp"]["libraries"] == {"OpenSSL": True}
+    missing = Language("x", "x", ("perl",), runtime=(("gone", "/no/such/lib"),))
+    monkeypatch.setitem(languages.LANGUAGES, "x", missing)
+    assert main(["doctor"]) == 0
+    assert "with none; without gone" in capsys.readouterr().out
 
 
 #: What a program sees of how it is compiled and run, as a judge would (docs/grading.md).
@@ -264,6 +274,9 @@ AS_JUDGED = {
 
 #: What the datasets' tests import (MultiPL-E, HumanEval-X), each printing "judge".
 LIBRARIES = {
+    "python": "import numpy, pandas, scipy.stats\n"
+    "frame = pandas.DataFrame({'x': numpy.arange(4)})\n"
+    "print('judge' if frame.x.sum() == 6 and scipy.stats.norm.cdf(0) == 0.5 else 'no')",
     "nodejs": 'const _ = require("lodash");\n'
     'if (_.isEqual({a: [1, 2]}, {a: [1, 2]})) console.log("judge");',
     "typescript": 'import * as _ from "lodash";\nconsole.log(_.chunk(["judge", 1], 1)[0][0]);',

@@ -20,6 +20,7 @@ read (one under ``/root``, say) counts as missing.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -61,6 +62,10 @@ class Language:
     #: What the source file starts with when the code does not (PHP's ``<?php``, which
     #: SandboxFusion adds the same way).
     opening: str = ""
+    #: What graded programs import, each with where it lies when the host has it: a path, or
+    #: ``module:<name>`` for a module the engine's interpreter (Python's) imports. ``a2e
+    #: doctor`` lists which are there.
+    runtime: tuple[tuple[str, str], ...] = ()
     #: What a program that includes a header under this prefix is linked with as well.
     libraries: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -174,10 +179,19 @@ def toolchains() -> dict[str, dict[str, object]]:
         report: dict[str, object] = {"available": missing is None}
         if missing:
             report["missing"] = missing
-        elif language.version:
-            report["version"] = _version(language.version)
+        else:
+            if language.version:
+                report["version"] = _version(language.version)
+            if language.runtime:
+                report["libraries"] = {label: _present(where) for label, where in language.runtime}
         found[name] = report
     return found
+
+
+def _present(where: str) -> bool:
+    if where.startswith("module:"):
+        return importlib.util.find_spec(where.removeprefix("module:")) is not None
+    return os.path.exists(where)
 
 
 def _version(argv: tuple[str, ...]) -> str:
@@ -266,6 +280,13 @@ _TSC = (
     "{source}",
 )
 _NODE_RUN = ("node", "--max-old-space-size={memory_mb}", "main.js")
+_LODASH = (("lodash", "/usr/share/nodejs/lodash"),)
+#: MultiPL-E's Perl tests compare with these (libtest-deep-perl, libdata-compare-perl).
+_PERL_TESTS = (
+    ("Test::Deep", "/usr/share/perl5/Test/Deep.pm"),
+    ("Data::Compare", "/usr/share/perl5/Data/Compare.pm"),
+)
+_OPENSSL_HEADERS = (("OpenSSL", "/usr/include/openssl/md5.h"),)
 #: Debian's packaged modules (node-lodash: MultiPL-E's and HumanEval-X's JavaScript and
 #: TypeScript tests require it), for a Node.js that does not look there itself (NodeSource's).
 _NODE_ENV = {"NODE_PATH": "/usr/share/nodejs"}
@@ -274,7 +295,14 @@ _NODE_ENV = {"NODE_PATH": "/usr/share/nodejs"}
 _OPENSSL = {"openssl/": ("-lssl", "-lcrypto")}
 
 
-def _script(name: str, source: str, parse: tuple[str, ...], install: str, version: str) -> Language:
+def _script(
+    name: str,
+    source: str,
+    parse: tuple[str, ...],
+    install: str,
+    version: str,
+    runtime: tuple[tuple[str, str], ...] = (),
+) -> Language:
     """A language run as ``<name> <source>``, parsed first by ``parse`` on the source."""
     return Language(
         name,
@@ -283,6 +311,7 @@ def _script(name: str, source: str, parse: tuple[str, ...], install: str, versio
         syntax_check=(*parse, "{source}"),
         install=install,
         version=(name, version),
+        runtime=runtime,
     )
 
 
@@ -297,6 +326,8 @@ LANGUAGES: dict[str, Language] = {
             version=(sys.executable, "--version"),
             out_of_memory=("MemoryError",),
             warm=True,
+            # BigCodeBench-style tasks: the engine's ``datastack`` extra installs them.
+            runtime=tuple((name, f"module:{name}") for name in ("numpy", "pandas", "scipy")),
         ),
         Language(
             "bash",
@@ -317,6 +348,7 @@ LANGUAGES: dict[str, Language] = {
             ),
             outputs=("main",),
             libraries=_OPENSSL,
+            runtime=_OPENSSL_HEADERS,
             install="gcc",
             version=("gcc", "--version"),
         ),
@@ -332,6 +364,7 @@ LANGUAGES: dict[str, Language] = {
             outputs=("main",),
             precompile=("bits/stdc++.h", "iostream"),
             libraries=_OPENSSL,
+            runtime=_OPENSSL_HEADERS,
             install="g++",
             version=("g++", "--version"),
             out_of_memory=("std::bad_alloc",),
@@ -342,6 +375,7 @@ LANGUAGES: dict[str, Language] = {
             _JAVA_RUN,
             compile=_JAVAC,
             outputs=("*.class",),
+            runtime=(("javatuples", "/usr/share/java/javatuples.jar"),),
             install="default-jdk-headless",
             version=("javac", "-version"),
             out_of_memory=("java.lang.OutOfMemoryError",),
@@ -354,6 +388,7 @@ LANGUAGES: dict[str, Language] = {
             _NODE_RUN,
             syntax_check=("node", "--check", "main.js"),
             env=_NODE_ENV,
+            runtime=_LODASH,
             install="nodejs",
             version=("node", "--version"),
             out_of_memory=("JavaScript heap out of memory",),
@@ -365,6 +400,7 @@ LANGUAGES: dict[str, Language] = {
             compile=_TSC,
             outputs=("main.js",),
             env=_NODE_ENV,
+            runtime=_LODASH,
             install="nodejs, and the TypeScript compiler: npm install -g typescript @types/node",
             version=("tsc", "--version"),
             out_of_memory=("JavaScript heap out of memory",),
@@ -401,7 +437,9 @@ LANGUAGES: dict[str, Language] = {
             },
             out_of_memory=("runtime: out of memory",),
         ),
-        _script("perl", "main.pl", ("perl", "-c"), install="perl", version="-v"),
+        _script(
+            "perl", "main.pl", ("perl", "-c"), install="perl", version="-v", runtime=_PERL_TESTS
+        ),
         _script("ruby", "main.rb", ("ruby", "-c"), install="ruby", version="--version"),
         _script("lua", "main.lua", ("luac", "-p"), install="lua5.4", version="-v"),
         Language(
