@@ -214,7 +214,7 @@ def test_past_its_memory_limit_a_program_is_killed(tools: ToolAPI, language: str
 def test_php_code_gets_its_opening_tag_once() -> None:
     php = LANGUAGES["php"]
     assert php.source_text("echo 1;") == "<?php\necho 1;"
-    assert php.source_text("\n<?php echo 1;") == "\n<?php echo 1;"
+    assert php.source_text("\n<?php echo 1;") == "<?php echo 1;"  # nothing printed before it
     assert LANGUAGES["python"].source_text("<?php") == "<?php"
 
 

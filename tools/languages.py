@@ -90,10 +90,13 @@ class Language:
         return self.source.format(main=self.main_name(code))
 
     def source_text(self, code: str) -> str:
-        """What the source file holds: the code, after ``opening`` if it lacks it."""
-        if self.opening and not code.lstrip().startswith(self.opening):
-            return f"{self.opening}\n{code}"
-        return code
+        """What the source file holds: the code, or, for a language with an ``opening``, the
+        code without leading whitespace (which PHP would print) and after the opening if it
+        lacks it, as SandboxFusion writes it."""
+        if not self.opening:
+            return code
+        code = code.lstrip()
+        return code if code.startswith(self.opening) else f"{self.opening}\n{code}"
 
     def argv(self, step: tuple[str, ...], code: str, where: str, memory_mb: int) -> list[str]:
         program = toolchain_path(step[0]) or step[0]

@@ -188,6 +188,7 @@ def watch(
             if key.data is feeding:
                 if not feeding.write():
                     selector.unregister(key.fileobj)
+                    feeding.close()
                 continue
             stream, decoder = key.data
             data = os.read(key.fd, 65536)
@@ -254,18 +255,15 @@ class _Feeder:
         self.fd, self.left = fd, memoryview(data)
 
     def write(self) -> bool:
-        """Write what the pipe takes now; whether there is more to write. The end is closed
-        once all is written, or when the child closed its own (it did not read it all)."""
+        """Write what the pipe takes now; whether there is more to write (not once the child
+        closed its end: it did not read it all)."""
         try:
             self.left = self.left[os.write(self.fd, self.left) :]
         except BlockingIOError:
             return True
         except OSError:
             self.left = self.left[:0]
-        if self.left:
-            return True
-        self.close()
-        return False
+        return bool(self.left)
 
     def close(self) -> None:
         if self.fd >= 0:
