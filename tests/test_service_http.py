@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -340,6 +341,38 @@ def test_sandbox_fusions_language_names_reach_their_languages(service: ServicePr
     for sum_, status in ((2, "Success"), (3, "Failed")):
         tested = f"unittest {{ assert(1 + 1 == {sum_}); }}\nvoid main() {{}}"
         assert _run_code(service, {"language": "D_ut", "code": tested})["status"] == status
+
+
+def test_sandbox_fusions_own_client_runs_code_here(service: ServiceProcess) -> None:
+    """``pip install sandbox-fusion``: its ``run_code``, given this server's base URL."""
+    import sandbox_fusion
+
+    endpoint = f"{service.url}/t/{TOKEN}"
+
+    def run(**request: Any) -> Any:
+        return sandbox_fusion.run_code(
+            sandbox_fusion.RunCodeRequest(**request), endpoint=endpoint, max_attempts=1
+        )
+
+    echoed = run(code="print(input()[::-1])", language="python", stdin="olleh\n")
+    assert echoed.status == sandbox_fusion.RunStatus.Success
+    assert echoed.run_result is not None and echoed.run_result.stdout == "hello\n"
+    for language, code in {
+        "cpp": "#include <bits/stdc++.h>\nint main() { std::cout << 1 + 1; }",
+        "php": "echo 1 + 1;",
+        "R": "cat(1 + 1)",
+    }.items():
+        answer = run(code=code, language=language)
+        assert answer.status == sandbox_fusion.RunStatus.Success, (language, answer)
+        assert answer.run_result is not None and answer.run_result.stdout == "2", answer
+    failed = run(code="import sys\nsys.exit(3)", language="python")
+    assert failed.status == sandbox_fusion.RunStatus.Failed
+    assert failed.run_result is not None and failed.run_result.return_code == 3
+    spun = run(code="while True: pass", language="python", run_timeout=0.5)
+    assert spun.run_result is not None
+    assert spun.run_result.status == sandbox_fusion.CommandRunStatus.TimeLimitExceeded
+    with pytest.raises(Exception, match="not served here"):  # its client raises on SandboxError
+        run(code="1", language="scala")
 
 
 def test_an_unknown_language_is_a_sandbox_error(service: ServiceProcess) -> None:
