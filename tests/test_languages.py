@@ -145,12 +145,41 @@ def _run(tools: ToolAPI, language: str, code: str, **arguments: Any) -> dict[str
     return result.data
 
 
+#: The languages whose code is a program (the others are test runners' modes, below).
+PROGRAMS = sorted(name for name, language in LANGUAGES.items() if not language.test_runner)
+
+
 def test_every_language_has_each_kind_of_program() -> None:
     for programs in (ECHO, BROKEN, CRASHING, SPINNING, GREEDY):
-        assert set(programs) == set(LANGUAGES)
+        assert set(programs) == set(PROGRAMS)
 
 
-@pytest.mark.parametrize("language", sorted(LANGUAGES))
+PYTEST_FILE = (
+    "import pytest\n\ndef add(a, b):\n    return a + b\n\n"
+    "def test_adds():\n    assert add(1, 2) == 3\n\n"
+    "@pytest.mark.parametrize('a', [1, 2])\ndef test_positive(a):\n    assert add(a, 0) > 0\n"
+)
+
+
+def test_pytest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
+    passed = _run(tools, "pytest", PYTEST_FILE)
+    run = passed["run_result"]
+    assert passed["status"] == "Success" and "3 passed" in run["stdout"], run
+    failing = _run(
+        tools, "pytest", PYTEST_FILE + "\ndef test_wrong():\n    assert add(1, 1) == 3\n"
+    )
+    run = failing["run_result"]
+    assert failing["status"] == "Failed" and run["return_code"] == 1
+    assert "1 failed, 3 passed" in run["stdout"], run
+    for code in ("def test_broken(:\n", "x = 1\n"):  # a collection error; no tests
+        assert _run(tools, "pytest", code)["status"] == "Failed"
+    spun = _run(
+        tools, "pytest", "def test_spins():\n    while True:\n        pass\n", run_timeout=1
+    )
+    assert spun["run_result"]["status"] == "TimeLimitExceeded"
+
+
+@pytest.mark.parametrize("language", PROGRAMS)
 def test_a_program_reads_stdin_and_its_arguments(tools: ToolAPI, language: str) -> None:
     assert LANGUAGES[language].missing() is None  # .ci/run installs every toolchain
     data = _run(tools, language, ECHO[language], stdin="world\n", args=["hello"])
@@ -163,7 +192,7 @@ def test_a_program_reads_stdin_and_its_arguments(tools: ToolAPI, language: str) 
     assert (compiled is None) == (LANGUAGES[language].compile is None)
 
 
-@pytest.mark.parametrize("language", sorted(LANGUAGES))
+@pytest.mark.parametrize("language", PROGRAMS)
 def test_a_compile_error_or_a_syntax_error_fails_with_the_message(
     tools: ToolAPI, language: str
 ) -> None:
@@ -179,7 +208,7 @@ def test_a_compile_error_or_a_syntax_error_fails_with_the_message(
         assert run["status"] == "Finished" and run["return_code"] != 0 and run["stderr"]
 
 
-@pytest.mark.parametrize("language", sorted(LANGUAGES))
+@pytest.mark.parametrize("language", PROGRAMS)
 def test_a_runtime_error_fails_with_its_exit(tools: ToolAPI, language: str) -> None:
     data = _run(tools, language, CRASHING[language])
     run = data["run_result"]
@@ -191,7 +220,7 @@ def test_a_runtime_error_fails_with_its_exit(tools: ToolAPI, language: str) -> N
         assert "boom" in run["stderr"] or run["return_code"] < 0, run  # C's abort: a signal
 
 
-@pytest.mark.parametrize("language", sorted(LANGUAGES))
+@pytest.mark.parametrize("language", PROGRAMS)
 def test_past_its_time_limit_a_program_is_killed(tools: ToolAPI, language: str) -> None:
     data = _run(tools, language, SPINNING[language], run_timeout=0.5)
     run = data["run_result"]
@@ -201,7 +230,7 @@ def test_past_its_time_limit_a_program_is_killed(tools: ToolAPI, language: str) 
     assert run["cpu_time"] > 0.1  # it did spin, rather than fail to start
 
 
-@pytest.mark.parametrize("language", sorted(LANGUAGES))
+@pytest.mark.parametrize("language", PROGRAMS)
 def test_past_its_memory_limit_a_program_is_killed(tools: ToolAPI, language: str) -> None:
     data = _run(tools, language, GREEDY[language], memory_mb=64, run_timeout=10)
     run = data["run_result"]
@@ -222,6 +251,11 @@ def test_a_missing_toolchain_is_named_with_what_to_install() -> None:
     language = Language("cobol", "main.cob", ("cobc-not-here", "{source}"), install="gnucobol")
     assert language.missing() == (
         "cobol needs cobc-not-here, which this host does not have; install gnucobol"
+    )
+    runner = Language("x", "x.py", ("/bin/sh",), needs_module="no_such_module_here")
+    assert runner.missing() == (
+        "x needs the python module no_such_module_here, which the engine's interpreter does "
+        "not have; pip install no_such_module_here"
     )
     # A toolchain the sandbox could not read, one outside its PATH, counts as missing.
     assert Language("x", "x", ("/no/such/dir/tool",)).missing() is not None

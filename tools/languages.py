@@ -66,6 +66,11 @@ class Language:
     #: ``module:<name>`` for a module the engine's interpreter (Python's) imports. ``a2e
     #: doctor`` lists which are there.
     runtime: tuple[tuple[str, str], ...] = ()
+    #: A Python module the run needs from the engine's interpreter (a test runner's).
+    needs_module: str = ""
+    #: A test runner's mode (SandboxFusion's ``pytest``): the code is a test file, and the
+    #: run's output is the runner's report, passing when every test does.
+    test_runner: bool = False
     #: What a program that includes a header under this prefix is linked with as well.
     libraries: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -158,6 +163,11 @@ class Language:
             if toolchain_path(program) is None:
                 hint = f"; install {self.install}" if self.install else ""
                 return f"{self.name} needs {program}, which this host does not have{hint}"
+        if self.needs_module and importlib.util.find_spec(self.needs_module) is None:
+            return (
+                f"{self.name} needs the python module {self.needs_module}, which the engine's "
+                f"interpreter does not have; pip install {self.needs_module}"
+            )
         return None
 
     def toolchain(self) -> tuple[tuple[str, int, int], ...]:
@@ -445,6 +455,15 @@ LANGUAGES: dict[str, Language] = {
         ),
         _script("ruby", "main.rb", ("ruby", "-c"), install="ruby", version="--version"),
         _script("lua", "main.lua", ("luac", "-p"), install="lua5.4", version="-v"),
+        Language(
+            "pytest",
+            "test_main.py",
+            (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "{source}"),
+            env={"PYTHONDONTWRITEBYTECODE": "1"},
+            needs_module="pytest",
+            test_runner=True,
+            out_of_memory=("MemoryError",),
+        ),
         Language(
             "php",
             "main.php",

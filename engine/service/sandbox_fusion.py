@@ -63,6 +63,7 @@ LANGUAGES: dict[str, str] = {
     "R": "r",
     "D_ut": "d",
     "csharp": "csharp",
+    "pytest": "pytest",
     "js": "nodejs",
     "ts": "typescript",
 }
