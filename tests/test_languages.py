@@ -161,6 +161,29 @@ PYTEST_FILE = (
 )
 
 
+JUNIT_CLASS = (
+    "import org.junit.jupiter.api.Test;\nimport static org.junit.jupiter.api.Assertions.*;\n"
+    "public class AddTest {\n  int add(int a, int b) { return a + b; }\n"
+    "  @Test void adds() { assertEquals(3, add(1, 2)); }\n"
+    "  @Test void zero() { assertEquals(0, add(0, 0)); }\n"
+    "  EXTRA\n}\n"
+)
+
+
+def test_junit_runs_a_test_class_as_sandbox_fusion_does(tools: ToolAPI) -> None:
+    assert LANGUAGES["junit"].missing() is None  # .ci/run installs junit5
+    passed = _run(tools, "junit", JUNIT_CLASS.replace("EXTRA", ""))
+    run = passed["run_result"]
+    assert passed["status"] == "Success" and "2 tests successful" in run["stdout"], run
+    wrong = "@Test void wrong() { assertEquals(4, add(1, 2)); }"
+    failing = _run(tools, "junit", JUNIT_CLASS.replace("EXTRA", wrong))
+    run = failing["run_result"]
+    assert failing["status"] == "Failed" and run["return_code"] == 1
+    assert "1 tests failed" in run["stdout"], run
+    broken = _run(tools, "junit", JUNIT_CLASS.replace("EXTRA", "int x = ;"))
+    assert broken["status"] == "Failed" and broken["run_result"] is None
+
+
 def test_pytest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
     passed = _run(tools, "pytest", PYTEST_FILE)
     run = passed["run_result"]
@@ -252,11 +275,12 @@ def test_a_missing_toolchain_is_named_with_what_to_install() -> None:
     assert language.missing() == (
         "cobol needs cobc-not-here, which this host does not have; install gnucobol"
     )
-    runner = Language("x", "x.py", ("/bin/sh",), needs_module="no_such_module_here")
+    runner = Language("x", "x.py", ("/bin/sh",), needs="module:no_such_module_here")
     assert runner.missing() == (
-        "x needs the python module no_such_module_here, which the engine's interpreter does "
-        "not have; pip install no_such_module_here"
+        "x needs no_such_module_here, which the engine's interpreter does not have"
     )
+    jar = Language("y", "Y.java", ("/bin/sh",), needs="/no/such.jar", install="junit5")
+    assert jar.missing() == "y needs /no/such.jar, which this host does not have; install junit5"
     # A toolchain the sandbox could not read, one outside its PATH, counts as missing.
     assert Language("x", "x", ("/no/such/dir/tool",)).missing() is not None
 

@@ -66,8 +66,9 @@ class Language:
     #: ``module:<name>`` for a module the engine's interpreter (Python's) imports. ``a2e
     #: doctor`` lists which are there.
     runtime: tuple[tuple[str, str], ...] = ()
-    #: A Python module the run needs from the engine's interpreter (a test runner's).
-    needs_module: str = ""
+    #: What the run needs besides the toolchain's programs: a path, or ``module:<name>`` for a
+    #: module of the engine's interpreter (a test runner's).
+    needs: str = ""
     #: A test runner's mode (SandboxFusion's ``pytest``): the code is a test file, and the
     #: run's output is the runner's report, passing when every test does.
     test_runner: bool = False
@@ -163,11 +164,11 @@ class Language:
             if toolchain_path(program) is None:
                 hint = f"; install {self.install}" if self.install else ""
                 return f"{self.name} needs {program}, which this host does not have{hint}"
-        if self.needs_module and importlib.util.find_spec(self.needs_module) is None:
-            return (
-                f"{self.name} needs the python module {self.needs_module}, which the engine's "
-                f"interpreter does not have; pip install {self.needs_module}"
-            )
+        if self.needs and not _present(self.needs):
+            what = self.needs.removeprefix("module:")
+            where = "the engine's interpreter" if self.needs.startswith("module:") else "this host"
+            hint = f"; install {self.install}" if self.install else ""
+            return f"{self.name} needs {what}, which {where} does not have{hint}"
         return None
 
     def toolchain(self) -> tuple[tuple[str, int, int], ...]:
@@ -240,6 +241,8 @@ def _node_modules(program: str) -> str:
 #: Debian's javatuples (libjavatuples-java): MultiPL-E's Java programs import it. A class path
 #: entry that does not exist is passed over.
 _JAVA_CLASS_PATH = ".:/usr/share/java/javatuples.jar"
+#: A Java file's name comes from its public class.
+_JAVA_PUBLIC_CLASS = r"^\s*public\s+(?:final\s+)?class\s+(\w+)"
 #: The run's own limit steers runtimes that would otherwise size their heap by the machine.
 #: No perf data: it would go to /tmp, which the program may not write (``TMPDIR`` is its own).
 #: Assertions on: MultiPL-E's tests are ``assert`` statements (its harness and SandboxFusion
@@ -255,6 +258,18 @@ _JAVA_RUN = (
     "-cp",
     _JAVA_CLASS_PATH,
     "{main}",
+)
+#: JUnit 5's console launcher (Debian's junit5), as SandboxFusion's ``junit`` mode runs it:
+#: the test classes compiled against it, then every test found on the class path run.
+_JUNIT = "/usr/share/java/junit-platform-console-standalone.jar"
+_JUNIT_RUN = (
+    "java",
+    "-Xmx{memory_mb}m",
+    "-XX:+UseSerialGC",
+    "-XX:-UsePerfData",
+    "-jar",
+    _JUNIT,
+    *("--class-path", ".", "--scan-class-path", "--disable-banner"),
 )
 #: javac is itself a JVM: a small heap and one GC thread start it fastest.
 _JAVAC = (
@@ -392,7 +407,7 @@ LANGUAGES: dict[str, Language] = {
             install="default-jdk-headless",
             version=("javac", "-version"),
             out_of_memory=("java.lang.OutOfMemoryError",),
-            main_pattern=r"^\s*public\s+(?:final\s+)?class\s+(\w+)",
+            main_pattern=_JAVA_PUBLIC_CLASS,
             default_main="Main",
         ),
         Language(
@@ -460,9 +475,23 @@ LANGUAGES: dict[str, Language] = {
             "test_main.py",
             (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "{source}"),
             env={"PYTHONDONTWRITEBYTECODE": "1"},
-            needs_module="pytest",
+            needs="module:pytest",
+            install="pytest (pip install pytest, where the engine is installed)",
             test_runner=True,
             out_of_memory=("MemoryError",),
+        ),
+        Language(
+            "junit",
+            "{main}.java",
+            _JUNIT_RUN,
+            compile=tuple(f".:{_JUNIT}" if part == _JAVA_CLASS_PATH else part for part in _JAVAC),
+            outputs=("*.class",),
+            needs=_JUNIT,
+            install="default-jdk-headless junit5",
+            out_of_memory=("java.lang.OutOfMemoryError",),
+            main_pattern=_JAVA_PUBLIC_CLASS,
+            default_main="Main",
+            test_runner=True,
         ),
         Language(
             "php",

@@ -64,6 +64,7 @@ LANGUAGES: dict[str, str] = {
     "D_ut": "d",
     "csharp": "csharp",
     "pytest": "pytest",
+    "junit": "junit",
     "js": "nodejs",
     "ts": "typescript",
 }
