@@ -184,6 +184,20 @@ def test_junit_runs_a_test_class_as_sandbox_fusion_does(tools: ToolAPI) -> None:
     assert broken["status"] == "Failed" and broken["run_result"] is None
 
 
+def test_verilog_runs_its_test_bench_as_sandbox_fusion_does(tools: ToolAPI) -> None:
+    def bench(body: str) -> str:
+        return f"module tb;\n  initial begin\n    {body}\n  end\nendmodule\n"
+
+    added = _run(tools, "verilog", bench('$display("%0d", 1 + 1);\n    $finish;'))
+    assert added["status"] == "Success" and added["run_result"]["stdout"] == "2\n", added
+    fatal = _run(tools, "verilog", bench('$fatal(1, "boom");'))["run_result"]
+    assert fatal["return_code"] == 1 and "boom" in fatal["stdout"] + fatal["stderr"], fatal
+    broken = _run(tools, "verilog", bench("x = ;"))
+    assert broken["status"] == "Failed" and broken["compile_result"]["return_code"] != 0
+    spun = _run(tools, "verilog", bench("forever #1;"), run_timeout=1)
+    assert spun["run_result"]["status"] == "TimeLimitExceeded"
+
+
 def test_pytest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
     passed = _run(tools, "pytest", PYTEST_FILE)
     run = passed["run_result"]

@@ -494,6 +494,22 @@ LANGUAGES: dict[str, Language] = {
             test_runner=True,
         ),
         Language(
+            "verilog",
+            "main.sv",
+            ("vvp", "-n", "test.vvp"),
+            # As SandboxFusion compiles it, after VerilogEval's harness: the top module is the
+            # test bench, ``tb``, which drives the design and says how it went.
+            compile=(
+                "iverilog",
+                *("-Wall", "-Winfloop", "-Wno-timescale", "-g2012", "-s", "tb"),
+                *("-o", "test.vvp", "{source}"),
+            ),
+            outputs=("test.vvp",),
+            install="iverilog",
+            version=("iverilog", "-V"),
+            test_runner=True,
+        ),
+        Language(
             "php",
             "main.php",
             ("php", "-f", "{source}", "--"),

@@ -65,6 +65,7 @@ LANGUAGES: dict[str, str] = {
     "csharp": "csharp",
     "pytest": "pytest",
     "junit": "junit",
+    "verilog": "verilog",
     "js": "nodejs",
     "ts": "typescript",
 }
