@@ -176,7 +176,7 @@ def test_read_file_roots_and_escapes(tools: ToolAPI) -> None:
 def test_unknown_tool_denied_tool_and_invalid_arguments(engine: Engine) -> None:
     tools = ToolAPI(engine.connect(policy=ToolPolicy(deny=["read_*"])))
     unknown = tools.call(tool_name="no_such_tool", arguments={})
-    assert unknown.error_code == "unknown_tool" and "python_eval" in (unknown.error or "")
+    assert unknown.error_code == "unknown_tool" and "code_eval" in (unknown.error or "")
     denied = tools.call(tool_name="read_file", arguments={"path": "x"})
     assert denied.error_code == "tool_denied" and "denied by policy" in (denied.error or "")
     assert "read_file" not in {t.name for t in tools.list()}

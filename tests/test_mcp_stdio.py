@@ -66,7 +66,7 @@ def test_an_mcp_host_sees_the_engines_tools_and_their_results(tmp_path: Path) ->
         async with _mcp("--plugin", BENCH, "--config", str(config)) as (session, _, logs):
             listed = {tool.name: tool for tool in (await session.list_tools()).tools}
             assert "run_shell" not in listed, "a denied tool is not offered"
-            (python_eval,) = PythonEval()._list_tools()
+            python_eval, _ = PythonEval()._list_tools()
             assert listed["python_eval"].input_schema == input_schema(python_eval)
             assert listed["python_eval"].description == python_eval.description
             assert listed["read_file"].annotations is not None

@@ -24,7 +24,12 @@ from a2e.caps.tools.models import ToolResult
 from a2e_engine.engine.service.bodies import ErrorBody
 from a2e_engine.engine.service.probes import Liveness, Readiness
 from a2e_engine.engine.service.rest import CallBody, ToolList
-from a2e_engine.engine.service.sandbox_fusion import RunCodeRequest, RunCodeResponse
+from a2e_engine.engine.service.sandbox_fusion import (
+    RunCodeRequest,
+    RunCodeResponse,
+    RunJupyterRequest,
+    RunJupyterResponse,
+)
 from tests.service_process import ServiceProcess
 
 TOKEN = "contract-tests-token"
@@ -151,6 +156,8 @@ def test_tool_calls_and_runs_keep_their_contract(service: ServiceProcess, tmp_pa
         ToolList,
         RunCodeRequest,
         RunCodeResponse,
+        RunJupyterRequest,
+        RunJupyterResponse,
         Readiness,
         Liveness,
     ],

@@ -375,6 +375,71 @@ def test_sandbox_fusions_own_client_runs_code_here(service: ServiceProcess) -> N
         run(code="1", language="scala")
 
 
+def test_sandbox_fusions_own_client_runs_jupyter_cells_here(service: ServiceProcess) -> None:
+    """Its ``run_jupyter``, with the cells of SandboxFusion's own jupyter tests."""
+    import sandbox_fusion
+
+    endpoint = f"{service.url}/t/{TOKEN}"
+
+    def run(cells: list[str], **request: Any) -> Any:
+        ask = sandbox_fusion.RunJupyterRequest(cells=cells, **request)
+        return sandbox_fusion.run_jupyter(ask, endpoint=endpoint, max_attempts=1)
+
+    answer = run(
+        [
+            'a = "hello"',
+            "a",
+            'import sys\nsys.stderr.write("This is an error message\\n")',
+            "assert False",
+            "print(a)",
+            "open('out.txt', 'w').write(open('in.txt').read() * 2)",
+        ],
+        files={"in.txt": base64.b64encode(b"ab").decode()},
+        fetch_files=["out.txt"],
+    )
+    assert answer.status == sandbox_fusion.RunStatus.Success, answer
+    assert answer.driver is not None and answer.driver.status == "Finished"
+    cells = answer.cells
+    assert cells[0].stdout == "" and cells[1].display[0]["text/plain"] == "'hello'"
+    assert cells[2].stderr == "This is an error message\n"
+    assert cells[3].error[0]["ename"] == "AssertionError"
+    assert cells[4].stdout == "hello\n"
+    assert base64.b64decode(answer.files["out.txt"]) == b"abab"
+    timed = run(["x = 1", "while True:\n    pass", "print('never')"], total_timeout=1)
+    assert timed.status == sandbox_fusion.RunStatus.Failed
+    assert timed.driver is not None and timed.driver.status == "TimeLimitExceeded"
+    assert len(timed.cells) == 2 and timed.cells[1].error[0]["ename"] == "CellTimeoutError"
+
+
+def test_run_jupyter_past_its_deadline_and_bad_requests(service: ServiceProcess) -> None:
+    url = f"{service.url}/run_jupyter?token={TOKEN}"
+    # A long call into C outlasts the interruptions: the worker is killed at total_timeout plus
+    # the slack, and the answer is SandboxFusion's for a run past its time.
+    killed = httpx.post(
+        url, json={"cells": ["sum(range(10**12))"], "total_timeout": 0.5}, timeout=30
+    )
+    assert killed.status_code == 200
+    assert killed.json() == {
+        **killed.json(),
+        "status": "Failed",
+        "cells": [],
+        "driver": {**killed.json()["driver"], "status": "TimeLimitExceeded", "return_code": None},
+    }
+    huge = httpx.post(url, json={"cells": ["1"], "total_timeout": 1e308, "cell_timeout": 1e308})
+    assert huge.status_code == 200 and huge.json()["status"] == "Success", huge.text
+    for body, field in (
+        ({}, "cells"),
+        ({"cells": "print(1)"}, "cells"),
+        ({"cells": [], "kernel": "julia"}, "kernel"),
+        ({"cells": [], "total_timeout": 0}, "total_timeout"),
+        ({"cells": [], "cell_timeout": -1}, "cell_timeout"),
+    ):
+        refused = httpx.post(url, json=body, timeout=30)
+        assert refused.status_code == 422 and field in refused.json()["message"], body
+    unauthorized = httpx.post(f"{service.url}/run_jupyter", json={"cells": ["1"]}, timeout=30)
+    assert unauthorized.status_code == 401
+
+
 def test_an_unknown_language_is_a_sandbox_error(service: ServiceProcess) -> None:
     answer = _run_code(service, {"language": "brainfuck", "code": "+."})
     assert answer["status"] == "SandboxError" and "'brainfuck' is not served" in answer["message"]

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+from a2e_engine.tools.confined import resolve_confined
 
 if TYPE_CHECKING:
     from a2e.caps.tools.models import ToolDefinition, ToolParameter
@@ -35,20 +36,6 @@ MAX_ENTRIES = 10_000
 MAX_MATCHES = 1_000
 MAX_GREP_FILE_BYTES = 4 * 1024 * 1024
 ENCODINGS = ("text", "base64")
-
-
-def resolve_confined(path: str, workspace: str, roots: tuple[str, ...]) -> str:
-    """The real path of ``path`` (relative to the workspace) if it lies inside an allowed root."""
-    if "\x00" in path:
-        raise ValueError("path contains a NUL byte")
-    candidate = path if os.path.isabs(path) else os.path.join(workspace, path)
-    real = os.path.realpath(candidate)
-    for root in (workspace, *roots):
-        real_root = os.path.realpath(root)
-        if real == real_root or real.startswith(real_root.rstrip("/") + "/"):
-            return real
-    allowed = ", ".join((workspace, *roots))
-    raise PermissionError(f"{path!r} resolves to {real!r}, outside the allowed roots ({allowed})")
 
 
 def _param(name: str, type_: str, description: str, required: bool = False) -> ToolParameter:

@@ -1,4 +1,6 @@
-"""``python_eval``: run a snippet of Python in the worker and return what it printed.
+"""``python_eval``: run a snippet of Python in the worker and return what it printed; and
+``python_cells`` (``tools.python_cells``), notebook cells run in one interpreter, which shares
+this plugin's zygote and profile.
 
 Output is captured at the Python level (``sys.stdout``/``sys.stderr``) and always travels as
 ``artifact`` events named ``stdout`` and ``stderr``: live, line by line, when the call streams;
@@ -9,16 +11,17 @@ a REPL shows it. The tool runs under the ``compute`` profile: no subprocesses, n
 
 from __future__ import annotations
 
-import ast
 import io
 import json
+import os
 import sys
-import traceback
 from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
 from a2e.caps.tools.reasons import FailureReason
+from a2e_engine.tools.interactive import split_final_expression, user_traceback
 from a2e_engine.tools.output import EventStream, Flusher, results_of
+from a2e_engine.tools.python_cells import cells_tool, execute_cells
 
 if TYPE_CHECKING:
     from a2e.caps.tools.models import ToolDefinition
@@ -27,24 +30,6 @@ __all__ = ["PythonEval"]
 
 _VALUE_REPR_CHARS = 10_000
 _FILENAME = "<python_eval>"
-
-
-def _split_final_expression(code: str) -> tuple[ast.Module, ast.Expression | None]:
-    tree = ast.parse(code, _FILENAME, "exec")
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = tree.body.pop()
-        return tree, ast.Expression(last.value)  # type: ignore[attr-defined]
-    return tree, None
-
-
-def _user_traceback(exc: BaseException) -> str:
-    """The traceback from the first frame of the user's code on; our wrapper is noise to them."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != _FILENAME:
-        tb = tb.tb_next
-    if tb is None:
-        return "".join(traceback.format_exception_only(exc))
-    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 def _jsonable(value: Any) -> bool:
@@ -95,10 +80,13 @@ class PythonEval(ToolPlugin):
                 streaming=True,
                 tags=["code", "python"],
                 toolkit="code",
-            )
+            ),
+            cells_tool(),
         ]
 
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if tool_name == "python_cells":
+            return execute_cells(arguments, self.context.workspace if self.context else os.getcwd())
         line_by_line = bool(self.context and self.context.streaming)
         out = EventStream(self, "stdout", line_by_line)
         err = EventStream(self, "stderr", line_by_line)
@@ -112,14 +100,14 @@ class PythonEval(ToolPlugin):
         has_value = False
         failure: BaseException | None = None
         try:
-            body, final = _split_final_expression(arguments["code"])
+            body, final = split_final_expression(arguments["code"], _FILENAME)
             exec(compile(body, _FILENAME, "exec"), namespace)
             if final is not None:
                 value = eval(compile(final, _FILENAME, "eval"), namespace)
                 has_value = value is not None
         except BaseException as exc:  # SystemExit and KeyboardInterrupt are failures of the code
             failure = exc
-            err.write(_user_traceback(exc))
+            err.write("".join(user_traceback(exc, _FILENAME)))
         finally:
             flusher.stop()
             sys.stdout, sys.stderr, sys.stdin = saved
@@ -128,7 +116,7 @@ class PythonEval(ToolPlugin):
             result["exception"] = {
                 "type": type(failure).__name__,
                 "message": str(failure),
-                "traceback": _user_traceback(failure),
+                "traceback": "".join(user_traceback(failure, _FILENAME)),
             }
             if isinstance(failure, MemoryError):
                 raise ToolExecutionError(

@@ -24,14 +24,13 @@ Everything the call holds, the compiler included, is capped by the call's memory
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
-from a2e_engine.tools.files import resolve_confined
+from a2e_engine.tools.confined import exchange_parameters, fetch_base64_files
 from a2e_engine.tools.languages import LANGUAGES
 from a2e_engine.tools.output import EventStream, Flusher
 from a2e_engine.tools.python_main import remember_fresh_interpreter
@@ -84,16 +83,7 @@ class RunCode(ToolPlugin):
                     ),
                     ToolParameter(name="stdin", type="string", description="the program's input"),
                     ToolParameter(name="args", type="array", description="the program's arguments"),
-                    ToolParameter(
-                        name="files",
-                        type="object",
-                        description="files written first: path (relative) to base64 content",
-                    ),
-                    ToolParameter(
-                        name="fetch_files",
-                        type="array",
-                        description="paths whose content comes back, base64",
-                    ),
+                    *exchange_parameters(),
                     ToolParameter(
                         name="compile_timeout",
                         type="number",
@@ -140,6 +130,9 @@ class RunCode(ToolPlugin):
         files = arguments.get("files") or {}
         if not isinstance(files, dict):
             raise ValueError("files must be an object of path to base64 content")
+        fetch = arguments.get("fetch_files") or []
+        if not isinstance(fetch, list):
+            raise ValueError("fetch_files must be an array of paths")
         run_args = _strings(arguments.get("args") or [], "args")
         limits = RunLimits(
             seconds_of(arguments.get("run_timeout"), "run_timeout"),
@@ -172,7 +165,7 @@ class RunCode(ToolPlugin):
             result["run_result"] = ran
             if ran["status"] != "Finished" or ran["return_code"] != 0:
                 result["status"] = "Failed"
-            result["files"] = _fetch(submission.home, arguments.get("fetch_files") or [])
+            result["files"] = fetch_base64_files(submission.home, fetch, MAX_FETCH_BYTES)
             return result
         finally:
             submission.close()
@@ -219,23 +212,3 @@ def _sandbox_error(why: str) -> dict[str, Any]:
         "run_result": None,
         "files": {},
     }
-
-
-def _fetch(where: str, paths: Any) -> dict[str, str]:
-    """The files asked for that exist (others are left out), base64, within MAX_FETCH_BYTES."""
-    if not isinstance(paths, list):
-        raise ValueError("fetch_files must be an array of paths")
-    fetched: dict[str, str] = {}
-    left = MAX_FETCH_BYTES
-    for path in paths:
-        try:
-            target = resolve_confined(str(path), where, ())
-            with open(target, "rb") as fh:
-                data = fh.read(left + 1)
-        except (OSError, ValueError):
-            continue
-        if len(data) > left:
-            raise ValueError(f"the files to fetch come to more than {MAX_FETCH_BYTES} bytes")
-        left -= len(data)
-        fetched[str(path)] = base64.b64encode(data).decode()
-    return fetched

@@ -18,7 +18,7 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
-from a2e_engine.tools.files import resolve_confined
+from a2e_engine.tools.confined import resolve_confined
 from a2e_engine.tools.output import EventStream, Flusher, results_of
 from a2e_engine.tools.processes import run_captured
 

@@ -18,8 +18,6 @@ copied into the run's directory.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 import shutil
 import tempfile
@@ -41,7 +39,7 @@ from a2e_engine.tools.compile_cache import (
     read_outputs,
     write_outputs,
 )
-from a2e_engine.tools.files import resolve_confined
+from a2e_engine.tools.confined import decoded_files
 from a2e_engine.tools.languages import Language, toolchain_path
 from a2e_engine.tools.processes import Finished, TextSink, run_captured, watch
 from a2e_engine.tools.python_main import FreshInterpreter, start_main
@@ -110,7 +108,7 @@ class Submission:
         self.home = tempfile.mkdtemp(prefix="run-", dir=workspace)
         self._filled = False
         try:
-            self._contents = [*_decoded_files(self.home, self.files)]
+            self._contents = [*decoded_files(self.home, self.files)]
             self._contents.append((language.source_name(code), language.source_text(code).encode()))
         except BaseException:
             self.close()
@@ -381,22 +379,6 @@ def _toolchain_roots(language: Language) -> list[str]:
         if root != "/":  # a program at the top: its own directory is all there is to add
             roots.append(root)
     return roots
-
-
-def _decoded_files(where: str, files: Mapping[str, Any]) -> list[tuple[str, bytes]]:
-    """``files`` (path to base64) checked: each path beneath ``where``, relative to it, with
-    its content."""
-    decoded = []
-    for path, content in files.items():
-        if content is None:
-            continue
-        target = resolve_confined(str(path), where, ())
-        try:
-            data = base64.b64decode(str(content), validate=True)
-        except binascii.Error:
-            raise ValueError(f"files[{path!r}] is not base64") from None
-        decoded.append((os.path.relpath(target, where), data))
-    return decoded
 
 
 def _write_contents(where: str, contents: list[tuple[str, bytes]]) -> None:

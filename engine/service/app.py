@@ -1,8 +1,9 @@
 """The service's ASGI app: which path does what, behind which checks.
 
 ``/a2e`` is the A2E protocol over WebSocket (``engine.service.websocket``); ``/v1/tools`` is
-REST for tools (``engine.service.rest``); ``/run_code`` and ``/v1/ping`` are SandboxFusion's
-(``engine.service.sandbox_fusion``); ``/mcp`` is MCP's Streamable HTTP (``engine.mcp.http``);
+REST for tools (``engine.service.rest``); ``/run_code``, ``/run_jupyter`` and ``/v1/ping`` are
+SandboxFusion's (``engine.service.sandbox_fusion``); ``/mcp`` is MCP's Streamable HTTP
+(``engine.mcp.http``);
 ``/openapi.json`` describes the others. ``/healthz``, ``/readyz`` and ``/metrics`` are for
 operators (``engine.service.probes``). Every path but ``/healthz`` wants the token
 (``engine.service.auth``).

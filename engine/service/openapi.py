@@ -26,7 +26,13 @@ from a2e_engine.engine.service.probes import Liveness, Readiness
 from a2e_engine.engine.service.request_heads import MAX_HEAD_BYTES
 from a2e_engine.engine.service.responses import OTHER_REFUSAL_STATUS, REFUSAL_STATUS
 from a2e_engine.engine.service.rest import RESULT_STATUS, CallBody, ToolList, ToolListQuery
-from a2e_engine.engine.service.sandbox_fusion import PONG, RunCodeRequest, RunCodeResponse
+from a2e_engine.engine.service.sandbox_fusion import (
+    PONG,
+    RunCodeRequest,
+    RunCodeResponse,
+    RunJupyterRequest,
+    RunJupyterResponse,
+)
 
 __all__ = ["openapi_document"]
 
@@ -39,6 +45,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     ToolResult,
     RunCodeRequest,
     RunCodeResponse,
+    RunJupyterRequest,
+    RunJupyterResponse,
     Liveness,
     Readiness,
 )
@@ -223,6 +231,20 @@ def openapi_document(
             "requestBody": doc.request_body(RunCodeRequest, required=True),
             "answers": [
                 _Answer(200, "how the run went, SandboxFusion's RunCodeResponse", RunCodeResponse),
+                *_unreadable(422),
+                *_refusals(),
+            ],
+        },
+        "/run_jupyter": {
+            "method": "post",
+            "summary": "SandboxFusion's run_jupyter: Python cells in one interpreter",
+            "requestBody": doc.request_body(RunJupyterRequest, required=True),
+            "answers": [
+                _Answer(
+                    200,
+                    "how the cells went, SandboxFusion's RunJupyterResponse",
+                    RunJupyterResponse,
+                ),
                 *_unreadable(422),
                 *_refusals(),
             ],

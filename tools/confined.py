@@ -1,0 +1,97 @@
+"""Paths a caller names, confined beneath a directory, and the files a caller hands over or
+asks back as base64 (SandboxFusion's ``files`` and ``fetch_files``). Not a plugin's module:
+every tool that takes paths imports it, and with it nothing of another plugin."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from a2e.caps.tools.models import ToolParameter
+
+__all__ = [
+    "decoded_files",
+    "exchange_parameters",
+    "fetch_base64_files",
+    "resolve_confined",
+    "write_base64_files",
+]
+
+
+def resolve_confined(path: str, workspace: str, roots: tuple[str, ...]) -> str:
+    """The real path of ``path`` (relative to the workspace) if it lies inside an allowed root."""
+    if "\x00" in path:
+        raise ValueError("path contains a NUL byte")
+    candidate = path if os.path.isabs(path) else os.path.join(workspace, path)
+    real = os.path.realpath(candidate)
+    for root in (workspace, *roots):
+        real_root = os.path.realpath(root)
+        if real == real_root or real.startswith(real_root.rstrip("/") + "/"):
+            return real
+    allowed = ", ".join((workspace, *roots))
+    raise PermissionError(f"{path!r} resolves to {real!r}, outside the allowed roots ({allowed})")
+
+
+def decoded_files(where: str, files: Any) -> list[tuple[str, bytes]]:
+    """``files`` (path to base64, as SandboxFusion sends them) checked: each path beneath
+    ``where``, relative to it, with its content; a ``null`` content is skipped."""
+    if not isinstance(files, dict):
+        raise ValueError("files must be an object of path to base64 content")
+    decoded = []
+    for path, content in files.items():
+        if content is None:
+            continue
+        target = resolve_confined(str(path), where, ())
+        try:
+            data = base64.b64decode(str(content), validate=True)
+        except binascii.Error:
+            raise ValueError(f"files[{path!r}] is not base64") from None
+        decoded.append((os.path.relpath(target, where), data))
+    return decoded
+
+
+def write_base64_files(where: str, files: Any) -> None:
+    """``files`` (``decoded_files``) written beneath ``where``, every one checked first."""
+    for relative, data in decoded_files(where, files):
+        target = os.path.join(where, relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+
+
+def fetch_base64_files(where: str, paths: list[str], cap: int) -> dict[str, str]:
+    """The files asked for that exist beneath ``where`` (others are left out), base64; past
+    ``cap`` bytes in all, a ``ValueError``."""
+    fetched: dict[str, str] = {}
+    left = cap
+    for path in paths:
+        try:
+            target = resolve_confined(str(path), where, ())
+            with open(target, "rb") as fh:
+                data = fh.read(left + 1)
+        except (OSError, ValueError):
+            continue
+        if len(data) > left:
+            raise ValueError(f"the files to fetch come to more than {cap} bytes")
+        left -= len(data)
+        fetched[str(path)] = base64.b64encode(data).decode()
+    return fetched
+
+
+def exchange_parameters() -> list[ToolParameter]:
+    """A tool's ``files`` and ``fetch_files`` parameters, as SandboxFusion names them."""
+    from a2e.caps.tools.models import ToolParameter
+
+    return [
+        ToolParameter(
+            name="files",
+            type="object",
+            description="files written first: path (relative) to base64 content",
+        ),
+        ToolParameter(
+            name="fetch_files", type="array", description="paths whose content comes back, base64"
+        ),
+    ]
