@@ -125,6 +125,7 @@ UNPARSED = {
     "lua": ("local x = (\n", "unexpected symbol"),
     "php": ("$x = ;\n", "syntax error"),
     "r": ("f <- function( {\n", "unexpected"),
+    "racket": ("#lang racket\n(define (f x)\n", "expected a `)` to close `(`"),
 }
 
 

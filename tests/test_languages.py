@@ -42,6 +42,8 @@ ECHO = {
     'void main(string[] a) { writeln(a[1], " ", readln().strip()); }',
     "csharp": "using System;\nclass P { static void Main(string[] a) {\n"
     '  Console.WriteLine(a[0] + " " + Console.ReadLine()); } }',
+    "racket": "#lang racket\n(define w (read-line))\n"
+    '(displayln (string-append (vector-ref (current-command-line-arguments) 0) " " w))',
 }
 #: Does not compile (or, interpreted, does not parse).
 BROKEN = {
@@ -61,6 +63,7 @@ BROKEN = {
     "r": "f <- function( {",
     "d": "void main() { int x = ; }",
     "csharp": "class P { static void Main() { int x = ; } }",
+    "racket": "#lang racket\n(define (f x\n",
 }
 #: Fails while it runs, with a non-zero exit.
 CRASHING = {
@@ -80,6 +83,7 @@ CRASHING = {
     "r": "stop('boom')",
     "d": 'void main() { throw new Exception("boom"); }',
     "csharp": 'class P { static void Main() { throw new System.Exception("boom"); } }',
+    "racket": '#lang racket\n(error "boom")',
 }
 #: Never ends on its own.
 SPINNING = {
@@ -100,6 +104,7 @@ SPINNING = {
     "r": "repeat {}",
     "d": "void main() { for (;;) {} }",
     "csharp": "class P { static void Main() { for (;;) {} } }",
+    "racket": "#lang racket\n(let loop () (loop))",
 }
 #: Holds ever more memory, each megabyte touched.
 GREEDY = {
@@ -125,6 +130,7 @@ GREEDY = {
     "csharp": "using System.Collections.Generic;\nclass P { static void Main() {\n"
     "  var l = new List<byte[]>(); for (;;) { var b = new byte[1 << 20];\n"
     "  for (int i = 0; i < b.Length; i += 4096) b[i] = 1; l.Add(b); } } }",
+    "racket": "#lang racket\n(let loop ([held '()]) (loop (cons (make-bytes 1048576 1) held)))",
 }
 
 
@@ -196,6 +202,35 @@ def test_verilog_runs_its_test_bench_as_sandbox_fusion_does(tools: ToolAPI) -> N
     assert broken["status"] == "Failed" and broken["compile_result"]["return_code"] != 0
     spun = _run(tools, "verilog", bench("forever #1;"), run_timeout=1)
     assert spun["run_result"]["status"] == "TimeLimitExceeded"
+
+
+#: MultiPL-E's Go: a test package of its own, the standard library's ``testing`` only.
+GO_TEST_FILE = (
+    'package add_test\n\nimport "testing"\n\nfunc add(a, b int) int { return a + b }\n\n'
+    'func TestAdd(t *testing.T) {\n  if add(1, 2) != 3 { t.Fatal("1 + 2") }\n}\nEXTRA\n'
+)
+
+
+def test_go_test_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
+    passed = _run(tools, "go_test", GO_TEST_FILE.replace("EXTRA", ""))
+    assert passed["status"] == "Success" and passed["run_result"]["stdout"] == "PASS\n", passed
+    wrong = 'func TestWrong(t *testing.T) {\n  t.Errorf("add(1, 1) = %d", add(1, 1))\n}'
+    failing = _run(tools, "go_test", GO_TEST_FILE.replace("EXTRA", wrong))
+    run = failing["run_result"]
+    assert failing["status"] == "Failed" and run["return_code"] == 1
+    assert "--- FAIL: TestWrong" in run["stdout"] and "add(1, 1) = 2" in run["stdout"], run
+    broken = _run(tools, "go_test", GO_TEST_FILE.replace("EXTRA", "func x( {"))
+    assert broken["status"] == "Failed" and broken["run_result"] is None
+    spins = "func TestSpins(t *testing.T) {\n  for {}\n}"
+    spun = _run(tools, "go_test", GO_TEST_FILE.replace("EXTRA", spins), run_timeout=1)
+    assert spun["run_result"]["status"] == "TimeLimitExceeded"
+    greedy = (
+        "var held [][]byte\nfunc TestGreedy(t *testing.T) {\n  for {\n"
+        "    b := make([]byte, 1<<20)\n    for i := range b { b[i] = 1 }\n"
+        "    held = append(held, b)\n  }\n}"
+    )
+    grew = _run(tools, "go_test", GO_TEST_FILE.replace("EXTRA", greedy), memory_mb=64)
+    assert grew["run_result"]["status"] == "MemoryLimitExceeded", grew["run_result"]
 
 
 def test_pytest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
@@ -354,6 +389,8 @@ LIBRARIES = {
     "typescript": 'import * as _ from "lodash";\nconsole.log(_.chunk(["judge", 1], 1)[0][0]);',
     "perl": "use Test::Deep qw(eq_deeply);\nuse Data::Compare;\n"
     'print "judge\\n" if eq_deeply([1, {a => 2}], [1, {a => 2}]) && Compare([1], [1]);',
+    # MultiPL-E's Racket tests: rackunit's checks.
+    "racket": '#lang racket\n(require rackunit)\n(check-equal? (+ 1 1) 2)\n(displayln "judge")',
 }
 
 

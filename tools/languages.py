@@ -323,6 +323,28 @@ _NODE_ENV = {"NODE_PATH": "/usr/share/nodejs"}
 _OPENSSL = {"openssl/": ("-lssl", "-lcrypto")}
 
 
+#: Go's build: no cgo (its directives would hand flags of the program's choosing to gcc), no
+#: modules (nothing to fetch), and a build cache of the step's own (nothing a program wrote).
+_GO_ENV = {
+    "CGO_ENABLED": "0",
+    "GO111MODULE": "off",
+    "GOCACHE": "{dir}/.gocache",
+    "GOPATH": "{dir}/.gopath",
+    "GOMEMLIMIT": "{memory_mb}MiB",
+}
+_GO_OUT_OF_MEMORY = ("runtime: out of memory",)
+
+
+#: Racket reads the whole module, as its module reader would, without running or expanding
+#: it: a program that does not read is a compile error (an unclosed paren, mostly).
+_RACKET_READ_ALL = (
+    "(define f (vector-ref (current-command-line-arguments) 0))"
+    " (parameterize ([read-accept-reader #t] [read-accept-lang #t])"
+    " (with-input-from-file f (lambda () (port-count-lines! (current-input-port))"
+    " (let loop () (unless (eof-object? (read-syntax f)) (loop))))))"
+)
+
+
 def _script(
     name: str,
     source: str,
@@ -455,21 +477,38 @@ LANGUAGES: dict[str, Language] = {
             outputs=("main",),
             install="golang-go",
             version=("go", "version"),
-            # No cgo: its directives would hand flags of the program's choosing to gcc.
-            env={
-                "CGO_ENABLED": "0",
-                "GO111MODULE": "off",
-                "GOCACHE": "{dir}/.gocache",  # the build's own: nothing a program wrote
-                "GOPATH": "{dir}/.gopath",
-                "GOMEMLIMIT": "{memory_mb}MiB",
-            },
-            out_of_memory=("runtime: out of memory",),
+            env=_GO_ENV,
+            out_of_memory=_GO_OUT_OF_MEMORY,
+        ),
+        Language(
+            "go_test",
+            "main_test.go",
+            # SandboxFusion runs ``go test`` on the file; the test binary built apart and run
+            # gives the same verdict (exit 1 on a failed test), and the compile cache keeps it.
+            ("./main.test",),
+            compile=("go", "test", "-c", "-o", "main.test", "{source}"),
+            outputs=("main.test",),
+            install="golang-go",
+            version=("go", "version"),
+            env=_GO_ENV,
+            out_of_memory=_GO_OUT_OF_MEMORY,
+            test_runner=True,
         ),
         _script(
             "perl", "main.pl", ("perl", "-c"), install="perl", version="-v", runtime=_PERL_TESTS
         ),
         _script("ruby", "main.rb", ("ruby", "-c"), install="ruby", version="--version"),
         _script("lua", "main.lua", ("luac", "-p"), install="lua5.4", version="-v"),
+        Language(
+            "racket",
+            "main.rkt",
+            ("racket", "{source}"),
+            syntax_check=("racket", "-l", "racket/base", "-e", _RACKET_READ_ALL, "{source}"),
+            install="racket",
+            version=("racket", "--version"),
+            runtime=(("rackunit", "/usr/share/racket/pkgs/rackunit-lib"),),
+            out_of_memory=("out of memory",),
+        ),
         Language(
             "pytest",
             "test_main.py",

@@ -80,6 +80,8 @@ LANGUAGES: dict[str, str] = {
     "pytest": "pytest",
     "junit": "junit",
     "verilog": "verilog",
+    "go_test": "go_test",
+    "racket": "racket",
     "js": "nodejs",
     "ts": "typescript",
 }
