@@ -389,6 +389,10 @@ LIBRARIES = {
     "typescript": 'import * as _ from "lodash";\nconsole.log(_.chunk(["judge", 1], 1)[0][0]);',
     "perl": "use Test::Deep qw(eq_deeply);\nuse Data::Compare;\n"
     'print "judge\\n" if eq_deeply([1, {a => 2}], [1, {a => 2}]) && Compare([1], [1]);',
+    # MultiPL-E's Lua tests: LuaUnit (the engine's own, tools/lua/luaunit.lua).
+    "lua": "lu = require('luaunit')\nfunction test_humaneval()\n"
+    "  lu.assertEquals({1, {2, a = 'x'}}, {1, {2, a = 'x'}})\nend\n"
+    "if lu.LuaUnit.run() == 0 then print('judge') end",
     # MultiPL-E's Racket tests: rackunit's checks.
     "racket": '#lang racket\n(require rackunit)\n(check-equal? (+ 1 1) 2)\n(displayln "judge")',
 }
@@ -397,7 +401,33 @@ LIBRARIES = {
 @pytest.mark.parametrize("language", sorted(LIBRARIES))
 def test_the_libraries_graded_tests_import_are_there(tools: ToolAPI, language: str) -> None:
     run = _run(tools, language, LIBRARIES[language])["run_result"]
-    assert run["stdout"] == "judge\n" and run["return_code"] == 0, run
+    assert run["stdout"].endswith("judge\n") and run["return_code"] == 0, run
+
+
+#: MultiPL-E's Lua test, as it ends every problem.
+LUA_TESTS = (
+    "local function add(a, b) return a + b end\n"
+    "lu = require('luaunit')\n\nfunction test_humaneval()\nlocal candidate = add\n"
+    "    lu.assertEquals(candidate(1, 2), 3)\n    lu.assertEquals({candidate(0, 0)}, {0})\nEXTRA\nend\n\n"
+    "os.exit(lu.LuaUnit.run())\n"
+)
+
+
+def test_lua_tests_get_luaunits_verdicts(tools: ToolAPI) -> None:
+    passed = _run(tools, "lua", LUA_TESTS.replace("EXTRA", ""))
+    run = passed["run_result"]
+    assert passed["status"] == "Success", run
+    assert run["stdout"].endswith(" seconds, 1 success, 0 failures\nOK\n"), run
+    failing = _run(
+        tools, "lua", LUA_TESTS.replace("EXTRA", "    lu.assertEquals(candidate(1, 1), 3)")
+    )
+    run = failing["run_result"]
+    assert failing["status"] == "Failed" and run["return_code"] == 1, run
+    assert "main.lua:8: expected: 3, actual: 2" in run["stdout"], run
+    raising = _run(tools, "lua", LUA_TESTS.replace("EXTRA", "    candidate(nil, 1)"))
+    run = raising["run_result"]
+    assert raising["status"] == "Failed" and run["return_code"] == 1, run
+    assert "Tests with errors:" in run["stdout"] and "1 error" in run["stdout"], run
 
 
 @pytest.mark.parametrize("language", sorted(AS_JUDGED))

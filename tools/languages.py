@@ -335,6 +335,11 @@ _GO_ENV = {
 _GO_OUT_OF_MEMORY = ("runtime: out of memory",)
 
 
+#: LuaUnit's interface as MultiPL-E's Lua tests use it (``require('luaunit')``), shipped with
+#: the engine: no registry ``.ci/run`` reaches carries LuaUnit.
+_LUAUNIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua", "luaunit.lua")
+
+
 #: Racket reads the whole module, as its module reader would, without running or expanding
 #: it: a program that does not read is a compile error (an unclosed paren, mostly).
 _RACKET_READ_ALL = (
@@ -352,6 +357,7 @@ def _script(
     install: str,
     version: str,
     runtime: tuple[tuple[str, str], ...] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Language:
     """A language run as ``<name> <source>``, parsed first by ``parse`` on the source."""
     return Language(
@@ -362,6 +368,7 @@ def _script(
         install=install,
         version=(name, version),
         runtime=runtime,
+        env=env or {},
     )
 
 
@@ -498,7 +505,15 @@ LANGUAGES: dict[str, Language] = {
             "perl", "main.pl", ("perl", "-c"), install="perl", version="-v", runtime=_PERL_TESTS
         ),
         _script("ruby", "main.rb", ("ruby", "-c"), install="ruby", version="--version"),
-        _script("lua", "main.lua", ("luac", "-p"), install="lua5.4", version="-v"),
+        _script(
+            "lua",
+            "main.lua",
+            ("luac", "-p"),
+            install="lua5.4",
+            version="-v",
+            runtime=(("luaunit", _LUAUNIT),),
+            env={"LUA_PATH": f"{os.path.dirname(_LUAUNIT)}/?.lua;;"},
+        ),
         Language(
             "racket",
             "main.rkt",
