@@ -33,6 +33,7 @@ from a2e_engine.engine.audit import AuditTrail
 from a2e_engine.engine.config import EngineConfig
 from a2e_engine.engine.policy import check_policies
 from a2e_engine.engine.registry import RegisteredTool, ToolRegistry
+from a2e_engine.engine.resident_workers import ResidentWorkers
 from a2e_engine.engine.retry import run_with_retries
 from a2e_engine.engine.session import Session
 from a2e_engine.engine.validation import decode_json_text, validate_arguments
@@ -57,6 +58,7 @@ class CallContext:
     pool: WorkerPool
     audit: AuditTrail | None
     private_tmp: bool = False  # workers bring their own /tmp (see sandbox.mount_template)
+    residents: ResidentWorkers | None = None  # the workers sessions keep (resident tools)
 
 
 class CallEvents:
@@ -227,13 +229,22 @@ async def run_call(
     loop = asyncio.get_running_loop()
     attempts = 0
     deadline = _tightened(tool, request.arguments, deadline, loop)
+    resident = tool.name in tool.plugin.resident_tools and ctx.residents is not None
 
     async def attempt() -> WorkerOutcome:
         nonlocal attempts
         attempts += 1
         call_id = f"{attempts}-{os.urandom(16).hex()}"
-        # A worker with its own /tmp (a tmpfs that dies with it) needs nothing from us.
-        tmp_dir = "/tmp" if ctx.private_tmp else session.make_call_dir(call_id)
+        # A worker with its own /tmp (a tmpfs that dies with it) needs nothing from us; a
+        # resident worker's directory lasts as long as its session.
+        if ctx.private_tmp:
+            tmp_dir = "/tmp"
+        elif resident:
+            tmp_dir = os.path.join(session.tmp_root, "resident")
+            with contextlib.suppress(FileExistsError):
+                session.make_call_dir("resident")
+        else:
+            tmp_dir = session.make_call_dir(call_id)
         job = Job(
             zygote=tool.zygote,
             plugin=tool.zygote_index,
@@ -250,12 +261,18 @@ async def run_call(
             secrets=secrets,
         )
         try:
+            if resident:
+                assert ctx.residents is not None
+                outcome = await ctx.residents.run(
+                    session.id, job, deadline, events.on_event, cancelled
+                )
+                return outcome
             outcome = await ctx.pool.run(job, deadline, events.on_event, cancelled)
             if outcome.status is OutcomeStatus.CRASHED and not tool.plugin.retry_crashes:
                 outcome.retryable = False
             return outcome
         finally:
-            if not ctx.private_tmp:
+            if not ctx.private_tmp and not resident:
                 # In the background: a tool that filled its tmp with a million files must not
                 # hold up its reply (the directory is private to this attempt, already unused).
                 loop.run_in_executor(None, session.remove_call_dir, call_id)

@@ -688,6 +688,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         limits = engine.config.limits
         zygotes = engine.zygotes
         bound = engine.worker_bound
+        live = engine.status().resident_workers
     missing = missing_layers(tuple(args.require), layers)
     languages = toolchains()
     if args.json_output:
@@ -698,6 +699,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             "languages": languages,
             "zygotes": zygotes,
             "max_workers": {"workers": bound.workers, "why": bound.why},
+            "resident_workers": {"live": live, **dataclasses.asdict(engine.config.resident)},
         }
         print(json.dumps(report, indent=2))
         return 1 if missing else 0
@@ -717,6 +719,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         f"/tmp {limits.tmp_mb} MiB; per session: {engine.config.workspace_mb} MiB on disk"
     )
     print(f"calls at once: {bound.workers} ({bound.why}); the rest queue")
+    resident = engine.config.resident
+    print(
+        f"stateful sessions (python_session): {live} live, at most {resident.limit} at once, "
+        f"each worker kept until {resident.idle_s:g} s idle or {resident.lifetime_s:g} s old"
+    )
     print("\nzygotes (every worker is a fork of its plugin's):")
     for zygote in zygotes:
         print(

@@ -11,7 +11,7 @@ from a2e_engine.sandbox.layers import LAYERS
 from a2e_engine.sandbox.limits import Limits
 from a2e_engine.sandbox.settings import DEFAULT_UID_RANGE
 
-__all__ = ["EngineConfig", "RetryPolicy"]
+__all__ = ["EngineConfig", "ResidentLimits", "RetryPolicy"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,22 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("RetryPolicy.max_attempts must be at least 1")
+
+
+@dataclass(frozen=True)
+class ResidentLimits:
+    """How many sessions may keep a worker for their stateful tools at once
+    (``engine.resident_workers``), how long one may sit idle, and how long it may live."""
+
+    limit: int = 8
+    idle_s: float = 600.0
+    lifetime_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.limit < 0 or not self.idle_s > 0 or not self.lifetime_s > 0:
+            raise ValueError(
+                "resident workers: the limit must be >= 0 and idle_s and lifetime_s above 0"
+            )
 
 
 @dataclass(frozen=True)
@@ -64,6 +80,9 @@ class EngineConfig:
     ``compile_cache_mb`` bounds ``run_code``'s compile cache, shared by every session of the
     engine (least recently used entries go first; the precompiled headers come on top); 0:
     none, each session keeps its own (docs/grading.md).
+
+    ``resident`` bounds the workers that sessions keep for stateful tools (``python_session``):
+    how many at once, and for how long (``ResidentLimits``).
     """
 
     max_workers: int | None = None
@@ -94,6 +113,7 @@ class EngineConfig:
     identity: bool = True
     uid_range: tuple[int, int] = DEFAULT_UID_RANGE
     compile_cache_mb: int = 512
+    resident: ResidentLimits = field(default_factory=ResidentLimits)
 
     def worker_bound(self) -> WorkerBound:
         """``max_workers`` as given, or sized for this host; with the reason."""

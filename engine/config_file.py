@@ -7,6 +7,9 @@
     [engine.limits]          # sandbox.limits.Limits
     memory_mb = 512
 
+    [engine.resident]        # engine.config.ResidentLimits: python_session's kept workers
+    limit = 8
+
     [tools.http]             # settings of the plugin named "http" (built-in or entry point)
     allow = ["127.0.0.1"]
 
@@ -30,7 +33,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from a2e_engine.engine.config import EngineConfig, RetryPolicy
+from a2e_engine.engine.config import EngineConfig, ResidentLimits, RetryPolicy
 from a2e_engine.engine.policy import ToolPolicy
 from a2e_engine.sandbox.limits import InvalidLimit, Limits
 
@@ -137,9 +140,10 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
             return Limits(**_fields_of(Limits, _table(value, where), where))
         except InvalidLimit as exc:
             raise ConfigError(f"{where}.{exc.name}: {exc.problem}") from None
-    if hint is RetryPolicy:
+    if hint in (RetryPolicy, ResidentLimits):
+        fields = _fields_of(hint, _table(value, where), where)
         try:
-            return RetryPolicy(**_fields_of(RetryPolicy, _table(value, where), where))
+            return hint(**fields)
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     origin, args = typing.get_origin(hint), typing.get_args(hint)

@@ -42,6 +42,7 @@ from a2e_engine.engine.plugins import build_plugin
 from a2e_engine.engine.policy import Policy, PolicyFunction, as_policy
 from a2e_engine.engine.registry import ToolRegistry
 from a2e_engine.engine.requirements import IsolationUnavailable, protect_supervisor, refusal
+from a2e_engine.engine.resident_workers import ResidentWorkers
 from a2e_engine.engine.session_pool import SessionPool
 from a2e_engine.engine.sessions import Sessions
 from a2e_engine.engine.state_dir import StateDirectory
@@ -235,17 +236,19 @@ class Engine:
             else None
         )
         quota_mb = self.config.workspace_mb if layers["disk_quota"]["active"] else 0
+        residents = ResidentWorkers(pool, self.config.resident)
         calls = CallContext(
             self.config,
             self.registry,
             pool,
             audit,
             private_tmp=bool(layers.get("private_tmp", {}).get("active")),
+            residents=residents,
         )
         return Services(
             calls=calls,
             policy=self.policy,
-            sessions=Sessions(state_dir.path, uids, quota_mb),
+            sessions=Sessions(state_dir.path, uids, quota_mb, end_workers=residents.end),
             admission=Admission(self.config.max_pending_calls),
             loop=self._loop,
         )
@@ -274,6 +277,8 @@ class Engine:
         if calls:
             await asyncio.wait(calls, timeout=STOP_CALLS_S)
         await running.services.sessions.wait_ended(timeout=STOP_CALLS_S)
+        if running.services.calls.residents is not None:
+            await running.services.calls.residents.close()
 
     def __enter__(self) -> Engine:
         return self.start()
@@ -337,6 +342,7 @@ class Engine:
         if running is None:
             return HostStatus(ready=False, why_not_ready="the engine is not running")
         pool = running.pool.status()
+        residents = running.services.calls.residents
         why = ""
         if pool.broken:
             why = f"the sandbox is broken: {pool.broken}"
@@ -357,6 +363,8 @@ class Engine:
             sessions=sessions,
             max_workers=self.worker_bound.workers,
             max_workers_why=self.worker_bound.why,
+            resident_workers=residents.live if residents is not None else 0,
+            max_resident_workers=self.config.resident.limit,
         )
 
     def _forget(self, connection: Connection) -> None:

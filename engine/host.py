@@ -88,6 +88,8 @@ class HostStatus:
     sessions: int = 0  # sessions open: the connections' and those opened directly
     max_workers: int = 0  # calls that may run at once
     max_workers_why: str = ""  # as configured, or what it was sized from
+    resident_workers: int = 0  # workers that sessions keep for stateful tools, alive now
+    max_resident_workers: int = 0  # how many sessions may keep one at once
 
 
 class HostConnection(Protocol):

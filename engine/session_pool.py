@@ -106,6 +106,7 @@ class SessionPool:
     async def _recycle(self, session: Session, calls: list[asyncio.Task[Any]]) -> None:
         if calls:
             await asyncio.wait(calls)
+        await self.sessions.retire_workers(session)
         wiped = False
         if not self.closed:
             try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from a2e_engine.engine.identities import SessionUids
@@ -22,10 +22,18 @@ __all__ = ["Sessions"]
 
 
 class Sessions:
-    def __init__(self, state_dir: str, uids: SessionUids | None, quota_mb: int) -> None:
+    def __init__(
+        self,
+        state_dir: str,
+        uids: SessionUids | None,
+        quota_mb: int,
+        end_workers: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self.state_dir = state_dir
         self.uids = uids  # None: calls run as the engine's own uid
         self.quota_mb = quota_mb  # each session's directory is a tmpfs of this size (0: none)
+        #: Ends the worker a session keeps (``engine.resident_workers``), given its id.
+        self.end_workers = end_workers
         self._ending: set[asyncio.Task[None]] = set()
 
     def open(self, client: str, capabilities: frozenset[str], policies: list[Policy]) -> Session:
@@ -74,12 +82,19 @@ class Sessions:
         async def remove() -> None:
             if calls:
                 await asyncio.wait(calls)
+            await self.retire_workers(session)
             await asyncio.get_running_loop().run_in_executor(None, session.remove_dirs)
             self._release_uid(session)  # no call of it runs, nothing of it is left
 
         task = asyncio.get_running_loop().create_task(remove())
         self._ending.add(task)
         task.add_done_callback(self._ending.discard)
+
+    async def retire_workers(self, session: Session) -> None:
+        """End the worker ``session`` keeps, before its directories go or are wiped for
+        another request: nothing of it may outlive it."""
+        if self.end_workers is not None:
+            await self.end_workers(session.id)
 
     async def wait_ended(self, timeout: float) -> None:
         """Until every ended session's directories are gone (or ``timeout``)."""

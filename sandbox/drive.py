@@ -26,7 +26,7 @@ from a2e_engine.sandbox.profiles import PROFILES
 from a2e_engine.sandbox.stream import EventSink, OutputCaps, ResultReader
 from a2e_engine.sandbox.waiting import StopSignal, race
 
-__all__ = ["drive", "report_deadline"]
+__all__ = ["drive", "report_deadline", "send_job"]
 
 log = logging.getLogger("a2e.sandbox")
 
@@ -57,7 +57,7 @@ async def drive(
     reader = ResultReader(worker, caps, on_event, loop)
     run = Run(worker, reader, ended_by=None, exit_awaited=True)
     try:
-        await _send_job(worker, job, deadline, stop)
+        await send_job(worker, job, deadline, stop)
         if not await race(deadline.at, reader.finished, worker.exited, stop=stop):
             run.ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
             grace = job["cancel_grace_s"]
@@ -91,7 +91,11 @@ async def drive(
     return run
 
 
-async def _send_job(worker: WorkerHandle, job: Job, deadline: Deadline, stop: StopSignal) -> None:
+async def send_job(
+    worker: WorkerHandle, job: Job, deadline: Deadline, stop: StopSignal, close: bool = True
+) -> None:
+    """``job`` written to the worker's job pipe as it drains; then the pipe is closed, unless
+    the worker is resident (``close=False``: its next jobs follow on it)."""
     data = memoryview(encode_frame(job))
     loop = asyncio.get_running_loop()
     while data:
@@ -112,8 +116,9 @@ async def _send_job(worker: WorkerHandle, job: Job, deadline: Deadline, stop: St
             if exc.errno != errno.EPIPE:
                 log.warning("writing a job to worker %d: %s", worker.pid, exc)
             return  # the worker is gone; its outcome will say why
-    os.close(worker.job_fd)
-    worker.job_fd = -1
+    if close:
+        os.close(worker.job_fd)
+        worker.job_fd = -1
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from a2e.caps.tools.reasons import TOOL_REASONS
 
@@ -74,6 +74,9 @@ class Job(TypedDict):
     uid: int | None  # the session's uid, when the sandbox has the identity layer
     cancel_grace_s: float  # SIGTERM, then this long to clean up, then SIGKILL
     secrets: dict[str, str]  # this call's only (ToolPlugin.secrets_for)
+    #: The first job of a resident worker, which stays for its session's next jobs of the
+    #: same tool (``sandbox.resident``); absent: the worker exits after this one.
+    resident: NotRequired[bool]
 
 
 # -- worker -> supervisor: built by the worker --

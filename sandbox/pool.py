@@ -4,8 +4,8 @@ It puts together what runs a job in a fresh worker, each part in a module of its
 per plugin (or per group of plugins that share one), each with its supply of pre-forked
 workers (``sandbox.zygote_line``), the line to each zygote and its restarts
 (``sandbox.zygote_link``), the slots that bound the calls running at once across all of them
-(``sandbox.slots``),
-driving one job through one worker (``sandbox.drive``), and what its run means
+(``sandbox.slots``), driving one job through one worker (``sandbox.drive``), or the jobs of one
+session through its kept worker (``sandbox.resident``), and what a run means
 (``sandbox.outcome``). It never unpickles anything: zygote and workers speak JSON only.
 
 The pool knows nothing of sessions or of the wire protocol; the engine gives it a ``Job``, its
@@ -19,13 +19,15 @@ import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.drive import drive, report_deadline
+from a2e_engine.sandbox.handle import WorkerHandle
 from a2e_engine.sandbox.layers import merge_reports
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome, classify, not_started
+from a2e_engine.sandbox.resident import ResidentWorker
 from a2e_engine.sandbox.settings import ZygoteSettings
 from a2e_engine.sandbox.slots import WorkerSlots
 from a2e_engine.sandbox.stream import EventSink, OutputCaps, report_frames
@@ -219,6 +221,62 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         stop = stop or StopSignal()
         queued_at = loop.time()
+        supply = await self._supply_for(job)
+        if isinstance(supply, WorkerOutcome):
+            return supply
+        if not await self._slots.acquire(deadline, stop):
+            return self._not_started(stop, deadline, queued_at, "waiting for a free worker slot")
+        try:
+            worker = await self._take(supply, job, deadline, stop, queued_at)
+            if isinstance(worker, WorkerOutcome):
+                return worker
+            queued_ms = int((loop.time() - queued_at) * 1000)
+            run = await drive(worker, job, deadline, on_event, stop, self._caps)
+            outcome = classify(run, deadline, self.config.zygote.limits)
+            outcome.queued_ms = queued_ms
+            return outcome
+        finally:
+            self._slots.release()
+
+    async def run_resident(
+        self,
+        resident: ResidentWorker | None,
+        job: Job,
+        deadline: Deadline,
+        on_event: EventSink,
+        stop: StopSignal,
+    ) -> tuple[ResidentWorker | None, WorkerOutcome]:
+        """Run ``job`` in ``resident``, the session's kept worker, or in a new one when it has
+        none alive (``sandbox.resident``): the worker, alive or not, and the outcome. Each
+        job holds a worker slot while it runs, as every job does."""
+        assert self._slots is not None
+        loop = asyncio.get_running_loop()
+        queued_at = loop.time()
+        fresh = resident is None or not resident.alive
+        supply = await self._supply_for(job) if fresh else None
+        if isinstance(supply, WorkerOutcome):
+            return None, supply
+        if not await self._slots.acquire(deadline, stop):
+            waiting = "waiting for a free worker slot"
+            return resident, self._not_started(stop, deadline, queued_at, waiting)
+        try:
+            if supply is not None:
+                worker = await self._take(supply, job, deadline, stop, queued_at)
+                if isinstance(worker, WorkerOutcome):
+                    return None, worker
+                resident = ResidentWorker(worker, self._caps, self.config.zygote.limits)
+                job = cast(Job, {**job, "resident": True})
+            assert resident is not None
+            queued_ms = int((loop.time() - queued_at) * 1000)
+            outcome = await resident.run(job, deadline, on_event, stop)
+            outcome.queued_ms = queued_ms
+            return resident, outcome
+        finally:
+            self._slots.release()
+
+    async def _supply_for(self, job: Job) -> WorkerSupply | WorkerOutcome:
+        """The started supply of workers of the job's zygote that has its profile, or the
+        outcome that says why there is none."""
         line = self._lines.get(job["zygote"])
         if line is None:
             return WorkerOutcome(
@@ -230,29 +288,31 @@ class WorkerPool:
             return WorkerOutcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
         supply = line.supply
         assert supply is not None
-        profile = job["profile"]
-        if profile not in supply.ready:
+        if job["profile"] not in supply.ready:
             return WorkerOutcome(
-                OutcomeStatus.SETUP_FAILED, error=f"sandbox profile {profile!r} is not enabled"
+                OutcomeStatus.SETUP_FAILED,
+                error=f"sandbox profile {job['profile']!r} is not enabled",
             )
-        if not await self._slots.acquire(deadline, stop):
-            return self._not_started(stop, deadline, queued_at, "waiting for a free worker slot")
+        return supply
+
+    async def _take(
+        self,
+        supply: WorkerSupply,
+        job: Job,
+        deadline: Deadline,
+        stop: StopSignal,
+        queued_at: float,
+    ) -> WorkerHandle | WorkerOutcome:
+        """A fresh worker for ``job``, or the outcome that says why none came in time."""
         try:
-            try:
-                worker = await supply.take(profile, deadline, stop)
-            except SandboxUnavailable as exc:
-                return WorkerOutcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
-            if worker is None:
-                return self._not_started(
-                    stop, deadline, queued_at, "waiting for a sandboxed worker", supply
-                )
-            queued_ms = int((loop.time() - queued_at) * 1000)
-            run = await drive(worker, job, deadline, on_event, stop, self._caps)
-            outcome = classify(run, deadline, self.config.zygote.limits)
-            outcome.queued_ms = queued_ms
-            return outcome
-        finally:
-            self._slots.release()
+            worker = await supply.take(job["profile"], deadline, stop)
+        except SandboxUnavailable as exc:
+            return WorkerOutcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
+        if worker is None:
+            return self._not_started(
+                stop, deadline, queued_at, "waiting for a sandboxed worker", supply
+            )
+        return worker
 
     def _not_started(
         self,

@@ -123,8 +123,14 @@ def run_job(
     os.environ["HOME"] = workspace
     os.environ["TMPDIR"] = job["tmp_dir"]
     tempfile.tempdir = job["tmp_dir"]  # the zygote may have cached the host's /tmp already
+    execute_job(plugin, job, result_fd, max_frame)
+
+
+def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) -> None:
+    """The tool run on ``job`` in this process as it is now, its events and its result framed
+    on ``result_fd``: the part of a job that a resident worker repeats for each of its jobs."""
     plugin.context = ToolContext(
-        workspace=workspace,
+        workspace=job["workspace"],
         tmp_dir=job["tmp_dir"],
         read_roots=tuple(job.get("read_roots", ())),
         streaming=bool(job.get("streaming")),
@@ -194,6 +200,22 @@ def rehearse_job_path(setup: Hardening, ruleset: Ruleset | None, max_frame: int)
         _final_frame(_encoded_result({"ok": True}, max_frame))
 
 
+def serve_later_jobs(
+    plugins: list[ToolPlugin], first: Job, job_fd: int, result_fd: int, max_frame: int
+) -> None:
+    """A resident worker's life after its first job: each next job of its session, as the
+    supervisor sends them, run in this same process (what the tool kept stays), until the
+    supervisor closes the job pipe. The layers the first job set up (uid, Landlock, working
+    directory) hold for all of them: every job of a resident worker is of one session."""
+    while True:
+        try:
+            job = cast(Job, read_frame(job_fd, max_frame))
+        except EOFError:
+            return
+        job = cast(Job, {**job, "workspace": first["workspace"], "tmp_dir": first["tmp_dir"]})
+        execute_job(plugins[first["plugin"]], job, result_fd, max_frame)
+
+
 def run_worker(
     setup: Hardening,
     job_fd: int,
@@ -218,11 +240,14 @@ def run_worker(
             job = cast(Job, read_frame(job_fd, max_frame))
         except EOFError:
             os._exit(0)  # never used: the supervisor shut down or discarded us
-        os.close(job_fd)
+        if not job.get("resident"):
+            os.close(job_fd)
         # The tool's own garbage is collected as usual; what exists now is left alone for good.
         gc.freeze()
         gc.enable()
         run_job(plugins[job["plugin"]], job, result_fd, max_frame, ruleset, setup.change_identity)
+        if job.get("resident"):
+            serve_later_jobs(plugins, job, job_fd, result_fd, max_frame)
     except JobSetupError as exc:
         code = 1
         write_frame(result_fd, setup_error_frame(str(exc)))

@@ -66,7 +66,7 @@ def test_an_mcp_host_sees_the_engines_tools_and_their_results(tmp_path: Path) ->
         async with _mcp("--plugin", BENCH, "--config", str(config)) as (session, _, logs):
             listed = {tool.name: tool for tool in (await session.list_tools()).tools}
             assert "run_shell" not in listed, "a denied tool is not offered"
-            python_eval, _ = PythonEval()._list_tools()
+            python_eval, *_ = PythonEval()._list_tools()
             assert listed["python_eval"].input_schema == input_schema(python_eval)
             assert listed["python_eval"].description == python_eval.description
             assert listed["read_file"].annotations is not None
@@ -84,6 +84,12 @@ def test_an_mcp_host_sees_the_engines_tools_and_their_results(tmp_path: Path) ->
             # The output streamed as log messages, each burst's chunks joined into one.
             streamed = [log.data for log in logs if log.logger == "python_eval/stdout"]
             assert "".join(streamed) == stdout and len(streamed) < 300
+
+            # A stateful tool: the MCP session's cells share one interpreter.
+            await session.call_tool("python_session", {"code": "kept = 6 * 7"})
+            again = await session.call_tool("python_session", {"code": "kept"})
+            assert again.structured_content is not None
+            assert again.structured_content["display"] == [{"text/plain": "42"}]
 
             graded = await session.call_tool(
                 "code_eval",

@@ -127,12 +127,18 @@ def test_config_parsing_errors_without_an_engine() -> None:
         "toolz: unknown section": {"toolz": {}},
         "policy.alow: unknown key; known: allow, deny": {"policy": {"alow": ["x"]}},
         "policy.deny: expected an array of tool names": {"policy": {"deny": "run_shell"}},
+        "^engine.resident.limit: expected an integer": {"engine": {"resident": {"limit": "x"}}},
+        "engine.resident: resident workers: the limit must be >= 0": {
+            "engine": {"resident": {"limit": -1}}
+        },
     }
     for message, document in cases.items():
         with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
             parse_config(document)
     parsed = parse_config({"engine": {"read_roots": ["/etc"], "limits": {"tmp_mb": 64}}})
     assert parsed.engine["read_roots"] == ("/etc",) and parsed.engine["limits"].tmp_mb == 64
+    resident = parse_config({"engine": {"resident": {"limit": 2, "idle_s": 5}}}).engine["resident"]
+    assert (resident.limit, resident.idle_s, resident.lifetime_s) == (2, 5.0, 3600.0)
     policy = parse_config({"policy": {"deny": ["run_*"]}}).policy
     assert policy is not None
     assert "denied by policy" in (policy.check(None, "run_shell") or "")  # type: ignore[arg-type]

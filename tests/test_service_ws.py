@@ -56,6 +56,27 @@ def test_calls_over_websocket_work_as_in_process(service: ServiceProcess) -> Non
     tools.client.close()
 
 
+def test_a_stateful_session_over_websocket_is_counted_and_ends_with_it(
+    service: ServiceProcess,
+) -> None:
+    shown = {"Authorization": f"Bearer {TOKEN}"}
+
+    def counted() -> tuple[int, int]:
+        ready = httpx.get(f"{service.url}/readyz", headers=shown, timeout=10).json()
+        text = httpx.get(f"{service.url}/metrics", headers=shown, timeout=10).text
+        (line,) = [line for line in text.splitlines() if line.startswith("a2e_resident_workers ")]
+        assert ready["max_resident_workers"] >= 1
+        return ready["resident_workers"], int(float(line.split()[1]))
+
+    tools = _tools(service)
+    assert tools.call(tool_name="python_session", arguments={"code": "kept = [1]"}).success
+    grown = tools.call(tool_name="python_session", arguments={"code": "kept.append(2); kept"})
+    assert grown.success and grown.data["display"] == [{"text/plain": "[1, 2]"}], grown
+    assert counted() == (1, 1)
+    tools.client.close()
+    assert wait_for(lambda: counted() == (0, 0))
+
+
 def test_a_burst_of_events_arrives_whole_and_in_order(service: ServiceProcess) -> None:
     """Events a worker writes at once leave the server in one write (frame_batches), each still
     a message of its own."""

@@ -46,10 +46,12 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_CELLS",
     "CellTimeoutError",
+    "NotebookSession",
     "cells_tool",
     "execute_cells",
     "mime_bundle",
     "run_cells",
+    "session_tool",
 ]
 
 #: Cells in one call.
@@ -353,3 +355,52 @@ def _seconds(value: Any, name: str) -> float:
             f"{name} must be a number of seconds from 0 to {MAX_SECONDS}, got {value!r}"
         )
     return float(value)
+
+
+class NotebookSession:
+    """``python_session``'s kernel: the cells of one session, one per call, in a worker the
+    session keeps (``ToolPlugin.resident_tools``), so that each cell sees what the earlier
+    ones defined. The call's deadline is the cell's: the supervisor interrupts it then
+    (SIGINT, which the cell sees as ``KeyboardInterrupt``, as in a notebook) and kills the
+    worker if it holds on."""
+
+    def __init__(self) -> None:
+        self.runner = _Runner()
+        self.count = 0
+
+    def run(self, code: str) -> dict[str, Any]:
+        self.count += 1
+        saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            with _Alarm() as alarm:
+                cell = self.runner.run(self.count, code, alarm, None, "")
+        finally:
+            signal.signal(signal.SIGINT, saved)
+        return {**cell, "execution_count": self.count}
+
+
+def session_tool() -> ToolDefinition:
+    from a2e.caps.tools.models import ToolDefinition, ToolParameter
+
+    return ToolDefinition(
+        name="python_session",
+        description="Run a cell of Python in this session's own sandboxed interpreter, which "
+        "keeps what earlier cells defined (a notebook), and return its stdout, stderr, "
+        "displayed values and error.",
+        input_parameters=[
+            ToolParameter(name="code", type="string", description="the cell", required=True),
+        ],
+        output_parameters=[
+            ToolParameter(name="stdout", type="string", description="what the cell printed"),
+            ToolParameter(name="stderr", type="string", description="what it wrote to stderr"),
+            ToolParameter(name="display", type="array", description="MIME bundles it showed"),
+            ToolParameter(name="error", type="array", description="ename, evalue, traceback"),
+            ToolParameter(
+                name="execution_count",
+                type="integer",
+                description="the cell's number in this interpreter (1: a new one)",
+            ),
+        ],
+        tags=["code", "python", "notebook", "stateful"],
+        toolkit="code",
+    )

@@ -1,6 +1,7 @@
 """``python_eval``: run a snippet of Python in the worker and return what it printed; and
-``python_cells`` (``tools.python_cells``), notebook cells run in one interpreter, which shares
-this plugin's zygote and profile.
+``python_cells`` and ``python_session`` (``tools.python_cells``), notebook cells run in one
+interpreter, in one call or one per call of a session, which share this plugin's zygote and
+profile.
 
 Output is captured at the Python level (``sys.stdout``/``sys.stderr``) and always travels as
 ``artifact`` events named ``stdout`` and ``stderr``: live, line by line, when the call streams;
@@ -21,7 +22,12 @@ from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
 from a2e.caps.tools.reasons import FailureReason
 from a2e_engine.tools.interactive import split_final_expression, user_traceback
 from a2e_engine.tools.output import EventStream, Flusher, results_of
-from a2e_engine.tools.python_cells import cells_tool, execute_cells
+from a2e_engine.tools.python_cells import (
+    NotebookSession,
+    cells_tool,
+    execute_cells,
+    session_tool,
+)
 
 if TYPE_CHECKING:
     from a2e.caps.tools.models import ToolDefinition
@@ -42,6 +48,8 @@ def _jsonable(value: Any) -> bool:
 class PythonEval(ToolPlugin):
     name = "python_eval"
     sandbox_profile = SandboxProfile.COMPUTE
+    resident_tools = frozenset({"python_session"})
+    _notebook: NotebookSession | None = None
 
     def _list_tools(self) -> list[ToolDefinition]:
         from a2e.caps.tools.models import ToolDefinition, ToolParameter
@@ -82,9 +90,14 @@ class PythonEval(ToolPlugin):
                 toolkit="code",
             ),
             cells_tool(),
+            session_tool(),
         ]
 
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if tool_name == "python_session":
+            if self._notebook is None:
+                self._notebook = NotebookSession()
+            return self._notebook.run(str(arguments["code"]))
         if tool_name == "python_cells":
             return execute_cells(arguments, self.context.workspace if self.context else os.getcwd())
         line_by_line = bool(self.context and self.context.streaming)

@@ -45,6 +45,11 @@ class _HostCollector:
                 "Sessions open on the host (a connection's, MCP's, a request's).",
                 status.sessions,
             ),
+            (
+                "a2e_resident_workers",
+                "Workers that sessions keep for stateful tools (python_session), alive now.",
+                status.resident_workers,
+            ),
             ("a2e_ready", "1 if the host can take calls.", int(status.ready)),
         )
         for name, documentation, value in gauges:

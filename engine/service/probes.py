@@ -34,6 +34,8 @@ class Readiness(BaseModel):
     zygote_restarts: int
     max_workers: int = Field(description="calls that may run at once; the rest queue")
     max_workers_why: str = Field(description="as configured, or what it was sized from")
+    resident_workers: int = Field(description="workers sessions keep for stateful tools")
+    max_resident_workers: int = Field(description="how many sessions may keep one at once")
 
 
 def probe_routes(state: ServiceState) -> list[Route]:
@@ -55,6 +57,8 @@ def probe_routes(state: ServiceState) -> list[Route]:
             zygote_restarts=status.zygote_restarts,
             max_workers=status.max_workers,
             max_workers_why=status.max_workers_why,
+            resident_workers=status.resident_workers,
+            max_resident_workers=status.max_resident_workers,
         )
         return json_response(body.model_dump(mode="json"), 200 if ready else 503)
 

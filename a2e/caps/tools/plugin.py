@@ -167,6 +167,11 @@ class ToolPlugin(A2EPlugin):
     #: imports; empty (the default): a zygote of its own, whose workers see nothing of any
     #: other plugin.
     zygote_group: ClassVar[str] = ""
+    #: Stateful tools: a session's calls of one of these run one after another in a worker
+    #: the session keeps (the first call starts it), so that what the tool holds in memory
+    #: (a notebook's names) is there for the next call. Empty (the default): every call in a
+    #: fresh worker.
+    resident_tools: ClassVar[frozenset[str]] = frozenset()
 
     _event_callback: Callable[[ToolEvent], None] | None = None
     _event_sink: Callable[[EventKind, dict[str, Any]], None] | None = None
