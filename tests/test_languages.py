@@ -233,6 +233,29 @@ def test_go_test_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None
     assert grew["run_result"]["status"] == "MemoryLimitExceeded", grew["run_result"]
 
 
+JEST_FILE = (
+    "function add(a: number, b: number): number {\n  return a + b;\n}\n"
+    'describe("add", () => {\n  test("adds", () => {\n    expect(add(1, 2)).toBe(3);\n  });\nEXTRA\n});\n'
+)
+
+
+def test_jest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
+    passed = _run(tools, "jest", JEST_FILE.replace("EXTRA", ""))
+    run = passed["run_result"]
+    assert passed["status"] == "Success", passed
+    assert "Tests:       1 passed, 1 total" in run["stderr"], run
+    wrong = '  test("wrong", () => {\n    expect(add(1, 1)).toBe(3);\n  });'
+    failing = _run(tools, "jest", JEST_FILE.replace("EXTRA", wrong))
+    run = failing["run_result"]
+    assert failing["status"] == "Failed" and run["return_code"] == 1, run
+    assert "1 failed, 1 passed, 2 total" in run["stderr"] and "Received: 2" in run["stderr"], run
+    broken = _run(tools, "jest", JEST_FILE.replace("EXTRA", "  const x: number = ;"))
+    assert broken["status"] == "Failed" and broken["run_result"] is None
+    spins = '  test("spins", () => {\n    for (;;) {}\n  });'
+    spun = _run(tools, "jest", JEST_FILE.replace("EXTRA", spins), run_timeout=2)
+    assert spun["run_result"]["status"] == "TimeLimitExceeded"
+
+
 def test_pytest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
     passed = _run(tools, "pytest", PYTEST_FILE)
     run = passed["run_result"]

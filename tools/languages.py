@@ -463,6 +463,24 @@ LANGUAGES: dict[str, Language] = {
             out_of_memory=("JavaScript heap out of memory",),
         ),
         Language(
+            "jest",
+            "main.test.ts",
+            # SandboxFusion runs the test file with Jest through Babel's TypeScript preset:
+            # here it is compiled as ``typescript`` is (not type-checked), then Jest runs it.
+            (
+                *("jest", "--ci", "--config", '{{"rootDir": "."}}'),
+                *("--cache=false", "--watchman=false", "main.test.js"),
+            ),
+            compile=_TSC,
+            outputs=("main.test.js",),
+            env=_NODE_ENV,
+            runtime=_LODASH,
+            install="nodejs, TypeScript and Jest: npm install -g typescript @types/node jest@29",
+            version=("jest", "--version"),
+            out_of_memory=("JavaScript heap out of memory",),
+            test_runner=True,
+        ),
+        Language(
             "rust",
             "main.rs",
             ("./main",),
