@@ -85,8 +85,11 @@ class EngineLoop:
         return self._loop
 
     def in_thread(self) -> bool:
-        """Whether the caller runs on the loop's own thread."""
-        return self._thread is not None and threading.get_ident() == self._thread.ident
+        """Whether the caller runs on the loop's own thread. Once that thread has ended, its id
+        may be another thread's (the system reuses them): that thread must be told the engine
+        stopped, not run loop code as if it were the loop."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and threading.get_ident() == thread.ident
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run a coroutine on the loop from another thread and wait for its result."""

@@ -576,3 +576,23 @@ def test_tool_api_takes_the_protocols_timeout_rule(tools: ToolAPI) -> None:
     for bad in (0, -1.5):
         with pytest.raises(ValueError, match="positive number of seconds"):
             tools.start(tool_name="python_eval", arguments={"code": "1"}, timeout=bad)
+
+
+def test_a_call_after_the_engine_stopped_fails_at_once_from_any_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Even from a thread that got the engine loop's thread id back (the system reuses the id
+    of a thread that ended; made certain here): it is not the loop, and must hear that the
+    engine stopped rather than wait for a reply that cannot come."""
+    with Engine(config=EngineConfig(prefork=1)) as engine:
+        api = ToolAPI(engine.connect())
+        thread = engine._loop._thread
+        assert thread is not None
+        loop_thread_id = thread.ident
+    assert loop_thread_id is not None
+    monkeypatch.setattr(threading, "get_ident", lambda: loop_thread_id)
+    started = time.monotonic()
+    result = api.call(tool_name="python_eval", arguments={"code": "1"}, timeout=1)
+    monkeypatch.undo()
+    assert not result.success and "not running" in (result.error or ""), result
+    assert time.monotonic() - started < 1, "it waited for a reply that could not come"
