@@ -68,15 +68,14 @@ class _TurnReader(ResultReader):
 
 
 class ResidentWorker:
-    """One session's kept worker. ``run`` a job at a time (callers take turns); ``end`` it."""
+    """One session's kept worker. ``run`` a job at a time (its caller holds the session's
+    lock: ``engine.resident_workers``); ``end`` it."""
 
     def __init__(self, worker: WorkerHandle, caps: OutputCaps, limits: Limits) -> None:
         self.worker = worker
         self.limits = limits
         self.loop = asyncio.get_running_loop()
         self.reader = _TurnReader(worker, caps, _no_event, self.loop)
-        self.turns = 0
-        self.lock = asyncio.Lock()
         self.ended: str | None = None  # why it is gone, once it is
 
     @property
@@ -107,7 +106,6 @@ class ResidentWorker:
         self.reader.begin(on_event)
         # The job pipe stays open: the worker reads its next job from it between jobs.
         await send_job(self.worker, job, deadline, stop, close=False)
-        self.turns += 1
         ended_by: OutcomeStatus | None = None
         if not await race(deadline.at, self.reader.turn_done, self.worker.exited, stop=stop):
             ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
