@@ -90,13 +90,6 @@ class _Budget:
     def __init__(self, chars: int) -> None:
         self.left = chars
 
-    def take(self, text: str, what: str) -> str:
-        if len(text) <= self.left:
-            self.left -= len(text)
-            return text
-        kept, self.left = text[: self.left], 0
-        return f"{kept}[... {len(text) - len(kept)} characters of {what} omitted ...]"
-
 
 class _CellText(io.TextIOBase):
     """One cell's stdout or stderr, within the shared budget."""
