@@ -44,6 +44,14 @@ def _worker_pids(engine: Engine) -> set[int]:
     }
 
 
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited; it may be reaped between any two looks at it."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def test_a_session_keeps_its_names_and_sees_no_other_sessions(engine: Engine) -> None:
     with engine.connect() as first, engine.connect() as second:
         mine, theirs = ToolAPI(first), ToolAPI(second)
@@ -71,8 +79,8 @@ def test_the_sessions_end_kills_its_worker(engine: Engine) -> None:
     assert _cell(ToolAPI(client), "x = 1").success
     (pid,) = _worker_pids(engine)
     client.close()
-    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie")
-    wait_for(lambda: _residents(engine).live == 0)
+    assert wait_for(lambda: _gone(pid))
+    assert wait_for(lambda: _residents(engine).live == 0)
 
 
 def test_a_cell_past_its_deadline_is_interrupted_and_the_state_kept(engine: Engine) -> None:
@@ -97,7 +105,7 @@ def test_a_cell_that_holds_on_is_killed_and_the_next_call_is_told(engine: Engine
         held = _cell(api, stubborn, timeout=1)
         assert not held.success and held.reason == "timeout"
         assert "killed" in str(held.error) and time.monotonic() - started < 10
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+        assert _gone(pid)
         fresh = _cell(api, "x")
         assert fresh.data["execution_count"] == 1 and fresh.data["error"][0]["ename"] == "NameError"
         (told,) = [event.data["message"] for event in fresh.events if event.kind == "status"]
@@ -123,7 +131,7 @@ def test_a_worker_that_writes_between_calls_is_killed(engine: Engine) -> None:
         forged = _cell(api, forger)
         assert forged.success, forged.error
         (pid,) = _worker_pids(engine)
-        wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie")
+        assert wait_for(lambda: _gone(pid))
         after = _cell(api, "1")
         assert after.success and after.data["execution_count"] == 1
         (told,) = [event.data["message"] for event in after.events if event.kind == "status"]
@@ -137,7 +145,7 @@ def test_past_the_bound_a_new_session_is_turned_away_until_one_ends(engine: Engi
         assert not refused.success and refused.reason == "overloaded"
         assert "all 2 sessions that may keep a worker have one" in str(refused.error)
         one.close()
-        wait_for(lambda: _residents(engine).live == 1)
+        assert wait_for(lambda: _residents(engine).live == 1)
         assert _cell(ToolAPI(three), "1").success
 
 
@@ -147,7 +155,7 @@ def test_an_idle_or_old_worker_ends_and_the_next_call_says_so() -> None:
     with engine, engine.connect() as client:
         api = ToolAPI(client)
         _cell(api, "x = 1")
-        wait_for(lambda: _residents(engine).live == 0, seconds=10)
+        assert wait_for(lambda: _residents(engine).live == 0, seconds=10)
         idle = _cell(api, "x")
         assert idle.data["execution_count"] == 1
         (told,) = [e.data["message"] for e in idle.events if e.kind == "status"]
