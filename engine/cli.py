@@ -90,6 +90,7 @@ def _engine_from_args(args: argparse.Namespace, reporting: bool = False) -> Engi
     for flag, key in (
         ("no_namespaces", "namespaces"),
         ("no_landlock", "landlock"),
+        ("no_writable_root", "writable_root"),
         ("no_cgroups", "cgroups"),
         ("no_uid_drop", "identity"),
     ):
@@ -206,6 +207,11 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--no-landlock", action="store_true", help="do not restrict workers with Landlock"
+    )
+    group.add_argument(
+        "--no-writable-root",
+        action="store_true",
+        help="calls write only their workspace and /tmp, not a layer over the whole root",
     )
     group.add_argument(
         "--no-namespaces",

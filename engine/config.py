@@ -65,12 +65,13 @@ class EngineConfig:
     connection, so that one client cannot take every place in the queue; past either a call is
     refused at once with ``overloaded`` (retryable).
 
-    ``namespaces``, ``landlock``, ``cgroups`` and ``identity`` switch optional isolation layers
-    off (each is used where the host allows it; ``require`` makes one mandatory). ``identity``
-    runs each session's calls as a uid of its own, taken from ``uid_range`` (first uid, how
-    many), when the engine runs as root. ``workspace_mb`` caps what a session may store
-    (workspace and tmp) with a tmpfs per session, when the engine runs as root (0: no quota).
-    Running as root with none of the layers that keep a worker off root-owned files
+    ``namespaces``, ``landlock``, ``cgroups``, ``identity`` and ``writable_root`` switch
+    optional isolation layers off (each is used where the host allows it; ``require`` makes one
+    mandatory); without ``writable_root`` a call writes only its workspace and its ``/tmp``.
+    ``identity`` runs each session's calls as a uid of its own, taken from ``uid_range``
+    (first uid, how many), when the engine runs as root. ``workspace_mb`` caps what a session
+    may store (workspace and tmp) with a tmpfs per session, when the engine runs as root (0: no
+    quota). Running as root with none of the layers that keep a worker off root-owned files
     (``identity``, ``readonly_filesystem``, ``landlock``) is refused unless
     ``allow_unprotected_root`` says otherwise: such a worker could rewrite the host.
 
@@ -96,6 +97,7 @@ class EngineConfig:
     audit_path: str | None = None
     namespaces: bool = True
     landlock: bool = True
+    writable_root: bool = True
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_frame: int = DEFAULT_MAX_FRAME
     max_output_bytes: int = 64 * 1024 * 1024

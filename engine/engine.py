@@ -208,6 +208,7 @@ class Engine:
             profiles=self.registry.profiles,
             namespaces=config.namespaces,
             landlock=config.landlock,
+            writable_root=config.writable_root,
             identity=config.identity,
             first_uid=config.uid_range[0],
             memory_cgroup=config.cgroups,

@@ -128,10 +128,15 @@ class LandlockPlan:
     #: Per plugin of the zygote (a job's ``plugin`` index): the directories of its own that
     #: its jobs, and no other plugin's, may also write.
     plugin_writable: tuple[tuple[str, ...], ...] = ()
+    #: The worker's run layer (``sandbox.run_root``): its own, writable all along.
+    run_layer: tuple[str, ...] = ()
 
 
 def prepare(
-    prep: Preparation, private_tmp: bool, plugin_writable: tuple[tuple[str, ...], ...] = ()
+    prep: Preparation,
+    private_tmp: bool,
+    plugin_writable: tuple[tuple[str, ...], ...] = (),
+    run_layer: tuple[str, ...] = (),
 ) -> LandlockPlan | None:
     """In the zygote: the plan, or ``None`` (reported why). Without a plan no plugin may be
     handed a directory of its own: nothing would keep other workers out of it."""
@@ -144,7 +149,7 @@ def prepare(
         return None
     read_paths = covering_paths((*SYSTEM_READ_PATHS, *prep.code_paths))
     prep.report("landlock", None, abi=abi, read=list(read_paths))
-    return LandlockPlan(abi, read_paths, private_tmp, plugin_writable)
+    return LandlockPlan(abi, read_paths, private_tmp, plugin_writable, run_layer)
 
 
 def begin(plan: LandlockPlan | None) -> Ruleset | None:
@@ -158,6 +163,11 @@ def begin(plan: LandlockPlan | None) -> Ruleset | None:
     if plan.private_tmp:
         # The worker's own tmpfs, every job's tmp_dir: its rule is off the call's path.
         ruleset.allow_write(("/tmp",))
+    if plan.run_layer:
+        # The root is the run layer's own skeleton: listing it (and, beneath, what file
+        # permissions let one list) shows nothing of the host's.
+        ruleset.allow_listing(("/",))
+        ruleset.allow_write(plan.run_layer)
     ruleset.plugin_writable = plan.plugin_writable
     return ruleset
 
@@ -328,6 +338,10 @@ class Ruleset:
             if path not in self.writable:  # a repeated rule costs a path walk for nothing
                 _allow(self.fd, path, self.handled & ~(MAKE_CHAR | MAKE_BLOCK))
                 self.writable.add(path)
+
+    def allow_listing(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            _allow(self.fd, path, READ_DIR & self.handled)
 
     def allow_devices(self, paths: Iterable[str]) -> None:
         for path in paths:

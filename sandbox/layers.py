@@ -128,6 +128,14 @@ LAYERS: dict[str, Layer] = {
         "the PID namespace (mount_setattr, Linux 5.12+)",
         "mount_template",
     ),
+    "writable_root": Layer(
+        f"a call changing the host or what the next call runs, yet free to write anywhere its "
+        f"uid may (SandboxFusion's overlay): what it writes lands in a layer of its own, one "
+        f"tmpfs ({_L.tmp_mb} MiB with /tmp) over overlays of the directories it reads, gone "
+        f"with the worker; fresh empty /mnt, /home, /root...",
+        "the PID namespace, overlayfs",
+        "run_root",
+    ),
     "private_tmp": Layer(
         f"the host's /tmp, what an earlier call left there, filling it: each worker gets its "
         f"own tmpfs on /tmp ({_L.tmp_mb} MiB)",

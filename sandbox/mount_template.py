@@ -28,11 +28,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox import run_root, syscalls
 from a2e_engine.sandbox.identity import Crossing, open_the_way
 from a2e_engine.sandbox.preparation import Preparation
 from a2e_engine.sandbox.probe import namespace_made_in_child
 from a2e_engine.sandbox.quota import mount_points, under
+from a2e_engine.sandbox.run_root import RunRoot
 
 __all__ = [
     "LAYERS",
@@ -60,6 +61,7 @@ class MountPlan:
     template_fd: int
     tmp_mb: int
     tmp_binds: tuple[TmpBind, ...]  # what a worker's own /tmp shows again
+    root: RunRoot | None = None  # the run layer that replaces the private /tmp (run_root)
 
 
 def prepare(
@@ -84,7 +86,8 @@ def prepare(
     _report(prep, None)
     # What calls write, read and run stays visible where it lives under /tmp.
     binds = tmp_binds((*settings.writable_paths, *prep.code_paths, *settings.read_roots))
-    return MountPlan(fd, settings.limits.tmp_mb, binds), None
+    root = run_root.prepare(prep, fd)
+    return MountPlan(fd, settings.limits.tmp_mb, binds, root), None
 
 
 def _report(prep: Preparation, why_not: str | None) -> None:
@@ -97,6 +100,8 @@ def _report(prep: Preparation, why_not: str | None) -> None:
     }
     for layer in LAYERS:
         prep.report(layer, why_not, **facts.get(layer, {}))
+    if why_not is not None:
+        run_root.report_off(prep, why_not)
 
 
 def enter(plan: MountPlan | None) -> None:
@@ -108,7 +113,10 @@ def enter(plan: MountPlan | None) -> None:
     if plan is None:
         return
     enter_copy_of_template(plan.template_fd)
-    mount_private_tmp(plan.tmp_mb, plan.tmp_binds)
+    if plan.root is not None:
+        run_root.enter(plan.root)
+    else:
+        mount_private_tmp(plan.tmp_mb, plan.tmp_binds)
     os.close(plan.template_fd)
 
 

@@ -28,6 +28,7 @@ class ZygoteSettings:
     profiles: tuple[str, ...] = tuple(PROFILES)  # the seccomp profiles workers are forked for
     namespaces: bool = True  # PID, mount, IPC and network namespaces, where the host allows
     landlock: bool = True
+    writable_root: bool = True  # a call writes into a layer of its own (sandbox.run_root)
     identity: bool = True  # calls run as their session's uid (when root; sandbox.identity)
     first_uid: int = DEFAULT_UID_RANGE[0]  # the uid the identity probe becomes
     memory_cgroup: bool = True  # a memory cgroup per worker, where cgroups are writable

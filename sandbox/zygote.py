@@ -116,12 +116,15 @@ class Zygote:
             if self.change_identity and ways:
                 self.change_identity = False
                 identity.report_off(prep, no_mounts)
+        root = self.mounts.root if self.mounts is not None else None
+        run_layer = root.program_writable if root is not None else ()
         self.landlock = landlock.prepare(
             prep,
             private_tmp=self.mounts is not None,
             plugin_writable=tuple(
                 self.settings.plugin_dirs.get(plugin.name, ()) for plugin in self.plugins
             ),
+            run_layer=run_layer,
         )
         if self.landlock is not None:
             # Only with Landlock: nothing else keeps what the plugin's tools run, or other

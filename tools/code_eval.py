@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.sandbox.landlock import WriteConfinement, confine_writes
+from a2e_engine.sandbox.run_root import program_writable
 from a2e_engine.tools.call_based import call_based_tests
 from a2e_engine.tools.judging import COMPARISONS, DEFAULT_TOLERANCE, cases_from
 from a2e_engine.tools.languages import LANGUAGES, Language
@@ -221,10 +222,10 @@ class CodeEval(ToolPlugin):
         secrets_given = self.context.secrets if self.context else {}
         key = secrets_given.pop(GRADER_KEY, None) if isinstance(secrets_given, dict) else None
         workdir = self._workdir()
-        # The candidate changes files only in its own directory, and where long output is
-        # saved: not the rest of the session's workspace (beneath /tmp), where run_code's
-        # compile cache lives.
-        confinement = confine_writes((workdir, self._spool_dir()))
+        # The candidate changes files only in its own directory, where long output is saved,
+        # and its run layer: not the rest of the session's workspace (beneath /tmp), where
+        # run_code's compile cache lives.
+        confinement = confine_writes((workdir, self._spool_dir(), *program_writable()))
         started = time.monotonic()
         try:
             if key is not None:

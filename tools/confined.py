@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import stat
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -63,22 +64,39 @@ def write_base64_files(where: str, files: Any) -> None:
 
 
 def fetch_base64_files(where: str, paths: list[str], cap: int) -> dict[str, str]:
-    """The files asked for that exist beneath ``where`` (others are left out), base64; past
-    ``cap`` bytes in all, a ``ValueError``."""
+    """The regular files asked for that exist, base64: a relative path beneath ``where``, an
+    absolute one wherever the call could read it (its run layer included, ``sandbox.run_root``:
+    what a program wrote to ``/mnt/out``), as SandboxFusion fetches them. Others are left out;
+    past ``cap`` bytes in all, a ``ValueError``."""
     fetched: dict[str, str] = {}
     left = cap
     for path in paths:
         try:
-            target = resolve_confined(str(path), where, ())
-            with open(target, "rb") as fh:
-                data = fh.read(left + 1)
+            path = str(path)
+            target = path if os.path.isabs(path) else resolve_confined(path, where, ())
+            data = _read_regular_file(target, left + 1)
         except (OSError, ValueError):
+            continue
+        if data is None:
             continue
         if len(data) > left:
             raise ValueError(f"the files to fetch come to more than {cap} bytes")
         left -= len(data)
-        fetched[str(path)] = base64.b64encode(data).decode()
+        fetched[path] = base64.b64encode(data).decode()
     return fetched
+
+
+def _read_regular_file(path: str, most: int) -> bytes | None:
+    """At most ``most`` bytes of ``path``, or ``None`` when it is not a regular file: a FIFO or
+    a device the program left there must not hold the call up."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(most)
+    finally:
+        os.close(fd)
 
 
 def exchange_parameters() -> list[ToolParameter]:

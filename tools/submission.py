@@ -6,8 +6,9 @@ most once (or taken from a compile cache, ``tools.compile_cache``), and each run
 process. A run in a directory of its own (``fresh_directory``) starts from a copy of the source,
 the files and what the compile made, so that one test case leaves nothing for the next. The
 compiler and every run may change files only in their own directory, ``TMPDIR`` included
-(``sandbox.landlock.confine_writes``): the call's ``/tmp`` holds the workspace beneath it, so it
-cannot be theirs. Where Landlock is missing, nothing is cached.
+(``sandbox.landlock.confine_writes``), and a run its worker's run layer too
+(``sandbox.run_root``): the call's ``/tmp`` holds the workspace beneath it, so it cannot be
+theirs. Where Landlock is missing, nothing is cached.
 
 With the engine's shared cache the compile happens in a directory of its own in the call's tmp,
 which no other call of the session can write while it compiles or while its outputs are copied
@@ -29,6 +30,7 @@ from typing import Any
 
 from a2e_engine.sandbox.landlock import confine_writes
 from a2e_engine.sandbox.quota import under
+from a2e_engine.sandbox.run_root import program_writable
 from a2e_engine.tools.compile_cache import (
     CompileCache,
     Outputs,
@@ -219,11 +221,12 @@ class Submission:
         The session's other calls can change the workspace while this one writes there (put
         a link to the cache where a file of ours is about to go); a process that can still
         write the cache could be made to write into it. So from here on this process, and all
-        it starts, may write the workspace and nothing else (one more Landlock layer)."""
+        it starts, may write the workspace and its own run layer, nothing else (one more
+        Landlock layer)."""
         if self._filled:
             return
         if self.cache is not None and self.cache.shared:
-            confinement = confine_writes((self.workspace,))
+            confinement = confine_writes((self.workspace, *program_writable()))
             if confinement is None:  # pragma: no cover - the shared cache needs Landlock
                 raise OSError("the compile cache is shared but Landlock is missing")
             try:
@@ -284,7 +287,10 @@ class Submission:
             "TMPDIR": os.path.join(where, _TMP),
             **language.environment(self.code, where, limits.memory_mb or _COMPILE_MEMORY_MB),
         }
-        confinement = confine_writes((where,), readable)
+        # A compile under the shared cache writes its own directory alone; a run its run layer
+        # too (sandbox.run_root).
+        layer = program_writable() if readable is None else ()
+        confinement = confine_writes((where, *layer), readable)
         confine = confinement.enforce if confinement is not None else None
         memory_limit_kb = memory_mb * 1024 if memory_mb else None
         try:

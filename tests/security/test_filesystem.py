@@ -37,7 +37,7 @@ def _refused(error: str | None) -> bool:
 @pytest.mark.parametrize("target", WRITE_TARGETS)
 @attack(
     "write outside the workspace",
-    full="read-only mount tree; Landlock; uid drop (each alone refuses it)",
+    full="read-only mount tree, or the call's own run layer; Landlock; uid drop",
     reduced=UNPROTECTED,
 )
 def test_write_outside_the_workspace(sandbox: Sandbox, attacker: Attacker, target: str) -> None:
@@ -49,7 +49,15 @@ def test_write_outside_the_workspace(sandbox: Sandbox, attacker: Attacker, targe
         assert result.success and result.data["value"] is True
         return
     result = attacker.attack(f"open({target!r}, 'a').write('pwned')")
-    assert not result.success and _refused(result.error), result.error
+    if result.success:
+        # Only where the call has a run layer of its own (a fresh /root): the host's file is
+        # as it was (the harness compares it), and the next call does not find the write.
+        assert sandbox.has("writable_root") and target.startswith("/root/"), target
+        again = attacker.attack(f"import os\nos.path.exists({target!r})")
+        assert again.success and again.data["value"] is False
+    else:
+        # /sys is not in a run layer at all.
+        assert _refused(result.error) or "No such file" in (result.error or ""), result.error
     assert not os.path.exists("/etc/a2e-attack")
 
 
