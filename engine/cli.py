@@ -567,9 +567,18 @@ DEMO_STEPS: list[tuple[str, str, dict[str, Any], float]] = [
         10,
     ),
     (
-        "The host's filesystem is read-only; only the session workspace is writable",
+        "A call writes into a layer of its own; the host's files stay as they are",
         "python_eval",
-        {"code": "open('/etc/a2e-demo', 'w')"},
+        {
+            "code": "open('/mnt/scratch.txt', 'w').write('gone with the call')\n"
+            "print(open('/mnt/scratch.txt').read())\nopen('/etc/a2e-demo', 'w')"
+        },
+        10,
+    ),
+    (
+        "... and the next call finds none of it",
+        "python_eval",
+        {"code": "import os\nos.path.exists('/mnt/scratch.txt')"},
         10,
     ),
     (

@@ -16,14 +16,27 @@ import tempfile
 from a2e_engine.sandbox.leftovers import owner_tag, sweep_state_dirs
 from a2e_engine.sandbox.quota import unmount_tree
 
-__all__ = ["StateDirectory"]
+__all__ = ["StateDirectory", "default_parent"]
+
+#: Where state directories go by default, ahead of the system's temporary directory.
+PREFERRED_PARENT = "/var/tmp"
+
+
+def default_parent() -> str:
+    """``$TMPDIR`` when it is set; else ``/var/tmp`` where it is there to write; else the
+    system's temporary directory. Not ``/tmp`` first: the programs a call runs write their run
+    layer's ``/tmp`` (``sandbox.run_root``), which they could not if the engine's state, the
+    shared compile cache among it, lay beneath it."""
+    if os.environ.get("TMPDIR") or not os.access(PREFERRED_PARENT, os.W_OK | os.X_OK):
+        return tempfile.gettempdir()
+    return PREFERRED_PARENT
 
 
 class StateDirectory:
     """Made by ``create``, gone (with every mount below it) after ``remove``."""
 
     def __init__(self, parent: str | None = None) -> None:
-        self.parent = parent  # None: the system's temporary directory
+        self.parent = parent  # None: default_parent()
         self.path = ""
 
     def create(self) -> str:
@@ -31,7 +44,7 @@ class StateDirectory:
             os.makedirs(self.parent, mode=0o700, exist_ok=True)
             parent, prefix = self.parent, "a2e-"
         else:
-            parent, prefix = tempfile.gettempdir(), "a2e-engine-"
+            parent, prefix = default_parent(), "a2e-engine-"
         sweep_state_dirs(parent, prefix)
         self.path = tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}-", dir=parent)
         os.chmod(self.path, 0o711)

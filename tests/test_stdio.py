@@ -194,7 +194,10 @@ def test_a_killed_host_leaves_no_sandbox_behind() -> None:
 
     import psutil
 
-    before = set(glob.glob("/tmp/a2e-engine-*"))
+    from a2e_engine.engine.state_dir import default_parent
+
+    pattern = os.path.join(default_parent(), "a2e-engine-*")
+    before = set(glob.glob(pattern))
     transport = StdioTransport(SERVE, stderr=subprocess.DEVNULL)
     client = A2EClient(transport)
     pending = ToolAPI(client).start(
@@ -207,7 +210,7 @@ def test_a_killed_host_leaves_no_sandbox_behind() -> None:
     cgroups = glob.glob("/sys/fs/cgroup/*/a2e-sandbox-*") + glob.glob(
         "/sys/fs/cgroup/a2e-sandbox-*"
     )
-    state_dirs = set(glob.glob("/tmp/a2e-engine-*")) - before
+    state_dirs = set(glob.glob(pattern)) - before
     assert len(state_dirs) == 1
     os.kill(transport.process.pid, signal.SIGKILL)
     transport.process.wait()
