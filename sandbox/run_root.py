@@ -9,19 +9,24 @@ own, passes them; a writable host root would let one call change what the next o
 How: each worker mounts one tmpfs of ``Limits.tmp_mb`` that holds everything a call can
 write: the skeleton of a new root, its ``/tmp``, fresh empty top-level directories (``/mnt``,
 ``/home``, ``/root``... mode ``1777``, nothing of the host's in them) and the upper layers of
-overlays that show the directories a call may read (the system's, the Python installation,
-the plugins' code, the engine's read roots) with the host's files beneath. Writing over a host
-file copies it up into the tmpfs; the host's stays untouched. The engine's own writable paths
-(the state directory: the sessions' workspaces, quotas and all) are bound in as they are:
-sharing them is their purpose. The worker then moves the new root onto ``/`` and ``chroot``s
-into it: ``pivot_root`` took 17 to 19 ms on our machines (it visits every task of the host),
-the move and ``chroot`` a few hundredths of one. Every byte counts against the one cap (and,
-being tmpfs pages, against the call's memory cgroup); ``ENOSPC`` past it.
+overlays that show host directories with the host's files beneath: writing over a host file
+copies it up into the tmpfs, and the host's stays untouched. What a call may read (the
+system's directories, the Python installation, the plugins' code, the engine's read roots) is
+shown in it: as overlays where the call could write there (read roots, which may hold what
+anyone may write; everything, for calls that run as root), read-only binds elsewhere (a
+session's uid may write nothing in ``/usr``, and a bind costs a worker far less than an
+overlay). The engine's own writable paths (the state directory: the sessions' workspaces,
+quotas and all) are bound in as they are: sharing them is their purpose. The worker then
+moves the new root onto ``/`` and ``chroot``s into it: ``pivot_root`` took 17 to 19 ms on our
+machines (it visits every task of the host), the move and ``chroot`` a few hundredths of one.
+Every byte counts against the one cap (and, being tmpfs pages, against the call's memory
+cgroup); ``ENOSPC`` past it.
 
 What a tool runs under a Landlock layer of its own (``sandbox.landlock.confine_writes``) may
 write the directories of ``program_writable()`` besides its own: the run layer's top-level
 directories that hold none of the engine's shared paths. With the state directory under
-``/tmp`` (the default), ``/tmp`` itself is not among them: the compile cache lives there.
+``/tmp`` (``engine.state_dir`` puts it in ``/var/tmp`` by default), ``/tmp`` itself is not
+among them: the compile cache lives there.
 """
 
 from __future__ import annotations
@@ -51,35 +56,46 @@ _program_writable: tuple[str, ...] = ()
 
 @dataclass(frozen=True)
 class RunRoot:
-    """What every worker's run layer is made of, worked out once by the zygote."""
+    """What every worker's run layer is made of, worked out once by the zygote: a worker only
+    makes directories and mounts, in this order, with no look at what is there."""
 
     size_mb: int
+    #: Directories of the new root and their modes, parents first: fresh top-level ones
+    #: (1777), and the way to everything mounted in it.
+    skeleton: tuple[tuple[str, int], ...]
     #: Host directories shown beneath the layer, writes copied up; a parent before its children.
     overlays: tuple[str, ...]
-    #: Host files mounted beneath an overlay (a container's ``/etc/hosts``): bound as they are.
-    file_binds: tuple[str, ...]
+    #: Host directories shown read-only, with what is mounted beneath them.
+    bound: tuple[str, ...]
+    #: Host files shown read-only, each with whether an empty file must be made to bind it on.
+    file_binds: tuple[tuple[str, bool], ...]
     #: The engine's writable paths: bound as they are, with what is mounted beneath them.
     shared: tuple[str, ...]
-    fresh: tuple[str, ...]  # empty top-level directories, mode 1777
-    #: Symbolic links, path and target: the host's top-level ones (``/bin``) and those on the
-    #: way to what a call reads.
+    #: Symbolic links to make, path and target: the host's top-level ones (``/bin``) and those
+    #: on the way to what a call reads.
     links: tuple[tuple[str, str], ...]
     #: The run layer's directories that hold none of ``shared``: writable by the programs a
     #: tool runs, as by the worker.
     program_writable: tuple[str, ...]
 
 
-def prepare(prep: Preparation, template_fd: int) -> RunRoot | None:
+def prepare(prep: Preparation, template_fd: int, calls_are_root: bool) -> RunRoot | None:
     """In the zygote, once the workers' mount template exists: the run layer every worker
-    gets, tried once in a child; ``None`` (reported why) where the host cannot have it."""
+    gets, tried once in a child; ``None`` (reported why) where the host cannot have it.
+
+    Calls that run as root (no uid drop: a user namespace's root, or ``identity`` off) could
+    write the system's directories: every directory shown is an overlay. A session's uid can
+    write none of them, so they are bound read-only (an overlay costs a worker a tenth of a
+    millisecond to mount, and as much to take down): only the read roots, which may hold
+    what anyone may write, are overlays then."""
     settings = prep.settings
     if not settings.writable_root:
         report_off(prep, "disabled by configuration")
         return None
     named = (*SYSTEM_READ_PATHS, *prep.code_paths, *settings.read_roots)
-    root, why_not = plan(
-        covering_paths(named), settings.writable_paths, settings.limits.tmp_mb, named
-    )
+    readable = covering_paths(named)
+    through = readable if calls_are_root else covering_paths(settings.read_roots)
+    root, why_not = plan(readable, through, settings.writable_paths, settings.limits.tmp_mb, named)
     if root is None:
         report_off(prep, why_not or "")
         return None
@@ -100,7 +116,8 @@ def prepare(prep: Preparation, template_fd: int) -> RunRoot | None:
         "writable_root",
         None,
         size_mb=root.size_mb,
-        shown=list(root.overlays),
+        overlays=list(root.overlays),
+        read_only=list(root.bound),
         program_writable=list(root.program_writable),
     )
     return root
@@ -111,29 +128,37 @@ def report_off(prep: Preparation, why_not: str) -> None:
 
 
 def plan(
-    readable: Iterable[str], writable: Iterable[str], size_mb: int, named: Iterable[str] = ()
+    readable: Iterable[str],
+    written_through: Iterable[str],
+    writable: Iterable[str],
+    size_mb: int,
+    named: Iterable[str] = (),
 ) -> tuple[RunRoot | None, str | None]:
-    """In the zygote: the run layer over the ``readable`` paths (files or directories, each
-    resolved, none beneath another) with the engine's ``writable`` paths bound in as they are; or
-    ``None`` and why not. The symbolic links on the way to the ``named`` paths (as they were
-    given, before they were resolved) are made again in the layer."""
+    """In the zygote: the run layer showing the ``readable`` paths (files or directories, each
+    resolved, none beneath another), those of them ``written_through`` as overlays and the
+    others read-only, with the engine's ``writable`` paths bound in as they are; or ``None``
+    and why not. The symbolic links on the way to the ``named`` paths (as they were given,
+    before they were resolved) are made again in the layer."""
     readable = [p for p in readable if not under(p, "/proc")]
+    through = set(written_through)
     kept = [os.path.abspath(p) for p in writable if os.path.exists(p)]
     shared = tuple(dict.fromkeys(p for p in kept if os.path.isdir(p)))
     if "/" in readable:
         return None, "a read root is / itself: no layer can be laid over the whole host"
-    directories = [p for p in readable if os.path.isdir(p)]
+    overlays = [p for p in readable if os.path.isdir(p) and p in through]
+    bound = [p for p in readable if os.path.isdir(p) and p not in through]
     files = [p for p in (*readable, *kept) if not os.path.isdir(p)]
-    # What is mounted beneath a shown directory is not part of its overlay: shown on its own.
+    # What is mounted beneath an overlay is not part of it: shown on its own (a read-only bind
+    # takes what is mounted beneath it along).
     for point in mount_points():
         if point in readable or any(under(point, s) for s in shared):
             continue
         if any(under(point, top) for top in ("/proc", "/dev", "/sys")):
             continue
-        if any(under(point, d) for d in directories):
-            (directories if os.path.isdir(point) else files).append(point)
-    directories.sort(key=lambda p: p.count("/"))
-    own = {p.lstrip("/") for p in (*directories, *files, *shared) if p.count("/") == 1}
+        if any(under(point, d) for d in overlays):
+            (overlays if os.path.isdir(point) else files).append(point)
+    overlays.sort(key=lambda p: p.count("/"))
+    own = {p.lstrip("/") for p in (*overlays, *bound, *files, *shared) if p.count("/") == 1}
     links, fresh = [], set(FRESH)
     for entry in os.scandir("/"):
         if entry.is_symlink():
@@ -142,18 +167,47 @@ def plan(
             fresh.add(entry.name)
     fresh -= {*_SPECIAL, *own, *(path.lstrip("/") for path, _ in links)}
     links += [link for link in _links_on_the_way(named) if link not in links]
+
+    def shows(path: str) -> bool:  # already there: beneath something shown
+        return any(under(path, d) and path != d for d in (*overlays, *bound))
+
+    skeleton: dict[str, int] = {}
+    for name in (*sorted(fresh), "tmp"):
+        skeleton[f"/{name}"] = 0o1777
+    skeleton.update({"/dev": 0o755, "/proc": 0o755})
+    made = [p for p, _ in links if not shows(p)]
+    for path in (*overlays, *bound, *shared, *(os.path.dirname(p) for p in (*files, *made))):
+        for step in _steps(path):
+            if step not in skeleton and not shows(step):
+                skeleton[step] = _mode_as_on_the_host(step)
     tops = sorted({*fresh, "tmp", *(name for name in own if name not in _SPECIAL)})
     free = tuple(f"/{top}" for top in tops if not any(under(s, f"/{top}") for s in shared))
     root = RunRoot(
         size_mb=size_mb,
-        overlays=tuple(dict.fromkeys(directories)),
-        file_binds=tuple(dict.fromkeys(files)),
+        skeleton=tuple(skeleton.items()),
+        overlays=tuple(dict.fromkeys(overlays)),
+        bound=tuple(bound),
+        file_binds=tuple((p, not shows(p)) for p in dict.fromkeys(files)),
         shared=shared,
-        fresh=tuple(sorted(fresh)),
-        links=tuple(links),
+        links=tuple(link for link in links if link[0] in made),
         program_writable=free,
     )
     return root, None
+
+
+def _steps(path: str) -> list[str]:
+    """``/a``, ``/a/b``, ``/a/b/c`` for ``/a/b/c``."""
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts)) if parts[0]]
+
+
+def _mode_as_on_the_host(path: str) -> int:
+    """The host directory's mode, passable by anyone (a session's uid must reach what lies
+    beneath), or ``0755`` where the host has none."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode) | 0o755
+    except OSError:
+        return 0o755
 
 
 def _links_on_the_way(paths: Iterable[str]) -> list[tuple[str, str]]:
@@ -186,7 +240,8 @@ def enter(root: RunRoot) -> None:
     try:
         # Held before anything is mounted over them (the tmpfs goes on /tmp, where the
         # state directory often lies).
-        for path in ("/dev", "/proc", *root.overlays, *root.file_binds, *root.shared):
+        files = (path for path, _ in root.file_binds)
+        for path in ("/dev", "/proc", *root.overlays, *root.bound, *files, *root.shared):
             held[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
         _build(root, held)
     finally:
@@ -206,9 +261,14 @@ def _build(root: RunRoot, held: dict[str, int]) -> None:
     )
     new = f"{base}/root"
     os.mkdir(new, 0o755)
-    for name in (*root.fresh, "tmp"):
-        os.mkdir(f"{new}/{name}")
-        os.chmod(f"{new}/{name}", 0o1777)  # mkdir's mode is cut by the umask
+    # A mount of its own before anything is mounted in it, to be moved onto / with all that is.
+    syscalls.mount(new, new, None, syscalls.MS_BIND)
+    umask = os.umask(0)
+    try:
+        for path, mode in root.skeleton:
+            os.mkdir(new + path, mode)
+    finally:
+        os.umask(umask)
     for index, lower in enumerate(root.overlays):
         upper, work = f"{base}/{index}.upper", f"{base}/{index}.work"
         os.mkdir(upper)
@@ -217,40 +277,25 @@ def _build(root: RunRoot, held: dict[str, int]) -> None:
         shown = os.fstat(held[lower])
         os.chown(upper, shown.st_uid, shown.st_gid)
         os.chmod(upper, stat.S_IMODE(shown.st_mode))
-        target = new + lower
-        os.makedirs(target, 0o755, exist_ok=True)
         syscalls.mount(
             "overlay",
-            target,
+            new + lower,
             "overlay",
             syscalls.MS_NOSUID | syscalls.MS_NODEV,
             f"lowerdir=/proc/self/fd/{held[lower]},upperdir={upper},workdir={work}",
         )
     for path, target in root.links:
-        # Made once what they lie in is there (one may lie in an overlay, and show already).
-        if not os.path.lexists(new + path):
-            os.makedirs(os.path.dirname(new + path), 0o755, exist_ok=True)
-            os.symlink(target, new + path)
-    for path in root.file_binds:
-        _bind(held[path], new + path, directory=False, recursive=False)
-    _bind(held["/dev"], f"{new}/dev", directory=True, recursive=True)
-    _bind(held["/proc"], f"{new}/proc", directory=True, recursive=True)
-    for path in root.shared:
-        _bind(held[path], new + path, directory=True, recursive=True)
-    syscalls.mount(new, new, None, syscalls.MS_BIND | syscalls.MS_REC)
+        os.symlink(target, new + path)
+    bind, tree = syscalls.MS_BIND, syscalls.MS_BIND | syscalls.MS_REC
+    for path in root.bound:
+        syscalls.mount(f"/proc/self/fd/{held[path]}", new + path, None, tree)
+    for path, make in root.file_binds:
+        if make:
+            os.close(os.open(new + path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+        syscalls.mount(f"/proc/self/fd/{held[path]}", new + path, None, bind)
+    for path in ("/dev", "/proc", *root.shared):
+        syscalls.mount(f"/proc/self/fd/{held[path]}", new + path, None, tree)
     os.chdir(new)
     syscalls.mount(".", "/", None, MS_MOVE)
     os.chroot(".")
     os.chdir("/")
-
-
-def _bind(fd: int, target: str, directory: bool, recursive: bool) -> None:
-    """Bind what ``fd`` holds onto ``target``, made first (with its parents) if missing."""
-    if not os.path.lexists(target):
-        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
-        if directory:
-            os.mkdir(target, 0o755)
-        else:
-            os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
-    flags = syscalls.MS_BIND | (syscalls.MS_REC if recursive else 0)
-    syscalls.mount(f"/proc/self/fd/{fd}", target, None, flags)

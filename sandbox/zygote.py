@@ -105,7 +105,10 @@ class Zygote:
             prep, ways, mount_namespace=no_pid_namespace is None
         )
         self.mounts, no_mounts = mount_template.prepare(
-            prep, no_pid_namespace, ways if self.change_identity else ()
+            prep,
+            no_pid_namespace,
+            ways if self.change_identity else (),
+            calls_are_root=not self.change_identity,
         )
         if no_mounts is not None and self.pidns is not None:
             # Without its own mount namespace a worker gets no PID namespace either (they are
