@@ -68,7 +68,7 @@ def test_the_demo_runs_and_shows_containment() -> None:
     assert "timed out after 2 s" in out
     assert "Operation not permitted" in out
     assert "outside the allowed roots" in out
-    assert "Permission denied: '/etc/a2e-demo'" in out and "gone with the call" in out
+    assert "Read-only file system: '/etc/a2e-demo'" in out and "gone with the call" in out
     assert "calls/s" in out
 
 
