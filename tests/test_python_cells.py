@@ -4,6 +4,7 @@ when they fight the interruption; files in and out, confined; the output caps.""
 
 from __future__ import annotations
 
+import ast
 import base64
 import os
 from collections.abc import Iterator
@@ -165,9 +166,11 @@ def test_files_in_and_out(tools: ToolAPI) -> None:
     data = _cells(
         tools,
         [
+            "import os\ncwd = os.getcwd()",
             "text = open('data/in.txt').read()",
             "open('out.txt', 'w').write(text.upper())",
             "open('/mnt/out.txt', 'w').write('layer')",
+            "cwd",
         ],
         files={"data/in.txt": base64.b64encode(b"shout").decode()},
         fetch_files=["out.txt", "missing.txt", "/mnt/out.txt", "/etc/hostname", "../../etc/passwd"],
@@ -180,12 +183,18 @@ def test_files_in_and_out(tools: ToolAPI) -> None:
         "/etc/hostname": base64.b64encode(hostname).decode(),
     }
     assert not os.path.exists("/mnt/out.txt")
-    for path in ("../escape.txt", "/tmp/escape.txt"):
+    workspace = ast.literal_eval(data["cells"][-1]["display"][0]["text/plain"])
+    state_dir = os.path.dirname(os.path.dirname(workspace))  # <state>/<session>/workspace
+    for path in ("../escape.txt", f"{state_dir}/escape.txt"):
         refused = tools.call(
             tool_name="python_cells",
             arguments={"cells": ["1"], "files": {path: base64.b64encode(b"x").decode()}},
         )
         assert not refused.success and "outside the allowed roots" in str(refused.error), path
+    # An absolute path lands in the run layer, as SandboxFusion's files do in its overlay.
+    placed = _cells(tools, ["open('/mnt/data/in.txt').read()"], files={"/mnt/data/in.txt": "aW4="})
+    assert placed["cells"][0]["display"] == [{"text/plain": "'in'"}], placed
+    assert not os.path.exists("/mnt/data/in.txt")
     linked = _cells(tools, ["import os\nos.symlink('/etc/passwd', 'leak')"], fetch_files=["leak"])
     assert linked["files"] == {}, "a symlink out of the workspace is not followed"
 

@@ -10,6 +10,8 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
+from a2e_engine.sandbox.run_root import program_writable
+
 if TYPE_CHECKING:
     from a2e.caps.tools.models import ToolParameter
 
@@ -37,27 +39,31 @@ def resolve_confined(path: str, workspace: str, roots: tuple[str, ...]) -> str:
 
 
 def decoded_files(where: str, files: Any) -> list[tuple[str, bytes]]:
-    """``files`` (path to base64, as SandboxFusion sends them) checked: each path beneath
-    ``where``, relative to it, with its content; a ``null`` content is skipped."""
+    """``files`` (path to base64, as SandboxFusion sends them) checked, each with its content
+    (a ``null`` content is skipped): a relative path beneath ``where``, given back relative to
+    it; an absolute one beneath the run layer's own directories (``sandbox.run_root``: a
+    program's ``/mnt/data/input.csv``), given back absolute."""
     if not isinstance(files, dict):
         raise ValueError("files must be an object of path to base64 content")
     decoded = []
     for path, content in files.items():
         if content is None:
             continue
-        target = resolve_confined(str(path), where, ())
+        target = resolve_confined(str(path), where, program_writable())
         try:
             data = base64.b64decode(str(content), validate=True)
         except binascii.Error:
             raise ValueError(f"files[{path!r}] is not base64") from None
-        decoded.append((os.path.relpath(target, where), data))
+        real_where = os.path.realpath(where)
+        inside = target == real_where or target.startswith(real_where.rstrip("/") + "/")
+        decoded.append((os.path.relpath(target, real_where) if inside else target, data))
     return decoded
 
 
 def write_base64_files(where: str, files: Any) -> None:
-    """``files`` (``decoded_files``) written beneath ``where``, every one checked first."""
-    for relative, data in decoded_files(where, files):
-        target = os.path.join(where, relative)
+    """``files`` (``decoded_files``) written, every one checked first."""
+    for path, data in decoded_files(where, files):
+        target = os.path.join(where, path)  # an absolute path stays as it is
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as fh:
             fh.write(data)

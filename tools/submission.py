@@ -115,7 +115,8 @@ class Submission:
         except BaseException:
             self.close()
             raise
-        self._payload = [relative for relative, _ in self._contents]
+        # What each run starts from; files given by absolute path are the run layer's, once.
+        self._payload = [path for path, _ in self._contents if not os.path.isabs(path)]
 
     def compile(self, seconds: float, out: TextSink, err: TextSink) -> StepResult | None:
         """The compile step's result (``cached`` says whether it ran), None for a language
@@ -177,7 +178,7 @@ class Submission:
         language = self.language
         built = tempfile.mkdtemp(prefix="build-")
         try:
-            _write_contents(built, self._contents)
+            _write_contents(built, [c for c in self._contents if not os.path.isabs(c[0])])
             # Not a read root the workspace lies beneath: the compile must not read it.
             workspace = os.path.realpath(self.workspace)
             roots = [r for r in self.read_roots if not under(workspace, os.path.realpath(r))]
@@ -388,9 +389,10 @@ def _toolchain_roots(language: Language) -> list[str]:
 
 
 def _write_contents(where: str, contents: list[tuple[str, bytes]]) -> None:
-    """Write each (relative path, content) beneath ``where``, and its ``TMPDIR``."""
-    for relative, data in contents:
-        target = os.path.join(where, relative)
+    """Write each (path, content): a relative path beneath ``where``, an absolute one where it
+    says (``tools.confined.decoded_files`` checked it); and make ``where``'s ``TMPDIR``."""
+    for path, data in contents:
+        target = os.path.join(where, path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as fh:
             fh.write(data)

@@ -103,6 +103,21 @@ def test_a_program_writes_anywhere_and_fetches_it_back(api: ToolAPI) -> None:
     assert _printed(again) == "[False, False, False]\n"
 
 
+def test_files_given_by_absolute_path_land_in_the_layer(api: ToolAPI) -> None:
+    """As SandboxFusion writes them into its overlay; never where the engine keeps its state."""
+    name = f"/mnt/a2e-layer-{uuid.uuid4().hex}/in.txt"
+    given = {name: base64.b64encode(b"given").decode(), "rel.txt": "cmVs"}
+    code = f"print(open({name!r}).read(), open('rel.txt').read())"
+    assert _printed(_run(api, code, files=given)) == "given rel\n"
+    assert not os.path.exists(name)
+    for path in ("/var/tmp/a2e-attack", "../a2e-attack"):
+        refused = api.call(
+            tool_name="run_code",
+            arguments={"language": "python", "code": "1", "files": {path: "eA=="}},
+        )
+        assert not refused.success and "outside the allowed roots" in str(refused.error)
+
+
 def test_a_file_the_host_lets_anyone_write_stays_as_it_was(api: ToolAPI, host_dir: str) -> None:
     shared = os.path.join(host_dir, "shared.txt")
     code = (
