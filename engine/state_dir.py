@@ -23,13 +23,16 @@ PREFERRED_PARENT = "/var/tmp"
 
 
 def default_parent() -> str:
-    """``$TMPDIR`` when it is set; else ``/var/tmp`` where it is there to write; else the
-    system's temporary directory. Not ``/tmp`` first: the programs a call runs write their run
-    layer's ``/tmp`` (``sandbox.run_root``), which they could not if the engine's state, the
-    shared compile cache among it, lay beneath it."""
-    if os.environ.get("TMPDIR") or not os.access(PREFERRED_PARENT, os.W_OK | os.X_OK):
+    """``$TMPDIR`` when it names another place than ``/tmp``; else ``/var/tmp`` where it is
+    there to write; else the system's temporary directory. Not ``/tmp`` first: the programs a
+    call runs write their run layer's ``/tmp`` (``sandbox.run_root``), which they could not if
+    the engine's state, the shared compile cache among it, lay beneath it."""
+    chosen = os.environ.get("TMPDIR")
+    if chosen and os.path.realpath(chosen) != "/tmp":
         return tempfile.gettempdir()
-    return PREFERRED_PARENT
+    if os.access(PREFERRED_PARENT, os.W_OK | os.X_OK):
+        return PREFERRED_PARENT
+    return tempfile.gettempdir()
 
 
 class StateDirectory:

@@ -130,6 +130,9 @@ class LandlockPlan:
     plugin_writable: tuple[tuple[str, ...], ...] = ()
     #: The worker's run layer (``sandbox.run_root``): its own, writable all along.
     run_layer: tuple[str, ...] = ()
+    #: Whether a call may list ``/`` and, as file permissions let it, what lies beneath (a rule
+    #: covers all beneath it: the state directory too, whose modes keep session uids out).
+    list_root: bool = False
 
 
 def prepare(
@@ -137,6 +140,7 @@ def prepare(
     private_tmp: bool,
     plugin_writable: tuple[tuple[str, ...], ...] = (),
     run_layer: tuple[str, ...] = (),
+    list_root: bool = False,
 ) -> LandlockPlan | None:
     """In the zygote: the plan, or ``None`` (reported why). Without a plan no plugin may be
     handed a directory of its own: nothing would keep other workers out of it."""
@@ -149,7 +153,9 @@ def prepare(
         return None
     read_paths = covering_paths((*SYSTEM_READ_PATHS, *prep.code_paths))
     prep.report("landlock", None, abi=abi, read=list(read_paths))
-    return LandlockPlan(abi, read_paths, private_tmp, plugin_writable, run_layer)
+    return LandlockPlan(
+        abi, read_paths, private_tmp, plugin_writable, run_layer, list_root and bool(run_layer)
+    )
 
 
 def begin(plan: LandlockPlan | None) -> Ruleset | None:
@@ -163,11 +169,9 @@ def begin(plan: LandlockPlan | None) -> Ruleset | None:
     if plan.private_tmp:
         # The worker's own tmpfs, every job's tmp_dir: its rule is off the call's path.
         ruleset.allow_write(("/tmp",))
-    if plan.run_layer:
-        # The root is the run layer's own skeleton: listing it (and, beneath, what file
-        # permissions let one list) shows nothing of the host's.
+    if plan.list_root:
         ruleset.allow_listing(("/",))
-        ruleset.allow_write(plan.run_layer)
+    ruleset.allow_write(plan.run_layer)
     ruleset.plugin_writable = plan.plugin_writable
     return ruleset
 

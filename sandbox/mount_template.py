@@ -65,15 +65,12 @@ class MountPlan:
 
 
 def prepare(
-    prep: Preparation,
-    no_pid_namespace: str | None,
-    crossings: Sequence[Crossing],
-    calls_are_root: bool = False,
+    prep: Preparation, no_pid_namespace: str | None, crossings: Sequence[Crossing]
 ) -> tuple[MountPlan | None, str | None]:
     """In the zygote: the template, or ``None`` and why not (its layers reported off) when
     there is no PID namespace for a worker (``no_pid_namespace`` says why) or the template
     cannot be made. ``crossings``: the closed directories to open on the way to the
-    interpreter. ``calls_are_root``: no uid drop (``sandbox.run_root``)."""
+    interpreter."""
     settings = prep.settings
     if no_pid_namespace is not None:
         _report(prep, no_pid_namespace)
@@ -89,7 +86,7 @@ def prepare(
     _report(prep, None)
     # What calls write, read and run stays visible where it lives under /tmp.
     binds = tmp_binds((*settings.writable_paths, *prep.code_paths, *settings.read_roots))
-    root = run_root.prepare(prep, fd, calls_are_root)
+    root = run_root.prepare(prep, fd)
     return MountPlan(fd, settings.limits.tmp_mb, binds, root), None
 
 

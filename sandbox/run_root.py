@@ -79,23 +79,31 @@ class RunRoot:
     program_writable: tuple[str, ...]
 
 
-def prepare(prep: Preparation, template_fd: int, calls_are_root: bool) -> RunRoot | None:
+def prepare(prep: Preparation, template_fd: int) -> RunRoot | None:
     """In the zygote, once the workers' mount template exists: the run layer every worker
     gets, tried once in a child; ``None`` (reported why) where the host cannot have it.
 
-    Calls that run as root (no uid drop: a user namespace's root, or ``identity`` off) could
-    write the system's directories: every directory shown is an overlay. A session's uid can
-    write none of them, so they are bound read-only (an overlay costs a worker a tenth of a
-    millisecond to mount, and as much to take down): only the read roots, which may hold
-    what anyone may write, are overlays then."""
+    The system's directories and the code (the Python installation, the engine's and the
+    plugins') are bound read-only, even for calls that run as root: a tool imports lazily,
+    after the programs it ran, and must import what the host has. A session's uid could write
+    none of them anyway, and a bind costs a worker far less than an overlay (about 0.12 ms to
+    mount, and as much to take down). Only the read roots, data that may hold what anyone may
+    write, are overlays."""
     settings = prep.settings
     if not settings.writable_root:
         report_off(prep, "disabled by configuration")
         return None
     named = (*SYSTEM_READ_PATHS, *prep.code_paths, *settings.read_roots)
-    readable = covering_paths(named)
-    through = readable if calls_are_root else covering_paths(settings.read_roots)
-    root, why_not = plan(readable, through, settings.writable_paths, settings.limits.tmp_mb, named)
+    try:
+        root, why_not = plan(
+            covering_paths(named),
+            covering_paths(settings.read_roots),
+            settings.writable_paths,
+            settings.limits.tmp_mb,
+            named,
+        )
+    except OSError as exc:
+        root, why_not = None, f"the run layer could not be planned: {exc}"
     if root is None:
         report_off(prep, why_not or "")
         return None
@@ -141,7 +149,7 @@ def plan(
     before they were resolved) are made again in the layer."""
     readable = [p for p in readable if not under(p, "/proc")]
     through = set(written_through)
-    kept = [os.path.abspath(p) for p in writable if os.path.exists(p)]
+    kept = [os.path.realpath(p) for p in writable if os.path.exists(p)]
     shared = tuple(dict.fromkeys(p for p in kept if os.path.isdir(p)))
     if "/" in readable:
         return None, "a read root is / itself: no layer can be laid over the whole host"
@@ -180,8 +188,10 @@ def plan(
         for step in _steps(path):
             if step not in skeleton and not shows(step):
                 skeleton[step] = _mode_as_on_the_host(step)
-    tops = sorted({*fresh, "tmp", *(name for name in own if name not in _SPECIAL)})
-    free = tuple(f"/{top}" for top in tops if not any(under(s, f"/{top}") for s in shared))
+    # The run layer's own top-level directories and the read roots' (as overlays, written
+    # through): not those holding the engine's state, nor the system's or the code's.
+    tops = {*fresh, "tmp", *(p.strip("/").split("/")[0] for p in overlays)}
+    free = tuple(f"/{t}" for t in sorted(tops) if not any(under(s, f"/{t}") for s in shared))
     root = RunRoot(
         size_mb=size_mb,
         skeleton=tuple(skeleton.items()),
@@ -203,11 +213,13 @@ def _steps(path: str) -> list[str]:
 
 def _mode_as_on_the_host(path: str) -> int:
     """The host directory's mode, passable by anyone (a session's uid must reach what lies
-    beneath), or ``0755`` where the host has none."""
+    beneath) and writable by others only with the sticky bit (``/var/tmp``): what the layer
+    makes in it must stay; or ``0755`` where the host has none."""
     try:
-        return stat.S_IMODE(os.stat(path).st_mode) | 0o755
+        mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
         return 0o755
+    return mode | 0o755 if mode & stat.S_ISVTX else (mode & ~0o022) | 0o755
 
 
 def _links_on_the_way(paths: Iterable[str]) -> list[tuple[str, str]]:
@@ -241,8 +253,13 @@ def enter(root: RunRoot) -> None:
         # Held before anything is mounted over them (the tmpfs goes on /tmp, where the
         # state directory often lies).
         files = (path for path, _ in root.file_binds)
-        for path in ("/dev", "/proc", *root.overlays, *root.bound, *files, *root.shared):
-            held[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        for path in dict.fromkeys(
+            ("/dev", "/proc", *root.overlays, *root.bound, *files, *root.shared)
+        ):
+            try:
+                held[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue  # gone since the zygote planned the layer: shown no more
         _build(root, held)
     finally:
         for fd in held.values():
@@ -270,12 +287,17 @@ def _build(root: RunRoot, held: dict[str, int]) -> None:
     finally:
         os.umask(umask)
     for index, lower in enumerate(root.overlays):
+        if lower not in held:
+            continue
         upper, work = f"{base}/{index}.upper", f"{base}/{index}.work"
         os.mkdir(upper)
         os.mkdir(work, 0o700)
         # The merged root takes its owner and mode from the upper layer's: the host's, as shown.
         shown = os.fstat(held[lower])
-        os.chown(upper, shown.st_uid, shown.st_gid)
+        try:
+            os.chown(upper, shown.st_uid, shown.st_gid)
+        except OSError:
+            pass  # an owner a user namespace does not map: the upper layer stays ours
         os.chmod(upper, stat.S_IMODE(shown.st_mode))
         syscalls.mount(
             "overlay",
@@ -288,12 +310,18 @@ def _build(root: RunRoot, held: dict[str, int]) -> None:
         os.symlink(target, new + path)
     bind, tree = syscalls.MS_BIND, syscalls.MS_BIND | syscalls.MS_REC
     for path in root.bound:
+        if path not in held:
+            continue
         syscalls.mount(f"/proc/self/fd/{held[path]}", new + path, None, tree)
     for path, make in root.file_binds:
+        if path not in held:
+            continue
         if make:
             os.close(os.open(new + path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
         syscalls.mount(f"/proc/self/fd/{held[path]}", new + path, None, bind)
     for path in ("/dev", "/proc", *root.shared):
+        if path not in held:
+            continue
         syscalls.mount(f"/proc/self/fd/{held[path]}", new + path, None, tree)
     os.chdir(new)
     syscalls.mount(".", "/", None, MS_MOVE)

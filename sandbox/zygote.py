@@ -105,10 +105,7 @@ class Zygote:
             prep, ways, mount_namespace=no_pid_namespace is None
         )
         self.mounts, no_mounts = mount_template.prepare(
-            prep,
-            no_pid_namespace,
-            ways if self.change_identity else (),
-            calls_are_root=not self.change_identity,
+            prep, no_pid_namespace, ways if self.change_identity else ()
         )
         if no_mounts is not None and self.pidns is not None:
             # Without its own mount namespace a worker gets no PID namespace either (they are
@@ -128,6 +125,7 @@ class Zygote:
                 self.settings.plugin_dirs.get(plugin.name, ()) for plugin in self.plugins
             ),
             run_layer=run_layer,
+            list_root=self.change_identity,
         )
         if self.landlock is not None:
             # Only with Landlock: nothing else keeps what the plugin's tools run, or other

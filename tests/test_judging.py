@@ -274,3 +274,16 @@ def test_a_program_cannot_read_the_expected_output(tools: ToolAPI) -> None:
     seen = data["tests"][0]["stdout"]
     assert secret not in seen and "True" not in seen, seen
     assert "PermissionError" in seen  # the judge's memory: not readable
+
+
+def test_each_case_starts_from_nothing_an_earlier_case_left(tools: ToolAPI) -> None:
+    """A case may write its own directory, not the worker's run layer (sandbox.run_root),
+    which outlives each run: what case 1 leaves there, case 2 would find."""
+    program = (
+        "import os\nprint(os.path.exists('/tmp/a2e-mark'), os.path.exists('mark'))\n"
+        "open('mark', 'w')\n"
+        "try:\n    open('/tmp/a2e-mark', 'w')\nexcept OSError:\n    pass\n"
+    )
+    cases = [{"input": "", "output": "False False\n"}] * 2
+    data = _judge(tools, program, test_cases=cases)
+    assert data["verdict"] == "AC", data["tests"]

@@ -64,6 +64,7 @@ with Engine(plugins=[Escaper()], config=config) as engine:
         "uid": run(tools, "import os\nos.getuid()"),
         "environ": run(tools, f"open('/proc/{os.getpid()}/environ', 'rb').read()"),
         "etc": run(tools, "open('/etc/a2e-attack', 'w')"),
+        "mnt": run(tools, "open('/mnt/a2e-attack', 'w').write('layer')\nopen('/mnt/a2e-attack').read()"),
         "pids": run(tools, "import os\nsorted(p for p in os.listdir('/proc') if p.isdigit())"),
     }
     workspace = run(tools, "import os\nos.getcwd()")
@@ -152,8 +153,8 @@ def test_an_unprivileged_engine_isolates_calls(landlock: bool) -> None:
         assert layers[name]["active"], (name, layers[name])
     assert checks["uid"] == 0  # root of the user namespace, our uid outside, no capabilities
     assert checks["pids"] == ["1"]
-    if layers["writable_root"]["active"]:
-        # Root of the user namespace writes /etc, into its own layer: the host's stays as it is.
-        assert checks["etc"] is None and not os.path.exists("/etc/a2e-attack")
-    else:
-        assert "Read-only file system" in checks["etc"]
+    # Root of the user namespace, yet the system's directories are read-only; what it writes
+    # elsewhere lands in its own run layer, gone with it.
+    assert "Read-only file system" in checks["etc"]
+    assert layers["writable_root"]["active"], layers["writable_root"]
+    assert checks["mnt"] == "layer" and not os.path.exists("/mnt/a2e-attack")

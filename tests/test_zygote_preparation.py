@@ -114,3 +114,37 @@ def test_each_layer_is_reported_by_its_own_module_only() -> None:
     for name, layer in LAYERS.items():
         naming = sorted(module for module, text in sources.items() if f'"{name}"' in text)
         assert naming == [layer.module], (name, naming)
+
+
+def test_the_run_layer_a_worker_builds(tmp_path: Path) -> None:
+    """sandbox.run_root.plan: read roots as overlays, system and code read-only; programs
+    may write the layer's own directories, never one holding the state directory, the
+    system's or the code's; links on the way to code made again; a state directory reached
+    through a link bound where it really is."""
+    from a2e_engine.sandbox.run_root import plan
+
+    data, code, real_state = tmp_path / "data", tmp_path / "checkout", tmp_path / "state"
+    for folder in (data, code / "src", real_state):
+        folder.mkdir(parents=True)
+    (code / "pkg").symlink_to("src")  # an editable checkout's package directory
+    (tmp_path / "state-link").symlink_to(real_state)
+    readable = covering_paths(["/usr", "/etc", str(code / "pkg"), str(data)])
+    root, why_not = plan(
+        readable,
+        covering_paths([str(data)]),
+        [str(tmp_path / "state-link")],
+        16,
+        ["/usr", "/etc", str(code / "pkg"), str(data)],
+    )
+    assert root is not None and why_not is None
+    assert root.overlays == (str(data),)
+    assert set(root.bound) == {"/usr", "/etc", str(code / "src")}
+    assert root.shared == (str(real_state),)
+    assert (str(code / "pkg"), "src") in root.links
+    assert {"/mnt", "/home", "/root"} <= set(root.program_writable)
+    top = "/" + str(tmp_path).strip("/").split("/")[0]  # holds the state directory
+    assert not {"/usr", "/etc", top} & set(root.program_writable)
+    modes = dict(root.skeleton)
+    assert modes["/mnt"] == 0o1777 and modes[str(code)] & 0o022 == 0
+    assert list(root.skeleton).index((str(code), modes[str(code)])) > 0
+    assert plan(["/"], [], [], 16)[0] is None

@@ -144,7 +144,7 @@ class RunCode(ToolPlugin):
         fresh = arguments.get("fresh_interpreter", False) is True
         code = str(arguments["code"])
         submission = Submission(
-            language, code, files, workspace, fresh, self.plugin_dirs, read_roots
+            language, code, files, workspace, fresh, self.plugin_dirs, read_roots, run_layer=True
         )
         try:
             result: dict[str, Any] = {"status": "Success", "message": "", "compile_result": None}

@@ -98,7 +98,7 @@ def judge_test_program(
 ) -> dict[str, Any]:
     """The program with its tests appended, run once: accepted when it exits 0 in time."""
     started = time.monotonic()
-    submission = Submission(language, program + "\n" + tests + "\n", {}, workspace)
+    submission = Submission(language, program + "\n" + tests + "\n", {}, workspace, run_layer=True)
     try:
         compiled = _compile(submission, options)
         if compiled is not None and compiled["return_code"] != 0:

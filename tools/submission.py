@@ -6,9 +6,8 @@ most once (or taken from a compile cache, ``tools.compile_cache``), and each run
 process. A run in a directory of its own (``fresh_directory``) starts from a copy of the source,
 the files and what the compile made, so that one test case leaves nothing for the next. The
 compiler and every run may change files only in their own directory, ``TMPDIR`` included
-(``sandbox.landlock.confine_writes``), and a run its worker's run layer too
-(``sandbox.run_root``): the call's ``/tmp`` holds the workspace beneath it, so it cannot be
-theirs. Where Landlock is missing, nothing is cached.
+(``sandbox.landlock.confine_writes``), and a program run once (not a test case) its worker's
+run layer too (``sandbox.run_root``). Where Landlock is missing, nothing is cached.
 
 With the engine's shared cache the compile happens in a directory of its own in the call's tmp,
 which no other call of the session can write while it compiles or while its outputs are copied
@@ -91,13 +90,16 @@ class Submission:
         fresh_interpreter: bool = False,
         plugin_dirs: tuple[str, ...] = (),
         read_roots: tuple[str, ...] = (),
+        run_layer: bool = False,
     ) -> None:
-        """``fresh_interpreter``: run a language that can run in a fork of the worker's warm
-        interpreter (``Language.warm``, ``tools.python_main``) in a process of its own
-        instead. ``plugin_dirs``: the engine's shared compile cache, when the tool was given
-        it (``tools.compile_cache.caches_for``); ``read_roots``: what the engine lets calls
-        read besides the system (a toolchain there). The files are checked here (a path
-        outside the run's directory, content that is not base64), written later."""
+        """``run_layer``: its runs may write the worker's run layer too (``sandbox.run_root``),
+        which outlives each run: for a program run once, not for cases that must each start
+        from nothing the last one left. ``fresh_interpreter``: run a language that can run in
+        a fork of the worker's warm interpreter (``Language.warm``, ``tools.python_main``) in
+        a process of its own instead. ``plugin_dirs``: the engine's shared compile cache, when
+        the tool was given it (``tools.compile_cache.caches_for``); ``read_roots``: what the
+        engine lets calls read besides the system (a toolchain there). The files are checked
+        here (a path outside the run's directory, content that is not base64), written later."""
         self.language = language
         self.code = code
         self.files = dict(files)
@@ -106,6 +108,7 @@ class Submission:
         compiled = language.compile is not None
         self.cache, self.headers = caches_for(plugin_dirs, workspace) if compiled else (None, None)
         self.read_roots = read_roots
+        self.run_layer = run_layer
         self.warm = None if fresh_interpreter or not language.warm else fresh_interpreter_of()
         self.home = tempfile.mkdtemp(prefix="run-", dir=workspace)
         self._filled = False
@@ -288,9 +291,9 @@ class Submission:
             "TMPDIR": os.path.join(where, _TMP),
             **language.environment(self.code, where, limits.memory_mb or _COMPILE_MEMORY_MB),
         }
-        # A compile under the shared cache writes its own directory alone; a run its run layer
-        # too (sandbox.run_root).
-        layer = program_writable() if readable is None else ()
+        # A compile under the shared cache writes its own directory alone; a program run once
+        # its run layer too (sandbox.run_root).
+        layer = program_writable() if readable is None and self.run_layer else ()
         confinement = confine_writes((where, *layer), readable)
         confine = confinement.enforce if confinement is not None else None
         memory_limit_kb = memory_mb * 1024 if memory_mb else None

@@ -55,9 +55,10 @@ def test_write_outside_the_workspace(sandbox: Sandbox, attacker: Attacker, targe
         assert sandbox.has("writable_root") and target.startswith("/root/"), target
         again = attacker.attack(f"import os\nos.path.exists({target!r})")
         assert again.success and again.data["value"] is False
+    elif target.startswith("/sys/") and sandbox.has("writable_root"):
+        assert "No such file" in (result.error or ""), result.error  # no /sys in a run layer
     else:
-        # /sys is not in a run layer at all.
-        assert _refused(result.error) or "No such file" in (result.error or ""), result.error
+        assert _refused(result.error), result.error
     assert not os.path.exists("/etc/a2e-attack")
 
 
