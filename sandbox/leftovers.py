@@ -10,7 +10,8 @@ that starts clears what dead engines left next to it.
 Both carry their owner in their names: ``owner_tag()``, the inode of the owner's PID namespace
 and its pid there. A leftover is only touched when its owner is certainly gone: this process is
 in the initial PID namespace and sees every process, the owner was in that namespace too, and
-no process has its pid (one that has may be a reuse: it is left alone). Removal never crosses a
+no process has its pid (one that has may be a reuse: it is left alone); or it was last changed
+before the machine booted. Removal never crosses a
 mount: a directory goes only once nothing is mounted below it any more, and a cgroup only if it
 is empty (the kernel refuses ``rmdir`` otherwise).
 """
@@ -24,7 +25,7 @@ import shutil
 
 from a2e_engine.sandbox.quota import mount_points, under, unmount_tree
 
-__all__ = ["dead_owners", "owner_tag", "sweep_state_dirs"]
+__all__ = ["boot_time", "dead_owners", "owner_tag", "sweep_state_dirs"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,27 @@ def _owner_is_gone(namespace: int, pid: int) -> bool:
     )
 
 
+def boot_time() -> float:
+    """When this machine booted (wall clock, seconds), or 0 where ``/proc/stat`` says not."""
+    try:
+        with open("/proc/stat") as fh:
+            for line in fh:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+def _from_an_earlier_boot(entry: os.DirEntry[str], booted: float) -> bool:
+    """Last changed before this machine booted: its owner is gone, whatever has its pid now
+    (state directories live in ``/var/tmp``, which outlives a reboot)."""
+    try:
+        return 0 < entry.stat(follow_symlinks=False).st_mtime < booted
+    except OSError:
+        return False
+
+
 def dead_owners(parent: str, prefix: str) -> list[os.DirEntry[str]]:
     """Directories ``<parent>/<prefix><owner tag>[-anything]`` whose owner is certainly gone."""
     try:
@@ -60,6 +82,7 @@ def dead_owners(parent: str, prefix: str) -> list[os.DirEntry[str]]:
     except OSError:
         return []
     found = []
+    booted = boot_time()
     for entry in entries:
         if not entry.name.startswith(prefix):
             continue
@@ -72,7 +95,8 @@ def dead_owners(parent: str, prefix: str) -> list[os.DirEntry[str]]:
                 continue
         except OSError:
             continue
-        if _owner_is_gone(int(match.group(1)), int(match.group(2))):
+        owner = int(match.group(1)), int(match.group(2))
+        if _owner_is_gone(*owner) or _from_an_earlier_boot(entry, booted):
             found.append(entry)
     return found
 
