@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 
-from a2e_engine.sandbox.leftovers import owner_tag, sweep_state_dirs
+from a2e_engine.sandbox.leftovers import mark_boot, owner_tag, sweep_state_dirs
 from a2e_engine.sandbox.quota import unmount_tree
 
 __all__ = ["StateDirectory", "default_parent"]
@@ -51,6 +51,7 @@ class StateDirectory:
         sweep_state_dirs(parent, prefix)
         self.path = tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}-", dir=parent)
         os.chmod(self.path, 0o711)
+        mark_boot(self.path)
         return self.path
 
     def remove(self) -> None:

@@ -10,8 +10,8 @@ that starts clears what dead engines left next to it.
 Both carry their owner in their names: ``owner_tag()``, the inode of the owner's PID namespace
 and its pid there. A leftover is only touched when its owner is certainly gone: this process is
 in the initial PID namespace and sees every process, the owner was in that namespace too, and
-no process has its pid (one that has may be a reuse: it is left alone); or it was last changed
-before the machine booted. Removal never crosses a
+no process has its pid (one that has may be a reuse: it is left alone); or a state directory
+says it was made in an earlier boot. Removal never crosses a
 mount: a directory goes only once nothing is mounted below it any more, and a cgroup only if it
 is empty (the kernel refuses ``rmdir`` otherwise).
 """
@@ -25,7 +25,7 @@ import shutil
 
 from a2e_engine.sandbox.quota import mount_points, under, unmount_tree
 
-__all__ = ["boot_time", "dead_owners", "owner_tag", "sweep_state_dirs"]
+__all__ = ["boot_id", "dead_owners", "mark_boot", "owner_tag", "sweep_state_dirs"]
 
 log = logging.getLogger(__name__)
 
@@ -54,25 +54,35 @@ def _owner_is_gone(namespace: int, pid: int) -> bool:
     )
 
 
-def boot_time() -> float:
-    """When this machine booted (wall clock, seconds), or 0 where ``/proc/stat`` says not."""
-    try:
-        with open("/proc/stat") as fh:
-            for line in fh:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0.0
+#: A state directory's record of the boot it was made in (``mark_boot``).
+BOOT_FILE = ".boot-id"
 
 
-def _from_an_earlier_boot(entry: os.DirEntry[str], booted: float) -> bool:
-    """Last changed before this machine booted: its owner is gone, whatever has its pid now
-    (state directories live in ``/var/tmp``, which outlives a reboot)."""
+def boot_id() -> str:
+    """This boot's id (the kernel's), or ``""`` where it does not say."""
     try:
-        return 0 < entry.stat(follow_symlinks=False).st_mtime < booted
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def mark_boot(directory: str) -> None:
+    """Record in ``directory`` the boot it was made in (see ``dead_owners``)."""
+    with open(os.path.join(directory, BOOT_FILE), "w") as fh:
+        fh.write(boot_id())
+
+
+def _from_an_earlier_boot(entry: os.DirEntry[str], now: str) -> bool:
+    """Made in another boot than this one: its owner is gone, whatever has its pid now (state
+    directories live in ``/var/tmp``, which outlives a reboot). A boot id rather than times:
+    a clock set after the boot would make a live directory look older than the boot."""
+    try:
+        with open(os.path.join(entry.path, BOOT_FILE)) as fh:
+            made_in = fh.read().strip()
     except OSError:
         return False
+    return bool(now and made_in) and made_in != now
 
 
 def dead_owners(parent: str, prefix: str) -> list[os.DirEntry[str]]:
@@ -82,7 +92,7 @@ def dead_owners(parent: str, prefix: str) -> list[os.DirEntry[str]]:
     except OSError:
         return []
     found = []
-    booted = boot_time()
+    now = boot_id()
     for entry in entries:
         if not entry.name.startswith(prefix):
             continue
@@ -96,7 +106,7 @@ def dead_owners(parent: str, prefix: str) -> list[os.DirEntry[str]]:
         except OSError:
             continue
         owner = int(match.group(1)), int(match.group(2))
-        if _owner_is_gone(*owner) or _from_an_earlier_boot(entry, booted):
+        if _owner_is_gone(*owner) or _from_an_earlier_boot(entry, now):
             found.append(entry)
     return found
 

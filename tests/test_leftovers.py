@@ -20,9 +20,11 @@ import pytest
 
 from a2e_engine.sandbox.cgroups import own_path
 from a2e_engine.sandbox.leftovers import (
+    BOOT_FILE,
     INITIAL_PID_NS,
-    boot_time,
+    boot_id,
     dead_owners,
+    mark_boot,
     sweep_state_dirs,
 )
 from a2e_engine.sandbox.quota import mount_points, under
@@ -263,18 +265,22 @@ def test_only_what_certainly_belongs_to_a_dead_owner_is_taken(tmp_path: Path) ->
     assert found == {name for name, taken in names.items() if taken}
 
 
-def test_a_directory_from_before_the_machine_booted_is_taken(tmp_path: Path) -> None:
+def test_a_directory_from_an_earlier_boot_is_taken(tmp_path: Path) -> None:
     """Its pid may belong to anyone now: /var/tmp, where state directories live, outlives a
-    reboot. Last changed before the boot, it is an earlier boot's."""
-    booted = boot_time()
-    assert booted > 0
-    names = {f"a2e-engine-{INITIAL_PID_NS}-{os.getpid()}-old": True}
-    names[f"a2e-engine-4026532000-{os.getpid()}-old"] = True  # any PID namespace
-    names[f"a2e-engine-{INITIAL_PID_NS}-{os.getpid()}-new"] = False
+    reboot."""
+    assert boot_id()
+    names = {
+        f"a2e-engine-{INITIAL_PID_NS}-{os.getpid()}-earlier": True,
+        f"a2e-engine-4026532000-{os.getpid()}-earlier": True,  # any PID namespace
+        f"a2e-engine-{INITIAL_PID_NS}-{os.getpid()}-this": False,
+        f"a2e-engine-{INITIAL_PID_NS}-{os.getpid()}-unmarked": False,
+    }
     for name in names:
         (tmp_path / name).mkdir()
-        if name.endswith("-old"):
-            os.utime(tmp_path / name, (booted - 60, booted - 60))
+        if name.endswith("-this"):
+            mark_boot(str(tmp_path / name))
+        elif name.endswith("-earlier"):
+            (tmp_path / name / BOOT_FILE).write_text("an-earlier-boot\n")
     found = {entry.name for entry in dead_owners(str(tmp_path), "a2e-engine-")}
     assert found == {name for name, taken in names.items() if taken}
 
