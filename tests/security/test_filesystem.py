@@ -55,8 +55,10 @@ def test_write_outside_the_workspace(sandbox: Sandbox, attacker: Attacker, targe
         assert sandbox.has("writable_root") and target.startswith("/root/"), target
         again = attacker.attack(f"import os\nos.path.exists({target!r})")
         assert again.success and again.data["value"] is False
-    elif target.startswith("/sys/") and sandbox.has("writable_root"):
-        assert "No such file" in (result.error or ""), result.error  # no /sys in a run layer
+    elif sandbox.has("writable_root") and "No such file" in (result.error or ""):
+        # Not shown in the run layer at all: /sys, a checkout the installed engine does not
+        # run from. The host's file is as it was (the harness compares it).
+        assert not target.startswith(("/etc/", "/root/")), result.error
     else:
         assert _refused(result.error), result.error
     assert not os.path.exists("/etc/a2e-attack")
