@@ -117,6 +117,24 @@ def test_a_session_stays_on_its_node_with_its_workspace(ray_engine: RayEngine) -
     client.close()
 
 
+def test_a_python_session_keeps_its_state_on_its_node(ray_engine: RayEngine) -> None:
+    """The stateful tool through the cluster: the session's worker lives on its node, from
+    call to call, and another session sees none of it."""
+    with ray_engine.connect() as mine, ray_engine.connect() as theirs:
+        cells = [
+            ToolAPI(mine).call(tool_name="python_session", arguments={"code": code}, timeout=30)
+            for code in ("total = 40", "total + 2")
+        ]
+        assert all(cell.success for cell in cells), cells
+        assert cells[1].data["display"] == [{"text/plain": "42"}]
+        assert cells[0].usage and cells[1].usage
+        assert cells[0].usage.node_id == cells[1].usage.node_id
+        other = ToolAPI(theirs).call(
+            tool_name="python_session", arguments={"code": "total"}, timeout=30
+        )
+        assert other.success and other.data["error"][0]["ename"] == "NameError"
+
+
 def test_streaming_events_arrive_while_the_remote_call_runs(ray_engine: RayEngine) -> None:
     client = ray_engine.connect()
     tools = ToolAPI(client)
