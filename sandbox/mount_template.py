@@ -106,7 +106,8 @@ def _report(prep: Preparation, why_not: str | None) -> None:
 
 def enter(plan: MountPlan | None) -> None:
     """In the worker (pid 1 of its PID namespace, still privileged): a private copy of the
-    template, its own IPC namespace, ``/proc`` and a fresh ``/tmp`` with the binds back.
+    template, its own IPC namespace, ``/proc``, and its run layer (``sandbox.run_root``) or,
+    without one, a fresh ``/tmp`` with the binds back.
 
     What is bound back keeps the flags it has in the template: code read-only, the writable
     paths writable without device nodes or setuid programs. The fresh ``/tmp`` is writable."""

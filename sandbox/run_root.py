@@ -6,21 +6,18 @@ a home directory, a file next to a system one) and ask for those files back by a
 A read-only root fails them where SandboxFusion, which runs each program in an overlay of its
 own, passes them; a writable host root would let one call change what the next one runs.
 
-How: each worker mounts one tmpfs of ``Limits.tmp_mb`` that holds everything a call can
-write: the skeleton of a new root, its ``/tmp``, fresh empty top-level directories (``/mnt``,
+How: each worker mounts one tmpfs of ``Limits.tmp_mb`` that holds everything a call can write:
+the skeleton of a new root, its ``/tmp``, fresh empty top-level directories (``/mnt``,
 ``/home``, ``/root``... mode ``1777``, nothing of the host's in them) and the upper layers of
-overlays that show host directories with the host's files beneath: writing over a host file
-copies it up into the tmpfs, and the host's stays untouched. What a call may read (the
-system's directories, the Python installation, the plugins' code, the engine's read roots) is
-shown in it: as overlays where the call could write there (read roots, which may hold what
-anyone may write; everything, for calls that run as root), read-only binds elsewhere (a
-session's uid may write nothing in ``/usr``, and a bind costs a worker far less than an
-overlay). The engine's own writable paths (the state directory: the sessions' workspaces,
-quotas and all) are bound in as they are: sharing them is their purpose. The worker then
-moves the new root onto ``/`` and ``chroot``s into it: ``pivot_root`` took 17 to 19 ms on our
-machines (it visits every task of the host), the move and ``chroot`` a few hundredths of one.
-Every byte counts against the one cap (and, being tmpfs pages, against the call's memory
-cgroup); ``ENOSPC`` past it.
+the overlays that show the engine's read roots with the host's files beneath: writing over a
+host file there copies it up into the tmpfs, and the host's stays untouched. The system's
+directories and the code (the Python installation, the engine's and the plugins') are shown
+read-only (``prepare`` says why). The engine's own writable paths (the state directory: the
+sessions' workspaces, quotas and all) are bound in as they are: sharing them is their purpose.
+The worker then moves the new root onto ``/`` and ``chroot``s into it: ``pivot_root`` took 17
+to 19 ms on our machines (it visits every task of the host), the move and ``chroot`` a few
+hundredths of one. Every byte counts against the one cap (and, being tmpfs pages, against the
+call's memory cgroup); ``ENOSPC`` past it.
 
 What a tool runs under a Landlock layer of its own (``sandbox.landlock.confine_writes``) may
 write the directories of ``program_writable()`` besides its own: the run layer's top-level
