@@ -99,7 +99,7 @@ def prepare(prep: Preparation, template_fd: int) -> RunRoot | None:
             settings.limits.tmp_mb,
             named,
         )
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # a path or a mount table it cannot read
         root, why_not = None, f"the run layer could not be planned: {exc}"
     if root is None:
         report_off(prep, why_not or "")
