@@ -44,6 +44,8 @@ ECHO = {
     '  Console.WriteLine(a[0] + " " + Console.ReadLine()); } }',
     "racket": "#lang racket\n(define w (read-line))\n"
     '(displayln (string-append (vector-ref (current-command-line-arguments) 0) " " w))',
+    "scala": "object Main {\n  def main(args: Array[String]): Unit =\n"
+    '    println(args(0) + " " + scala.io.StdIn.readLine())\n}',
 }
 #: Does not compile (or, interpreted, does not parse).
 BROKEN = {
@@ -64,6 +66,7 @@ BROKEN = {
     "d": "void main() { int x = ; }",
     "csharp": "class P { static void Main() { int x = ; } }",
     "racket": "#lang racket\n(define (f x\n",
+    "scala": "object Main { def main(args: Array[String]): Unit = { val x = } }",
 }
 #: Fails while it runs, with a non-zero exit.
 CRASHING = {
@@ -84,6 +87,7 @@ CRASHING = {
     "d": 'void main() { throw new Exception("boom"); }',
     "csharp": 'class P { static void Main() { throw new System.Exception("boom"); } }',
     "racket": '#lang racket\n(error "boom")',
+    "scala": 'object Main { def main(args: Array[String]): Unit = throw new Exception("boom") }',
 }
 #: Never ends on its own.
 SPINNING = {
@@ -105,6 +109,7 @@ SPINNING = {
     "d": "void main() { for (;;) {} }",
     "csharp": "class P { static void Main() { for (;;) {} } }",
     "racket": "#lang racket\n(let loop () (loop))",
+    "scala": "object Main { def main(args: Array[String]): Unit = while (true) {} }",
 }
 #: Holds ever more memory, each megabyte touched.
 GREEDY = {
@@ -131,6 +136,9 @@ GREEDY = {
     "  var l = new List<byte[]>(); for (;;) { var b = new byte[1 << 20];\n"
     "  for (int i = 0; i < b.Length; i += 4096) b[i] = 1; l.Add(b); } } }",
     "racket": "#lang racket\n(let loop ([held '()]) (loop (cons (make-bytes 1048576 1) held)))",
+    "scala": "object Main { def main(args: Array[String]): Unit = {\n"
+    "  val l = scala.collection.mutable.ArrayBuffer[Array[Byte]]()\n"
+    "  while (true) l += Array.fill[Byte](1 << 20)(1) } }",
 }
 
 

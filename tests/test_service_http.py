@@ -361,6 +361,7 @@ def test_sandbox_fusions_own_client_runs_code_here(service: ServiceProcess) -> N
         "cpp": "#include <bits/stdc++.h>\nint main() { std::cout << 1 + 1; }",
         "php": "echo 1 + 1;",
         "R": "cat(1 + 1)",
+        "scala": "object Main extends App { print(1 + 1) }",
     }.items():
         answer = run(code=code, language=language)
         assert answer.status == sandbox_fusion.RunStatus.Success, (language, answer)
@@ -372,7 +373,14 @@ def test_sandbox_fusions_own_client_runs_code_here(service: ServiceProcess) -> N
     assert spun.run_result is not None
     assert spun.run_result.status == sandbox_fusion.CommandRunStatus.TimeLimitExceeded
     with pytest.raises(Exception, match="not served here"):  # its client raises on SandboxError
-        run(code="1", language="scala")
+        run(code="1", language="julia")
+
+
+def test_every_language_is_served_under_a_sandbox_fusion_name() -> None:
+    from a2e_engine.engine.service.sandbox_fusion import LANGUAGES as SERVED
+    from a2e_engine.tools.languages import LANGUAGES
+
+    assert set(SERVED.values()) == set(LANGUAGES)
 
 
 def test_sandbox_fusions_own_client_runs_jupyter_cells_here(service: ServiceProcess) -> None:

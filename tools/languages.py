@@ -286,6 +286,34 @@ _JAVAC = (
     ".",
     "{source}",
 )
+#: Scala's compiler is a JVM too (Debian's scala 2.11, on the system JDK); the program runs on
+#: the JVM directly with Scala's library, as ``scala`` would run it but without the shell
+#: script in between (whose child a time limit would kill unmeasured). The file is named, and
+#: run, after its first ``object``, as SandboxFusion finds it.
+_SCALA_OBJECT = r"\bobject\s+(\w+)"
+_SCALAC = (
+    "scalac",
+    "-J-Xmx512m",
+    "-J-XX:+UseSerialGC",
+    "-J-XX:TieredStopAtLevel=1",
+    "-J-XX:-UsePerfData",
+    "-encoding",
+    "UTF-8",
+    "-d",
+    ".",
+    "{source}",
+)
+_SCALA_LIBRARY = "/usr/share/java/scala-library.jar"
+_SCALA_RUN = (
+    "java",
+    "-Xmx{memory_mb}m",
+    "-Xss64m",
+    "-XX:+UseSerialGC",
+    "-XX:-UsePerfData",
+    "-cp",
+    f".:{_SCALA_LIBRARY}",
+    "{main}",
+)
 #: Without type-checking (``--noCheck``, TypeScript 5.5 and later), as SandboxFusion runs it
 #: (``tsx``): HumanEval-X's and MultiPL-E's TypeScript does not type-check cleanly, and
 #: ``console.assert(1 === 2)`` must run and say so, not fail to compile. Syntax errors still
@@ -611,6 +639,19 @@ LANGUAGES: dict[str, Language] = {
             install="gdc",
             version=("gdc", "--version"),
             out_of_memory=("OutOfMemoryError",),
+        ),
+        Language(
+            "scala",
+            "{main}.scala",
+            _SCALA_RUN,
+            compile=_SCALAC,
+            outputs=("*.class",),
+            needs=_SCALA_LIBRARY,
+            install="scala",
+            version=("scalac", "-version"),
+            out_of_memory=("java.lang.OutOfMemoryError",),
+            main_pattern=_SCALA_OBJECT,
+            default_main="Main",
         ),
         Language(
             "csharp",

@@ -82,6 +82,7 @@ LANGUAGES: dict[str, str] = {
     "verilog": "verilog",
     "go_test": "go_test",
     "racket": "racket",
+    "scala": "scala",
     "jest": "jest",
     "js": "nodejs",
     "ts": "typescript",
