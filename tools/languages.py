@@ -245,20 +245,10 @@ _JAVA_CLASS_PATH = ".:/usr/share/java/javatuples.jar"
 _JAVA_PUBLIC_CLASS = r"^\s*public\s+(?:final\s+)?class\s+(\w+)"
 #: The run's own limit steers runtimes that would otherwise size their heap by the machine.
 #: No perf data: it would go to /tmp, which the program may not write (``TMPDIR`` is its own).
+_JVM = ("java", "-Xmx{memory_mb}m", "-Xss64m", "-XX:+UseSerialGC", "-XX:-UsePerfData")
 #: Assertions on: MultiPL-E's tests are ``assert`` statements (its harness and SandboxFusion
 #: run ``java -ea``); without, every such test would pass.
-_JAVA_RUN = (
-    "java",
-    "-Xmx{memory_mb}m",
-    "-Xss64m",
-    "-XX:+UseSerialGC",
-    "-XX:-UsePerfData",
-    "-ea",
-    "-DONLINE_JUDGE=true",
-    "-cp",
-    _JAVA_CLASS_PATH,
-    "{main}",
-)
+_JAVA_RUN = (*_JVM, "-ea", "-DONLINE_JUDGE=true", "-cp", _JAVA_CLASS_PATH, "{main}")
 #: JUnit 5's console launcher (Debian's junit5), as SandboxFusion's ``junit`` mode runs it:
 #: the test classes compiled against it, then every test found on the class path run.
 _JUNIT = "/usr/share/java/junit-platform-console-standalone.jar"
@@ -271,49 +261,24 @@ _JUNIT_RUN = (
     _JUNIT,
     *("--class-path", ".", "--scan-class-path", "--disable-banner"),
 )
-#: javac is itself a JVM: a small heap and one GC thread start it fastest.
-_JAVAC = (
-    "javac",
+#: javac and scalac are JVMs themselves: a small heap and one GC thread start them fastest.
+_JVM_COMPILER = (
     "-J-Xmx512m",
     "-J-XX:+UseSerialGC",
     "-J-XX:TieredStopAtLevel=1",
     "-J-XX:-UsePerfData",
     "-encoding",
     "UTF-8",
-    "-cp",
-    _JAVA_CLASS_PATH,
-    "-d",
-    ".",
-    "{source}",
 )
-#: Scala's compiler is a JVM too (Debian's scala 2.11, on the system JDK); the program runs on
-#: the JVM directly with Scala's library, as ``scala`` would run it but without the shell
-#: script in between (whose child a time limit would kill unmeasured). The file is named, and
-#: run, after its first ``object``, as SandboxFusion finds it.
+_JAVAC = ("javac", *_JVM_COMPILER, "-cp", _JAVA_CLASS_PATH, "-d", ".", "{source}")
+#: Debian's Scala 2.11, on the system JDK. The program runs on the JVM directly with Scala's
+#: library, as ``scala`` would run it but without the shell script in between (whose child a
+#: time limit would kill unmeasured). The file is named, and run, after its first ``object``,
+#: as SandboxFusion finds it.
 _SCALA_OBJECT = r"\bobject\s+(\w+)"
-_SCALAC = (
-    "scalac",
-    "-J-Xmx512m",
-    "-J-XX:+UseSerialGC",
-    "-J-XX:TieredStopAtLevel=1",
-    "-J-XX:-UsePerfData",
-    "-encoding",
-    "UTF-8",
-    "-d",
-    ".",
-    "{source}",
-)
+_SCALAC = ("scalac", *_JVM_COMPILER, "-d", ".", "{source}")
 _SCALA_LIBRARY = "/usr/share/java/scala-library.jar"
-_SCALA_RUN = (
-    "java",
-    "-Xmx{memory_mb}m",
-    "-Xss64m",
-    "-XX:+UseSerialGC",
-    "-XX:-UsePerfData",
-    "-cp",
-    f".:{_SCALA_LIBRARY}",
-    "{main}",
-)
+_SCALA_RUN = (*_JVM, "-cp", f".:{_SCALA_LIBRARY}", "{main}")
 #: Without type-checking (``--noCheck``, TypeScript 5.5 and later), as SandboxFusion runs it
 #: (``tsx``): HumanEval-X's and MultiPL-E's TypeScript does not type-check cleanly, and
 #: ``console.assert(1 === 2)`` must run and say so, not fail to compile. Syntax errors still
