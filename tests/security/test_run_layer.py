@@ -6,6 +6,7 @@ its cap; the next call finds none of it; switched off, writes outside are refuse
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import tempfile
@@ -192,3 +193,26 @@ def test_switched_off_writes_outside_are_refused(host_dir: str) -> None:
         assert data["status"] == "Failed"
         assert "Read-only file system" in data["run_result"]["stderr"]
     assert not os.path.exists("/mnt/a2e-attack")
+
+
+def test_the_root_is_the_layer_and_no_descriptor_leads_out(api: ToolAPI) -> None:
+    """What a program holds and where ``..`` takes it: its ``/`` is the layer's tmpfs (not the
+    host's root filesystem, whose device differs), ``/..`` is ``/``, and it holds no
+    descriptor of the worker's (the layer's build held the host's directories open)."""
+    code = (
+        "import json, os\n"
+        "fds = {}\n"
+        "for fd in os.listdir('/proc/self/fd'):\n"
+        "    try:\n"
+        "        fds[fd] = os.readlink(f'/proc/self/fd/{fd}')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "root, up = os.stat('/'), os.stat('/..')\n"
+        "print(json.dumps({'fds': fds, 'root': [root.st_dev, root.st_ino],\n"
+        "                  'up': [up.st_dev, up.st_ino], 'tmp': os.stat('/tmp').st_dev}))\n"
+    )
+    seen = json.loads(_printed(_run(api, code)))
+    assert seen["root"] == seen["up"] and seen["root"][0] == seen["tmp"]
+    assert seen["root"][0] != os.stat("/").st_dev
+    for fd, target in seen["fds"].items():
+        assert target.startswith(("pipe:", "socket:", "/dev/null", "/proc/")), (fd, target)
