@@ -84,9 +84,11 @@ def prepare(
         _report(prep, why)
         return None, why
     _report(prep, None)
-    # What calls write, read and run stays visible where it lives under /tmp.
-    binds = tmp_binds((*settings.writable_paths, *prep.code_paths, *settings.read_roots))
     root = run_root.prepare(prep, fd)
+    # Without a run layer, what calls write, read and run stays visible where it lives under
+    # /tmp (the run layer shows it its own way).
+    keep = (*settings.writable_paths, *prep.code_paths, *settings.read_roots)
+    binds = tmp_binds(keep) if root is None else ()
     return MountPlan(fd, settings.limits.tmp_mb, binds, root), None
 
 

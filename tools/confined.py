@@ -10,6 +10,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
+from a2e_engine.sandbox.quota import under
 from a2e_engine.sandbox.run_root import program_writable
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def decoded_files(where: str, files: Any) -> list[tuple[str, bytes]]:
     if not isinstance(files, dict):
         raise ValueError("files must be an object of path to base64 content")
     decoded = []
+    real_where = os.path.realpath(where)
     for path, content in files.items():
         if content is None:
             continue
@@ -54,8 +56,7 @@ def decoded_files(where: str, files: Any) -> list[tuple[str, bytes]]:
             data = base64.b64decode(str(content), validate=True)
         except binascii.Error:
             raise ValueError(f"files[{path!r}] is not base64") from None
-        real_where = os.path.realpath(where)
-        inside = target == real_where or target.startswith(real_where.rstrip("/") + "/")
+        inside = under(target, real_where)
         decoded.append((os.path.relpath(target, real_where) if inside else target, data))
     return decoded
 
