@@ -11,9 +11,9 @@ Both carry their owner in their names: ``owner_tag()``, the inode of the owner's
 and its pid there. A leftover is only touched when its owner is certainly gone: this process is
 in the initial PID namespace and sees every process, the owner was in that namespace too, and
 no process has its pid (one that has may be a reuse: it is left alone); or a state directory
-says it was made in an earlier boot. Removal never crosses a
-mount: a directory goes only once nothing is mounted below it any more, and a cgroup only if it
-is empty (the kernel refuses ``rmdir`` otherwise).
+says it was made in an earlier boot. Removal never crosses a mount: a directory goes only once
+nothing is mounted below it any more, and a cgroup only if it is empty (the kernel refuses
+``rmdir`` otherwise).
 """
 
 from __future__ import annotations
