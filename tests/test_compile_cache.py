@@ -291,7 +291,7 @@ def test_a_lookup_refuses_what_the_tool_did_not_write(tmp_path: Path) -> None:
     main = Path(cache.root, key, "main")
     genuine = main.read_bytes()
     main.chmod(0o644)
-    main.write_bytes(genuine[:-1] + b"\0")  # changed: its hash no longer holds
+    main.write_bytes(genuine[:-1] + bytes([genuine[-1] ^ 1]))  # changed: its hash fails
     assert cache.lookup(key) is None
     main.write_bytes(genuine)
     assert cache.lookup(key) is not None
