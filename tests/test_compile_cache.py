@@ -23,7 +23,7 @@ from a2e_engine.sandbox.landlock import abi_version
 from a2e_engine.tools import compile_cache
 from a2e_engine.tools.compile_cache import CompileCache, shared_compile_cache
 from a2e_engine.tools.judging import Capture
-from a2e_engine.tools.languages import LANGUAGES
+from a2e_engine.tools.languages import LANGUAGES, Language
 from a2e_engine.tools.submission import RunLimits, Submission
 
 #: The shared cache is only where Landlock governs truncation too (the lookups below need none).
@@ -417,3 +417,23 @@ def test_run_code_writes_the_workspace_only_once_it_can_no_longer_write_the_cach
             os._exit(code)
     assert os.waitpid(pid, 0)[1] == 0
     assert not os.path.exists(os.path.join(pch, "main.c"))
+
+
+def test_the_key_follows_each_file_the_compile_step_names(tmp_path: Path) -> None:
+    """Kotlin's compiler is a jar run on ``java`` and its launcher a source of the engine's: a
+    new one of either is a new toolchain, though ``java`` stayed the same."""
+    launcher, jar = tmp_path / "Launch.kt", tmp_path / "compiler.jar"
+    launcher.write_text("fun main() {}\n")
+    jar.write_bytes(b"1")
+    compile_step = ("/bin/true", "-cp", str(jar), "{source}", str(launcher))
+    language = Language("k", "main.kts", ("java", "Main"), compile=compile_step)
+    keys = {CompileCache.key(language, "1", {})}
+    launcher.write_text("fun main() { println() }\n")
+    keys.add(CompileCache.key(language, "1", {}))
+    jar.write_bytes(b"22")
+    keys.add(CompileCache.key(language, "1", {}))
+    assert len(keys) == 3
+    assert {path for path, _, _ in LANGUAGES["kotlin_script"].toolchain()} >= {
+        os.path.realpath("/usr/share/kotlin/kotlinc/lib/kotlin-compiler.jar"),
+        os.path.realpath(LANGUAGES["kotlin_script"].compile[-1]),  # type: ignore[index]
+    }

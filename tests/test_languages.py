@@ -4,8 +4,11 @@ limit. ``.ci/run`` installs each toolchain; a missing one fails here rather than
 
 from __future__ import annotations
 
+import base64
 import json
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,7 +49,12 @@ ECHO = {
     '(displayln (string-append (vector-ref (current-command-line-arguments) 0) " " w))',
     "scala": "object Main {\n  def main(args: Array[String]): Unit =\n"
     '    println(args(0) + " " + scala.io.StdIn.readLine())\n}',
+    "kotlin_script": 'println(args[0] + " " + readLine())',
+    # SQL has no arguments of its own: the shell runs them after the program (ECHO_ARGUMENTS).
+    "sql": "CREATE TABLE w(x TEXT);\n.import /dev/stdin w",
 }
+#: What each ECHO program is given as arguments, where not ``["hello"]``.
+ECHO_ARGUMENTS = {"sql": ["SELECT 'hello ' || x FROM w;"]}
 #: Does not compile (or, interpreted, does not parse).
 BROKEN = {
     "python": "def f(:\n",
@@ -67,6 +75,8 @@ BROKEN = {
     "csharp": "class P { static void Main() { int x = ; } }",
     "racket": "#lang racket\n(define (f x\n",
     "scala": "object Main { def main(args: Array[String]): Unit = { val x = } }",
+    "kotlin_script": "val x = ",
+    "sql": "SELEC 1;",
 }
 #: Fails while it runs, with a non-zero exit.
 CRASHING = {
@@ -88,6 +98,8 @@ CRASHING = {
     "csharp": 'class P { static void Main() { throw new System.Exception("boom"); } }',
     "racket": '#lang racket\n(error "boom")',
     "scala": 'object Main { def main(args: Array[String]): Unit = throw new Exception("boom") }',
+    "kotlin_script": 'throw Exception("boom")',
+    "sql": "CREATE TABLE t(x CHECK (x <> 'boom'));\nINSERT INTO t VALUES ('boom');",
 }
 #: Never ends on its own.
 SPINNING = {
@@ -110,6 +122,8 @@ SPINNING = {
     "csharp": "class P { static void Main() { for (;;) {} } }",
     "racket": "#lang racket\n(let loop () (loop))",
     "scala": "object Main { def main(args: Array[String]): Unit = while (true) {} }",
+    "kotlin_script": "while (true) {}",
+    "sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c;",
 }
 #: Holds ever more memory, each megabyte touched.
 GREEDY = {
@@ -139,6 +153,9 @@ GREEDY = {
     "scala": "object Main { def main(args: Array[String]): Unit = {\n"
     "  val l = scala.collection.mutable.ArrayBuffer[Array[Byte]]()\n"
     "  while (true) l += Array.fill[Byte](1 << 20)(1) } }",
+    "kotlin_script": "val l = ArrayList<ByteArray>()\nwhile (true) l.add(ByteArray(1 shl 20) { 1 })",
+    "sql": "CREATE TABLE t(b);\nWITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)\n"
+    "INSERT INTO t SELECT randomblob(1048576) FROM c;",
 }
 
 
@@ -307,10 +324,52 @@ def test_pytest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
     assert grew["run_result"]["status"] == "MemoryLimitExceeded", grew["run_result"]
 
 
+def test_sql_runs_in_sqlites_shell_on_the_databases_it_is_given(
+    tools: ToolAPI, tmp_path: Path
+) -> None:
+    with sqlite3.connect(tmp_path / "data.db") as made:
+        made.executescript("CREATE TABLE people(name); INSERT INTO people VALUES ('b'), ('a');")
+    made.close()
+    given = {"data.db": base64.b64encode((tmp_path / "data.db").read_bytes()).decode()}
+    query = (
+        "ATTACH 'data.db' AS d;\nSELECT group_concat(name) FROM (SELECT name FROM d.people"
+        " ORDER BY name);\nINSERT INTO d.people VALUES ('c');\n.mode csv\n"
+    )
+    data = _run(tools, "sql", query, files=given, fetch_files=["data.db"], args=[".print end"])
+    assert data["status"] == "Success", data
+    assert data["run_result"]["stdout"] == "a,b\nend\n"
+    (tmp_path / "back.db").write_bytes(base64.b64decode(data["files"]["data.db"]))
+    with sqlite3.connect(tmp_path / "back.db") as back:
+        assert back.execute("SELECT count(*) FROM people").fetchone() == (3,)
+    back.close()
+    # No parse-only pass: the statements before a syntax error ran, and the run failed there.
+    broken = _run(tools, "sql", "SELECT 'before';\nSELEC 1;\nSELECT 'after';")
+    assert broken["status"] == "Failed" and broken["run_result"]["stdout"] == "before\n"
+    assert "syntax error" in broken["run_result"]["stderr"]
+
+
+#: SandboxFusion's own kotlin_script tests (sandbox/tests/runners/test_kotlin_script.py): a
+#: check that throws fails the run with the exception on stderr, one that holds passes.
+KOTLIN_CHECK = (
+    "fun minCost() : Int {\n    return 0\n}\n\nfun main() {\n    var x : Int = minCost();\n"
+    "    var y : Int = {expected};\n    if (x != y) {\n"
+    '        throw Exception("Exception -- test case did not pass. x = " + x)\n    }\n}\n\nmain()\n'
+)
+
+
+def test_kotlin_script_gets_sandbox_fusions_verdicts(tools: ToolAPI) -> None:
+    held = _run(tools, "kotlin_script", KOTLIN_CHECK.replace("{expected}", "0"))
+    assert held["status"] == "Success", held
+    failed = _run(tools, "kotlin_script", KOTLIN_CHECK.replace("{expected}", "1"))
+    assert failed["status"] == "Failed" and failed["run_result"]["status"] == "Finished"
+    assert "java.lang.Exception" in failed["run_result"]["stderr"]
+
+
 @pytest.mark.parametrize("language", PROGRAMS)
 def test_a_program_reads_stdin_and_its_arguments(tools: ToolAPI, language: str) -> None:
     assert LANGUAGES[language].missing() is None  # .ci/run installs every toolchain
-    data = _run(tools, language, ECHO[language], stdin="world\n", args=["hello"])
+    arguments = ECHO_ARGUMENTS.get(language, ["hello"])
+    data = _run(tools, language, ECHO[language], stdin="world\n", args=arguments)
     run = data["run_result"]
     assert data["status"] == "Success", data
     assert run["status"] == "Finished" and run["return_code"] == 0

@@ -362,10 +362,12 @@ def test_sandbox_fusions_own_client_runs_code_here(service: ServiceProcess) -> N
         "php": "echo 1 + 1;",
         "R": "cat(1 + 1)",
         "scala": "object Main extends App { print(1 + 1) }",
+        "kotlin_script": "print(1 + 1)",
+        "sql": "SELECT 1 + 1;",
     }.items():
         answer = run(code=code, language=language)
         assert answer.status == sandbox_fusion.RunStatus.Success, (language, answer)
-        assert answer.run_result is not None and answer.run_result.stdout == "2", answer
+        assert answer.run_result is not None and answer.run_result.stdout.strip() == "2", answer
     failed = run(code="import sys\nsys.exit(3)", language="python")
     assert failed.status == sandbox_fusion.RunStatus.Failed
     assert failed.run_result is not None and failed.run_result.return_code == 3
@@ -376,11 +378,24 @@ def test_sandbox_fusions_own_client_runs_code_here(service: ServiceProcess) -> N
         run(code="1", language="julia")
 
 
+#: SandboxFusion's ``Language`` (sandbox/runners/types.py), every name its /run_code takes.
+SANDBOX_FUSION_LANGUAGES = (
+    *("python", "cpp", "nodejs", "go", "go_test", "java", "php", "csharp", "bash", "typescript"),
+    *("sql", "rust", "cuda", "lua", "R", "perl", "D_ut", "ruby", "scala", "julia", "pytest"),
+    *("junit", "kotlin_script", "jest", "verilog", "python_gpu", "lean", "swift", "racket"),
+)
+
+
 def test_every_language_is_served_under_a_sandbox_fusion_name() -> None:
     from a2e_engine.engine.service.sandbox_fusion import LANGUAGES as SERVED
+    from a2e_engine.engine.service.sandbox_fusion import NOT_SERVED
     from a2e_engine.tools.languages import LANGUAGES
 
     assert set(SERVED.values()) == set(LANGUAGES)
+    # Each of SandboxFusion's names is served, or refused by name with the reason; c, js and
+    # ts are names of this engine's besides.
+    assert set(SANDBOX_FUSION_LANGUAGES) == (set(SERVED) | set(NOT_SERVED)) - {"c", "js", "ts"}
+    assert not set(SERVED) & set(NOT_SERVED)
 
 
 def test_sandbox_fusions_own_client_runs_jupyter_cells_here(service: ServiceProcess) -> None:
@@ -452,6 +467,12 @@ def test_an_unknown_language_is_a_sandbox_error(service: ServiceProcess) -> None
     answer = _run_code(service, {"language": "brainfuck", "code": "+."})
     assert answer["status"] == "SandboxError" and "'brainfuck' is not served" in answer["message"]
     assert answer["run_result"] is None
+    from a2e_engine.engine.service.sandbox_fusion import NOT_SERVED
+
+    for language, why in NOT_SERVED.items():
+        refused = _run_code(service, {"language": language, "code": "1"})
+        assert refused["status"] == "SandboxError" and refused["run_result"] is None
+        assert refused["message"] == f"language {language!r} is not served here: {why}"
 
 
 def test_sandbox_fusion_tokens_and_ping(service: ServiceProcess) -> None:

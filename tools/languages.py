@@ -172,12 +172,17 @@ class Language:
         return None
 
     def toolchain(self) -> tuple[tuple[str, int, int], ...]:
-        """What identifies the toolchain for the compile cache: each program's real path, size
-        and modification time (an upgrade changes them; asking the compiler would cost a run)."""
+        """What identifies the toolchain for the compile cache: the real path, size and
+        modification time of each program, of each file its compile step names (Kotlin's
+        compiler is a jar on ``java``, its script launcher a source of the engine's) and of what
+        it ``needs`` (an upgrade changes them; asking the compiler would cost a run)."""
+        paths = [toolchain_path(program) for program in self.programs()]
+        paths.extend(part for part in self.compile or () if os.path.isabs(part))
+        if self.needs and not self.needs.startswith("module:"):
+            paths.append(self.needs)
         found = []
-        for program in self.programs():
-            path = toolchain_path(program)
-            if path is not None:
+        for path in paths:
+            if path is not None and os.path.isfile(path):
                 real = os.path.realpath(path)
                 stat = os.stat(real)
                 found.append((real, stat.st_size, stat.st_mtime_ns))
@@ -279,6 +284,30 @@ _SCALA_OBJECT = r"\bobject\s+(\w+)"
 _SCALAC = ("scalac", *_JVM_COMPILER, "-d", ".", "{source}")
 _SCALA_LIBRARY = "/usr/share/java/scala-library.jar"
 _SCALA_RUN = (*_JVM, "-cp", f".:{_SCALA_LIBRARY}", "{main}")
+#: Debian's Kotlin 1.3, on the system JDK. SandboxFusion runs the script with ``kotlin``, which
+#: compiles it on every run: here it is compiled once (a compile error is one, and the compile
+#: cache keeps the classes) and run on the JVM with a launcher of the engine's, since a
+#: compiled script is a class without ``main``. The compiler runs on the JVM directly, as
+#: ``kotlinc`` would start it but without the deprecated ``-noverify`` that makes it warn.
+_KOTLIN = "/usr/share/kotlin/kotlinc/lib"
+_KOTLIN_SCRIPT_LAUNCHER = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "kotlin", "RunScript.kt"
+)
+_KOTLINC = (
+    *("java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData"),
+    *("-cp", f"{_KOTLIN}/kotlin-preloader.jar", "org.jetbrains.kotlin.preloading.Preloader"),
+    *("-cp", f"{_KOTLIN}/kotlin-compiler.jar", "org.jetbrains.kotlin.cli.jvm.K2JVMCompiler"),
+)
+_KOTLIN_SCRIPT_RUN = (
+    *_JVM,
+    *("-cp", f".:{_KOTLIN}/kotlin-stdlib.jar:{_KOTLIN}/kotlin-script-runtime.jar", "RunScript"),
+)
+#: SQLite's shell on an empty database in memory (``.open`` or ``ATTACH`` reads one from
+#: ``files``), stopping at the first error with status 1, as a failed statement should fail the
+#: run. Arguments are what the shell makes of them: more SQL or dot-commands, run after the
+#: program. There is no parse-only mode: a syntax error fails the run, after the statements
+#: before it ran.
+_SQLITE_RUN = ("sqlite3", "-batch", "-bail", ":memory:", ".read {source}")
 #: Without type-checking (``--noCheck``, TypeScript 5.5 and later), as SandboxFusion runs it
 #: (``tsx``): HumanEval-X's and MultiPL-E's TypeScript does not type-check cleanly, and
 #: ``console.assert(1 === 2)`` must run and say so, not fail to compile. Syntax errors still
@@ -617,6 +646,26 @@ LANGUAGES: dict[str, Language] = {
             out_of_memory=("java.lang.OutOfMemoryError",),
             main_pattern=_SCALA_OBJECT,
             default_main="Main",
+        ),
+        Language(
+            "kotlin_script",
+            # The script's class is named after its file: ``Main``, which the launcher starts.
+            "main.kts",
+            _KOTLIN_SCRIPT_RUN,
+            compile=(*_KOTLINC, "-d", ".", "{source}", _KOTLIN_SCRIPT_LAUNCHER),
+            outputs=("*.class",),
+            needs=f"{_KOTLIN}/kotlin-compiler.jar",
+            install="kotlin",
+            version=(*_KOTLINC, "-version"),
+            out_of_memory=("java.lang.OutOfMemoryError",),
+        ),
+        Language(
+            "sql",
+            "main.sql",
+            _SQLITE_RUN,
+            install="sqlite3",
+            version=("sqlite3", "-version"),
+            out_of_memory=("out of memory",),
         ),
         Language(
             "csharp",

@@ -7,8 +7,9 @@ fields are ignored, as it ignores them) and answers in its shape (``RunCodeRespo
 ``status`` ``Success``, ``Failed`` or ``SandboxError``, ``message``, ``compile_result``,
 ``run_result``, ``executor_pod_name``, ``files``. It is a mapping onto the ``run_code`` tool,
 whose result has that shape already; ``LANGUAGES`` maps SandboxFusion's names to the tool's, one
-entry each. A language not served, or a call that could not run, is a ``SandboxError`` that says
-why. ``memory_limit_MB`` above 0 is the run's ``memory_mb``.
+entry each. A language not served (``NOT_SERVED`` names SandboxFusion's own with the reason), or
+a call that could not run, is a ``SandboxError`` that says why. ``memory_limit_MB`` above 0 is
+the run's ``memory_mb``.
 
 ``/run_jupyter`` takes its ``RunJupyterRequest`` (``cells``, ``cell_timeout``, ``total_timeout``,
 ``kernel`` ``python3``, ``files``, ``fetch_files``) and maps onto the ``python_cells`` tool: 200
@@ -50,6 +51,7 @@ from a2e_engine.tools.python_cells import MAX_CELLS
 
 __all__ = [
     "LANGUAGES",
+    "NOT_SERVED",
     "PONG",
     "CommandRunResult",
     "RunCodeRequest",
@@ -84,8 +86,19 @@ LANGUAGES: dict[str, str] = {
     "racket": "racket",
     "scala": "scala",
     "jest": "jest",
+    "kotlin_script": "kotlin_script",
+    "sql": "sql",
     "js": "nodejs",
     "ts": "typescript",
+}
+#: SandboxFusion's languages that this engine cannot serve, each with why: what a client that
+#: asks for one reads in the ``SandboxError``'s message.
+NOT_SERVED: dict[str, str] = {
+    "julia": "Debian 12 has no Julia, and its registry packages only download one from the web",
+    "swift": "Debian 12 has no Swift compiler (its package 'swift' is OpenStack's object store)",
+    "lean": "Lean 4 and the Mathlib its runs build against come only from GitHub's releases",
+    "cuda": "CUDA programs need an NVIDIA GPU; this engine runs programs on CPUs only",
+    "python_gpu": "python_gpu needs an NVIDIA GPU; this engine runs programs on CPUs only",
 }
 #: Time the call gets past the program's own limits (starting it, writing files, fetching).
 SLACK_S = 5
@@ -295,6 +308,9 @@ def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
         if isinstance(body, Response):
             return body
         language = LANGUAGES.get(body.language)
+        if body.language in NOT_SERVED:
+            why = f"language {body.language!r} is not served here: {NOT_SERVED[body.language]}"
+            return json_response(sandbox_error(why).wire())
         if language is None:
             served = ", ".join(sorted(LANGUAGES))
             why = f"language {body.language!r} is not served here; served: {served}"
