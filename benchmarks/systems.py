@@ -29,7 +29,6 @@ import multiprocessing
 import os
 import shlex
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -52,6 +51,7 @@ from a2e_engine.benchmarks.workloads import (
     run_code_workloads,
     script_result,
 )
+from a2e_engine.sandbox.exits import how_it_ended
 
 __all__ = [
     "RETRIES",
@@ -136,19 +136,13 @@ def shown(command: Sequence[str]) -> str:
 def failure_line(command: Sequence[str], returncode: int, stderr: bytes | str | None) -> str:
     """How a command ended, in one line: what ran, its exit status or the signal that killed
     it, and the last lines of its stderr."""
-    if returncode < 0:
-        try:
-            ended = f"was killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            ended = f"was killed by signal {-returncode}"
-    else:
-        ended = f"exited with status {returncode}"
+    how = how_it_ended(returncode)
     text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr or ""
     lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
     said = " | ".join(lines[-STDERR_LINES:])
     if len(said) > STDERR_CHARS:
         said = "..." + said[-STDERR_CHARS:]
-    return f"`{shown(command)}` {ended}: {said or 'nothing on stderr'}"
+    return f"`{shown(command)}` {how}: {said or 'nothing on stderr'}"
 
 
 #: The longest reason a failure is given, of an exception that did not say it in one line.

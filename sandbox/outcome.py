@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from a2e_engine.sandbox.exits import how_it_ended, signal_name
+
 if TYPE_CHECKING:
     from a2e_engine.sandbox.deadline import Deadline
     from a2e_engine.sandbox.handle import WorkerHandle
@@ -67,7 +69,7 @@ class WorkerOutcome:
         return self.status is OutcomeStatus.OK
 
 
-_SIGNAL_MEANING = {
+_SIGNAL_MEANING: dict[int, str] = {
     signal.SIGSYS: "killed by the seccomp filter: the tool made a forbidden system call (SIGSYS)",
     signal.SIGSEGV: "crashed with a segmentation fault (SIGSEGV)",
     signal.SIGBUS: "crashed with a bus error (SIGBUS)",
@@ -84,11 +86,8 @@ def describe_exit(status: int) -> tuple[int, str | None, str]:
     """(exit_code, signal name, sentence) for a raw wait status; exit_code is -signo on a signal."""
     if os.WIFSIGNALED(status):
         signo = os.WTERMSIG(status)
-        name = (
-            signal.Signals(signo).name if signo in signal.Signals._value2member_map_ else str(signo)
-        )
-        meaning = _SIGNAL_MEANING.get(signal.Signals(signo)) if name != str(signo) else None
-        return -signo, name, f"the worker {meaning or f'was killed by signal {name}'}"
+        meaning = _SIGNAL_MEANING.get(signo)
+        return -signo, signal_name(signo), f"the worker {meaning or how_it_ended(-signo)}"
     code = os.waitstatus_to_exitcode(status)
     if code == 0:
         return 0, None, "the worker exited without sending a result"

@@ -120,7 +120,7 @@ def _bench_with_a_fake_bwrap(tmp_path: Path, script: str, *flags: str) -> tuple[
 
 @pytest.mark.parametrize(
     ("ends", "ended"),
-    [("exit 3", "exited with status 3"), ("kill -KILL $$", "was killed by SIGKILL")],
+    [("exit 3", "exited with code 3"), ("kill -KILL $$", "was killed by SIGKILL")],
 )
 def test_a_system_that_fails_says_why_in_one_line(tmp_path: Path, ends: str, ended: str) -> None:
     """The command, how it ended, the end of its stderr: in the report and in the table, one
@@ -153,7 +153,7 @@ def test_a_transient_failure_is_run_again_counted_and_shown(tmp_path: Path) -> N
     retried = workload["extras"]["bwrap"]["retried"]
     (why,) = retried["reasons"]
     assert retried == {"calls": 1, "reasons": {why: 1}}
-    assert why.endswith(f"exited with status 1: bwrap: {cause}"), why
+    assert why.endswith(f"exited with code 1: bwrap: {cause}"), why
     assert "bubblewrap + python: 1 call(s) failed and succeeded when run again" in printed
     assert "retried" not in workload["extras"].get("subprocess", {})
 
@@ -169,7 +169,7 @@ def test_a_failed_command_is_named_with_its_cause() -> None:
     why = systems.failure_reason(failed)
     assert why == (
         f"`/usr/bin/bwrap --unshare-all {sys.executable} -c <{len(script)} characters>` "
-        "exited with status 1: bwrap: loopback: Failed RTM_NEWADDR: No such device"
+        "exited with code 1: bwrap: loopback: Failed RTM_NEWADDR: No such device"
     )
     assert systems.failure_reason(RuntimeError("two\nlines")) == "RuntimeError: two lines"
 

@@ -228,6 +228,10 @@ def test_called_outside_the_engine_it_leaves_no_files(
     arguments = {"program": GOOD, "tests": CHECK, "entry_point": "inc"}
     assert CodeEval()._execute_tool("code_eval", arguments)["verdict"] == "passed"
     assert list(tmp_path.iterdir()) == []
+    # Its child killed by a real-time signal, one Python's signal.Signals has no name for.
+    arguments["program"] = "import os\nos.kill(os.getpid(), 35)\n"
+    report = CodeEval()._execute_tool("code_eval", arguments)
+    assert report["reason"] == "the program was killed by signal 35 before its tests finished"
 
 
 def test_the_candidate_writes_only_its_own_directory_and_its_run_layer(tools: ToolAPI) -> None:

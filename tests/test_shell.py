@@ -39,6 +39,9 @@ def test_output_and_exit_code(tools: ToolAPI) -> None:
     assert failed.data["exit_code"] == 3 and failed.data["stdout"] == "partial\n"
     killed = shell(tools, "kill -9 $$")
     assert not killed.success and killed.error == "the command was killed by SIGKILL"
+    # A real-time signal: one Python's signal.Signals has no name for.
+    realtime = shell(tools, "kill -35 $$")
+    assert not realtime.success and realtime.error == "the command was killed by signal 35"
 
 
 def test_lines_stream_as_they_are_printed(tools: ToolAPI) -> None:

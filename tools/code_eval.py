@@ -47,6 +47,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+from a2e_engine.sandbox.exits import how_it_ended
 from a2e_engine.sandbox.landlock import WriteConfinement, confine_writes
 from a2e_engine.sandbox.run_root import program_writable
 from a2e_engine.tools.call_based import call_based_tests
@@ -338,13 +339,9 @@ class CodeEval(ToolPlugin):
                 "timed out", f"did not finish within {_time_limit(arguments):g} s", []
             )
         elif ended in ("crashed", "violation"):
-            usage = result.usage
-            if usage is not None and usage.signal:
-                how = f"was killed by {usage.signal}"
-            elif result.exit_code is not None:
-                how = f"exited with code {result.exit_code}"
-            else:
-                how = f"ended the worker ({result.error})"
+            # The exit code is the negated signal number when a signal ended the worker.
+            code = result.exit_code
+            how = how_it_ended(code) if code is not None else f"ended the worker ({result.error})"
             verdict = ended_early(how)
         else:
             return result  # cancelled, or the sandbox could not run it: not a verdict

@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 import math
 import re
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from a2e_engine.sandbox.exits import how_it_ended
 
 __all__ = [
     "COMPARISONS",
@@ -203,13 +204,5 @@ def verdict_of_exit(run: dict[str, Any]) -> CaseVerdict:
         return CaseVerdict(RUNTIME, f"could not start: {run['stderr']}")
     code = run["return_code"]
     if code != 0:
-        how = f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
-        return CaseVerdict(RUNTIME, how)
+        return CaseVerdict(RUNTIME, how_it_ended(code))
     return CaseVerdict(ACCEPTED)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from a2e_engine.sandbox.exits import how_it_ended
 from a2e_engine.sandbox.forking import fork_single_threaded, thread_count
 from a2e_engine.sandbox.landlock import WriteConfinement
 
@@ -174,11 +175,7 @@ def run_in_child(
         return outcome("timed out", f"did not finish within {time_limit:g} s", [])
     text = raw.decode("utf-8", "replace")
     if not (text.startswith(nonce) and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-        if os.WIFSIGNALED(status):
-            how = f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
-        else:
-            how = f"exited with code {os.waitstatus_to_exitcode(status)}"
-        return ended_early(how)
+        return ended_early(how_it_ended(os.waitstatus_to_exitcode(status)))
     return verdict_of(text[len(nonce) :])
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
+from a2e_engine.sandbox.exits import how_it_ended
 from a2e_engine.tools.confined import resolve_confined
 from a2e_engine.tools.output import EventStream, Flusher, results_of
 from a2e_engine.tools.processes import run_captured
@@ -99,10 +99,5 @@ class Shell(ToolPlugin):
             flusher.stop()
         result: dict[str, Any] = {"exit_code": code, **results_of(out, err)}
         if code != 0:
-            how = (
-                f"was killed by {signal.Signals(-code).name}"
-                if code < 0
-                else f"exited with code {code}"
-            )
-            raise ToolExecutionError(f"the command {how}", result, retryable=False)
+            raise ToolExecutionError(f"the command {how_it_ended(code)}", result, retryable=False)
         return result
