@@ -24,12 +24,14 @@ from a2e.caps.tools.models import ToolEvent
 from a2e.messages import A2EError, A2EMessage, HandshakeRequest, HandshakeResponse
 from a2e.transport import ClientTransport, TransportClosed
 
-__all__ = ["A2EClient", "HandshakeFailed", "PendingReply"]
+__all__ = ["REPLY_TIMEOUT_S", "A2EClient", "HandshakeFailed", "PendingReply"]
 
 log = logging.getLogger("a2e.client")
 
 #: Messages sent without waiting whose late ``error`` is still recognised (the newest kept).
 MAX_UNANSWERED = 1024
+#: How long a client waits for the server's answer to a handshake or a listing.
+REPLY_TIMEOUT_S = 30.0
 
 
 class HandshakeFailed(ConnectionError):
@@ -95,7 +97,7 @@ class A2EClient:
         capabilities: Sequence[str] = ("tools",),
         token: str | None = None,
         handshake: bool = True,
-        handshake_timeout: float = 30.0,
+        handshake_timeout: float = REPLY_TIMEOUT_S,
     ) -> None:
         self.transport = transport
         self.client_name = client_name
@@ -121,7 +123,7 @@ class A2EClient:
     # -- lifecycle --
 
     def handshake(
-        self, capabilities: list[str], token: str | None = None, timeout: float = 30.0
+        self, capabilities: list[str], token: str | None = None, timeout: float = REPLY_TIMEOUT_S
     ) -> HandshakeResponse:
         request = HandshakeRequest(client=self.client_name, capabilities=capabilities, token=token)
         reply = self.request(request, timeout=timeout)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, NoReturn
 
 from a2e.caps.tools.client import PendingCall, ToolAPI
-from a2e.caps.tools.models import ToolEvent
+from a2e.caps.tools.models import DEFAULT_TIMEOUT_S, ToolEvent
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e.codec import MAX_MESSAGE_BYTES
 from a2e_engine.engine.config import EngineConfig
@@ -797,10 +797,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--call-timeout-s",
         type=_positive_seconds,
-        default=30,
+        default=DEFAULT_TIMEOUT_S,
         metavar="S",
         help="MCP calls' timeout (--mcp, and /mcp with --http), as MCP requests carry none "
-        "(default 30)",
+        f"(default {DEFAULT_TIMEOUT_S})",
     )
     serve.add_argument(
         "--http",
@@ -897,10 +897,10 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument(
         "--timeout",
         type=_positive_seconds,
-        default=30.0,
+        default=DEFAULT_TIMEOUT_S,
         metavar="S",
-        help="seconds the call may take (default 30); a fraction is rounded up to whole "
-        "seconds, as the protocol does",
+        help=f"seconds the call may take (default {DEFAULT_TIMEOUT_S}); a fraction is rounded "
+        "up to whole seconds, as the protocol does",
     )
     _add_engine_options(call)
     call.set_defaults(func=cmd_call)

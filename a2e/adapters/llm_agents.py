@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolDefinition
+from a2e.caps.tools.models import DEFAULT_TIMEOUT_S, ToolDefinition
 from a2e.caps.tools.schema import input_schema
 
 __all__ = ["EngineTool", "ToolCallResult", "engine_tools"]
@@ -44,7 +44,9 @@ def _result_class() -> Callable[..., Any]:
 
 
 class EngineTool:
-    def __init__(self, tools: ToolAPI, definition: ToolDefinition, timeout: int = 30) -> None:
+    def __init__(
+        self, tools: ToolAPI, definition: ToolDefinition, timeout: int = DEFAULT_TIMEOUT_S
+    ) -> None:
         self._tools = tools
         self.definition = definition
         self.timeout = timeout
@@ -92,6 +94,6 @@ class EngineTool:
         return self._make_result(tool_call_id=call_id, content=json.dumps(content), error=True)
 
 
-def engine_tools(tools: ToolAPI, timeout: int = 30) -> list[EngineTool]:
+def engine_tools(tools: ToolAPI, timeout: int = DEFAULT_TIMEOUT_S) -> list[EngineTool]:
     """Every tool the engine lists, adapted."""
     return [EngineTool(tools, definition, timeout) for definition in tools.list()]

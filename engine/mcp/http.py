@@ -24,6 +24,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
+from a2e.caps.tools.models import DEFAULT_TIMEOUT_S
 from a2e_engine.engine.host import Host, HostSession
 from a2e_engine.engine.mcp.server import build_server
 from a2e_engine.engine.mcp.sessions import LazySession
@@ -40,7 +41,7 @@ class McpEndpoint:
     def __init__(
         self,
         host: Host,
-        call_timeout_s: float = 30,
+        call_timeout_s: float = DEFAULT_TIMEOUT_S,
         max_body_bytes: int = 4 * 1024 * 1024,
         idle_s: float = 1800,
     ) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +24,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from a2e.caps.tools.models import (
+    DEFAULT_TIMEOUT_S,
     FailureReason,
     ToolCallRequest,
     ToolErrorCode,
@@ -70,7 +70,9 @@ _SEARCH_DEFINITION = types.Tool(
 )
 
 
-def build_server(session_for: SessionFor, version: str, call_timeout_s: float = 30) -> Server[Any]:
+def build_server(
+    session_for: SessionFor, version: str, call_timeout_s: float = DEFAULT_TIMEOUT_S
+) -> Server[Any]:
     """``call_timeout_s``: each call's timeout (an MCP request has no field for one)."""
     schemas: dict[str, dict[str, Any]] = {}  # by name, as last listed
     engine_names: set[str] = set()  # the engine's own tools, as last listed
@@ -127,7 +129,10 @@ async def _call(
     timeout: float,
 ) -> types.CallToolResult:
     request = ToolCallRequest(
-        tool_name=name, arguments=arguments, streaming=True, timeout=math.ceil(timeout)
+        tool_name=name,
+        arguments=arguments,
+        streaming=True,
+        timeout=timeout,  # type: ignore[arg-type]  # a float, rounded up by the model
     )
     relay = EventRelay(ctx, name)
     # A client's cancel cancels this task: leaving ``call`` early cancels the call, and its

@@ -29,6 +29,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from a2e.caps.tools.models import DEFAULT_TIMEOUT_S
 from a2e.codec import MAX_MESSAGE_BYTES
 from a2e_engine.engine.host import Host, HostSession
 from a2e_engine.engine.mcp.server import build_server
@@ -47,7 +48,7 @@ __all__ = ["serve_mcp_stdio"]
 
 async def serve_mcp_stdio(
     host: Host,
-    call_timeout_s: float = 30,
+    call_timeout_s: float = DEFAULT_TIMEOUT_S,
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from a2e.caps.tools.models import DEFAULT_TIMEOUT_S
 from a2e.codec import MAX_MESSAGE_BYTES
 
 __all__ = ["ServiceConfig", "is_loopback"]
@@ -45,7 +46,7 @@ class ServiceConfig:
     #: How long a client may take to send its request line and headers, or a body.
     request_timeout_s: float = 30.0
     #: Each MCP call's timeout (``/mcp``), as MCP requests carry none.
-    mcp_call_timeout_s: float = 30.0
+    mcp_call_timeout_s: float = DEFAULT_TIMEOUT_S
 
     def __post_init__(self) -> None:
         if self.token is not None and not self.token:

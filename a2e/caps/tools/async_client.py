@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from a2e.caps.tools.client import REPLY_GRACE_S, to_result
 from a2e.caps.tools.models import (
+    DEFAULT_TIMEOUT_S,
     ToolCallRequest,
     ToolCancelRequest,
     ToolDefinition,
@@ -28,7 +29,7 @@ from a2e.caps.tools.models import (
     ToolListResponse,
     ToolResult,
 )
-from a2e.client import HandshakeFailed
+from a2e.client import REPLY_TIMEOUT_S, HandshakeFailed
 from a2e.messages import A2EError, A2EMessage, HandshakeRequest, HandshakeResponse
 from a2e.transport import TransportClosed
 
@@ -145,11 +146,13 @@ class AsyncToolAPI:
         self, capabilities: list[str], client_name: str = "", token: str | None = None
     ) -> HandshakeResponse:
         hello = HandshakeRequest(client=client_name, capabilities=capabilities, token=token)
-        reply = await self._request(hello, 30.0)
+        reply = await self._request(hello, REPLY_TIMEOUT_S)
         if isinstance(reply, A2EError):
             raise HandshakeFailed(f"handshake refused: {reply.code}: {reply.message}")
         if not isinstance(reply, HandshakeResponse):
-            raise HandshakeFailed(f"no handshake reply ({self.closed_reason or 'in 30 s'})")
+            raise HandshakeFailed(
+                f"no handshake reply ({self.closed_reason or f'in {REPLY_TIMEOUT_S:g} s'})"
+            )
         self.session_id = reply.session_id
         return reply
 
@@ -166,7 +169,7 @@ class AsyncToolAPI:
             filter_tags=list(tags or ()),
             filter_kind=kind,
         )
-        reply = await self._request(request, 30.0)
+        reply = await self._request(request, REPLY_TIMEOUT_S)
         if isinstance(reply, A2EError):
             raise RuntimeError(f"tool/list refused: {reply.code}: {reply.message}")
         if not isinstance(reply, ToolListResponse):
@@ -179,7 +182,7 @@ class AsyncToolAPI:
         arguments: dict[str, Any],
         streaming: bool = False,
         on_event: EventCallback | None = None,
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         correlation_id: str | None = None,
     ) -> AsyncPendingCall:
         request = ToolCallRequest(
@@ -206,7 +209,7 @@ class AsyncToolAPI:
         arguments: dict[str, Any],
         streaming: bool = False,
         on_event: EventCallback | None = None,
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         correlation_id: str | None = None,
     ) -> ToolResult:
         pending = await self.start(

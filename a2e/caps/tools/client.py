@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from a2e.caps.tools.models import (
+    DEFAULT_TIMEOUT_S,
     FailureReason,
     ToolCallRequest,
     ToolCallResponse,
@@ -23,7 +24,7 @@ from a2e.caps.tools.models import (
     ToolListResponse,
     ToolResult,
 )
-from a2e.client import A2EClient, PendingReply
+from a2e.client import REPLY_TIMEOUT_S, A2EClient, PendingReply
 from a2e.messages import A2EError, ErrorCode
 from a2e.transport import TransportClosed
 
@@ -149,7 +150,7 @@ class ToolAPI:
             filter_tags=list(tags or ()),
             filter_kind=kind,
         )
-        reply = self.client.request(request, timeout=30.0)
+        reply = self.client.request(request, timeout=REPLY_TIMEOUT_S)
         if isinstance(reply, A2EError):
             raise RuntimeError(f"tool/list refused: {reply.code}: {reply.message}")
         if not isinstance(reply, ToolListResponse):
@@ -163,7 +164,7 @@ class ToolAPI:
         arguments: dict[str, Any],
         streaming: bool = False,
         on_event: Callable[[ToolEvent], None] | None = None,
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         correlation_id: str | None = None,
     ) -> PendingCall:
         """Send a call and return at once; ``.result()`` waits, ``.cancel()`` ends it.
@@ -187,7 +188,7 @@ class ToolAPI:
         arguments: dict[str, Any],
         streaming: bool = False,
         on_event: Callable[[ToolEvent], None] | None = None,
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         correlation_id: str | None = None,
     ) -> ToolResult:
         """Run a tool and wait for its result (always a ``ToolResult``, never an exception)."""

@@ -20,6 +20,7 @@ from a2e.caps.tools.reasons import FailureReason
 from a2e.messages import A2EEvent, A2EMessage
 
 __all__ = [
+    "DEFAULT_TIMEOUT_S",
     "EVENT_DATA_MODELS",
     "ArtifactData",
     "EventKind",
@@ -177,6 +178,11 @@ class ToolListResponse(A2EMessage):
     tools: list[ToolDefinition] = Field(default_factory=list)
 
 
+#: The spec's default ``timeout`` of a call, in seconds: every client and front-end that has to
+#: pick one for its caller picks this.
+DEFAULT_TIMEOUT_S = 30
+
+
 class ToolCallRequest(A2EMessage):
     type: Literal["tool/call/req"] = "tool/call/req"
     session_id: str = ""
@@ -184,7 +190,7 @@ class ToolCallRequest(A2EMessage):
     arguments: dict[str, Any]
     correlation_id: str = ""
     streaming: bool = False
-    timeout: int = 30
+    timeout: int = DEFAULT_TIMEOUT_S
 
     @field_validator("timeout", mode="before")
     @classmethod
