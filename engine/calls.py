@@ -39,8 +39,8 @@ from a2e_engine.engine.session import Session
 from a2e_engine.engine.validation import decode_json_text, validate_arguments
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.messages import Job
-from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
 from a2e_engine.sandbox.pool import StopSignal, WorkerPool
+from a2e_engine.sandbox.run import Outcome, OutcomeStatus
 
 __all__ = ["CallContext", "failure_reason", "run_call"]
 
@@ -231,7 +231,7 @@ async def run_call(
     deadline = _tightened(tool, request.arguments, deadline, loop)
     resident = tool.name in tool.plugin.resident_tools and ctx.residents is not None
 
-    async def attempt() -> WorkerOutcome:
+    async def attempt() -> Outcome:
         nonlocal attempts
         attempts += 1
         call_id = f"{attempts}-{os.urandom(16).hex()}"
@@ -277,7 +277,7 @@ async def run_call(
                 # hold up its reply (the directory is private to this attempt, already unused).
                 loop.run_in_executor(None, session.remove_call_dir, call_id)
 
-    def on_retry(next_attempt: int, outcome: WorkerOutcome) -> None:
+    def on_retry(next_attempt: int, outcome: Outcome) -> None:
         with contextlib.suppress(ValueError):
             events.status(f"attempt {next_attempt - 1} failed ({outcome.error}); retrying")
 
@@ -342,7 +342,7 @@ def _accepted(
 
 def _to_result(
     name: str,
-    outcome: WorkerOutcome,
+    outcome: Outcome,
     events: CallEvents,
     attempts: int,
     started: float,
@@ -394,7 +394,7 @@ _REASON_OF_STATUS = {
 }
 
 
-def failure_reason(outcome: WorkerOutcome) -> FailureReason:
+def failure_reason(outcome: Outcome) -> FailureReason:
     """Why the run failed: what the tool said of itself, else the limit it hit, else how it
     ended."""
     if outcome.status is OutcomeStatus.FAILED and outcome.reason is not None:

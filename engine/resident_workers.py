@@ -22,10 +22,9 @@ from a2e.caps.tools.reasons import FailureReason
 from a2e_engine.engine.config import ResidentLimits
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.messages import Job
-from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
 from a2e_engine.sandbox.pool import WorkerPool
 from a2e_engine.sandbox.resident import ResidentWorker
-from a2e_engine.sandbox.stream import EventSink
+from a2e_engine.sandbox.run import EventSink, Outcome, OutcomeStatus
 from a2e_engine.sandbox.waiting import StopSignal
 
 __all__ = ["ResidentWorkers"]
@@ -66,7 +65,7 @@ class ResidentWorkers:
         deadline: Deadline,
         on_event: EventSink,
         stop: StopSignal,
-    ) -> WorkerOutcome:
+    ) -> Outcome:
         """``job`` in the session's worker, started if it has none."""
         kept = self._kept.setdefault(session_id, _Kept(asyncio.Lock()))
         loop = asyncio.get_running_loop()
@@ -75,7 +74,7 @@ class ResidentWorkers:
                 await self._end(kept, f"it lived past its {self.limits.lifetime_s:g} s")
             starting = not _alive(kept.worker)
             if starting and self.live + self._starting >= self.limits.limit:
-                return WorkerOutcome(
+                return Outcome(
                     OutcomeStatus.FAILED,
                     error=f"all {self.limits.limit} sessions that may keep a worker have one; "
                     "end a session (or raise resident_workers) and try again",
@@ -92,7 +91,7 @@ class ResidentWorkers:
 
     async def _run(
         self, kept: _Kept, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal
-    ) -> WorkerOutcome:
+    ) -> Outcome:
         """Under the session's lock: tell the call if an earlier worker ended, then run it."""
         loop = asyncio.get_running_loop()
         if kept.worker is not None and not kept.worker.alive:  # it ended between calls

@@ -23,7 +23,7 @@ from tenacity.stop import stop_base
 
 from a2e_engine.engine.config import RetryPolicy
 from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
+from a2e_engine.sandbox.run import Outcome, OutcomeStatus
 
 __all__ = ["RETRYABLE", "run_with_retries"]
 
@@ -58,17 +58,17 @@ class stop_when_set(stop_base):
         return self.event.is_set()
 
 
-def _retryable(outcome: WorkerOutcome) -> bool:
+def _retryable(outcome: Outcome) -> bool:
     return outcome.status in RETRYABLE and outcome.retryable
 
 
 async def run_with_retries(
-    attempt: Callable[[], Awaitable[WorkerOutcome]],
+    attempt: Callable[[], Awaitable[Outcome]],
     policy: RetryPolicy,
     deadline: Deadline,
     cancelled: asyncio.Event,
-    on_retry: Callable[[int, WorkerOutcome], None],
-) -> WorkerOutcome:
+    on_retry: Callable[[int, Outcome], None],
+) -> Outcome:
     """Run ``attempt`` until it succeeds or the policy says stop; return the last outcome.
 
     The first attempt runs before tenacity is set up: most calls need no other, and the
@@ -80,7 +80,7 @@ async def run_with_retries(
     loop = asyncio.get_running_loop()
     unread = [first]
 
-    async def this_attempt() -> WorkerOutcome:
+    async def this_attempt() -> Outcome:
         return unread.pop() if unread else await attempt()
 
     async def interruptible_sleep(seconds: float) -> None:
@@ -103,5 +103,5 @@ async def run_with_retries(
         before_sleep=before_sleep,
         retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
     )
-    outcome: WorkerOutcome = await retrying(this_attempt)
+    outcome: Outcome = await retrying(this_attempt)
     return outcome

@@ -13,25 +13,25 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from a2e_engine.sandbox.limits import Limits
     from a2e_engine.sandbox.messages import Job
-    from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome
     from a2e_engine.sandbox.pool import PoolConfig, SandboxUnavailable, WorkerPool
+    from a2e_engine.sandbox.run import Outcome, OutcomeStatus
     from a2e_engine.sandbox.settings import ZygoteSettings
 
 __all__ = [
     "Job",
     "Limits",
+    "Outcome",
     "OutcomeStatus",
     "PoolConfig",
     "SandboxUnavailable",
-    "WorkerOutcome",
     "WorkerPool",
     "ZygoteSettings",
 ]
 
 _HOMES = {
     "Limits": "a2e_engine.sandbox.limits",
-    "OutcomeStatus": "a2e_engine.sandbox.outcome",
-    "WorkerOutcome": "a2e_engine.sandbox.outcome",
+    "Outcome": "a2e_engine.sandbox.run",
+    "OutcomeStatus": "a2e_engine.sandbox.run",
     "Job": "a2e_engine.sandbox.messages",
     "PoolConfig": "a2e_engine.sandbox.pool",
     "SandboxUnavailable": "a2e_engine.sandbox.pool",

@@ -38,14 +38,14 @@ LAYERS: dict[str, Layer] = {
         "hangs: at the call's timeout the worker and every process in its namespace are "
         "SIGKILLed, partial output returned",
         "always",
-        "drive",
+        "run",
     ),
     "frames": Layer(
         "a hostile worker forging, flooding or corrupting its result: length-framed JSON, "
         f"never unpickled, {DEFAULT_MAX_FRAME >> 20} MiB per frame, 64 MiB and 10,000 events per "
         "call (ten times that and the worker is killed)",
         "always",
-        "stream",
+        "run",
     ),
     "clean_start": Layer(
         "reaching the zygote's control socket, the host's stdout, or the supervisor's "

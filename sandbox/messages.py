@@ -8,10 +8,9 @@ Worker -> supervisor, frames on the result pipe, in this order:
 * ``{"t": "setup_error", "error": str}``: a layer could not be applied; no tool ran;
 * ``{"t": "event", "kind": str, "data": {...}}``: an event, in emission order;
 * ``{"t": "result", "ok": true, "data": ..., "usage": {...}}`` or
-  ``{"t": "result", "ok": false, "error": str, "exc_type": str, "data": ..., "retryable":
-  bool, "usage": {...}}`` (and ``"traceback": str`` for an exception the tool did not mean to
-  raise): the end, with the worker's own account of itself (``usage``: ``cpu_ms``,
-  ``maxrss_kb``).
+  ``{"t": "result", "ok": false, "error": str, "data": ..., "retryable": bool, "usage": {...}}``
+  (and ``"reason"`` when the tool named one): the end, with the worker's own account of itself
+  (``usage``: ``cpu_ms``, ``maxrss_kb``).
 
 Supervisor <-> zygote, JSON datagrams on the control socket: ``spawn`` and ``stop`` one way;
 ``ready``, ``worker`` (with the worker's fds), ``exit``, ``spawn_failed`` and ``fatal`` the
@@ -91,18 +90,10 @@ def setup_error_frame(error: str) -> dict[str, Any]:
 
 
 def failure_frame(
-    error: str,
-    exc_type: str,
-    data: Any = None,
-    retryable: bool = True,
-    traceback: str | None = None,
-    reason: str | None = None,
+    error: str, data: Any = None, retryable: bool = True, reason: str | None = None
 ) -> dict[str, Any]:
     """A result frame for a call that failed; the worker adds ``usage``."""
-    frame = {"t": "result", "ok": False, "error": error, "exc_type": exc_type, "data": data,
-             "retryable": retryable}  # fmt: skip
-    if traceback is not None:
-        frame["traceback"] = traceback
+    frame = {"t": "result", "ok": False, "error": error, "data": data, "retryable": retryable}
     if reason is not None:
         frame["reason"] = reason
     return frame
@@ -138,9 +129,7 @@ class Result:
     ok: bool
     data: Any = None
     error: str | None = None
-    exc_type: str | None = None
     retryable: bool = True
-    traceback: str | None = None
     cpu_ms: int | None = None
     maxrss_kb: int | None = None
     reason: str | None = None  # what the tool said of its failure: one of TOOL_REASONS
@@ -161,14 +150,11 @@ def check_worker_frame(frame: dict[str, Any]) -> Event | Result | SetupError:
             raise MalformedMessage("the worker wrote a malformed result frame")
         usage = frame.get("usage")
         usage = usage if isinstance(usage, dict) else {}
-        exc_type, tb = frame.get("exc_type"), frame.get("traceback")
         return Result(
             ok=ok,
             data=frame.get("data"),
             error=error if isinstance(error, str) else None,
-            exc_type=exc_type if isinstance(exc_type, str) else None,
             retryable=frame.get("retryable") is not False,
-            traceback=tb if isinstance(tb, str) else None,
             cpu_ms=_count(usage.get("cpu_ms")),
             maxrss_kb=_count(usage.get("maxrss_kb")),
             reason=_tool_reason(frame.get("reason")),

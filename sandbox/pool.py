@@ -4,12 +4,12 @@ It puts together what runs a job in a fresh worker, each part in a module of its
 per plugin (or per group of plugins that share one), each with its supply of pre-forked
 workers (``sandbox.zygote_line``), the line to each zygote and its restarts
 (``sandbox.zygote_link``), the slots that bound the calls running at once across all of them
-(``sandbox.slots``), driving one job through one worker (``sandbox.drive``), or the jobs of one
-session through its kept worker (``sandbox.resident``), and what a run means
-(``sandbox.outcome``). It never unpickles anything: zygote and workers speak JSON only.
+(``sandbox.slots``), one job through one worker to its ``Outcome`` (``sandbox.run``), or the
+jobs of one session through its kept worker (``sandbox.resident``). It never unpickles
+anything: zygote and workers speak JSON only.
 
 The pool knows nothing of sessions or of the wire protocol; the engine gives it a ``Job``, its
-``Deadline`` and an ``on_event`` callback and gets a ``WorkerOutcome`` back.
+``Deadline`` and an ``on_event`` callback and gets an ``Outcome`` back.
 """
 
 from __future__ import annotations
@@ -22,15 +22,21 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.drive import drive, report_deadline
-from a2e_engine.sandbox.handle import WorkerHandle
 from a2e_engine.sandbox.layers import merge_reports
 from a2e_engine.sandbox.messages import Job
-from a2e_engine.sandbox.outcome import OutcomeStatus, WorkerOutcome, classify, not_started
 from a2e_engine.sandbox.resident import ResidentWorker
+from a2e_engine.sandbox.run import (
+    EventSink,
+    Outcome,
+    OutcomeStatus,
+    OutputCaps,
+    WorkerHandle,
+    not_started,
+    report_layers,
+    run_job,
+)
 from a2e_engine.sandbox.settings import ZygoteSettings
 from a2e_engine.sandbox.slots import WorkerSlots
-from a2e_engine.sandbox.stream import EventSink, OutputCaps, report_frames
 from a2e_engine.sandbox.supply import WorkerSupply
 from a2e_engine.sandbox.waiting import StopSignal
 from a2e_engine.sandbox.zygote_line import ZygoteLine, ZygoteSpec
@@ -115,7 +121,7 @@ class WorkerPool:
         self._start_all = start_all
         self._slots: WorkerSlots | None = None
         #: The supervisor's own layers, beside the zygotes' (the caller may add its own).
-        self.supervisor_layers: dict[str, Any] = {**report_deadline(), **report_frames()}
+        self.supervisor_layers: dict[str, Any] = report_layers()
 
     def _settings_for(self, spec: ZygoteSpec) -> str:
         """The zygote settings of ``spec``: the seccomp profiles its own tools run under, so
@@ -214,25 +220,24 @@ class WorkerPool:
     # -- running a job --
 
     async def run(
-        self, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal | None = None
-    ) -> WorkerOutcome:
+        self, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal
+    ) -> Outcome:
         """Run ``job`` in a fresh worker of its zygote, within ``deadline``."""
         assert self._slots is not None
         loop = asyncio.get_running_loop()
-        stop = stop or StopSignal()
         queued_at = loop.time()
         supply = await self._supply_for(job)
-        if isinstance(supply, WorkerOutcome):
+        if isinstance(supply, Outcome):
             return supply
         if not await self._slots.acquire(deadline, stop):
             return self._not_started(stop, deadline, queued_at, "waiting for a free worker slot")
         try:
             worker = await self._take(supply, job, deadline, stop, queued_at)
-            if isinstance(worker, WorkerOutcome):
+            if isinstance(worker, Outcome):
                 return worker
             queued_ms = int((loop.time() - queued_at) * 1000)
-            run = await drive(worker, job, deadline, on_event, stop, self._caps)
-            outcome = classify(run, deadline, self.config.zygote.limits)
+            limits = self.config.zygote.limits
+            outcome = await run_job(worker, job, deadline, on_event, stop, self._caps, limits)
             outcome.queued_ms = queued_ms
             return outcome
         finally:
@@ -245,7 +250,7 @@ class WorkerPool:
         deadline: Deadline,
         on_event: EventSink,
         stop: StopSignal,
-    ) -> tuple[ResidentWorker | None, WorkerOutcome]:
+    ) -> tuple[ResidentWorker | None, Outcome]:
         """Run ``job`` in ``resident``, the session's kept worker, or in a new one when it has
         none alive (``sandbox.resident``): the worker, alive or not, and the outcome. Each
         job holds a worker slot while it runs, as every job does."""
@@ -254,7 +259,7 @@ class WorkerPool:
         queued_at = loop.time()
         fresh = resident is None or not resident.alive
         supply = await self._supply_for(job) if fresh else None
-        if isinstance(supply, WorkerOutcome):
+        if isinstance(supply, Outcome):
             return None, supply
         if not await self._slots.acquire(deadline, stop):
             waiting = "waiting for a free worker slot"
@@ -262,7 +267,7 @@ class WorkerPool:
         try:
             if supply is not None:
                 worker = await self._take(supply, job, deadline, stop, queued_at)
-                if isinstance(worker, WorkerOutcome):
+                if isinstance(worker, Outcome):
                     return None, worker
                 resident = ResidentWorker(worker, self._caps, self.config.zygote.limits)
                 job = cast(Job, {**job, "resident": True})
@@ -274,22 +279,20 @@ class WorkerPool:
         finally:
             self._slots.release()
 
-    async def _supply_for(self, job: Job) -> WorkerSupply | WorkerOutcome:
+    async def _supply_for(self, job: Job) -> WorkerSupply | Outcome:
         """The started supply of workers of the job's zygote that has its profile, or the
         outcome that says why there is none."""
         line = self._lines.get(job["zygote"])
         if line is None:
-            return WorkerOutcome(
-                OutcomeStatus.SETUP_FAILED, error=f"no sandbox zygote {job['zygote']!r}"
-            )
+            return Outcome(OutcomeStatus.SETUP_FAILED, error=f"no sandbox zygote {job['zygote']!r}")
         try:
             await line.ensure_started()
         except SandboxUnavailable as exc:
-            return WorkerOutcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
+            return Outcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
         supply = line.supply
         assert supply is not None
         if job["profile"] not in supply.ready:
-            return WorkerOutcome(
+            return Outcome(
                 OutcomeStatus.SETUP_FAILED,
                 error=f"sandbox profile {job['profile']!r} is not enabled",
             )
@@ -302,12 +305,12 @@ class WorkerPool:
         deadline: Deadline,
         stop: StopSignal,
         queued_at: float,
-    ) -> WorkerHandle | WorkerOutcome:
+    ) -> WorkerHandle | Outcome:
         """A fresh worker for ``job``, or the outcome that says why none came in time."""
         try:
             worker = await supply.take(job["profile"], deadline, stop)
         except SandboxUnavailable as exc:
-            return WorkerOutcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
+            return Outcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
         if worker is None:
             return self._not_started(
                 stop, deadline, queued_at, "waiting for a sandboxed worker", supply
@@ -321,7 +324,7 @@ class WorkerPool:
         queued_at: float,
         waiting: str,
         supply: WorkerSupply | None = None,
-    ) -> WorkerOutcome:
+    ) -> Outcome:
         assert self._slots is not None
         queued_ms = int((asyncio.get_running_loop().time() - queued_at) * 1000)
         detail = f" ({self._slots.in_flight} calls running)"

@@ -17,12 +17,19 @@ import signal
 from typing import Any
 
 from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.drive import KILL_WAIT_S, send_job
-from a2e_engine.sandbox.handle import WorkerHandle
 from a2e_engine.sandbox.limits import Limits
 from a2e_engine.sandbox.messages import Job, Result
-from a2e_engine.sandbox.outcome import OutcomeStatus, Run, WorkerOutcome, classify
-from a2e_engine.sandbox.stream import EventSink, OutputCaps, ResultReader
+from a2e_engine.sandbox.run import (
+    KILL_WAIT_S,
+    EventSink,
+    Outcome,
+    OutcomeStatus,
+    OutputCaps,
+    ResultReader,
+    WorkerHandle,
+    outcome_of,
+    send_job,
+)
 from a2e_engine.sandbox.waiting import StopSignal, race
 
 __all__ = ["INTERRUPT_GRACE_S", "ResidentWorker"]
@@ -98,11 +105,10 @@ class ResidentWorker:
 
     async def run(
         self, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal
-    ) -> WorkerOutcome:
+    ) -> Outcome:
         """``job`` in this worker; the first one sets it up (``resident`` set), the next ones
         run in what it kept. A turn that ends any other way than with its result ends the
         worker too."""
-        started = self.loop.time()
         self.reader.begin(on_event)
         # The job pipe stays open: the worker reads its next job from it between jobs.
         await send_job(self.worker, job, deadline, stop, close=False)
@@ -115,18 +121,14 @@ class ResidentWorker:
             await race(self.loop.time() + INTERRUPT_GRACE_S, self.reader.turn_done)
         result = self.reader.result
         if ended_by is not None and result is not None and self.reader.violation is None:
-            return self._interrupted(ended_by, result, deadline, started)
+            return self._interrupted(ended_by, result, deadline)
         if result is None or self.reader.violation is not None:
             await self.end("its job did not end with a result")
-            run = Run(self.worker, self.reader, ended_by, exit_awaited=True)
-        else:
-            run = Run(self.worker, self.reader, None, exit_awaited=False)
-        run.run_ms = int((self.loop.time() - started) * 1000)
-        return classify(run, deadline, self.limits)
+            return outcome_of(self.worker, self.reader, ended_by, True, deadline, self.limits)
+        # The turn ended with its result; the worker stays, so its own account is all there is.
+        return outcome_of(self.worker, self.reader, None, False, deadline, self.limits)
 
-    def _interrupted(
-        self, ended_by: OutcomeStatus, result: Result, deadline: Deadline, started: float
-    ) -> WorkerOutcome:
+    def _interrupted(self, ended_by: OutcomeStatus, result: Result, deadline: Deadline) -> Outcome:
         """A job that ran past its deadline (or was cancelled) and gave in to the interrupt:
         the call failed, what the job said comes back, and the worker stays."""
         why = (
@@ -134,13 +136,12 @@ class ResidentWorker:
             if ended_by is OutcomeStatus.TIMEOUT
             else "cancelled; it was interrupted"
         )
-        return WorkerOutcome(
+        return Outcome(
             ended_by,
             data=result.data if result.ok else None,
             error=f"{why}, and the session keeps its state",
             cpu_ms=result.cpu_ms,
             peak_rss_kb=result.maxrss_kb,
-            run_ms=int((self.loop.time() - started) * 1000),
             events_dropped=self.reader.dropped,
             retryable=False,
         )

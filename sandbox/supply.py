@@ -18,8 +18,8 @@ from typing import Any
 
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.frames import FrameDecoder
-from a2e_engine.sandbox.handle import WorkerHandle
 from a2e_engine.sandbox.messages import SetupError, check_worker_frame
+from a2e_engine.sandbox.run import ZYGOTE_DIED, WorkerExit, WorkerHandle
 from a2e_engine.sandbox.waiting import StopSignal, race
 from a2e_engine.sandbox.zygote_link import SandboxUnavailable
 
@@ -106,7 +106,7 @@ class WorkerSupply:
             exited = self.workers.pop(message["pid"], None)
             if exited is None:
                 return
-            exited.exited.set_result(message)
+            exited.exited.set_result(WorkerExit.reported(message))
             if not exited.busy:
                 self._discard_idle(exited)
         elif op == "spawn_failed":
@@ -143,7 +143,7 @@ class WorkerSupply:
         """The zygote is gone, and every worker with it: their exits are known."""
         for worker in list(self.workers.values()):
             if not worker.exited.done():
-                worker.exited.set_result({"zygote_died": True})
+                worker.exited.set_result(ZYGOTE_DIED)
             if not worker.busy:
                 worker.close()
         self.workers.clear()

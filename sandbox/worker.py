@@ -13,7 +13,6 @@ import resource
 import signal
 import tempfile
 import threading
-import traceback
 from typing import Any, cast
 
 from a2e import jsonwire
@@ -69,18 +68,11 @@ DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
 
 def _failure_frame(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, ToolExecutionError):
-        return failure_frame(
-            str(exc), "ToolExecutionError", exc.data, exc.retryable, reason=exc.reason
-        )
+        return failure_frame(str(exc), exc.data, exc.retryable, reason=exc.reason)
     if isinstance(exc, MemoryError):
-        return failure_frame(
-            "out of memory (MemoryError)", "MemoryError", reason=FailureReason.OUT_OF_MEMORY
-        )
+        return failure_frame("out of memory (MemoryError)", reason=FailureReason.OUT_OF_MEMORY)
     return failure_frame(
-        f"{type(exc).__name__}: {exc}",
-        type(exc).__name__,
-        retryable=not isinstance(exc, DETERMINISTIC_ERRORS),
-        traceback="".join(traceback.format_exception(exc, limit=20))[-8000:],
+        f"{type(exc).__name__}: {exc}", retryable=not isinstance(exc, DETERMINISTIC_ERRORS)
     )
 
 
@@ -90,13 +82,10 @@ def _encoded_result(data: Any, max_frame: int) -> str | dict[str, Any]:
     try:
         encoded = jsonwire.dumps(data)
     except (TypeError, ValueError) as exc:
-        return failure_frame(
-            f"tool returned a result that is not JSON-serialisable: {exc}", "TypeError"
-        )
+        return failure_frame(f"tool returned a result that is not JSON-serialisable: {exc}")
     if len(encoded) > max_frame - 1024:  # ASCII escapes: characters are bytes
         return failure_frame(
             f"tool result of {len(encoded)} bytes exceeds the limit of {max_frame - 1024} bytes",
-            "ResultTooLarge",
             reason=FailureReason.OUTPUT_LIMIT,
         )
     return encoded
@@ -149,7 +138,6 @@ def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) ->
                 write_frame(result_fd, event_frame(str(kind), data))
 
     plugin.set_event_sink(send_event)  # emit() checks the data; no ToolEvent needed here
-    plugin.set_event_callback(lambda event: send_event(event.kind, event.data))
     result: str | dict[str, Any]
     try:
         result = _encoded_result(plugin._execute_tool(job["tool"], job["arguments"]), max_frame)

@@ -100,6 +100,6 @@ def test_a_connection_that_ends_first(engine: Engine) -> None:
     ],
 )
 def test_a_worker_may_only_claim_a_reason_of_its_own(claimed: object, kept: str | None) -> None:
-    frame = {**failure_frame("it failed", "ToolExecutionError"), "reason": claimed}
+    frame = {**failure_frame("it failed"), "reason": claimed}
     said = check_worker_frame(frame)
     assert isinstance(said, Result) and said.reason == kept

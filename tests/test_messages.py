@@ -30,11 +30,10 @@ def test_what_the_worker_builds_is_what_the_supervisor_reads() -> None:
         "log", {"level": "info", "message": "hi"}
     )
     assert check_worker_frame(setup_error_frame("no landlock")) == SetupError("no landlock")
-    failed = {**failure_frame("ValueError: x", "ValueError", retryable=False, traceback="tb")}
+    failed = failure_frame("ValueError: x", retryable=False)
     assert check_worker_frame({**failed, "usage": {"cpu_ms": 3, "maxrss_kb": 9}}) == Result(
-        ok=False, error="ValueError: x", exc_type="ValueError", retryable=False, traceback="tb",
-        cpu_ms=3, maxrss_kb=9,
-    )  # fmt: skip
+        ok=False, error="ValueError: x", retryable=False, cpu_ms=3, maxrss_kb=9
+    )
     success = json.loads(success_frame_head(5, 7) + ',"data":{"v":1}}')
     assert check_worker_frame(success) == Result(ok=True, data={"v": 1}, cpu_ms=5, maxrss_kb=7)
 

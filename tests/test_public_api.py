@@ -27,7 +27,7 @@ PUBLIC = {
         "PoolConfig",
         "Job",
         "Limits",
-        "WorkerOutcome",
+        "Outcome",
         "OutcomeStatus",
     ],
     "a2e_engine.tools": ["PythonEval", "FileTools", "BUILTIN_PLUGINS"],
