@@ -175,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _under_tmp(path: str) -> bool:
+    """``sandbox.paths.under``'s test, written here: this module runs against other checkouts,
+    which need not have that module."""
     return path == "/tmp" or path.startswith("/tmp/")
 
 

@@ -52,6 +52,7 @@ from a2e_engine.benchmarks.workloads import (
     script_result,
 )
 from a2e_engine.sandbox.exits import how_it_ended
+from a2e_engine.sandbox.paths import beneath
 
 __all__ = [
     "RETRIES",
@@ -413,7 +414,7 @@ def bubblewrap_python(workload: Workload, payloads: list[Payload]) -> Iterator[O
     ]  # fmt: skip
     # A fresh /tmp would hide an interpreter or a checkout that lives there (a venv in CI).
     for path in sorted({sys.prefix, sys.base_prefix, os.getcwd()}):
-        if os.path.realpath(path).startswith("/tmp/"):
+        if beneath(os.path.realpath(path), "/tmp"):
             sandbox += ["--ro-bind", path, path]
     yield _python_per_call(workload, payloads, sandbox)
 

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -395,9 +395,6 @@ class Engine:
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run a coroutine on the engine's loop from another thread and wait for its result."""
         return self._loop.run(coro, timeout)
-
-    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
-        self._loop.call_soon(fn, *args)
 
     @property
     def pool(self) -> WorkerPool | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -38,7 +37,6 @@ class Session:
     root: str
     policies: list[Policy] = field(default_factory=list)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    created: float = field(default_factory=time.time)
     uid: int | None = None  # the uid its calls run as (also its gid); None: the engine's own
     quota_mb: int = 0  # its directory is a tmpfs of this size (sandbox.quota); 0: a plain one
 

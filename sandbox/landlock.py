@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.paths import beneath
 
 if TYPE_CHECKING:
     from a2e_engine.sandbox.messages import Job
@@ -297,15 +298,7 @@ def covering_paths(paths: Iterable[str]) -> tuple[str, ...]:
     beneath it). The zygote works this out once; each rule saved spares every worker an
     ``open`` and a system call (on a merged-/usr system ``/lib``, ``/bin``... are ``/usr``)."""
     resolved = dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p))
-    return tuple(
-        path
-        for path in resolved
-        if not any(other != path and _beneath(path, other) for other in resolved)
-    )
-
-
-def _beneath(path: str, root: str) -> bool:
-    return path.startswith(root.rstrip("/") + "/")
+    return tuple(path for path in resolved if not any(beneath(path, other) for other in resolved))
 
 
 def _handled(abi: int) -> int:

@@ -23,7 +23,8 @@ import os
 import re
 import shutil
 
-from a2e_engine.sandbox.quota import mount_points, under, unmount_tree
+from a2e_engine.sandbox.paths import under
+from a2e_engine.sandbox.quota import mount_points, unmount_tree
 
 __all__ = ["boot_id", "dead_owners", "mark_boot", "owner_tag", "sweep_state_dirs"]
 

@@ -30,9 +30,10 @@ from typing import Any, NamedTuple
 
 from a2e_engine.sandbox import run_root, syscalls
 from a2e_engine.sandbox.identity import Crossing, open_the_way
+from a2e_engine.sandbox.paths import beneath, under
 from a2e_engine.sandbox.preparation import Preparation
 from a2e_engine.sandbox.probe import namespace_made_in_child
-from a2e_engine.sandbox.quota import mount_points, under
+from a2e_engine.sandbox.quota import mount_points
 from a2e_engine.sandbox.run_root import RunRoot
 
 __all__ = [
@@ -280,7 +281,7 @@ def tmp_binds(keep: Iterable[str]) -> tuple[TmpBind, ...]:
     this out once: in a worker each ``stat`` and path operation costs pages copied from it."""
     binds = []
     for path in dict.fromkeys(os.path.abspath(p) for p in keep):
-        if under(path, "/tmp") and path != "/tmp" and os.path.lexists(path):
+        if beneath(path, "/tmp") and os.path.lexists(path):
             binds.append(TmpBind(path, os.path.isdir(path)))
     return tuple(binds)
 

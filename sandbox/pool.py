@@ -24,6 +24,7 @@ from typing import Any, cast
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.layers import merge_reports
 from a2e_engine.sandbox.messages import Job
+from a2e_engine.sandbox.paths import beneath
 from a2e_engine.sandbox.resident import ResidentWorker
 from a2e_engine.sandbox.run import (
     EventSink,
@@ -156,10 +157,6 @@ class WorkerPool:
         if not reports:
             return {}
         return {**merge_reports(reports), **self.supervisor_layers}
-
-    @property
-    def in_flight(self) -> int:
-        return self._slots.in_flight if self._slots else 0
 
     @property
     def zygote_pid(self) -> int | None:
@@ -339,5 +336,5 @@ def _home_of(dirs: tuple[str, ...], writable: tuple[str, ...]) -> tuple[str, ...
     if not dirs:
         return ()
     home = os.path.commonpath(dirs)
-    inside = any(os.path.commonpath((home, root)) == root != home for root in writable)
+    inside = any(beneath(home, root) for root in writable)
     return (home,) if inside else tuple(dirs)

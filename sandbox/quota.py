@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.paths import under
 
 __all__ = [
     "enable",
@@ -28,7 +29,6 @@ __all__ = [
     "mount_session_quota",
     "report",
     "share_state_dir",
-    "under",
     "unmount",
     "unmount_tree",
 ]
@@ -104,10 +104,6 @@ def mount_points(tagged: str = "") -> list[str]:
                 fields[4].encode("latin-1").decode("unicode_escape").encode("latin-1").decode()
             )
     return points
-
-
-def under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def unmount_tree(root: str) -> None:

@@ -35,9 +35,10 @@ from dataclasses import dataclass
 
 from a2e_engine.sandbox import syscalls
 from a2e_engine.sandbox.landlock import SYSTEM_READ_PATHS, covering_paths
+from a2e_engine.sandbox.paths import beneath, under
 from a2e_engine.sandbox.preparation import Preparation
 from a2e_engine.sandbox.probe import Answer, in_child
-from a2e_engine.sandbox.quota import mount_points, under
+from a2e_engine.sandbox.quota import mount_points
 
 __all__ = ["RunRoot", "enter", "plan", "prepare", "program_writable", "report_off"]
 
@@ -174,7 +175,7 @@ def plan(
     links += [link for link in _links_on_the_way(named) if link not in links]
 
     def shows(path: str) -> bool:  # already there: beneath something shown
-        return any(under(path, d) and path != d for d in (*overlays, *bound))
+        return any(beneath(path, d) for d in (*overlays, *bound))
 
     skeleton: dict[str, int] = {}
     for name in (*sorted(fresh), "tmp"):

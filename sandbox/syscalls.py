@@ -15,7 +15,6 @@ __all__ = [
     "CLONE_NEWNS",
     "CLONE_NEWPID",
     "CLONE_NEWUSER",
-    "drop_all_capabilities",
     "empty_inherited_capability_sets",
     "install_seccomp_bpf",
     "keep_only_capabilities",
@@ -190,23 +189,6 @@ _CapDataPair = _CapData * 2
 
 CAP_SETGID = 6
 CAP_SETUID = 7
-
-
-def drop_all_capabilities(keep: tuple[int, ...] = ()) -> None:
-    """Empty the bounding, ambient and inheritable sets; effective and permitted keep only
-    ``keep``.
-
-    A uid-0 worker without capabilities cannot bypass file permissions, change the network,
-    signal other users' processes, or raise its scheduling priority; and with the bounding set
-    empty, executing a setuid binary gives nothing back. ``keep`` is for ``CAP_SETUID`` and
-    ``CAP_SETGID`` alone, held until the job names the uid to become: the change of uid then
-    clears them too (``identity.become``).
-
-    The zygote does the first half once (``empty_inherited_capability_sets``: a fork copies
-    those sets) and each worker only the second (``keep_only_capabilities``).
-    """
-    empty_inherited_capability_sets()
-    keep_only_capabilities(keep)
 
 
 def empty_inherited_capability_sets() -> None:

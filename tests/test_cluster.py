@@ -29,7 +29,8 @@ from a2e_engine.benchmarks.ray_system import ray_system
 from a2e_engine.benchmarks.resources import CpuMeter
 from a2e_engine.benchmarks.workloads import WORKLOADS
 from a2e_engine.engine import EngineConfig, RayEngine
-from a2e_engine.sandbox.quota import mount_points, under
+from a2e_engine.sandbox.paths import under
+from a2e_engine.sandbox.quota import mount_points
 from tests.service_process import ServiceProcess
 
 NODE_ARGS: dict[str, Any] = {

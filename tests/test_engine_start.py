@@ -23,8 +23,9 @@ from a2e_engine.engine import (
     Limits,
     LimitTooLow,
 )
+from a2e_engine.sandbox.paths import under
 from a2e_engine.sandbox.pool import SandboxUnavailable
-from a2e_engine.sandbox.quota import mount_points, under
+from a2e_engine.sandbox.quota import mount_points
 
 
 class BrokenPreload(ToolPlugin):

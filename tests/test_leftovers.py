@@ -27,7 +27,8 @@ from a2e_engine.sandbox.leftovers import (
     mark_boot,
     sweep_state_dirs,
 )
-from a2e_engine.sandbox.quota import mount_points, under
+from a2e_engine.sandbox.paths import under
+from a2e_engine.sandbox.quota import mount_points
 
 pytestmark = pytest.mark.skipif(
     os.stat("/proc/self/ns/pid").st_ino != INITIAL_PID_NS,
@@ -89,7 +90,8 @@ NEXT = JOIN + textwrap.dedent(
     import time
     from a2e_engine.engine import Engine, EngineConfig
     from a2e_engine.sandbox.leftovers import owner_tag
-    from a2e_engine.sandbox.quota import mount_points, under
+    from a2e_engine.sandbox.paths import under
+    from a2e_engine.sandbox.quota import mount_points
     left = json.loads(sys.argv[3])
     with Engine(config=EngineConfig(prefork=1, state_dir=STATE)) as fresh:
         deadline = time.monotonic() + 5  # slots empty as the killed workers are reaped

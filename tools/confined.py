@@ -10,7 +10,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
-from a2e_engine.sandbox.quota import under
+from a2e_engine.sandbox.paths import under
 from a2e_engine.sandbox.run_root import program_writable
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def resolve_confined(path: str, workspace: str, roots: tuple[str, ...]) -> str:
     real = os.path.realpath(candidate)
     for root in (workspace, *roots):
         real_root = os.path.realpath(root)
-        if real == real_root or real.startswith(real_root.rstrip("/") + "/"):
+        if under(real, real_root):
             return real
     allowed = ", ".join((workspace, *roots))
     raise PermissionError(f"{path!r} resolves to {real!r}, outside the allowed roots ({allowed})")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox.landlock import confine_writes
-from a2e_engine.sandbox.quota import under
+from a2e_engine.sandbox.paths import under
 from a2e_engine.sandbox.run_root import program_writable
 from a2e_engine.tools.compile_cache import (
     CompileCache,

@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from a2e import jsonwire
 from a2e.caps.tools.models import (
+    DEFAULT_TIMEOUT_S,
     FailureReason,
     ToolCallRequest,
     ToolDefinition,
@@ -84,7 +85,9 @@ class CallBody(BaseModel):
 
     arguments: dict[str, Any] = Field({}, description="as the tool's input_parameters say")
     timeout: float = Field(
-        30, gt=0, description="seconds (rounded up; the engine's max_timeout caps it)"
+        DEFAULT_TIMEOUT_S,
+        gt=0,
+        description="seconds (rounded up; the engine's max_timeout caps it)",
     )
     correlation_id: str = ""
 

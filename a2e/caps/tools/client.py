@@ -154,7 +154,7 @@ class ToolAPI:
         if isinstance(reply, A2EError):
             raise RuntimeError(f"tool/list refused: {reply.code}: {reply.message}")
         if not isinstance(reply, ToolListResponse):
-            raise TimeoutError("no tool/list reply from the host within 30 s")
+            raise TimeoutError(f"no tool/list reply from the host within {REPLY_TIMEOUT_S:g} s")
         cache[key] = list(reply.tools)
         return list(reply.tools)
 
