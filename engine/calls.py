@@ -16,9 +16,10 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from a2e import jsonwire
+from a2e.caps.tools.endings import CallEnding
 from a2e.caps.tools.models import (
     EventKind,
     FailureReason,
@@ -40,11 +41,31 @@ from a2e_engine.engine.validation import decode_json_text, validate_arguments
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.pool import StopSignal, WorkerPool
-from a2e_engine.sandbox.run import Outcome, OutcomeStatus
+from a2e_engine.sandbox.run import Outcome
 
 __all__ = ["CallContext", "failure_reason", "run_call"]
 
 log = logging.getLogger("a2e.engine")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Broken:
+    """A plugin hook that raised (or answered what it may not): its exception's type."""
+
+    kind: str
+
+
+def _ask_plugin(tool: RegisteredTool, hook: str, ask: Callable[[], T]) -> T | _Broken:
+    """What ``ask`` (a plugin hook, with its answer checked) returns, or ``_Broken``, logged:
+    plugin code runs here in the supervisor and must not break it; each caller says what a
+    broken hook means for the call."""
+    try:
+        return ask()
+    except Exception as exc:
+        log.warning("%s: %s failed: %s: %s", tool.name, hook, type(exc).__name__, exc)
+        return _Broken(type(exc).__name__)
+
 
 _MAX_PARTIAL_CHARS = 1_000_000
 
@@ -164,18 +185,21 @@ def _invalid_arguments(
 ) -> Refusal:
     """The plugin's own shape for the failure; the plain one if the plugin's hook breaks."""
     plain = f"invalid arguments for {tool.name}: " + "; ".join(problems)
-    try:
+
+    def ask() -> tuple[str, Any]:
         failure = tool.plugin.invalid_arguments(tool.name, arguments, problems)
-        error, data = str(failure), failure.data
-        json.dumps(data, allow_nan=False)
-    except Exception as exc:  # plugin code runs here in the supervisor: it must not break it
-        log.warning("%s: invalid_arguments failed: %s: %s", tool.name, type(exc).__name__, exc)
+        json.dumps(failure.data, allow_nan=False)
+        return str(failure), failure.data
+
+    said = _ask_plugin(tool, "invalid_arguments", ask)
+    if isinstance(said, _Broken):
         return Refusal(ToolErrorCode.TOOL_ERROR, FailureReason.INVALID_ARGUMENTS, plain)
+    error, data = said
     return Refusal(ToolErrorCode.TOOL_ERROR, FailureReason.INVALID_ARGUMENTS, error or plain, data)
 
 
 def _secrets(tool: RegisteredTool, arguments: dict[str, Any]) -> dict[str, str] | Refusal:
-    try:
+    def ask() -> dict[str, str]:
         secrets = tool.plugin.secrets_for(tool.name, arguments)
         if not isinstance(secrets, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in secrets.items()
@@ -183,12 +207,14 @@ def _secrets(tool: RegisteredTool, arguments: dict[str, Any]) -> dict[str, str] 
             raise TypeError(f"secrets_for returned {type(secrets).__name__}, not dict[str, str]")
         if len(json.dumps(secrets)) > MAX_SECRETS_BYTES:
             raise ValueError(f"secrets_for returned more than {MAX_SECRETS_BYTES} bytes")
-    except Exception as exc:
-        log.warning("%s: secrets_for failed: %s: %s", tool.name, type(exc).__name__, exc)
+        return secrets
+
+    secrets = _ask_plugin(tool, "secrets_for", ask)
+    if isinstance(secrets, _Broken):
         return Refusal(
             ToolErrorCode.TOOL_ERROR,
             FailureReason.PLUGIN_ERROR,
-            f"the {tool.name} plugin could not prepare the call ({type(exc).__name__})",
+            f"the {tool.name} plugin could not prepare the call ({secrets.kind})",
         )
     return secrets
 
@@ -268,7 +294,7 @@ async def run_call(
                 )
                 return outcome
             outcome = await ctx.pool.run(job, deadline, events.on_event, cancelled)
-            if outcome.status is OutcomeStatus.CRASHED and not tool.plugin.retry_crashes:
+            if outcome.status is CallEnding.CRASHED and not tool.plugin.retry_crashes:
                 outcome.retryable = False
             return outcome
         finally:
@@ -286,7 +312,7 @@ async def run_call(
     else:
         outcome = await attempt()
     result = _to_result(tool.name, outcome, events, attempts, started)
-    result = _accepted(tool, request.arguments, secrets, result, outcome.status.value)
+    result = _accepted(tool, request.arguments, secrets, result, outcome.status)
     _audit(ctx, session, request, result, outcome=outcome.status.value)
     return result
 
@@ -298,16 +324,17 @@ def _tightened(
     loop: asyncio.AbstractEventLoop,
 ) -> Deadline:
     """The call's deadline, or the plugin's time limit for it if that comes first."""
-    try:
+
+    def ask() -> float | None:
         limit = tool.plugin.time_limit_for(tool.name, arguments)
-        if limit is None:
-            return deadline
-        if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0:
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0
+        ):
             raise ValueError(f"time_limit_for returned {limit!r}, not a positive number")
-    except Exception as exc:  # plugin code runs here in the supervisor: it must not break it
-        log.warning("%s: time_limit_for failed: %s: %s", tool.name, type(exc).__name__, exc)
-        return deadline
-    if limit >= deadline.remaining(loop):
+        return limit
+
+    limit = _ask_plugin(tool, "time_limit_for", ask)
+    if limit is None or isinstance(limit, _Broken) or limit >= deadline.remaining(loop):
         return deadline
     return Deadline.after(float(limit), loop)
 
@@ -317,27 +344,29 @@ def _accepted(
     arguments: dict[str, Any],
     secrets: dict[str, str],
     result: ToolResult,
-    ended: str,
+    ended: CallEnding,
 ) -> ToolResult:
     """The plugin's last word on the result (``ToolPlugin.accept_result``); a hook that breaks
     fails the call rather than passing on what it could not check."""
-    try:
+
+    def ask() -> ToolResult:
         accepted = tool.plugin.accept_result(tool.name, arguments, secrets, result, ended)
         if not isinstance(accepted, ToolResult):
             raise TypeError(f"accept_result returned {type(accepted).__name__}, not ToolResult")
         return accepted
-    except Exception as exc:
-        log.warning("%s: accept_result failed: %s: %s", tool.name, type(exc).__name__, exc)
-        return result.model_copy(
-            update={
-                "success": False,
-                "data": None,
-                "error": f"the {tool.name} plugin could not check the result "
-                f"({type(exc).__name__})",
-                "error_code": ToolErrorCode.TOOL_ERROR,
-                "reason": FailureReason.PLUGIN_ERROR,
-            }
-        )
+
+    accepted = _ask_plugin(tool, "accept_result", ask)
+    if not isinstance(accepted, _Broken):
+        return accepted
+    return result.model_copy(
+        update={
+            "success": False,
+            "data": None,
+            "error": f"the {tool.name} plugin could not check the result ({accepted.kind})",
+            "error_code": ToolErrorCode.TOOL_ERROR,
+            "reason": FailureReason.PLUGIN_ERROR,
+        }
+    )
 
 
 def _to_result(
@@ -384,20 +413,20 @@ def _to_result(
 
 #: How a worker run that failed reads as a ``FailureReason``, unless its facts say more.
 _REASON_OF_STATUS = {
-    OutcomeStatus.FAILED: FailureReason.TOOL_FAILED,
-    OutcomeStatus.TIMEOUT: FailureReason.TIMEOUT,
-    OutcomeStatus.CANCELLED: FailureReason.CANCELLED,
-    OutcomeStatus.CRASHED: FailureReason.WORKER_CRASHED,
-    OutcomeStatus.VIOLATION: FailureReason.WORKER_VIOLATION,
-    OutcomeStatus.SETUP_FAILED: FailureReason.SANDBOX_UNAVAILABLE,
-    OutcomeStatus.UNAVAILABLE: FailureReason.SANDBOX_UNAVAILABLE,
+    CallEnding.FAILED: FailureReason.TOOL_FAILED,
+    CallEnding.TIMEOUT: FailureReason.TIMEOUT,
+    CallEnding.CANCELLED: FailureReason.CANCELLED,
+    CallEnding.CRASHED: FailureReason.WORKER_CRASHED,
+    CallEnding.VIOLATION: FailureReason.WORKER_VIOLATION,
+    CallEnding.SETUP_FAILED: FailureReason.SANDBOX_UNAVAILABLE,
+    CallEnding.UNAVAILABLE: FailureReason.SANDBOX_UNAVAILABLE,
 }
 
 
 def failure_reason(outcome: Outcome) -> FailureReason:
     """Why the run failed: what the tool said of itself, else the limit it hit, else how it
     ended."""
-    if outcome.status is OutcomeStatus.FAILED and outcome.reason is not None:
+    if outcome.status is CallEnding.FAILED and outcome.reason is not None:
         return FailureReason(outcome.reason)
     if outcome.out_of_memory:
         return FailureReason.OUT_OF_MEMORY
@@ -405,7 +434,7 @@ def failure_reason(outcome: Outcome) -> FailureReason:
         return FailureReason.CPU_LIMIT
     if outcome.over_limit:
         return FailureReason.OUTPUT_LIMIT
-    if outcome.status is OutcomeStatus.CRASHED and outcome.signal == "SIGXFSZ":
+    if outcome.status is CallEnding.CRASHED and outcome.signal == "SIGXFSZ":
         return FailureReason.OUTPUT_LIMIT  # a file past RLIMIT_FSIZE
     return _REASON_OF_STATUS.get(outcome.status, FailureReason.TOOL_FAILED)
 

@@ -24,7 +24,7 @@ from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.pool import WorkerPool
 from a2e_engine.sandbox.resident import ResidentWorker
-from a2e_engine.sandbox.run import EventSink, Outcome, OutcomeStatus
+from a2e_engine.sandbox.run import CallEnding, EventSink, Outcome
 from a2e_engine.sandbox.waiting import StopSignal
 
 __all__ = ["ResidentWorkers"]
@@ -75,7 +75,7 @@ class ResidentWorkers:
             starting = not _alive(kept.worker)
             if starting and self.live + self._starting >= self.limits.limit:
                 return Outcome(
-                    OutcomeStatus.FAILED,
+                    CallEnding.FAILED,
                     error=f"all {self.limits.limit} sessions that may keep a worker have one; "
                     "end a session (or raise resident_workers) and try again",
                     reason=FailureReason.OVERLOADED,

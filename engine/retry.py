@@ -21,9 +21,10 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
+from a2e.caps.tools.endings import CallEnding
 from a2e_engine.engine.config import RetryPolicy
 from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.run import Outcome, OutcomeStatus
+from a2e_engine.sandbox.run import Outcome
 
 __all__ = ["RETRYABLE", "run_with_retries"]
 
@@ -31,10 +32,10 @@ __all__ = ["RETRYABLE", "run_with_retries"]
 #: wish; neither is retried.
 RETRYABLE = frozenset(
     {
-        OutcomeStatus.FAILED,
-        OutcomeStatus.CRASHED,
-        OutcomeStatus.VIOLATION,
-        OutcomeStatus.SETUP_FAILED,
+        CallEnding.FAILED,
+        CallEnding.CRASHED,
+        CallEnding.VIOLATION,
+        CallEnding.SETUP_FAILED,
     }
 )
 

@@ -14,14 +14,13 @@ if TYPE_CHECKING:
     from a2e_engine.sandbox.limits import Limits
     from a2e_engine.sandbox.messages import Job
     from a2e_engine.sandbox.pool import PoolConfig, SandboxUnavailable, WorkerPool
-    from a2e_engine.sandbox.run import Outcome, OutcomeStatus
+    from a2e_engine.sandbox.run import Outcome
     from a2e_engine.sandbox.settings import ZygoteSettings
 
 __all__ = [
     "Job",
     "Limits",
     "Outcome",
-    "OutcomeStatus",
     "PoolConfig",
     "SandboxUnavailable",
     "WorkerPool",
@@ -31,7 +30,6 @@ __all__ = [
 _HOMES = {
     "Limits": "a2e_engine.sandbox.limits",
     "Outcome": "a2e_engine.sandbox.run",
-    "OutcomeStatus": "a2e_engine.sandbox.run",
     "Job": "a2e_engine.sandbox.messages",
     "PoolConfig": "a2e_engine.sandbox.pool",
     "SandboxUnavailable": "a2e_engine.sandbox.pool",

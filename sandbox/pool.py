@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from a2e.caps.tools.endings import CallEnding
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.layers import merge_reports
 from a2e_engine.sandbox.messages import Job
@@ -29,7 +30,6 @@ from a2e_engine.sandbox.resident import ResidentWorker
 from a2e_engine.sandbox.run import (
     EventSink,
     Outcome,
-    OutcomeStatus,
     OutputCaps,
     WorkerHandle,
     not_started,
@@ -281,16 +281,16 @@ class WorkerPool:
         outcome that says why there is none."""
         line = self._lines.get(job["zygote"])
         if line is None:
-            return Outcome(OutcomeStatus.SETUP_FAILED, error=f"no sandbox zygote {job['zygote']!r}")
+            return Outcome(CallEnding.SETUP_FAILED, error=f"no sandbox zygote {job['zygote']!r}")
         try:
             await line.ensure_started()
         except SandboxUnavailable as exc:
-            return Outcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
+            return Outcome(CallEnding.UNAVAILABLE, error=str(exc))
         supply = line.supply
         assert supply is not None
         if job["profile"] not in supply.ready:
             return Outcome(
-                OutcomeStatus.SETUP_FAILED,
+                CallEnding.SETUP_FAILED,
                 error=f"sandbox profile {job['profile']!r} is not enabled",
             )
         return supply
@@ -307,7 +307,7 @@ class WorkerPool:
         try:
             worker = await supply.take(job["profile"], deadline, stop)
         except SandboxUnavailable as exc:
-            return Outcome(OutcomeStatus.UNAVAILABLE, error=str(exc))
+            return Outcome(CallEnding.UNAVAILABLE, error=str(exc))
         if worker is None:
             return self._not_started(
                 stop, deadline, queued_at, "waiting for a sandboxed worker", supply

@@ -16,6 +16,7 @@ import asyncio
 import signal
 from typing import Any
 
+from a2e.caps.tools.endings import CallEnding
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.limits import Limits
 from a2e_engine.sandbox.messages import Job, Result
@@ -23,7 +24,6 @@ from a2e_engine.sandbox.run import (
     KILL_WAIT_S,
     EventSink,
     Outcome,
-    OutcomeStatus,
     OutputCaps,
     ResultReader,
     WorkerHandle,
@@ -112,9 +112,9 @@ class ResidentWorker:
         self.reader.begin(on_event)
         # The job pipe stays open: the worker reads its next job from it between jobs.
         await send_job(self.worker, job, deadline, stop, close=False)
-        ended_by: OutcomeStatus | None = None
+        ended_by: CallEnding | None = None
         if not await race(deadline.at, self.reader.turn_done, self.worker.exited, stop=stop):
-            ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
+            ended_by = CallEnding.CANCELLED if stop.is_set() else CallEnding.TIMEOUT
             # As a notebook does: interrupt the job, and keep what the worker holds if it
             # answers.
             self.worker.send_signal(signal.SIGINT)
@@ -128,12 +128,12 @@ class ResidentWorker:
         # The turn ended with its result; the worker stays, so its own account is all there is.
         return outcome_of(self.worker, self.reader, None, False, deadline, self.limits)
 
-    def _interrupted(self, ended_by: OutcomeStatus, result: Result, deadline: Deadline) -> Outcome:
+    def _interrupted(self, ended_by: CallEnding, result: Result, deadline: Deadline) -> Outcome:
         """A job that ran past its deadline (or was cancelled) and gave in to the interrupt:
         the call failed, what the job said comes back, and the worker stays."""
         why = (
             deadline.timed_out("; it was interrupted")
-            if ended_by is OutcomeStatus.TIMEOUT
+            if ended_by is CallEnding.TIMEOUT
             else "cancelled; it was interrupted"
         )
         return Outcome(

@@ -24,9 +24,9 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
+from a2e.caps.tools.endings import CallEnding
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.exits import how_it_ended, signal_name
 from a2e_engine.sandbox.frames import (
@@ -45,7 +45,6 @@ __all__ = [
     "KILL_WAIT_S",
     "EventSink",
     "Outcome",
-    "OutcomeStatus",
     "OutputCaps",
     "ResultReader",
     "WorkerExit",
@@ -281,12 +280,12 @@ async def run_job(
     """``job`` through ``worker``, which is gone when this returns, and what came of it."""
     loop = asyncio.get_running_loop()
     reader = ResultReader(worker, caps, on_event, loop)
-    ended_by: OutcomeStatus | None = None
+    ended_by: CallEnding | None = None
     exit_awaited = True
     try:
         await send_job(worker, job, deadline, stop)
         if not await race(deadline.at, reader.finished, worker.exited, stop=stop):
-            ended_by = OutcomeStatus.CANCELLED if stop.is_set() else OutcomeStatus.TIMEOUT
+            ended_by = CallEnding.CANCELLED if stop.is_set() else CallEnding.TIMEOUT
             grace = job["cancel_grace_s"]
             if grace > 0:
                 # The tool asked to hear about it: it may cancel work it started elsewhere.
@@ -355,23 +354,12 @@ def _resolve(future: asyncio.Future[None]) -> None:
 # -- what a run means --
 
 
-class OutcomeStatus(StrEnum):
-    OK = "ok"  # the tool returned a result
-    FAILED = "failed"  # the tool raised; error says what
-    TIMEOUT = "timeout"  # the wall-clock deadline passed; the tree was killed
-    CANCELLED = "cancelled"  # tool/cancel/req or shutdown; the tree was killed
-    CRASHED = "crashed"  # the worker died without a result (signal, os._exit, zygote death)
-    VIOLATION = "violation"  # the worker broke the frame protocol or a cap; it was killed
-    SETUP_FAILED = "setup_failed"  # a sandbox layer could not be applied; the tool never ran
-    UNAVAILABLE = "unavailable"  # no worker could be had (sandbox broken)
-
-
 @dataclass
 class Outcome:
     """What the supervisor learned about one run, before it becomes a protocol result: its
     status, its data or its error in a sentence, and what it cost."""
 
-    status: OutcomeStatus
+    status: CallEnding
     data: Any = None
     error: str | None = None
     exit_code: int | None = None
@@ -388,7 +376,7 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.status is OutcomeStatus.OK
+        return self.status is CallEnding.OK
 
 
 _SIGNAL_MEANING: dict[int, str] = {
@@ -428,11 +416,9 @@ def not_started(
 ) -> Outcome:
     """A call that never got a worker: cancelled, or timed out while ``waiting``."""
     if stop.is_set():
-        return Outcome(
-            OutcomeStatus.CANCELLED, error=f"cancelled before the tool started ({waiting})"
-        )
+        return Outcome(CallEnding.CANCELLED, error=f"cancelled before the tool started ({waiting})")
     return Outcome(
-        OutcomeStatus.TIMEOUT,
+        CallEnding.TIMEOUT,
         queued_ms=queued_ms,
         error=deadline.timed_out(f" while {waiting}{detail}"),
     )
@@ -441,7 +427,7 @@ def not_started(
 def outcome_of(
     worker: WorkerHandle,
     reader: ResultReader,
-    ended_by: OutcomeStatus | None,
+    ended_by: CallEnding | None,
     exit_awaited: bool,
     deadline: Deadline,
     limits: Limits,
@@ -449,7 +435,7 @@ def outcome_of(
     """What a finished run means. ``ended_by``: TIMEOUT or CANCELLED when the call was ended
     from outside; ``exit_awaited`` False: the worker sent its result and was killed, exiting
     off the call's path, so its own account of itself is all there is."""
-    outcome = Outcome(OutcomeStatus.CRASHED, events_dropped=reader.dropped)
+    outcome = Outcome(CallEnding.CRASHED, events_dropped=reader.dropped)
     result = reader.result
     sentence = ""
     if not exit_awaited and result is not None:
@@ -464,19 +450,19 @@ def outcome_of(
             outcome.cpu_ms = ended.cpu_ms
             outcome.peak_rss_kb = ended.maxrss_kb
     if reader.violation is not None:
-        outcome.status = OutcomeStatus.VIOLATION
+        outcome.status = CallEnding.VIOLATION
         outcome.error = f"{reader.violation}; it was killed"
         outcome.over_limit = reader.over_limit
     # A result written during a cancel grace (the tool cleaning up) does not change why the
     # call ended.
-    elif ended_by is OutcomeStatus.TIMEOUT:
+    elif ended_by is CallEnding.TIMEOUT:
         outcome.status = ended_by
         outcome.error = deadline.timed_out("; the worker and all its processes were killed")
-    elif ended_by is OutcomeStatus.CANCELLED:
+    elif ended_by is CallEnding.CANCELLED:
         outcome.status = ended_by
         outcome.error = "cancelled; the worker and all its processes were killed"
     elif result is not None:
-        outcome.status = OutcomeStatus.OK if result.ok else OutcomeStatus.FAILED
+        outcome.status = CallEnding.OK if result.ok else CallEnding.FAILED
         outcome.data = result.data
         outcome.error = result.error
         outcome.reason = result.reason
@@ -487,7 +473,7 @@ def outcome_of(
             "it was killed"
         )
     elif reader.setup_error is not None:
-        outcome.status = OutcomeStatus.SETUP_FAILED
+        outcome.status = CallEnding.SETUP_FAILED
         outcome.error = f"the sandbox could not be set up: {reader.setup_error}"
     elif ended.oom:
         outcome.out_of_memory = True

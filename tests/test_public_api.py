@@ -8,7 +8,13 @@ import pytest
 
 PUBLIC = {
     "a2e": ["A2EClient", "A2ECapability", "A2EError", "ErrorCode", "decode", "encode"],
-    "a2e.caps.tools": ["ToolDefinition", "ToolParameter", "ToolResult", "ToolErrorCode"],
+    "a2e.caps.tools": [
+        "CallEnding",
+        "ToolDefinition",
+        "ToolParameter",
+        "ToolResult",
+        "ToolErrorCode",
+    ],
     "a2e.caps.tools.client": ["ToolAPI", "PendingCall"],
     "a2e.caps.tools.async_client": ["AsyncToolAPI", "AsyncPendingCall"],
     "a2e.caps.tools.plugin": ["ToolPlugin", "ToolContext", "ToolExecutionError", "SandboxProfile"],
@@ -28,7 +34,6 @@ PUBLIC = {
         "Job",
         "Limits",
         "Outcome",
-        "OutcomeStatus",
     ],
     "a2e_engine.tools": ["PythonEval", "FileTools", "BUILTIN_PLUGINS"],
 }

@@ -46,6 +46,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
+from a2e.caps.tools.endings import CallEnding
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.sandbox.exits import how_it_ended
 from a2e_engine.sandbox.landlock import WriteConfinement, confine_writes
@@ -314,7 +315,7 @@ class CodeEval(ToolPlugin):
         arguments: dict[str, Any],
         secrets_given: dict[str, str],
         result: ToolResult,
-        ended: str,
+        ended: CallEnding,
     ) -> ToolResult:
         """Function tests' verdict, judged here from the sealed report; a worker that ended
         without one failed (or timed out)."""
@@ -334,11 +335,11 @@ class CodeEval(ToolPlugin):
                 verdict = outcome("failed", "the verdict did not come from the grader", [])
             kept = {k: v for k, v in data.items() if k not in (SEALED, SEAL, *verdict)}
             return result.model_copy(update={"data": {**verdict, **kept}})
-        if ended == "timeout":
+        if ended == CallEnding.TIMEOUT:
             verdict = outcome(
                 "timed out", f"did not finish within {_time_limit(arguments):g} s", []
             )
-        elif ended in ("crashed", "violation"):
+        elif ended in (CallEnding.CRASHED, CallEnding.VIOLATION):
             # The exit code is the negated signal number when a signal ended the worker.
             code = result.exit_code
             how = how_it_ended(code) if code is not None else f"ended the worker ({result.error})"

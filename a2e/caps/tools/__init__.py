@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from a2e.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from a2e.caps.tools.endings import CallEnding
     from a2e.caps.tools.models import (
         FailureReason,
         ToolCallRequest,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CallEnding",
     "FailureReason",
     "ToolCallRequest",
     "ToolCallResponse",
@@ -40,4 +42,7 @@ __all__ = [
 ]
 
 
-__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "a2e.caps.tools.models"))
+__getattr__ = lazy_exports(
+    __name__,
+    {**dict.fromkeys(__all__, "a2e.caps.tools.models"), "CallEnding": "a2e.caps.tools.endings"},
+)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from a2e.capability import A2ECapability
+from a2e.caps.tools.endings import CallEnding
 from a2e.caps.tools.events import EventKind, check_event_data
 from a2e.caps.tools.reasons import FailureReason
 from a2e.plugin import A2EPlugin
@@ -232,11 +233,11 @@ class ToolPlugin(A2EPlugin):
         arguments: dict[str, Any],
         secrets: dict[str, str],
         result: ToolResult,
-        ended: str,
+        ended: CallEnding,
     ) -> ToolResult:
         """The supervisor's last word on a call that ran, with the secrets ``secrets_for``
-        gave it and how its worker ``ended`` (``ok``, ``failed``, ``timeout``, ``cancelled``,
-        ``crashed``, ``violation``, ``setup_failed``, ``unavailable``).
+        gave it and how its worker ``ended`` (``CallEnding``: a string enum, so ``"timeout"``
+        compares equal to ``CallEnding.TIMEOUT``).
 
         Whatever ran in the worker can write the worker's result; a plugin whose worker runs
         code it does not trust checks here what only it and the supervisor know (a seal made
