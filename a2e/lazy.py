@@ -8,6 +8,7 @@ its plugins would bring pydantic, a TLS stack or every other plugin into each wo
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ def lazy_exports(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]
         home = homes.get(name)
         if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(home), name)
+        value = getattr(importlib.import_module(home), name)
+        setattr(sys.modules[package], name, value)  # found there from now on
+        return value
 
     return __getattr__

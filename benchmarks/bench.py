@@ -45,18 +45,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
+from a2e_engine.benchmarks.calling import Call, Opened, System, failure_reason
 from a2e_engine.benchmarks.measure import Figures, closed_loop, median_figures, open_loop
 from a2e_engine.benchmarks.resources import CpuMeter, TreeCpuMeter, memory_by_role
 from a2e_engine.benchmarks.run_code_systems import RunCodeClient, sandboxfusion
 from a2e_engine.benchmarks.shared_servers import kept_across_workloads
-from a2e_engine.benchmarks.systems import (
-    SYSTEMS,
-    Call,
-    Opened,
-    System,
-    failure_reason,
-    why_unavailable,
-)
+from a2e_engine.benchmarks.systems import SYSTEMS, why_unavailable
 from a2e_engine.benchmarks.workloads import RUN_CODE_SYSTEMS, WORKLOADS, Payload, Workload
 
 __all__ = ["Options", "main", "run", "table"]

@@ -28,7 +28,7 @@ import httpx
 import psutil
 
 from a2e.caps.tools.async_client import AsyncToolAPI
-from a2e_engine.benchmarks.systems import http_service
+from a2e_engine.benchmarks.calling import http_service
 
 __all__ = ["load_test", "main"]
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import psutil
 
+from a2e_engine.benchmarks.calling import BENCH_ENGINE_FLAGS, Opened, next_payload
 from a2e_engine.benchmarks.shared_servers import kept
 from a2e_engine.benchmarks.workloads import EVENTS_PER_STREAM, Payload, Workload
 
@@ -28,7 +29,6 @@ __all__ = ["engine_mcp"]
 
 @contextlib.contextmanager
 def engine_mcp(workload: Workload, payloads: list[Payload]) -> Iterator[Any]:
-    from a2e_engine.benchmarks.systems import Opened, next_payload
 
     with kept("mcp", _mcp_server) as (loop, session, server):
         take = next_payload(payloads)
@@ -64,8 +64,6 @@ def _mcp_server() -> Iterator[tuple[asyncio.AbstractEventLoop, Any, int]]:
     """``a2e serve --mcp`` with one SDK client session held open on a loop thread: the loop,
     the session and the server's pid."""
     from mcp import ClientSession, StdioServerParameters, stdio_client
-
-    from a2e_engine.benchmarks.systems import BENCH_ENGINE_FLAGS
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="bench-mcp", daemon=True)

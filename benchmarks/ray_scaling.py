@@ -18,6 +18,7 @@ import resource
 import time
 from typing import Any
 
+from a2e_engine.benchmarks.calling import engine_call
 from a2e_engine.benchmarks.measure import closed_loop
 from a2e_engine.benchmarks.workloads import WORKLOADS
 
@@ -40,7 +41,6 @@ def scaling(nodes: list[int], concurrency: list[int], seconds: float) -> list[di
     from ray.cluster_utils import Cluster
 
     from a2e.caps.tools.client import ToolAPI
-    from a2e_engine.benchmarks.systems import _engine_call
     from a2e_engine.benchmarks.workloads import BenchTools
     from a2e_engine.engine import EngineConfig, RayEngine
 
@@ -56,7 +56,7 @@ def scaling(nodes: list[int], concurrency: list[int], seconds: float) -> list[di
         config = EngineConfig(prefork=4, max_workers=8)
         with RayEngine(plugins=[BenchTools()], config=config, watch_s=0.2) as engine:
             client = engine.connect(spread=True, client_name="a2e-bench")
-            call = _engine_call(ToolAPI(client), trivial, payloads)
+            call = engine_call(ToolAPI(client), trivial, payloads)
             for count in sorted(set(nodes)):
                 _grow(cluster, engine, count, node_args)
                 for c in concurrency:

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from a2e_engine.benchmarks.calling import Opened, engine_call
 from a2e_engine.benchmarks.shared_servers import kept
 from a2e_engine.benchmarks.workloads import Payload, Workload
 
@@ -25,7 +26,6 @@ def ray_system(resource: str | None = None) -> Callable[[Workload, list[Payload]
     @contextlib.contextmanager
     def opener(workload: Workload, payloads: list[Payload]) -> Iterator[Any]:
         from a2e.caps.tools.client import ToolAPI
-        from a2e_engine.benchmarks.systems import Opened, _engine_call
 
         with kept(("ray", resource), lambda: _ray_engine(resource)) as engine:
             client = engine.connect(spread=True, client_name="a2e-bench")
@@ -39,7 +39,7 @@ def ray_system(resource: str | None = None) -> Callable[[Workload, list[Payload]
                 return roles
 
             try:
-                yield Opened(_engine_call(ToolAPI(client), workload, payloads), processes)
+                yield Opened(engine_call(ToolAPI(client), workload, payloads), processes)
             finally:
                 client.close()
 

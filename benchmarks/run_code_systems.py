@@ -24,18 +24,23 @@ import json
 import socket
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import psutil
 
+from a2e_engine.benchmarks.calling import (
+    BENCH_ENGINE_FLAGS,
+    Call,
+    CallFailed,
+    Opened,
+    http_service,
+    next_payload,
+)
 from a2e_engine.benchmarks.http_client import KeptAlive
 from a2e_engine.benchmarks.sandboxfusion_standin import READY
 from a2e_engine.benchmarks.shared_servers import kept, server_process
 from a2e_engine.benchmarks.workloads import Payload, Workload
-
-if TYPE_CHECKING:
-    from a2e_engine.benchmarks.systems import Call, Opened
 
 __all__ = [
     "RunCodeClient",
@@ -65,7 +70,6 @@ class RunCodeClient(KeptAlive):
 
     def run_code(self, body: dict[str, Any]) -> dict[str, Any]:
         """SandboxFusion's answer; ``CallFailed`` if it is not one."""
-        from a2e_engine.benchmarks.systems import CallFailed
 
         status, payload = self.request("POST", "/run_code", body)
         try:
@@ -81,7 +85,6 @@ class RunCodeClient(KeptAlive):
 
     def ping(self) -> None:
         """``CallFailed``, in one line, unless ``GET /v1/ping`` answers 200."""
-        from a2e_engine.benchmarks.systems import CallFailed
 
         try:
             status, payload = self.request("GET", "/v1/ping", timeout=PING_TIMEOUT_S)
@@ -128,7 +131,6 @@ def wrong_answer(answer: dict[str, Any], expected: str | None) -> str:
 
 
 def _calls(client: RunCodeClient, workload: Workload, payloads: list[Payload], who: str) -> Call:
-    from a2e_engine.benchmarks.systems import CallFailed, next_payload
 
     take = next_payload(payloads)
     numbers = itertools.count()
@@ -150,7 +152,6 @@ def _calls(client: RunCodeClient, workload: Workload, payloads: list[Payload], w
 def _opened(
     url: str, workload: Workload, payloads: list[Payload], who: str, server: int | None, why: str
 ) -> Iterator[Opened]:
-    from a2e_engine.benchmarks.systems import Opened
 
     client = RunCodeClient(url)
     try:
@@ -165,7 +166,6 @@ def _opened(
 def engine_run_code(workload: Workload, payloads: list[Payload]) -> Iterator[Opened]:
     """``POST /run_code`` on ``a2e serve --http``, the same server the WebSocket and REST
     systems use."""
-    from a2e_engine.benchmarks.systems import BENCH_ENGINE_FLAGS, http_service
 
     with (
         http_service(*BENCH_ENGINE_FLAGS) as (url, pid),

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from a2e_engine.benchmarks.calling import Opened, next_payload
 from a2e_engine.benchmarks.workloads import Payload, Workload
 
 __all__ = ["judged_with_subprocess", "subprocess_judge"]
@@ -57,7 +58,6 @@ def judged_with_subprocess(payload: Payload) -> str:
 
 @contextlib.contextmanager
 def subprocess_judge(workload: Workload, payloads: list[Payload]) -> Iterator[Any]:
-    from a2e_engine.benchmarks.systems import Opened, next_payload
 
     take = next_payload(payloads)
 

@@ -1,13 +1,24 @@
 """The host side: ``Engine`` (sessions, policy, retries, audit) over the sandbox, and
-``RayEngine``, an engine on every node of a Ray cluster."""
+``RayEngine``, an engine on every node of a Ray cluster.
 
-from a2e_engine.engine.cluster import RayEngine
-from a2e_engine.engine.config import EngineConfig, RetryPolicy
-from a2e_engine.engine.engine import Engine
-from a2e_engine.engine.host import Host, HostClosed, HostConnection
-from a2e_engine.engine.policy import ToolPolicy
-from a2e_engine.engine.requirements import IsolationUnavailable, LimitTooLow
-from a2e_engine.sandbox.limits import Limits
+Each name is imported when first used (``a2e.lazy``): importing one module of the package
+(the CLI's, the service's configuration) does not bring in the engine, the cluster and Ray.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from a2e.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from a2e_engine.engine.cluster import RayEngine
+    from a2e_engine.engine.config import EngineConfig, RetryPolicy
+    from a2e_engine.engine.engine import Engine
+    from a2e_engine.engine.host import Host, HostClosed, HostConnection
+    from a2e_engine.engine.policy import ToolPolicy
+    from a2e_engine.engine.requirements import IsolationUnavailable, LimitTooLow
+    from a2e_engine.sandbox.limits import Limits
 
 __all__ = [
     "Engine",
@@ -22,3 +33,20 @@ __all__ = [
     "RetryPolicy",
     "ToolPolicy",
 ]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "Engine": "a2e_engine.engine.engine",
+        "EngineConfig": "a2e_engine.engine.config",
+        "Host": "a2e_engine.engine.host",
+        "HostClosed": "a2e_engine.engine.host",
+        "HostConnection": "a2e_engine.engine.host",
+        "IsolationUnavailable": "a2e_engine.engine.requirements",
+        "LimitTooLow": "a2e_engine.engine.requirements",
+        "Limits": "a2e_engine.sandbox.limits",
+        "RayEngine": "a2e_engine.engine.cluster",
+        "RetryPolicy": "a2e_engine.engine.config",
+        "ToolPolicy": "a2e_engine.engine.policy",
+    },
+)

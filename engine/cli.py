@@ -19,6 +19,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, NoReturn
 
 from a2e.caps.tools.client import PendingCall, ToolAPI
@@ -41,6 +42,8 @@ __all__ = ["EXIT_STATUS", "main"]
 
 #: Where ``a2e serve --http`` listens when given no address.
 DEFAULT_HTTP = "127.0.0.1:8080"
+#: Where commands that live outside the engine are registered (``a2e bench``: the benchmarks').
+COMMANDS_GROUP = "a2e_engine.commands"
 
 #: ``a2e eval``'s cap on one call: judging a program on many test cases takes long.
 EVAL_MAX_TIMEOUT_S = 3600
@@ -771,11 +774,15 @@ class _Parser(argparse.ArgumentParser):
     """argparse's parser with its errors in one line, as every other error of ``a2e`` is (its
     own way prints the whole usage first)."""
 
+    #: Commands registered from outside the engine (``COMMANDS_GROUP``) that no built-in one
+    #: shadows: each takes the rest of the command line as its own.
+    installed: dict[str, EntryPoint]
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"a2e: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     parser = _Parser(
         prog="a2e",
         description="Sandboxed tool execution engine",
@@ -931,12 +938,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_engine_options(grader)
     grader.set_defaults(func=cmd_eval)
-    bench = sub.add_parser(
-        "bench",
-        help="measure the engine against the alternatives (a2e bench --help)",
-        add_help=False,
-    )
-    bench.add_argument("options", nargs="*", help="see a2e bench --help")
+    found = entry_points(group=COMMANDS_GROUP)
+    parser.installed = {entry.name: entry for entry in found if entry.name not in sub.choices}
+    for name, entry in sorted(parser.installed.items()):
+        installed = sub.add_parser(name, help=f"from {entry.value} (a2e {name} --help)")
+        installed.add_argument("options", nargs="*", help=f"see a2e {name} --help")
     return parser
 
 
@@ -972,12 +978,12 @@ def _output_closed() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:
+    parser = build_parser()
+    if argv and argv[0] in parser.installed:
         # Its options are its own (argparse's REMAINDER would not pass a leading --option on).
-        from a2e_engine.benchmarks.bench import main as bench_main
-
-        return bench_main(argv[1:])
-    args = build_parser().parse_args(argv)
+        command: Callable[[list[str]], int] = parser.installed[argv[0]].load()
+        return command(argv[1:])
+    args = parser.parse_args(argv)
     _configure_logging(args.verbose)
     try:
         return int(args.func(args))

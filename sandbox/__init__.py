@@ -7,8 +7,9 @@ forks would inherit and every fork would copy the page tables of.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from a2e.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from a2e_engine.sandbox.limits import Limits
@@ -27,19 +28,15 @@ __all__ = [
     "ZygoteSettings",
 ]
 
-_HOMES = {
-    "Limits": "a2e_engine.sandbox.limits",
-    "Outcome": "a2e_engine.sandbox.run",
-    "Job": "a2e_engine.sandbox.messages",
-    "PoolConfig": "a2e_engine.sandbox.pool",
-    "SandboxUnavailable": "a2e_engine.sandbox.pool",
-    "WorkerPool": "a2e_engine.sandbox.pool",
-    "ZygoteSettings": "a2e_engine.sandbox.settings",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "Job": "a2e_engine.sandbox.messages",
+        "Limits": "a2e_engine.sandbox.limits",
+        "Outcome": "a2e_engine.sandbox.run",
+        "PoolConfig": "a2e_engine.sandbox.pool",
+        "SandboxUnavailable": "a2e_engine.sandbox.pool",
+        "WorkerPool": "a2e_engine.sandbox.pool",
+        "ZygoteSettings": "a2e_engine.sandbox.settings",
+    },
+)

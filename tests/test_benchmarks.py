@@ -20,10 +20,11 @@ from unittest import mock
 
 import pytest
 
-from a2e_engine.benchmarks import bench, bounds, systems
+from a2e_engine.benchmarks import bench, bounds, calling
 from a2e_engine.benchmarks.bench import Options, Progress
+from a2e_engine.benchmarks.calling import Opened, System
 from a2e_engine.benchmarks.measure import Figures, open_loop
-from a2e_engine.benchmarks.systems import SYSTEMS, Opened, System, why_unavailable
+from a2e_engine.benchmarks.systems import SYSTEMS, why_unavailable
 from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -166,12 +167,12 @@ def test_a_failed_command_is_named_with_its_cause() -> None:
         1, ["/usr/bin/bwrap", "--unshare-all", sys.executable, "-c", script],
         stderr=b"bwrap: loopback: Failed RTM_NEWADDR: No such device\n",
     )  # fmt: skip
-    why = systems.failure_reason(failed)
+    why = calling.failure_reason(failed)
     assert why == (
         f"`/usr/bin/bwrap --unshare-all {sys.executable} -c <{len(script)} characters>` "
         "exited with code 1: bwrap: loopback: Failed RTM_NEWADDR: No such device"
     )
-    assert systems.failure_reason(RuntimeError("two\nlines")) == "RuntimeError: two lines"
+    assert calling.failure_reason(RuntimeError("two\nlines")) == "RuntimeError: two lines"
 
 
 def test_bench_refuses_bad_options() -> None:
@@ -479,13 +480,13 @@ def test_run_code_answers_are_checked(standin: tuple[str, int]) -> None:
     with sandboxfusion(workload, [passing, failing, wrong], url=url) as opened:
         assert opened.server == pid
         assert opened.call() == (0, "passed")
-        with pytest.raises(systems.CallFailed) as failed:
+        with pytest.raises(calling.CallFailed) as failed:
             opened.call()
         assert str(failed.value).startswith(
             f"SandboxFusion at {url} answered Failed: the run exited with 1: Traceback"
         ), failed.value
         assert str(failed.value).endswith("AssertionError"), failed.value
-        with pytest.raises(systems.CallFailed, match=r"printed '', not 'passed'$"):
+        with pytest.raises(calling.CallFailed, match=r"printed '', not 'passed'$"):
             opened.call()
         figures = closed_loop(opened.call, 6, 1, warmup=0, tolerate_failures=True)
     assert (figures.calls, figures.failures) == (2, 4)

@@ -1,7 +1,25 @@
-"""Client-side transports for ``A2EClient`` (and, awaited, for ``AsyncToolAPI``)."""
+"""Client-side transports for ``A2EClient`` (and, awaited, for ``AsyncToolAPI``); each imported
+when first named, so that the stdio transport does not bring in the websockets library."""
 
-from a2e.transports.stdio import StdioTransport
-from a2e.transports.websocket import TransportRefused, WebSocketTransport
-from a2e.transports.websocket_async import AsyncWebSocketTransport
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from a2e.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from a2e.transports.stdio import StdioTransport
+    from a2e.transports.websocket import TransportRefused, WebSocketTransport
+    from a2e.transports.websocket_async import AsyncWebSocketTransport
 
 __all__ = ["AsyncWebSocketTransport", "StdioTransport", "TransportRefused", "WebSocketTransport"]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "AsyncWebSocketTransport": "a2e.transports.websocket_async",
+        "StdioTransport": "a2e.transports.stdio",
+        "TransportRefused": "a2e.transports.websocket",
+        "WebSocketTransport": "a2e.transports.websocket",
+    },
+)

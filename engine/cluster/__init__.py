@@ -7,7 +7,22 @@ watches and stops the actors. Importing this package does not import Ray; starti
 ``RayEngine`` does.
 """
 
-from a2e_engine.engine.cluster.backend import RayEngine
-from a2e_engine.engine.cluster.links import NodeInfo
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from a2e.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from a2e_engine.engine.cluster.backend import RayEngine
+    from a2e_engine.engine.cluster.links import NodeInfo
 
 __all__ = ["NodeInfo", "RayEngine"]
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "NodeInfo": "a2e_engine.engine.cluster.links",
+        "RayEngine": "a2e_engine.engine.cluster.backend",
+    },
+)

@@ -5,6 +5,15 @@ arguments); ``results`` writes each sample's result as it finishes and reads bac
 file to resume; ``pass_at_k`` is the unbiased estimator; ``progress`` the line on stderr;
 ``runner`` ties them to an engine."""
 
-from a2e_engine.engine.evaluation.runner import EvalOptions, EvalPlan, evaluate, prepare
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from a2e.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from a2e_engine.engine.evaluation.runner import EvalOptions, EvalPlan, evaluate, prepare
 
 __all__ = ["EvalOptions", "EvalPlan", "evaluate", "prepare"]
+
+__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "a2e_engine.engine.evaluation.runner"))

@@ -6,17 +6,23 @@ imported when first asked for, so that checking a service's settings (``ServiceC
 ``a2e serve``'s usage errors) does not wait for it.
 """
 
+from __future__ import annotations
+
 from typing import TYPE_CHECKING
 
 from a2e.lazy import lazy_exports
-from a2e_engine.engine.service.config import ServiceConfig, is_loopback
 
 if TYPE_CHECKING:
+    from a2e_engine.engine.service.config import ServiceConfig, is_loopback
     from a2e_engine.engine.service.server import HttpService, ServiceError
 
 __all__ = ["HttpService", "ServiceConfig", "ServiceError", "is_loopback"]
 
 
 __getattr__ = lazy_exports(
-    __name__, dict.fromkeys(("HttpService", "ServiceError"), "a2e_engine.engine.service.server")
+    __name__,
+    {
+        **dict.fromkeys(("HttpService", "ServiceError"), "a2e_engine.engine.service.server"),
+        **dict.fromkeys(("ServiceConfig", "is_loopback"), "a2e_engine.engine.service.config"),
+    },
 )
