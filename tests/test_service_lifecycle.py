@@ -20,7 +20,9 @@ import pytest
 from a2e.caps.tools.client import ToolAPI
 from a2e.client import A2EClient
 from a2e.transports.websocket import TransportRefused, WebSocketTransport
-from a2e_engine.engine.cli import UsageError, _service_config, build_parser
+from a2e_engine.engine.cli.errors import UsageError
+from a2e_engine.engine.cli.main import build_parser
+from a2e_engine.engine.cli.serve import service_config_of
 from tests.service_process import ServiceProcess, run_serve, wait_for
 
 
@@ -62,15 +64,15 @@ def test_what_cannot_be_served_is_a_usage_error(flags: list[str], said: str) -> 
 
 def test_serving_beyond_loopback_without_auth_is_warned(capsys: pytest.CaptureFixture[str]) -> None:
     args = build_parser().parse_args(["serve", "--http", ":0", "--host", "10.1.2.3", "--no-auth"])
-    config = _service_config(args)
+    config = service_config_of(args)
     assert config.host == "10.1.2.3" and config.token is None
     assert "no authentication" in capsys.readouterr().err
     args = build_parser().parse_args(
         ["serve", "--http", ":0", "--host", "10.1.2.3", "--token", "t"]
     )
-    assert _service_config(args).token == "t"
+    assert service_config_of(args).token == "t"
     with pytest.raises(UsageError):
-        _service_config(argparse.Namespace(**{**vars(args), "token": None}))
+        service_config_of(argparse.Namespace(**{**vars(args), "token": None}))
 
 
 def test_a_taken_port_is_said_in_one_line() -> None:

@@ -1,0 +1,7 @@
+"""``python -m a2e_engine.engine.cli``: the ``a2e`` command."""
+
+import sys
+
+from a2e_engine.engine.cli.main import main
+
+sys.exit(main())
