@@ -17,18 +17,23 @@ from a2e import jsonwire
 
 __all__ = [
     "DEFAULT_MAX_FRAME",
+    "EVENT_PREFIX",
     "SKIPPED_EVENT",
     "FrameDecoder",
     "FrameError",
     "FrameTooLarge",
     "encode_frame",
+    "frame_of_body",
     "read_frame",
     "write_frame",
+    "write_frame_bytes",
 ]
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 _HEADER = struct.Struct(">I")
-_EVENT_PREFIX = b'{"t":"event",'
+#: How every event frame starts as the worker encodes it (``messages.event_frame``, compact
+#: JSON): what lets a reader past the event cap skip one without decoding it.
+EVENT_PREFIX = b'{"t":"event",'
 #: Stands for an event frame that was counted but not decoded (see ``skip_events``).
 SKIPPED_EVENT: dict[str, Any] = {"t": "event", "skipped": True}
 
@@ -87,7 +92,7 @@ class FrameDecoder:
             end = _HEADER.size + length
             if len(self._buf) < end:
                 break
-            if self.skip_events and self._buf.startswith(_EVENT_PREFIX, _HEADER.size):
+            if self.skip_events and self._buf.startswith(EVENT_PREFIX, _HEADER.size):
                 del self._buf[:end]
                 frames.append(SKIPPED_EVENT)
                 continue

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from a2e.caps.tools.reasons import TOOL_REASONS
+from a2e_engine.sandbox.frames import encode_frame, frame_of_body
 
 __all__ = [
     "CONTROL",
@@ -44,8 +45,8 @@ __all__ = [
     "control",
     "event_frame",
     "failure_frame",
+    "result_frame",
     "setup_error_frame",
-    "success_frame_head",
 ]
 
 
@@ -99,10 +100,15 @@ def failure_frame(
     return frame
 
 
-def success_frame_head(cpu_ms: int, maxrss_kb: int) -> str:
-    """The start of a success's result frame, up to where its data (JSON, encoded once by the
-    worker, since it may be megabytes) is spliced in: ``head + ',"data":' + data + '}'``."""
-    return f'{{"t":"result","ok":true,"usage":{{"cpu_ms":{cpu_ms:d},"maxrss_kb":{maxrss_kb:d}}}'
+def result_frame(result: str | dict[str, Any], cpu_ms: int, maxrss_kb: int) -> bytes:
+    """The worker's last frame, with its account of itself (``usage``): a failure frame as it
+    is, or a success whose data, JSON the worker encoded once (it may be megabytes), is spliced
+    in rather than decoded and encoded again."""
+    usage = {"cpu_ms": cpu_ms, "maxrss_kb": maxrss_kb}
+    if isinstance(result, dict):
+        return encode_frame({**result, "usage": usage})
+    head = f'{{"t":"result","ok":true,"usage":{{"cpu_ms":{cpu_ms:d},"maxrss_kb":{maxrss_kb:d}}}'
+    return frame_of_body(f'{head},"data":{result}}}'.encode())
 
 
 # -- worker -> supervisor: checked by the supervisor --

@@ -21,8 +21,6 @@ from a2e.caps.tools.reasons import FailureReason
 from a2e_engine.sandbox import identity, landlock, syscalls
 from a2e_engine.sandbox.frames import (
     DEFAULT_MAX_FRAME,
-    encode_frame,
-    frame_of_body,
     read_frame,
     write_frame,
     write_frame_bytes,
@@ -33,8 +31,8 @@ from a2e_engine.sandbox.messages import (
     Job,
     event_frame,
     failure_frame,
+    result_frame,
     setup_error_frame,
-    success_frame_head,
 )
 
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
@@ -154,10 +152,7 @@ def _final_frame(result: str | dict[str, Any]) -> bytes:
     """The result frame with the worker's account of itself; a success's data spliced in."""
     rusage = resource.getrusage(resource.RUSAGE_SELF)
     cpu_ms, maxrss_kb = int((rusage.ru_utime + rusage.ru_stime) * 1000), int(rusage.ru_maxrss)
-    if isinstance(result, dict):
-        return encode_frame({**result, "usage": {"cpu_ms": cpu_ms, "maxrss_kb": maxrss_kb}})
-    head = success_frame_head(cpu_ms, maxrss_kb)
-    return frame_of_body(f'{head},"data":{result}}}'.encode())
+    return result_frame(result, cpu_ms, maxrss_kb)
 
 
 def rehearse_job_path(setup: Hardening, ruleset: Ruleset | None, max_frame: int) -> None:

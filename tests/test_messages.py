@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from a2e_engine.sandbox.footprint import MAX_PACKAGES, check_footprint, measure
+from a2e_engine.sandbox.frames import EVENT_PREFIX, encode_frame
 from a2e_engine.sandbox.messages import (
     CONTROL,
     Event,
@@ -20,8 +21,8 @@ from a2e_engine.sandbox.messages import (
     control,
     event_frame,
     failure_frame,
+    result_frame,
     setup_error_frame,
-    success_frame_head,
 )
 
 
@@ -34,8 +35,10 @@ def test_what_the_worker_builds_is_what_the_supervisor_reads() -> None:
     assert check_worker_frame({**failed, "usage": {"cpu_ms": 3, "maxrss_kb": 9}}) == Result(
         ok=False, error="ValueError: x", retryable=False, cpu_ms=3, maxrss_kb=9
     )
-    success = json.loads(success_frame_head(5, 7) + ',"data":{"v":1}}')
+    success = json.loads(result_frame('{"v":1}', 5, 7)[4:])
     assert check_worker_frame(success) == Result(ok=True, data={"v": 1}, cpu_ms=5, maxrss_kb=7)
+    # A reader past the event cap knows an event frame by how the worker encodes its start.
+    assert encode_frame(event_frame("log", {}))[4:].startswith(EVENT_PREFIX)
 
 
 @pytest.mark.parametrize(
