@@ -18,15 +18,19 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from a2e.caps.tools.client import REPLY_GRACE_S, to_result
+from a2e.caps.tools.client import (
+    REPLY_GRACE_S,
+    call_request,
+    list_request,
+    listed_tools,
+    to_result,
+)
 from a2e.caps.tools.models import (
     DEFAULT_TIMEOUT_S,
     ToolCallRequest,
     ToolCancelRequest,
     ToolDefinition,
     ToolEvent,
-    ToolListRequest,
-    ToolListResponse,
     ToolResult,
 )
 from a2e.client import REPLY_TIMEOUT_S, HandshakeFailed
@@ -163,18 +167,8 @@ class AsyncToolAPI:
         tags: Sequence[str] | None = None,
         kind: str = "",
     ) -> list[ToolDefinition]:
-        request = ToolListRequest(
-            query=query,
-            include_deferred=include_deferred,
-            filter_tags=list(tags or ()),
-            filter_kind=kind,
-        )
-        reply = await self._request(request, REPLY_TIMEOUT_S)
-        if isinstance(reply, A2EError):
-            raise RuntimeError(f"tool/list refused: {reply.code}: {reply.message}")
-        if not isinstance(reply, ToolListResponse):
-            raise TimeoutError(f"no tool/list reply from the host within {REPLY_TIMEOUT_S:g} s")
-        return list(reply.tools)
+        request = list_request(query, include_deferred, tags, kind)
+        return listed_tools(await self._request(request, REPLY_TIMEOUT_S))
 
     async def start(
         self,
@@ -185,13 +179,8 @@ class AsyncToolAPI:
         timeout: float = DEFAULT_TIMEOUT_S,
         correlation_id: str | None = None,
     ) -> AsyncPendingCall:
-        request = ToolCallRequest(
-            session_id=self.session_id,
-            tool_name=tool_name,
-            arguments=arguments,
-            correlation_id=correlation_id or "",
-            streaming=streaming,
-            timeout=timeout,  # type: ignore[arg-type]  # a float, rounded up by the model
+        request = call_request(
+            self.session_id, tool_name, arguments, streaming, timeout, correlation_id
         )
         pending = AsyncPendingCall(self, request, on_event)
         self._pending[request.id] = pending

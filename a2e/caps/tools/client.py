@@ -28,7 +28,15 @@ from a2e.client import REPLY_TIMEOUT_S, A2EClient, PendingReply
 from a2e.messages import A2EError, ErrorCode
 from a2e.transport import TransportClosed
 
-__all__ = ["REPLY_GRACE_S", "PendingCall", "ToolAPI", "to_result"]
+__all__ = [
+    "REPLY_GRACE_S",
+    "PendingCall",
+    "ToolAPI",
+    "call_request",
+    "list_request",
+    "listed_tools",
+    "to_result",
+]
 
 #: How long past the call's own timeout the client waits for the host's reply before giving up.
 REPLY_GRACE_S = 10.0
@@ -76,6 +84,46 @@ class PendingCall:
             self._started,
             closed=self._pending.closed_reason if self._pending.done else None,
         )
+
+
+def call_request(
+    session_id: str,
+    tool_name: str,
+    arguments: dict[str, Any],
+    streaming: bool,
+    timeout: float,
+    correlation_id: str | None,
+) -> ToolCallRequest:
+    """A call as both clients send it: ``timeout`` in seconds, a fraction rounded up as the
+    protocol's field is; one that is not a positive number is a ``ValueError``."""
+    return ToolCallRequest(
+        session_id=session_id,
+        tool_name=tool_name,
+        arguments=arguments,
+        correlation_id=correlation_id or "",
+        streaming=streaming,
+        timeout=timeout,  # type: ignore[arg-type]  # a float, rounded up by the model
+    )
+
+
+def list_request(
+    query: str, include_deferred: bool, tags: Sequence[str] | None, kind: str
+) -> ToolListRequest:
+    return ToolListRequest(
+        query=query,
+        include_deferred=include_deferred,
+        filter_tags=list(tags or ()),
+        filter_kind=kind,
+    )
+
+
+def listed_tools(reply: object) -> list[ToolDefinition]:
+    """The tools a ``tool/list`` reply names; a refusal, or no reply in time, raised."""
+    if isinstance(reply, A2EError):
+        raise RuntimeError(f"tool/list refused: {reply.code}: {reply.message}")
+    if not isinstance(reply, ToolListResponse):
+        raise TimeoutError(f"no tool/list reply from the host within {REPLY_TIMEOUT_S:g} s")
+    return list(reply.tools)
 
 
 def to_result(
@@ -144,19 +192,10 @@ class ToolAPI:
         cache: dict[Any, list[ToolDefinition]] = self.client._tools_cache
         if not refresh and key in cache:
             return list(cache[key])
-        request = ToolListRequest(
-            query=query,
-            include_deferred=include_deferred,
-            filter_tags=list(tags or ()),
-            filter_kind=kind,
-        )
-        reply = self.client.request(request, timeout=REPLY_TIMEOUT_S)
-        if isinstance(reply, A2EError):
-            raise RuntimeError(f"tool/list refused: {reply.code}: {reply.message}")
-        if not isinstance(reply, ToolListResponse):
-            raise TimeoutError(f"no tool/list reply from the host within {REPLY_TIMEOUT_S:g} s")
-        cache[key] = list(reply.tools)
-        return list(reply.tools)
+        request = list_request(query, include_deferred, tags, kind)
+        tools = listed_tools(self.client.request(request, timeout=REPLY_TIMEOUT_S))
+        cache[key] = tools
+        return list(tools)
 
     def start(
         self,
@@ -167,17 +206,10 @@ class ToolAPI:
         timeout: float = DEFAULT_TIMEOUT_S,
         correlation_id: str | None = None,
     ) -> PendingCall:
-        """Send a call and return at once; ``.result()`` waits, ``.cancel()`` ends it.
-
-        ``timeout`` is in seconds, a fraction rounded up as the protocol's field is
-        (``ToolCallRequest``); one that is not a positive number is a ``ValueError``."""
-        request = ToolCallRequest(
-            session_id=self.client.session_id,
-            tool_name=tool_name,
-            arguments=arguments,
-            correlation_id=correlation_id or "",
-            streaming=streaming,
-            timeout=timeout,  # type: ignore[arg-type]  # a float, rounded up by the model
+        """Send a call and return at once; ``.result()`` waits, ``.cancel()`` ends it
+        (``timeout``: as ``call_request`` takes it)."""
+        request = call_request(
+            self.client.session_id, tool_name, arguments, streaming, timeout, correlation_id
         )
         pending = self.client.start(request, on_event=on_event)
         return PendingCall(self, request, pending)
