@@ -18,13 +18,14 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
+from a2e.caps.tools.endings import CallEnding
 from a2e.caps.tools.reasons import FailureReason
 from a2e_engine.engine.config import ResidentLimits
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.pool import WorkerPool
 from a2e_engine.sandbox.resident import ResidentWorker
-from a2e_engine.sandbox.run import CallEnding, EventSink, Outcome
+from a2e_engine.sandbox.run import EventSink, Outcome
 from a2e_engine.sandbox.waiting import StopSignal
 
 __all__ = ["ResidentWorkers"]

@@ -43,6 +43,7 @@ from a2e_engine.sandbox.waiting import StopSignal, race
 
 __all__ = [
     "KILL_WAIT_S",
+    "ZYGOTE_DIED",
     "EventSink",
     "Outcome",
     "OutputCaps",

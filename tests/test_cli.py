@@ -279,6 +279,19 @@ def test_bench_checks_its_outputs_before_measuring(tmp_path: Path) -> None:
     assert time.monotonic() - started < 30  # refused at once, nothing measured
 
 
+def test_bench_is_a_command_installed_by_the_benchmarks() -> None:
+    """``a2e bench`` is found by its entry point, after ``-v`` too; the engine imports none of
+    the benchmarks (tests/test_import_graph.py)."""
+    listed = subprocess.run([*A2E, "--help"], capture_output=True, text=True, timeout=60)
+    assert "bench" in listed.stdout and "a2e bench --help" in listed.stdout, listed.stdout
+    for argv in (["bench", "--help"], ["-v", "bench", "--help"]):
+        helped = subprocess.run([*A2E, *argv], capture_output=True, text=True, timeout=60)
+        assert helped.returncode == 0 and "usage: a2e bench" in helped.stdout, helped.stderr
+    # Anything else before it is argparse's: an unknown option is a usage error, in one line.
+    wrong = subprocess.run([*A2E, "-x", "bench"], capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
+
+
 def _markers(text: str) -> list[str]:
     return re.findall(r"\[\.\.\. \d+ characters of \S+ omitted[^\n]*? \.\.\.\]", text)
 

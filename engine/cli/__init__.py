@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 from a2e.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from a2e_engine.engine.cli.app import main
     from a2e_engine.engine.cli.errors import EXIT_STATUS
-    from a2e_engine.engine.cli.main import main
 
 __all__ = ["EXIT_STATUS", "main"]
 
 __getattr__ = lazy_exports(
     __name__,
-    {"EXIT_STATUS": "a2e_engine.engine.cli.errors", "main": "a2e_engine.engine.cli.main"},
+    {"EXIT_STATUS": "a2e_engine.engine.cli.errors", "main": "a2e_engine.engine.cli.app"},
 )

@@ -259,7 +259,8 @@ class ToolPlugin(A2EPlugin):
         return ToolExecutionError(f"invalid arguments for {tool_name}: " + "; ".join(problems))
 
     def set_event_callback(self, fn: Callable[[ToolEvent], None] | None) -> None:
-        """Register the streaming event callback (the worker sets one that writes frames)."""
+        """Register a callback for each event as a ``ToolEvent``: for a plugin run in-process,
+        outside the engine (``handle_call``); the worker sets an event sink instead."""
         self._event_callback = fn
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:

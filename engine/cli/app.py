@@ -47,7 +47,8 @@ def build_parser() -> Parser:
     found = entry_points(group=COMMANDS_GROUP)
     parser.installed = {entry.name: entry for entry in found if entry.name not in sub.choices}
     for name, entry in sorted(parser.installed.items()):
-        installed = sub.add_parser(name, help=f"from {entry.value} (a2e {name} --help)")
+        source = entry.dist.name if entry.dist is not None else entry.value
+        installed = sub.add_parser(name, help=f"installed by {source} (a2e {name} --help)")
         installed.add_argument("options", nargs="*", help=f"see a2e {name} --help")
     return parser
 
@@ -68,13 +69,28 @@ def _configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
 
 
+def _installed_command(parser: Parser, argv: list[str]) -> tuple[bool, str, list[str]] | None:
+    """``(verbose, name, its arguments)`` when ``argv`` runs an installed command, after none
+    but ``-v`` of ours (anything else before it is for argparse to judge)."""
+    for position, word in enumerate(argv):
+        if word in ("-v", "--verbose"):
+            continue
+        if word in parser.installed:
+            return bool(position), word, argv[position + 1 :]
+        return None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    if argv and argv[0] in parser.installed:
+    installed = _installed_command(parser, argv)
+    if installed is not None:
+        verbose, name, rest = installed
+        _configure_logging(verbose)
         # Its options are its own (argparse's REMAINDER would not pass a leading --option on).
-        command: Callable[[list[str]], int] = parser.installed[argv[0]].load()
-        return command(argv[1:])
+        command: Callable[[list[str]], int] = parser.installed[name].load()
+        return command(rest)
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
     try:
