@@ -57,3 +57,31 @@ def test_the_protocol_package_does_not_import_the_engine() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_no_export_is_shadowed_by_a_submodule_of_its_name() -> None:
+    """Importing ``package.name`` sets ``package.name`` to that module: a lazily exported
+    ``name`` would then be the module for everyone who imports it after (``cli.main`` was)."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    packages = []
+    for root in ("a2e", "a2e_engine"):
+        top = importlib.import_module(root)
+        packages.append(root)
+        for info in pkgutil.walk_packages(top.__path__, f"{root}."):
+            if info.ispkg:
+                packages.append(info.name)
+    clashes = []
+    for name in packages:
+        package = importlib.import_module(name)
+        submodules = {info.name for info in pkgutil.iter_modules(package.__path__)}
+        clashes += [
+            f"{name}.{export}" for export in getattr(package, "__all__", ()) if export in submodules
+        ]
+    assert clashes == []
+    # And for real, in a fresh interpreter: the submodule first, then the export.
+    code = "import a2e_engine.engine.cli.app\nfrom a2e_engine.engine.cli import main\nprint(callable(main))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr
