@@ -9,6 +9,7 @@ from a2e_engine.engine.concurrency import WorkerBound, default_max_workers
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
 from a2e_engine.sandbox.layers import LAYERS
 from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.pool import PoolConfig
 from a2e_engine.sandbox.settings import DEFAULT_UID_RANGE
 
 __all__ = ["EngineConfig", "ResidentLimits", "RetryPolicy"]
@@ -87,7 +88,7 @@ class EngineConfig:
     """
 
     max_workers: int | None = None
-    prefork: int = 2
+    prefork: int = PoolConfig.prefork
     start_all_zygotes: bool = False
     max_timeout: int = 300
     limits: Limits = field(default_factory=Limits)
@@ -100,8 +101,8 @@ class EngineConfig:
     writable_root: bool = True
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_frame: int = DEFAULT_MAX_FRAME
-    max_output_bytes: int = 64 * 1024 * 1024
-    max_events: int = 10_000
+    max_output_bytes: int = PoolConfig.max_output_bytes
+    max_events: int = PoolConfig.max_events
     max_result_events: int = 1_000
     max_pending_calls: int = 10_000
     max_sessions_per_connection: int = 16

@@ -60,19 +60,19 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--prefork",
         type=at_least(0),
         metavar="N",
-        help="hardened workers kept waiting (default 2)",
+        help=f"hardened workers kept waiting (default {EngineConfig.prefork})",
     )
     group.add_argument(
         "--max-timeout",
         type=at_least(1),
         metavar="S",
-        help="cap on any call's timeout (default 300 s)",
+        help=f"cap on any call's timeout (default {EngineConfig.max_timeout} s)",
     )
     group.add_argument(
         "--memory-mb",
         type=at_least(1),
         metavar="M",
-        help="address-space limit per worker (default 1024)",
+        help=f"address-space limit per worker (default {Limits.memory_mb})",
     )
     group.add_argument(
         "--token",

@@ -12,7 +12,6 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from a2e.caps.tools.models import DEFAULT_TIMEOUT_S
-from a2e.codec import MAX_MESSAGE_BYTES
 from a2e_engine.engine.cli.arguments import Subcommands, positive_seconds
 from a2e_engine.engine.cli.engine_options import (
     add_engine_options,
@@ -22,6 +21,7 @@ from a2e_engine.engine.cli.engine_options import (
 )
 from a2e_engine.engine.cli.errors import CommandFailed, UsageError, say
 from a2e_engine.engine.engine import Engine
+from a2e_engine.engine.service.config import ServiceConfig, is_loopback
 
 __all__ = ["DEFAULT_HTTP", "register", "service_config_of"]
 
@@ -67,29 +67,36 @@ def register(sub: Subcommands) -> None:
     http.add_argument(
         "--drain-s",
         type=float,
-        default=30.0,
-        help="on SIGTERM, how long calls in flight may take to finish (default 30)",
+        default=ServiceConfig.drain_s,
+        help="on SIGTERM, how long calls in flight may take to finish "
+        f"(default {ServiceConfig.drain_s:g})",
     )
     http.add_argument(
-        "--max-connections", type=int, default=1024, help="connections at once (default 1024)"
+        "--max-connections",
+        type=int,
+        default=ServiceConfig.max_connections,
+        help=f"connections at once (default {ServiceConfig.max_connections})",
     )
     http.add_argument(
         "--max-message-bytes",
         type=int,
-        default=MAX_MESSAGE_BYTES,
-        help=f"largest WebSocket message or request body (default {MAX_MESSAGE_BYTES})",
+        default=ServiceConfig.max_message_bytes,
+        help="largest WebSocket message or request body "
+        f"(default {ServiceConfig.max_message_bytes})",
     )
     http.add_argument(
         "--request-timeout-s",
         type=float,
-        default=30.0,
-        help="how long a client may take to send a request's head, or its body (default 30)",
+        default=ServiceConfig.request_timeout_s,
+        help="how long a client may take to send a request's head, or its body "
+        f"(default {ServiceConfig.request_timeout_s:g})",
     )
     http.add_argument(
         "--max-outbox-bytes",
         type=int,
-        default=64 * 1024 * 1024,
-        help="what may wait for a client that does not read before it is dropped (64 MiB)",
+        default=ServiceConfig.max_outbox_bytes,
+        help="what may wait for a client that does not read before it is dropped "
+        f"(default {ServiceConfig.max_outbox_bytes >> 20} MiB)",
     )
     http.add_argument(
         "--ray",
@@ -152,10 +159,8 @@ def _serve_until_stdin_ends(
     return 0
 
 
-def service_config_of(args: argparse.Namespace) -> Any:
+def service_config_of(args: argparse.Namespace) -> ServiceConfig:
     """The service's settings from the flags; the rules of binding said as usage errors."""
-    from a2e_engine.engine.service import ServiceConfig, is_loopback
-
     address = args.http or DEFAULT_HTTP
     host, _, port_text = address.rpartition(":") if ":" in address else ("", "", address)
     host = args.host or host or "127.0.0.1"

@@ -27,7 +27,7 @@ MAX_HEAD_BYTES = 64 * 1024
 
 
 class _BoundedHeads(HttpToolsProtocol):
-    head_timeout_s = 30.0
+    head_timeout_s: float  # the service's request_timeout_s (``bounded_heads``)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
