@@ -47,6 +47,7 @@ from a2e_engine.engine.session_pool import SessionPool
 from a2e_engine.engine.sessions import Sessions
 from a2e_engine.engine.state_dir import StateDirectory
 from a2e_engine.sandbox import quota
+from a2e_engine.sandbox.layers import LayerReports
 from a2e_engine.sandbox.pool import PoolConfig, WorkerPool, ZygoteSpec
 from a2e_engine.sandbox.settings import ZygoteSettings
 from a2e_engine.tools.compile_cache import shared_compile_cache
@@ -172,7 +173,7 @@ class Engine:
             self._undo = undo.pop_all()
         return self
 
-    def _accepts(self, layers: dict[str, Any]) -> str | None:
+    def _accepts(self, layers: LayerReports) -> str | None:
         """Why a zygote started after the engine may not run its plugin's calls: what would
         have refused the engine's start (a plugin's zygote larger than ``memory_mb`` allows)."""
         refused = refusal(self.config, layers)
@@ -231,19 +232,15 @@ class Engine:
         self, state_dir: StateDirectory, pool: WorkerPool, audit: AuditTrail | None
     ) -> Services:
         layers = pool.layers
-        uids = (
-            SessionUids(*self.config.uid_range)
-            if layers.get("identity", {}).get("active")
-            else None
-        )
-        quota_mb = self.config.workspace_mb if layers["disk_quota"]["active"] else 0
+        uids = SessionUids(*self.config.uid_range) if layers.active("identity") else None
+        quota_mb = self.config.workspace_mb if layers.active("disk_quota") else 0
         residents = ResidentWorkers(pool, self.config.resident)
         calls = CallContext(
             self.config,
             self.registry,
             pool,
             audit,
-            private_tmp=bool(layers.get("private_tmp", {}).get("active")),
+            private_tmp=layers.active("private_tmp"),
             residents=residents,
         )
         return Services(
@@ -423,9 +420,9 @@ class Engine:
         return None
 
     @property
-    def layers(self) -> dict[str, Any]:
+    def layers(self) -> LayerReports:
         """Which isolation layers the sandbox has on this host (reported by the zygote)."""
-        return dict(self._running.pool.layers) if self._running else {}
+        return self._running.pool.layers if self._running else LayerReports()
 
     @property
     def zygotes(self) -> list[dict[str, Any]]:

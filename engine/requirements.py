@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
 from a2e_engine.engine.config import EngineConfig
 from a2e_engine.sandbox import syscalls
-from a2e_engine.sandbox.layers import missing_layers
+from a2e_engine.sandbox.layers import LayerReports, missing_layers
 
 __all__ = ["IsolationUnavailable", "LimitTooLow", "protect_supervisor", "refusal"]
 
@@ -37,7 +36,7 @@ class LimitTooLow(ValueError):
     """A limit is below what a worker needs to run at all; the engine did not start."""
 
 
-def refusal(config: EngineConfig, layers: dict[str, Any]) -> Exception | None:
+def refusal(config: EngineConfig, layers: LayerReports) -> Exception | None:
     """Why the engine must not run with these layers and limits (``None``: it may)."""
     missing = missing_layers(config.require, layers)
     if missing:
@@ -47,15 +46,15 @@ def refusal(config: EngineConfig, layers: dict[str, Any]) -> Exception | None:
     if (
         os.geteuid() == 0
         and not config.allow_unprotected_root
-        and not any(layers.get(name, {}).get("active") for name in ROOT_GUARDS)
+        and not any(layers.active(name) for name in ROOT_GUARDS)
     ):
-        reasons = "; ".join(f"{n} ({layers.get(n, {}).get('reason', '?')})" for n in ROOT_GUARDS)
+        reasons = "; ".join(f"{name} ({layers.reason(name)})" for name in ROOT_GUARDS)
         return IsolationUnavailable(
             "workers would run as root with write access to root-owned host files (such as "
             f"/proc/sys/kernel/core_pattern): none of {reasons} is active. Enable one, or set "
             "allow_unprotected_root=True (--allow-unprotected-root) to accept that"
         )
-    least = layers.get("rlimits", {}).get("least_memory_mb")
+    least = layers.fact("rlimits", "least_memory_mb")
     if isinstance(least, int) and config.limits.memory_mb < least:
         return LimitTooLow(
             f"limits.memory_mb is {config.limits.memory_mb} MiB, below what a worker needs "
@@ -65,9 +64,9 @@ def refusal(config: EngineConfig, layers: dict[str, Any]) -> Exception | None:
     return None
 
 
-def protect_supervisor(layers: dict[str, Any]) -> None:
+def protect_supervisor(layers: LayerReports) -> None:
     """Make up, in this process, for layers that would have kept workers away from it."""
-    if os.geteuid() != 0 and not layers.get("private_proc", {}).get("active"):
+    if os.geteuid() != 0 and not layers.active("private_proc"):
         # Workers run as our own uid and see our /proc entry: without this they could read
         # this process's memory and environment through /proc/<pid>/mem and environ.
         syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
@@ -75,9 +74,9 @@ def protect_supervisor(layers: dict[str, Any]) -> None:
             "workers share this process's uid and /proc: made this process non-dumpable "
             "so that they cannot read its memory (core dumps and debuggers are off too)"
         )
-    if os.geteuid() == 0 and not layers.get("pid_namespace", {}).get("active"):
+    if os.geteuid() == 0 and not layers.active("pid_namespace"):
         log.warning(
             "running as root without PID namespaces (%s): workers share the host's process "
             "table and /proc and can signal or inspect host processes; only run trusted code",
-            layers.get("pid_namespace", {}).get("reason", "unknown reason"),
+            layers.reason("pid_namespace"),
         )

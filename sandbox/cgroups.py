@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from a2e_engine.sandbox.leftovers import dead_owners, owner_tag
 
 if TYPE_CHECKING:
+    from a2e_engine.sandbox.layers import LayerReports
     from a2e_engine.sandbox.preparation import Preparation
 
 __all__ = [
@@ -230,11 +231,11 @@ def own_path(controller: str) -> str:
     return "/"
 
 
-def made_by(layers: dict[str, Any]) -> list[str]:
+def made_by(layers: LayerReports) -> list[str]:
     """The cgroups a zygote's layer report says it made: the supervisor removes them when it
     stops, since a zygote killed outright cannot."""
-    made = (layers.get(layer, {}) for layer in ("pids_cgroup", "memory_cgroup"))
-    return [report["path"] for report in made if report.get("active")]
+    made = ("pids_cgroup", "memory_cgroup")
+    return [layers.fact(name, "path") for name in made if layers.active(name)]
 
 
 def kill_members(path: str, wait_s: float = 2.0) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
 from a2e_engine.sandbox.limits import Limits
 
-__all__ = ["LAYERS", "Layer", "markdown_table", "merge_reports", "missing_layers"]
+__all__ = ["LAYERS", "Layer", "LayerReports", "markdown_table", "merge_reports", "missing_layers"]
 
 
 @dataclass(frozen=True)
@@ -187,24 +187,33 @@ def markdown_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def missing_layers(required: tuple[str, ...], active: dict[str, dict[str, object]]) -> list[str]:
+class LayerReports(dict[str, dict[str, Any]]):
+    """Each layer's report by its name, as ``Preparation.report`` makes them (``active``,
+    ``reason`` and the layer's own facts; JSON as it stands), asked by name: whether a layer is
+    on, why not, one of its facts."""
+
+    def active(self, name: str) -> bool:
+        return bool(self.get(name, {}).get("active"))
+
+    def reason(self, name: str) -> str:
+        return str(self.get(name, {}).get("reason") or "not reported by the sandbox")
+
+    def fact(self, name: str, key: str) -> Any:
+        return self.get(name, {}).get(key)
+
+
+def missing_layers(required: tuple[str, ...], layers: LayerReports) -> list[str]:
     """One sentence per required layer that is not active, saying why."""
-    missing = []
-    for name in required:
-        info = active.get(name) or {}
-        if not info.get("active"):
-            reason = info.get("reason") or "not reported by the sandbox"
-            missing.append(f"{name} ({reason})")
-    return missing
+    return [f"{name} ({layers.reason(name)})" for name in required if not layers.active(name)]
 
 
-def merge_reports(reports: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+def merge_reports(reports: dict[str, dict[str, dict[str, Any]]]) -> LayerReports:
     """One report for the engine from each zygote's (by zygote name), as weak as the weakest:
     a layer is active only where every zygote has it active; off in some of them, it carries
     the first one's reason and names those zygotes. Lists of names (the profiles a layer
     covers, the paths Landlock opens) are the union of all; ``least_memory_mb`` is the largest,
     the limit under which every plugin's worker starts; any other fact is the first zygote's."""
-    merged: dict[str, dict[str, Any]] = {}
+    merged = LayerReports()
     off: dict[str, list[str]] = {}
     for zygote, report in reports.items():
         for name, facts in report.items():

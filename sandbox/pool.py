@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from a2e.caps.tools.endings import CallEnding
 from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.layers import merge_reports
+from a2e_engine.sandbox.layers import LayerReports, merge_reports
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.paths import beneath
 from a2e_engine.sandbox.resident import ResidentWorker
@@ -95,7 +95,7 @@ class WorkerPool:
         config: PoolConfig | None = None,
         *,
         start_all: bool = False,
-        accept: Callable[[dict[str, Any]], str | None] | None = None,
+        accept: Callable[[LayerReports], str | None] | None = None,
     ) -> None:
         """``accept`` says why a zygote that starts after ``start`` may not run its plugin's
         calls, given its layers (``None``: it may); those started by ``start`` are for the
@@ -145,7 +145,7 @@ class WorkerPool:
         return settings.to_json()
 
     @property
-    def layers(self) -> dict[str, Any]:
+    def layers(self) -> LayerReports:
         """The isolation layers, as every zygote started so far reported them: a layer is
         on where it is on in all of them (``sandbox.layers.merge_reports``); each zygote's
         own report is in ``zygotes()``."""
@@ -155,8 +155,8 @@ class WorkerPool:
             if line.started and isinstance(line.hello.get("layers"), dict)
         }
         if not reports:
-            return {}
-        return {**merge_reports(reports), **self.supervisor_layers}
+            return LayerReports()
+        return LayerReports({**merge_reports(reports), **self.supervisor_layers})
 
     @property
     def zygote_pid(self) -> int | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox.footprint import check_footprint
+from a2e_engine.sandbox.layers import LayerReports
 from a2e_engine.sandbox.supply import WorkerSupply
 from a2e_engine.sandbox.zygote_link import SandboxUnavailable, ZygoteLink
 
@@ -62,7 +63,7 @@ class ZygoteLine:
         self.footprint: dict[str, Any] = {}
         #: Why its zygote's layers do not do for its calls (``None``: they do), asked at each
         #: start; a refused zygote is stopped and its start has failed with that reason.
-        self.accept: Callable[[dict[str, Any]], str | None] | None = None
+        self.accept: Callable[[LayerReports], str | None] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -129,7 +130,7 @@ class ZygoteLine:
     # -- what its zygote says (sandbox.zygote_link.ZygoteListener) --
 
     def refusal(self, hello: dict[str, Any]) -> str | None:
-        return self.accept(hello["layers"]) if self.accept is not None else None
+        return self.accept(LayerReports(hello["layers"])) if self.accept is not None else None
 
     def on_ready(self, hello: dict[str, Any]) -> None:
         self.hello = hello

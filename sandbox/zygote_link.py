@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from a2e_engine.sandbox.cgroups import made_by, remove_cgroup_tree
 from a2e_engine.sandbox.launch import join_or_kill, spawn_zygote
+from a2e_engine.sandbox.layers import LayerReports
 from a2e_engine.sandbox.messages import CONTROL_MAX, check_control, control
 
 __all__ = ["SandboxUnavailable", "ZygoteLink", "ZygoteListener"]
@@ -96,7 +97,7 @@ class ZygoteLink:
             self._close()
             await self._loop.run_in_executor(None, join_or_kill, process, 0.0)
             raise
-        self._cgroups += made_by(hello["layers"])
+        self._cgroups += made_by(LayerReports(hello["layers"]))
         refused = self._listener.refusal(hello)
         if refused is not None:
             with contextlib.suppress(OSError):

@@ -9,11 +9,10 @@ import dataclasses
 import json
 import os
 import textwrap
-from typing import Any
 
 from a2e_engine.engine.cli.arguments import Subcommands
 from a2e_engine.engine.cli.engine_options import add_engine_options, engine_from_args, started
-from a2e_engine.sandbox.layers import LAYERS, missing_layers
+from a2e_engine.sandbox.layers import LAYERS, LayerReports, missing_layers
 from a2e_engine.tools.languages import toolchains
 
 __all__ = ["register"]
@@ -51,11 +50,9 @@ def run_doctor(args: argparse.Namespace) -> int:
         return 1 if missing else 0
     print(f"a2e doctor: kernel {os.uname().release}, euid {os.geteuid()}\n")
     for name, layer in LAYERS.items():
-        info = layers.get(name, {"active": False, "reason": "not reported"})
-        state = "on " if info.get("active") else "OFF"
-        print(f"  {state}  {name}")
-        if not info.get("active"):
-            print(f"       why not: {info.get('reason')}")
+        print(f"  {'on ' if layers.active(name) else 'OFF'}  {name}")
+        if not layers.active(name):
+            print(f"       why not: {layers.reason(name)}")
         print(textwrap.fill(layer.stops, 96, initial_indent=" " * 7, subsequent_indent=" " * 7))
     print(
         f"\nlimits per call: address space {limits.memory_mb} MiB{_uncapped(layers)}, "
@@ -93,6 +90,6 @@ def run_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def _uncapped(layers: dict[str, Any]) -> str:
-    profiles = layers.get("rlimits", {}).get("address_space_uncapped") or []
+def _uncapped(layers: LayerReports) -> str:
+    profiles = layers.fact("rlimits", "address_space_uncapped") or []
     return f" (but {' and '.join(profiles)}: the memory cgroup caps them)" if profiles else ""

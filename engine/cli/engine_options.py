@@ -193,6 +193,5 @@ def started(engine: Engine) -> Iterator[Engine]:
 
 
 def layer_summary(engine: Engine) -> str:
-    return ", ".join(
-        f"{name}={'on' if info.get('active') else 'off'}" for name, info in engine.layers.items()
-    )
+    layers = engine.layers
+    return ", ".join(f"{name}={'on' if layers.active(name) else 'off'}" for name in layers)

@@ -73,9 +73,9 @@ class NodeEngine:
             "zygote_pid": pool.zygote_pid if pool is not None else None,
             "layers": layers,
             "cgroups": [
-                layers[name]["path"]
+                layers.fact(name, "path")
                 for name in ("pids_cgroup", "memory_cgroup")
-                if layers.get(name, {}).get("active")
+                if layers.active(name)
             ],
         }
 
