@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e_engine.engine.cli.arguments import at_least
@@ -21,6 +21,9 @@ from a2e_engine.engine.requirements import LimitTooLow
 from a2e_engine.sandbox.layers import LAYERS
 from a2e_engine.sandbox.limits import Limits
 from a2e_engine.tools import BUILTIN_PLUGINS
+
+if TYPE_CHECKING:
+    from a2e_engine.engine.cluster.backend import RayEngine
 
 __all__ = ["add_engine_options", "engine_from_args", "layer_summary", "started"]
 
@@ -192,6 +195,6 @@ def started(engine: Engine) -> Iterator[Engine]:
         engine.stop()
 
 
-def layer_summary(engine: Engine) -> str:
+def layer_summary(engine: Engine | RayEngine) -> str:
     layers = engine.layers
     return ", ".join(f"{name}={'on' if layers.active(name) else 'off'}" for name in layers)

@@ -35,6 +35,7 @@ from a2e_engine.engine.cluster.transport import ClusterTransport
 from a2e_engine.engine.config import EngineConfig
 from a2e_engine.engine.host import HostSession, HostStatus, Send
 from a2e_engine.engine.policy import Policy, PolicyFunction, as_policy
+from a2e_engine.sandbox.layers import LayerReports
 
 __all__ = ["NodeInfo", "RayEngine"]
 
@@ -180,11 +181,11 @@ class RayEngine:
         return self._host.loop
 
     @property
-    def layers(self) -> dict[str, Any]:
+    def layers(self) -> LayerReports:
         """The isolation layers of a node's engine (each node reports its own in ``nodes``)."""
         with self._lock:
             links = sorted(self._links.values(), key=lambda link: link.node_id)
-        return dict(links[0].described.get("layers", {})) if links else {}
+        return LayerReports(links[0].described.get("layers", {}) if links else {})
 
     def nodes(self) -> list[NodeInfo]:
         with self._lock:
