@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e_engine.engine.cli.arguments import at_least
@@ -177,8 +177,18 @@ def engine_from_args(args: argparse.Namespace, reporting: bool = False) -> Engin
         raise UsageError(str(exc)) from None
 
 
+class _Startable(Protocol):
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+
+#: What a command runs: the engine of this process, or one on every node of a Ray cluster.
+Served = TypeVar("Served", bound=_Startable)
+
+
 @contextlib.contextmanager
-def started(engine: Engine) -> Iterator[Engine]:
+def started(engine: Served) -> Iterator[Served]:
     """``with engine:``, a failed start said in one line."""
     try:
         engine.start()

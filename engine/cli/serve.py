@@ -9,7 +9,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.models import DEFAULT_TIMEOUT_S
 from a2e_engine.engine.cli.arguments import Subcommands, positive_seconds
@@ -22,6 +22,9 @@ from a2e_engine.engine.cli.engine_options import (
 from a2e_engine.engine.cli.errors import CommandFailed, UsageError, say
 from a2e_engine.engine.engine import Engine
 from a2e_engine.engine.service.config import ServiceConfig, is_loopback
+
+if TYPE_CHECKING:
+    from a2e_engine.engine.cluster.backend import RayEngine
 
 __all__ = ["DEFAULT_HTTP", "register", "service_config_of"]
 
@@ -212,9 +215,10 @@ def _serve_http(args: argparse.Namespace) -> int:
 
     # The service checks the token on every request, before any message reaches the engine.
     engine_args = argparse.Namespace(**{**vars(args), "token": None})
-    engine: Any = engine_from_args(engine_args)
+    local = engine_from_args(engine_args)
+    engine: Engine | RayEngine = local
     if args.ray or args.ray_resource:
-        engine = _on_ray(engine, args.ray, args.ray_resource)
+        engine = _on_ray(local, args.ray, args.ray_resource)
     with started(engine) as engine:
         service = HttpService(engine, service_config)
         try:
@@ -239,7 +243,7 @@ def _serve_http(args: argparse.Namespace) -> int:
     return 0
 
 
-def _on_ray(engine: Engine, address: str | None, resource: str | None) -> Any:
+def _on_ray(engine: Engine, address: str | None, resource: str | None) -> RayEngine:
     """The same plugins, configuration and policy, on every node of a Ray cluster."""
     try:
         import ray  # noqa: F401 - said here, in one line, rather than at start
