@@ -55,6 +55,20 @@ def test_pass_at_k_by_hand() -> None:
     assert "pass@4" not in found  # task c has only 3 samples
 
 
+def _graded(
+    problems: Path, samples: Path, out: Path, ks: str
+) -> tuple[subprocess.CompletedProcess[str], list[bool]]:
+    """``a2e eval`` on these files, as HumanEval is graded (2 workers, 1 s), and each sample's
+    verdict in the samples' order."""
+    ran = _a2e_eval(
+        "--problems", str(problems), "--samples", str(samples), "--out", str(out),
+        "-k", ks, "--workers", "2", "--timeout", "1",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    graded = sorted(_read_jsonl(out), key=lambda record: record["sample_index"])
+    return ran, [record["passed"] for record in graded]
+
+
 def test_humaneval_numbers_are_human_evals_own(tmp_path: Path) -> None:
     """All 164 problems: canonical solutions, completions that return None or raise (one of
     the two each), and two that loop, graded by ``a2e eval`` and by
@@ -75,20 +89,14 @@ def test_humaneval_numbers_are_human_evals_own(tmp_path: Path) -> None:
     ]
     problem_file = _write_jsonl(tmp_path / "problems.jsonl", problems)
     sample_file = _write_jsonl(tmp_path / "samples.jsonl", samples)
-    out = tmp_path / "ours.jsonl"
-    ran = _a2e_eval(
-        "--problems", str(problem_file), "--samples", str(sample_file), "--out", str(out),
-        "-k", "1,2,3", "--workers", "2", "--timeout", "1",
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
+    ran, verdicts = _graded(problem_file, sample_file, tmp_path / "ours.jsonl", "1,2,3")
     ours = json.loads(ran.stdout)
     theirs = evaluate_functional_correctness(
         str(sample_file), k=[1, 2, 3], n_workers=2, timeout=1.0, problem_file=str(problem_file)
     )
     assert {k: ours[k] for k in theirs} == {k: float(v) for k, v in theirs.items()}
-    reference = _read_jsonl(Path(str(sample_file) + "_results.jsonl"))
-    graded = sorted(_read_jsonl(out), key=lambda record: record["sample_index"])
-    assert [r["passed"] for r in graded] == [r["passed"] for r in reference]
+    reference = [r["passed"] for r in _read_jsonl(Path(str(sample_file) + "_results.jsonl"))]
+    assert verdicts == reference
     assert ours["samples"] == len(samples) and ours["passed"] == 164
     assert "graded" in ran.stderr  # the progress line
     # The same tests made self-contained, as graders also send them: HumanEval's test with
@@ -103,14 +111,8 @@ def test_humaneval_numbers_are_human_evals_own(tmp_path: Path) -> None:
         for p in problems
     ]
     calling_file = _write_jsonl(tmp_path / "calling.jsonl", calling)
-    out = tmp_path / "calling-results.jsonl"
-    ran = _a2e_eval(
-        "--problems", str(calling_file), "--samples", str(sample_file), "--out", str(out),
-        "-k", "1", "--workers", "2", "--timeout", "1",
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
-    graded = sorted(_read_jsonl(out), key=lambda record: record["sample_index"])
-    assert [r["passed"] for r in graded] == [r["passed"] for r in reference]
+    _, verdicts = _graded(calling_file, sample_file, tmp_path / "calling-results.jsonl", "1")
+    assert verdicts == reference
 
 
 def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
