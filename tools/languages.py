@@ -266,15 +266,11 @@ _JUNIT_RUN = (
     _JUNIT,
     *("--class-path", ".", "--scan-class-path", "--disable-banner"),
 )
-#: javac and scalac are JVMs themselves: a small heap and one GC thread start them fastest.
-_JVM_COMPILER = (
-    "-J-Xmx512m",
-    "-J-XX:+UseSerialGC",
-    "-J-XX:TieredStopAtLevel=1",
-    "-J-XX:-UsePerfData",
-    "-encoding",
-    "UTF-8",
-)
+#: javac, scalac and Kotlin's compiler are JVMs themselves: a small heap, one GC thread and C1
+#: alone start them fastest.
+_COMPILER_JVM = ("-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData")
+#: The same, passed through ``javac``'s and ``scalac``'s launchers (``-J``).
+_JVM_COMPILER = (*(f"-J{flag}" for flag in _COMPILER_JVM), "-encoding", "UTF-8")
 _JAVAC = ("javac", *_JVM_COMPILER, "-cp", _JAVA_CLASS_PATH, "-d", ".", "{source}")
 #: Debian's Scala 2.11, on the system JDK. The program runs on the JVM directly with Scala's
 #: library, as ``scala`` would run it but without the shell script in between (whose child a
@@ -294,7 +290,7 @@ _KOTLIN_SCRIPT_LAUNCHER = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "kotlin", "RunScript.kt"
 )
 _KOTLINC = (
-    *("java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData"),
+    *("java", *_COMPILER_JVM),
     *("-cp", f"{_KOTLIN}/kotlin-preloader.jar", "org.jetbrains.kotlin.preloading.Preloader"),
     *("-cp", f"{_KOTLIN}/kotlin-compiler.jar", "org.jetbrains.kotlin.cli.jvm.K2JVMCompiler"),
 )
