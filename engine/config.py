@@ -7,7 +7,7 @@ from typing import Any
 
 from a2e_engine.engine.concurrency import WorkerBound, default_max_workers
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
-from a2e_engine.sandbox.layers import LAYERS
+from a2e_engine.sandbox.layers import CATALOG
 from a2e_engine.sandbox.limits import Limits
 from a2e_engine.sandbox.pool import PoolConfig
 from a2e_engine.sandbox.settings import DEFAULT_UID_RANGE
@@ -51,7 +51,7 @@ class ResidentLimits:
 class EngineConfig:
     """Everything that shapes an engine; every field has a safe default.
 
-    ``require`` names isolation layers (``sandbox.layers.LAYERS``) without which the engine
+    ``require`` names isolation layers (``sandbox.layers.CATALOG``) without which the engine
     refuses to start. ``max_workers`` bounds the calls running at once (the rest queue, each
     within its own timeout); ``None`` sizes it for calls that wait, from the cores and the
     memory (``engine.concurrency``); ``prefork`` is how many hardened workers wait per sandbox
@@ -135,8 +135,8 @@ class EngineConfig:
             raise ValueError(
                 "EngineConfig.max_pending_calls and max_calls_per_connection must be at least 1"
             )
-        unknown = [name for name in self.require if name not in LAYERS]
+        unknown = [name for name in self.require if name not in CATALOG]
         if unknown:
             raise ValueError(
-                f"EngineConfig.require names unknown layers {unknown}; known: {sorted(LAYERS)}"
+                f"EngineConfig.require names unknown layers {unknown}; known: {sorted(CATALOG)}"
             )

@@ -13,18 +13,22 @@ become its session's uid (``sandbox.identity``), which then takes those too.
 from __future__ import annotations
 
 from a2e_engine.sandbox import syscalls
-from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 
-__all__ = ["drop", "prepare"]
-
-
-def prepare(prep: Preparation) -> None:
-    """In the zygote, once: empty the sets every worker inherits (41 ``prctl`` calls each)."""
-    syscalls.empty_inherited_capability_sets()
-    prep.report("no_capabilities", None)
+__all__ = ["LAYER"]
 
 
-def drop(keep_for_identity: bool) -> None:
-    """In the worker: keep nothing, or only what changing to the session's uid needs."""
-    keep = (syscalls.CAP_SETUID, syscalls.CAP_SETGID) if keep_for_identity else ()
-    syscalls.keep_only_capabilities(keep)
+class NoCapabilities(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote, once: empty the sets every worker inherits (41 ``prctl`` calls
+        each)."""
+        syscalls.empty_inherited_capability_sets()
+        prep.report("no_capabilities", None)
+
+    def apply(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker: keep nothing, or only what changing to the session's uid needs."""
+        keep = (syscalls.CAP_SETUID, syscalls.CAP_SETGID) if prep.change_identity else ()
+        syscalls.keep_only_capabilities(keep)
+
+
+LAYER = NoCapabilities()

@@ -22,20 +22,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from a2e_engine.sandbox.leftovers import dead_owners, owner_tag
+from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 
 if TYPE_CHECKING:
     from a2e_engine.sandbox.layers import LayerReports
-    from a2e_engine.sandbox.preparation import Preparation
 
 __all__ = [
+    "LAYER",
     "Slot",
     "SlotGroups",
-    "join",
     "join_cgroup",
     "kill_members",
     "made_by",
     "own_path",
-    "prepare",
     "remove_cgroup_tree",
 ]
 
@@ -136,38 +135,43 @@ class SlotGroups:
         return 0
 
 
-def prepare(prep: Preparation) -> dict[str, SlotGroups]:
-    """In the zygote: the sandbox group and its slots' settings per controller that can be had
-    (each reported, active or why not)."""
-    limits, total = prep.settings.limits, prep.settings.max_processes
-    groups: dict[str, SlotGroups] = {}
-    _prepare(
-        prep,
-        groups,
-        "pids",
-        "pids_cgroup",
-        enabled=total > 0,
-        sandbox={"pids.max": str(total)},
-        slot={"pids.max": str(limits.processes)},
-        per_call=limits.processes,
-        total=total,
-    )
-    _prepare(
-        prep,
-        groups,
-        "memory",
-        "memory_cgroup",
-        enabled=prep.settings.memory_cgroup,
-        sandbox={},
-        slot={"memory.limit_in_bytes": str(limits.call_memory_mb << 20)},
-        per_call_mb=limits.call_memory_mb,
-    )
-    return groups
+class Cgroups(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote: the sandbox group and its slots' settings per controller that can
+        be had (each reported, active or why not)."""
+        limits, total = prep.settings.limits, prep.settings.max_processes
+        _prepare(
+            prep,
+            "pids",
+            "pids_cgroup",
+            enabled=total > 0,
+            sandbox={"pids.max": str(total)},
+            slot={"pids.max": str(limits.processes)},
+            per_call=limits.processes,
+            total=total,
+        )
+        _prepare(
+            prep,
+            "memory",
+            "memory_cgroup",
+            enabled=prep.settings.memory_cgroup,
+            sandbox={},
+            slot={"memory.limit_in_bytes": str(limits.call_memory_mb << 20)},
+            per_call_mb=limits.call_memory_mb,
+        )
+
+    def apply(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker, right after its fds are closed: everything below, and every child,
+        counts against the slots it was given."""
+        for path in worker.cgroups:
+            join_cgroup(path)
+
+
+LAYER = Cgroups()
 
 
 def _prepare(
     prep: Preparation,
-    groups: dict[str, SlotGroups],
     controller: str,
     layer: str,
     enabled: bool,
@@ -182,15 +186,8 @@ def _prepare(
     except OSError as exc:
         prep.report(layer, exc.strerror or str(exc))
         return
-    groups[controller] = made
+    prep.cgroups[controller] = made
     prep.report(layer, None, path=made.path, **facts)
-
-
-def join(paths: tuple[str, ...]) -> None:
-    """In the worker, right after its fds are closed: everything below, and every child,
-    counts against the slots it was given."""
-    for path in paths:
-        join_cgroup(path)
 
 
 def join_cgroup(path: str) -> None:

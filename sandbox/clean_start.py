@@ -18,14 +18,14 @@ import os
 import signal
 
 from a2e_engine.sandbox import syscalls
-from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 
 __all__ = [
+    "LAYER",
     "SAFE_PATH",
     "WORKER_ENVIRONMENT",
     "close_inherited_fds",
     "detach",
-    "prepare",
     "scrub_environment",
     "zero_initial_environ",
 ]
@@ -35,18 +35,28 @@ SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 WORKER_ENVIRONMENT = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 
 
-def prepare(prep: Preparation) -> None:
-    """In the zygote, once: what every worker would otherwise clear for itself.
+class CleanStart(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote, once: what every worker would otherwise clear for itself.
 
-    A fork copies the environment, so clearing it here clears it for every worker and spares
-    each the copy-on-write faults of the environment's dict. The zygote needs none of it: it
-    never executes a program."""
-    zero_initial_environ()
-    scrub_environment()
-    # It holds every plugin object: no worker (same uid where there is no uid drop) may read
-    # its memory through /proc/<pid>/mem.
-    syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
-    prep.report("clean_start", None)
+        A fork copies the environment, so clearing it here clears it for every worker and
+        spares each the copy-on-write faults of the environment's dict. The zygote needs none
+        of it: it never executes a program."""
+        zero_initial_environ()
+        scrub_environment()
+        # It holds every plugin object: no worker (same uid where there is no uid drop) may
+        # read its memory through /proc/<pid>/mem.
+        syscalls.prctl(syscalls.PR_SET_DUMPABLE, 0)
+        prep.report("clean_start", None)
+
+    def apply(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker, before everything but the network: nothing below runs with the
+        zygote's control socket open, or unaware that the zygote died."""
+        close_inherited_fds(worker.keep_fds)
+        detach(worker.parent_pid)
+
+
+LAYER = CleanStart()
 
 
 def scrub_environment() -> None:

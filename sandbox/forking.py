@@ -28,19 +28,16 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 from a2e_engine.sandbox.probe import Answer, ProbeFailed, in_child
 
-if TYPE_CHECKING:
-    from a2e_engine.sandbox.preparation import Preparation
-
 __all__ = [
+    "LAYER",
     "ForkPlan",
     "enter_idle_priority",
     "fork_single_threaded",
     "leave_idle_priority",
-    "prepare",
     "probe_idle_priority",
     "reseed_random",
     "thread_count",
@@ -59,22 +56,35 @@ class ForkPlan:
     at_idle: bool  # fork and harden at SCHED_IDLE (the worker leaves it before its job)
 
 
-def prepare(prep: Preparation) -> ForkPlan:
-    """In the zygote, once its plugins are loaded: how it will fork (reported)."""
-    # A plugin's preload may have started a thread (a C library's pool, say): then only
-    # os.fork knows how to leave the child consistent.
-    threads = thread_count()
-    idle_why = "disabled by configuration" if not prep.settings.idle_priority else None
-    idle_why = idle_why or probe_idle_priority()
-    how = "libc fork (single-threaded)" if threads == 1 else f"os.fork ({threads} threads)"
-    prep.report(
-        "fresh_process",
-        None,
-        fork=how,
-        prepared_at_idle_priority=idle_why is None,
-        idle_priority_reason=idle_why or "",
-    )
-    return ForkPlan(_fork_from_fresh_random if threads == 1 else os.fork, idle_why is None)
+class FreshProcess(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote, once its plugins are loaded: how it will fork (reported)."""
+        # A plugin's preload may have started a thread (a C library's pool, say): then only
+        # os.fork knows how to leave the child consistent.
+        threads = thread_count()
+        idle_why = "disabled by configuration" if not prep.settings.idle_priority else None
+        idle_why = idle_why or probe_idle_priority()
+        how = "libc fork (single-threaded)" if threads == 1 else f"os.fork ({threads} threads)"
+        prep.report(
+            "fresh_process",
+            None,
+            fork=how,
+            prepared_at_idle_priority=idle_why is None,
+            idle_priority_reason=idle_why or "",
+        )
+        prep.forking = ForkPlan(
+            _fork_from_fresh_random if threads == 1 else os.fork, idle_why is None
+        )
+
+    def apply(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker, once its layers above are in place: its own preparation, still at
+        idle priority, then back to normal, the last step that needs a capability."""
+        if worker.while_idle is not None:
+            worker.while_idle(worker)
+        leave_idle_priority()
+
+
+LAYER = FreshProcess()
 
 
 def _fork_from_fresh_random() -> int:

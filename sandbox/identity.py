@@ -25,20 +25,10 @@ from dataclasses import dataclass
 from a2e_engine.sandbox import syscalls
 from a2e_engine.sandbox.landlock import SYSTEM_READ_PATHS
 from a2e_engine.sandbox.messages import Job
-from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 from a2e_engine.sandbox.probe import Answer, ProbeFailed, in_child
 
-__all__ = [
-    "Crossing",
-    "become",
-    "closed_ancestors",
-    "crossings",
-    "on_job",
-    "open_the_way",
-    "prepare",
-    "probe_identity",
-    "report_off",
-]
+__all__ = ["LAYER", "Crossing", "become", "closed_ancestors", "open_the_way", "probe_identity"]
 
 
 @dataclass(frozen=True)
@@ -109,63 +99,65 @@ def open_the_way(crossings: list[Crossing]) -> None:
                 os.close(fd)
 
 
-def crossings(prep: Preparation) -> tuple[Crossing, ...]:
-    """In the zygote: the closed directories on the way to what a session's uid must reach
-    (none when calls keep the engine's uid), for the workers' mount template to open."""
-    if not prep.settings.identity or prep.in_user_namespace:
-        return ()
-    return tuple(closed_ancestors([*_reached(prep), *prep.settings.writable_paths]))
+class Identity(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote: whether calls run as their session's uid (reported, why not if
+        not), and the closed directories on the way to what that uid must reach, for the
+        workers' mount template to open. It must be root, and the interpreter and the state
+        directory stay reachable for that uid (through the workers' mount namespace, when
+        there are ways to open)."""
+        settings = prep.settings
+        if not settings.identity:
+            prep.report("identity", "disabled by configuration")
+            return
+        if prep.in_user_namespace:
+            prep.report("identity", "not root: the user namespace maps only the engine's uid")
+            return
+        ways = tuple(closed_ancestors([*_reached(prep), *settings.writable_paths]))
+        if ways and prep.pidns is None:
+            closed = ", ".join(c.directory for c in ways)
+            prep.report(
+                "identity",
+                f"{closed} may not be entered by other users and there is no mount namespace "
+                "to open the way to the interpreter",
+            )
+            return
+        uid = settings.first_uid
+        why_not = probe_identity(list(ways), _reached(prep), settings.writable_paths, uid)
+        prep.report("identity", why_not, first_uid=uid, opened=[c.directory for c in ways])
+        prep.change_identity = why_not is None
+        if why_not is None and ways:
+            prep.identity_ways = ways
+            prep.need_mounts.append(self)  # the mount template opens the ways
+
+    def withdraw(self, prep: Preparation, why: str) -> None:
+        prep.change_identity = False
+        prep.identity_ways = ()
+        prep.report("identity", why)
+
+    def on_job(self, prep: Preparation, worker: Worker, job: Job) -> None:
+        """In the worker, first once the job is known: become the session's uid. (Root
+        without capabilities could not even open the session's workspace for Landlock's
+        rule.)"""
+        if not prep.change_identity:
+            return
+        uid = job.get("uid")
+        if not isinstance(uid, int) or isinstance(uid, bool) or uid <= 0:
+            raise PermissionError("calls here run as a session uid; the job names none")
+        parent = os.getppid()
+        become(uid, uid)
+        # The kernel clears the parent-death signal when credentials change: without setting
+        # it again, a worker in the middle of its job would outlive a zygote killed outright.
+        syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(0)  # the zygote died in between: nobody is waiting for the job's result
 
 
-def prepare(prep: Preparation, ways: tuple[Crossing, ...], mount_namespace: bool) -> bool:
-    """In the zygote: whether calls run as their session's uid (reported, why not if not).
-    It must be root, and the interpreter and the state directory stay reachable for that uid
-    (through the workers' mount namespace, when ``ways`` must be opened)."""
-    settings = prep.settings
-    if not settings.identity:
-        prep.report("identity", "disabled by configuration")
-        return False
-    if prep.in_user_namespace:
-        prep.report("identity", "not root: the user namespace maps only the engine's uid")
-        return False
-    if ways and not mount_namespace:
-        closed = ", ".join(c.directory for c in ways)
-        prep.report(
-            "identity",
-            f"{closed} may not be entered by other users and there is no mount namespace to "
-            "open the way to the interpreter",
-        )
-        return False
-    uid = settings.first_uid
-    why_not = probe_identity(list(ways), _reached(prep), settings.writable_paths, uid)
-    prep.report("identity", why_not, first_uid=uid, opened=[c.directory for c in ways])
-    return why_not is None
-
-
-def report_off(prep: Preparation, why: str) -> None:
-    """The mount namespace that was to open the way to the interpreter could not be made."""
-    prep.report("identity", why)
+LAYER = Identity()
 
 
 def _reached(prep: Preparation) -> list[str]:
     return [*SYSTEM_READ_PATHS, *prep.code_paths, *prep.settings.read_roots]
-
-
-def on_job(change_identity: bool, job: Job) -> None:
-    """In the worker, first once the job is known: become the session's uid. (Root without
-    capabilities could not even open the session's workspace for Landlock's rule.)"""
-    if not change_identity:
-        return
-    uid = job.get("uid")
-    if not isinstance(uid, int) or isinstance(uid, bool) or uid <= 0:
-        raise PermissionError("calls here run as a session uid; the job names none")
-    parent = os.getppid()
-    become(uid, uid)
-    # The kernel clears the parent-death signal when credentials change: without setting it
-    # again, a worker in the middle of its job would outlive a zygote killed outright.
-    syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        os._exit(0)  # the zygote died in between: nobody is waiting for the job's result
 
 
 def become(uid: int, gid: int) -> None:

@@ -31,22 +31,20 @@ from typing import TYPE_CHECKING
 
 from a2e_engine.sandbox import syscalls
 from a2e_engine.sandbox.paths import beneath
+from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 
 if TYPE_CHECKING:
     from a2e_engine.sandbox.messages import Job
-    from a2e_engine.sandbox.preparation import Preparation
 
 __all__ = [
+    "LAYER",
     "SYSTEM_READ_PATHS",
     "LandlockPlan",
     "Ruleset",
     "WriteConfinement",
     "abi_version",
-    "begin",
     "confine_writes",
     "covering_paths",
-    "on_job",
-    "prepare",
     "readable_code_paths",
 ]
 
@@ -136,59 +134,72 @@ class LandlockPlan:
     list_root: bool = False
 
 
-def prepare(
-    prep: Preparation,
-    private_tmp: bool,
-    plugin_writable: tuple[tuple[str, ...], ...] = (),
-    run_layer: tuple[str, ...] = (),
-    list_root: bool = False,
-) -> LandlockPlan | None:
-    """In the zygote: the plan, or ``None`` (reported why). Without a plan no plugin may be
-    handed a directory of its own: nothing would keep other workers out of it."""
-    if not prep.settings.landlock:
-        prep.report("landlock", "disabled by configuration")
-        return None
-    abi = abi_version()
-    if not abi:
-        prep.report("landlock", "the kernel has no Landlock (or it is disabled)")
-        return None
-    read_paths = covering_paths((*SYSTEM_READ_PATHS, *prep.code_paths))
-    prep.report("landlock", None, abi=abi, read=list(read_paths))
-    return LandlockPlan(
-        abi, read_paths, private_tmp, plugin_writable, run_layer, list_root and bool(run_layer)
-    )
+class Landlock(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote: the plan, or none (reported why); each plugin handed its own
+        directories. Without a plan no plugin gets a directory of its own: nothing else keeps
+        what the plugin's tools run, or other plugins' workers where they have no mount
+        namespace, out of it."""
+        if not prep.settings.landlock:
+            prep.report("landlock", "disabled by configuration")
+            return
+        abi = abi_version()
+        if not abi:
+            prep.report("landlock", "the kernel has no Landlock (or it is disabled)")
+            return
+        read_paths = covering_paths((*SYSTEM_READ_PATHS, *prep.code_paths))
+        prep.report("landlock", None, abi=abi, read=list(read_paths))
+        root = prep.mounts.root if prep.mounts is not None else None
+        run_layer = root.program_writable if root is not None else ()
+        plugin_writable = tuple(
+            prep.settings.plugin_dirs.get(plugin.name, ()) for plugin in prep.plugins
+        )
+        prep.landlock = LandlockPlan(
+            abi,
+            read_paths,
+            private_tmp=prep.mounts is not None,
+            plugin_writable=plugin_writable,
+            run_layer=run_layer,
+            list_root=prep.change_identity and bool(run_layer),
+        )
+        for plugin, dirs in zip(prep.plugins, plugin_writable, strict=True):
+            if dirs:
+                plugin.plugin_dirs = dirs
+
+    def apply(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker, while it waits for a job: the ruleset with its fixed rules in place,
+        for ``on_job`` to complete."""
+        plan = prep.landlock
+        if plan is None:
+            return
+        ruleset = Ruleset(plan.abi)
+        ruleset.allow_read(plan.read_paths)
+        ruleset.allow_devices(("/dev",))
+        if plan.private_tmp:
+            # The worker's own tmpfs, every job's tmp_dir: its rule is off the call's path.
+            ruleset.allow_write(("/tmp",))
+        if plan.list_root:
+            ruleset.allow_listing(("/",))
+        ruleset.allow_write(plan.run_layer)
+        ruleset.plugin_writable = plan.plugin_writable
+        worker.ruleset = ruleset
+
+    def on_job(self, prep: Preparation, worker: Worker, job: Job) -> None:
+        """In the worker, once the job names its directories, before any tool code or thread
+        runs: the job's read roots, the workspace, the call's tmp and its plugin's own
+        directories; then enforced."""
+        ruleset = worker.ruleset
+        if ruleset is None:
+            return
+        ruleset.allow_read(job.get("read_roots", ()))
+        own = ruleset.plugin_writable
+        plugin = job["plugin"]
+        mine = own[plugin] if 0 <= plugin < len(own) else ()
+        ruleset.allow_write((job["workspace"], job["tmp_dir"], *mine))
+        ruleset.restrict()
 
 
-def begin(plan: LandlockPlan | None) -> Ruleset | None:
-    """In the worker, while it waits for a job: the ruleset with its fixed rules in place, for
-    ``on_job`` to complete (``None`` without Landlock)."""
-    if plan is None:
-        return None
-    ruleset = Ruleset(plan.abi)
-    ruleset.allow_read(plan.read_paths)
-    ruleset.allow_devices(("/dev",))
-    if plan.private_tmp:
-        # The worker's own tmpfs, every job's tmp_dir: its rule is off the call's path.
-        ruleset.allow_write(("/tmp",))
-    if plan.list_root:
-        ruleset.allow_listing(("/",))
-    ruleset.allow_write(plan.run_layer)
-    ruleset.plugin_writable = plan.plugin_writable
-    return ruleset
-
-
-def on_job(ruleset: Ruleset | None, job: Job) -> None:
-    """In the worker, once the job names its directories, before any tool code or thread runs:
-    the job's read roots, the workspace, the call's tmp and its plugin's own directories; then
-    enforced."""
-    if ruleset is None:
-        return
-    ruleset.allow_read(job.get("read_roots", ()))
-    own = ruleset.plugin_writable
-    plugin = job["plugin"]
-    mine = own[plugin] if 0 <= plugin < len(own) else ()
-    ruleset.allow_write((job["workspace"], job["tmp_dir"], *mine))
-    ruleset.restrict()
+LAYER = Landlock()
 
 
 #: What ``confine_writes`` takes away: every right that changes the file system.

@@ -1,5 +1,5 @@
-"""The isolation layers: their names, what each one stops, what the host must allow, and the
-module that holds its whole life (what the zygote prepares, what the worker applies).
+"""The isolation layers' catalog: their names, what each one stops, what the host must allow,
+and the module that holds its whole life (the order they run in is ``sandbox.contain``'s).
 
 One source for three readers: the zygote and the engine report each layer under these names
 (``engine.layers``: active or not, and why not); ``a2e doctor`` prints them for this host;
@@ -16,11 +16,11 @@ from typing import Any
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
 from a2e_engine.sandbox.limits import Limits
 
-__all__ = ["LAYERS", "Layer", "LayerReports", "markdown_table", "merge_reports", "missing_layers"]
+__all__ = ["CATALOG", "Entry", "LayerReports", "markdown_table", "merge_reports", "missing_layers"]
 
 
 @dataclass(frozen=True)
-class Layer:
+class Entry:
     stops: str  # what it stops, for people
     needs: str  # what the host must allow ("always": nothing)
     module: str  # where it lives, its whole life (sandbox.<module>)
@@ -28,33 +28,33 @@ class Layer:
 
 _L = Limits()
 
-LAYERS: dict[str, Layer] = {
-    "fresh_process": Layer(
+CATALOG: dict[str, Entry] = {
+    "fresh_process": Entry(
         "state leaking between calls: each call runs in a new, single-use worker process",
         "always",
         "forking",
     ),
-    "deadline": Layer(
+    "deadline": Entry(
         "hangs: at the call's timeout the worker and every process in its namespace are "
         "SIGKILLed, partial output returned",
         "always",
         "run",
     ),
-    "frames": Layer(
+    "frames": Entry(
         "a hostile worker forging, flooding or corrupting its result: length-framed JSON, "
         f"never unpickled, {DEFAULT_MAX_FRAME >> 20} MiB per frame, 64 MiB and 10,000 events per "
         "call (ten times that and the worker is killed)",
         "always",
         "run",
     ),
-    "clean_start": Layer(
+    "clean_start": Entry(
         "reaching the zygote's control socket, the host's stdout, or the supervisor's "
         "environment: inherited fds closed, stdio on /dev/null, environment scrubbed and the "
         "inherited environment block zeroed; own session, parent-death signal",
         "always",
         "clean_start",
     ),
-    "seccomp": Layer(
+    "seccomp": Entry(
         "ptrace, process_vm_*, mount and friends, setns/unshare, namespace flags on clone "
         "(clone3 gets ENOSYS), bpf, perf_event_open, keyrings, userfaultfd, io_uring, "
         "swapon/off, raising rlimits, device mknod, TIOCSTI, PR_SET_MM, F_SETPIPE_SZ, "
@@ -65,7 +65,7 @@ LAYERS: dict[str, Layer] = {
         "always (libseccomp)",
         "seccomp",
     ),
-    "rlimits": Layer(
+    "rlimits": Entry(
         f"memory bombs (address space {_L.memory_mb} MiB: a catchable MemoryError; for "
         "profiles that start programs only without the memory cgroup, which caps them instead: "
         "JVMs, Go and V8 reserve more), runaway CPU "
@@ -74,61 +74,61 @@ LAYERS: dict[str, Layer] = {
         "always",
         "rlimits",
     ),
-    "no_capabilities": Layer(
+    "no_capabilities": Entry(
         "a uid-0 worker bypassing file permissions, reconfiguring the network, signalling or "
         "reading other users' processes; setuid programs give nothing back (no_new_privs, "
         "empty bounding set)",
         "always",
         "capabilities",
     ),
-    "identity": Layer(
+    "identity": Entry(
         "reading root-only files (/etc/shadow) and other sessions' files: each session's calls "
         "run as a uid and gid of their own, no supplementary groups",
         "root; a mount namespace where the interpreter lives under a closed directory",
         "identity",
     ),
-    "subreaper": Layer(
+    "subreaper": Entry(
         "orphans escaping the tree when PID namespaces are missing: re-parented to the zygote "
         "and killed",
         "always",
         "subreaper",
     ),
-    "user_namespace": Layer(
+    "user_namespace": Entry(
         "an engine that is not root going without namespaces: its zygote runs in a user "
         "namespace of its own, where it may create the PID, mount, IPC and network ones",
         "not root; unprivileged user namespaces allowed",
         "userns",
     ),
-    "pid_namespace": Layer(
+    "pid_namespace": Entry(
         "processes that outlive the call (double fork + setsid, daemons, stopped or "
         "SIGTERM-ignoring children): the worker is pid 1 of its own namespace",
         "root, or the user namespace",
         "namespaces",
     ),
-    "private_proc": Layer(
+    "private_proc": Entry(
         "seeing other processes, reading the supervisor's /proc/<pid>/environ",
         "the PID namespace",
         "mount_template",
     ),
-    "ipc_namespace": Layer(
+    "ipc_namespace": Entry(
         "SysV and POSIX IPC objects outliving the call or crossing calls",
         "the PID namespace",
         "mount_template",
     ),
-    "minimal_dev": Layer(
+    "minimal_dev": Entry(
         "host devices (disks, loop devices, /dev/kvm, /dev/kmsg, consoles): /dev holds only "
         "null, zero, full, random, urandom, tty",
         "the PID namespace",
         "mount_template",
     ),
-    "readonly_filesystem": Layer(
+    "readonly_filesystem": Entry(
         "rewriting the host (/proc/sys/kernel/core_pattern, cgroup release_agent, .pth files, "
         "sources, /etc): every mount read-only except the engine's state directory; another "
         "plugin's own directories (run_code's compile cache) covered by an empty tmpfs",
         "the PID namespace (mount_setattr, Linux 5.12+)",
         "mount_template",
     ),
-    "writable_root": Layer(
+    "writable_root": Entry(
         f"a call changing the host or what the next call runs, yet free to write anywhere its "
         f"uid may (SandboxFusion's overlay): what it writes lands in a layer of its own, one "
         f"tmpfs ({_L.tmp_mb} MiB with /tmp) over overlays of the directories it reads, gone "
@@ -136,25 +136,25 @@ LAYERS: dict[str, Layer] = {
         "the PID namespace, overlayfs",
         "run_root",
     ),
-    "private_tmp": Layer(
+    "private_tmp": Entry(
         f"the host's /tmp, what an earlier call left there, filling it: each worker gets its "
         f"own tmpfs on /tmp ({_L.tmp_mb} MiB)",
         "the PID namespace",
         "mount_template",
     ),
-    "disk_quota": Layer(
+    "disk_quota": Entry(
         "filling the disk from the workspace: each session's directory is a tmpfs of its own "
         "(1024 MiB by default, EngineConfig.workspace_mb)",
         "root",
         "quota",
     ),
-    "network_namespace": Layer(
+    "network_namespace": Entry(
         "any network access even if a socket slipped past seccomp: tools without the network "
         "profile join one empty namespace (a down loopback)",
         "root, or the user namespace",
         "network",
     ),
-    "landlock": Layer(
+    "landlock": Entry(
         "reading anything but system paths, the Python installation and the engine's and "
         "plugins' code, or writing anything but the session's workspace and the call's tmp "
         "(other sessions, the state directory, /root, the host application's directory); "
@@ -162,13 +162,13 @@ LAYERS: dict[str, Layer] = {
         "a kernel with Landlock",
         "landlock",
     ),
-    "pids_cgroup": Layer(
+    "pids_cgroup": Entry(
         f"fork and thread bombs: {_L.processes} processes and threads per call, 4096 for the "
         "sandbox; the zygote stays outside and can always fork",
         "root, cgroup v1",
         "cgroups",
     ),
-    "memory_cgroup": Layer(
+    "memory_cgroup": Entry(
         f"memory outside RLIMIT_AS (children, memfd, shared memory, tmpfs pages): "
         f"{_L.call_memory_mb} MiB per call, an overrun killed and reported as out of memory",
         "root, cgroup v1",
@@ -182,7 +182,7 @@ def markdown_table() -> str:
     rows = ["| layer | what it stops | needs | module |", "|---|---|---|---|"]
     rows += [
         f"| `{name}` | {layer.stops} | {layer.needs} | `sandbox/{layer.module}.py` |"
-        for name, layer in LAYERS.items()
+        for name, layer in CATALOG.items()
     ]
     return "\n".join(rows) + "\n"
 

@@ -31,28 +31,27 @@ from typing import Any, NamedTuple
 from a2e_engine.sandbox import run_root, syscalls
 from a2e_engine.sandbox.identity import Crossing, open_the_way
 from a2e_engine.sandbox.paths import beneath, under
-from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 from a2e_engine.sandbox.probe import namespace_made_in_child
 from a2e_engine.sandbox.quota import mount_points
 from a2e_engine.sandbox.run_root import RunRoot
 
 __all__ = [
-    "LAYERS",
+    "LAYER",
+    "REPORTED",
     "MountPlan",
     "TmpBind",
     "create_mount_template",
-    "enter",
     "enter_copy_of_template",
     "hide",
     "make_filesystem_read_only",
     "mount_private_proc",
     "mount_private_tmp",
-    "prepare",
     "tmp_binds",
 ]
 
-#: The layers this module sets up, together.
-LAYERS = ("private_proc", "ipc_namespace", "minimal_dev", "private_tmp", "readonly_filesystem")
+#: The layers this module sets up, and reports, together.
+REPORTED = ("private_proc", "ipc_namespace", "minimal_dev", "private_tmp", "readonly_filesystem")
 
 
 @dataclass(frozen=True)
@@ -65,32 +64,57 @@ class MountPlan:
     root: RunRoot | None = None  # the run layer that replaces the private /tmp (run_root)
 
 
-def prepare(
-    prep: Preparation, no_pid_namespace: str | None, crossings: Sequence[Crossing]
-) -> tuple[MountPlan | None, str | None]:
-    """In the zygote: the template, or ``None`` and why not (its layers reported off) when
-    there is no PID namespace for a worker (``no_pid_namespace`` says why) or the template
-    cannot be made. ``crossings``: the closed directories to open on the way to the
-    interpreter."""
-    settings = prep.settings
-    if no_pid_namespace is not None:
-        _report(prep, no_pid_namespace)
-        return None, no_pid_namespace
-    try:
-        fd = create_mount_template(
-            settings.receive_mounts, crossings, settings.writable_paths, settings.hidden_paths
-        )
-    except OSError as exc:
-        why = f"the workers' mount namespace could not be prepared: {exc.strerror or exc}"
-        _report(prep, why)
-        return None, why
-    _report(prep, None)
-    root = run_root.prepare(prep, fd)
-    # Without a run layer, what calls write, read and run stays visible where it lives under
-    # /tmp (the run layer shows it its own way).
-    keep = (*settings.writable_paths, *prep.code_paths, *settings.read_roots)
-    binds = tmp_binds(keep) if root is None else ()
-    return MountPlan(fd, settings.limits.tmp_mb, binds, root), None
+class MountTemplate(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote: the template, or none (its layers reported off, and why) when there
+        is no PID namespace for a worker or the template cannot be made. Without it a worker
+        gets no PID namespace either (they are set up together), nor the way to the
+        interpreter that its session's uid would need: those are reported off too."""
+        settings = prep.settings
+        if prep.pidns is None:
+            _report(prep, "it comes with the workers' own PID namespace, which is off")
+            return
+        try:
+            fd = create_mount_template(
+                settings.receive_mounts,
+                prep.identity_ways,
+                settings.writable_paths,
+                settings.hidden_paths,
+            )
+        except OSError as exc:
+            why = f"the workers' mount namespace could not be prepared: {exc.strerror or exc}"
+            _report(prep, why)
+            for layer in prep.need_mounts:
+                layer.withdraw(prep, why)
+            return
+        _report(prep, None)
+        root = run_root.prepare(prep, fd)
+        # Without a run layer, what calls write, read and run stays visible where it lives
+        # under /tmp (the run layer shows it its own way).
+        keep = (*settings.writable_paths, *prep.code_paths, *settings.read_roots)
+        binds = tmp_binds(keep) if root is None else ()
+        prep.mounts = MountPlan(fd, settings.limits.tmp_mb, binds, root)
+
+    def apply(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker (pid 1 of its PID namespace, still privileged): a private copy of the
+        template, its own IPC namespace, ``/proc``, and its run layer (``sandbox.run_root``)
+        or, without one, a fresh ``/tmp`` with the binds back.
+
+        What is bound back keeps the flags it has in the template: code read-only, the
+        writable paths writable without device nodes or setuid programs. The fresh ``/tmp``
+        is writable."""
+        plan = prep.mounts
+        if plan is None:
+            return
+        enter_copy_of_template(plan.template_fd)
+        if plan.root is not None:
+            run_root.enter(plan.root)
+        else:
+            mount_private_tmp(plan.tmp_mb, plan.tmp_binds)
+        os.close(plan.template_fd)
+
+
+LAYER = MountTemplate()
 
 
 def _report(prep: Preparation, why_not: str | None) -> None:
@@ -101,27 +125,10 @@ def _report(prep: Preparation, why_not: str | None) -> None:
             "hidden": list(prep.settings.hidden_paths),
         },
     }
-    for layer in LAYERS:
+    for layer in REPORTED:
         prep.report(layer, why_not, **facts.get(layer, {}))
     if why_not is not None:
         run_root.report_off(prep, why_not)
-
-
-def enter(plan: MountPlan | None) -> None:
-    """In the worker (pid 1 of its PID namespace, still privileged): a private copy of the
-    template, its own IPC namespace, ``/proc``, and its run layer (``sandbox.run_root``) or,
-    without one, a fresh ``/tmp`` with the binds back.
-
-    What is bound back keeps the flags it has in the template: code read-only, the writable
-    paths writable without device nodes or setuid programs. The fresh ``/tmp`` is writable."""
-    if plan is None:
-        return
-    enter_copy_of_template(plan.template_fd)
-    if plan.root is not None:
-        run_root.enter(plan.root)
-    else:
-        mount_private_tmp(plan.tmp_mb, plan.tmp_binds)
-    os.close(plan.template_fd)
 
 
 def create_mount_template(

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from a2e_engine.sandbox import syscalls
 from a2e_engine.sandbox.mount_template import make_filesystem_read_only, mount_private_proc
-from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.preparation import Layer, Preparation
 from a2e_engine.sandbox.probe import ProbeFailed, in_child
 
-__all__ = ["PidNamespaces", "prepare", "probe_pid_namespaces", "report_off"]
+__all__ = ["LAYER", "PidNamespaces", "probe_pid_namespaces"]
 
 
 @dataclass
@@ -45,16 +45,26 @@ class PidNamespaces:
         os.close(self.own_ns_fd)
 
 
-def prepare(prep: Preparation) -> tuple[PidNamespaces | None, str | None]:
-    """In the zygote: the helper, or ``None`` and why not (reported)."""
-    why_not = probe_pid_namespaces() if prep.settings.namespaces else "disabled by configuration"
-    prep.report("pid_namespace", why_not)
-    return (PidNamespaces.open() if why_not is None else None), why_not
+class PidNamespace(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote: the helper it forks with, or none (reported why). Workers need the
+        mount template with it (``sandbox.mount_template``)."""
+        why_not = (
+            probe_pid_namespaces() if prep.settings.namespaces else "disabled by configuration"
+        )
+        prep.report("pid_namespace", why_not)
+        if why_not is None:
+            prep.pidns = PidNamespaces.open()
+            prep.need_mounts.append(self)
+
+    def withdraw(self, prep: Preparation, why: str) -> None:
+        if prep.pidns is not None:
+            prep.pidns.close()
+            prep.pidns = None
+        prep.report("pid_namespace", why)
 
 
-def report_off(prep: Preparation, why: str) -> None:
-    """The mount namespace it goes with could not be had after all."""
-    prep.report("pid_namespace", why)
+LAYER = PidNamespace()
 
 
 def probe_pid_namespaces() -> str | None:

@@ -15,40 +15,40 @@ from __future__ import annotations
 import os
 
 from a2e_engine.sandbox import syscalls
-from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 from a2e_engine.sandbox.probe import namespace_made_in_child
 from a2e_engine.sandbox.profiles import PROFILES
 
-__all__ = ["enter", "for_profile", "prepare"]
+__all__ = ["LAYER"]
 
 
-def prepare(prep: Preparation) -> int | None:
-    """In the zygote: the empty namespace's fd for workers to join, or ``None`` (no namespace,
-    reported why, or the zygote is in it already)."""
-    closed = [p for p in prep.settings.profiles if not PROFILES[p].allow_sockets]
-    try:
-        fd = namespace_made_in_child("net", lambda: syscalls.unshare(syscalls.CLONE_NEWNET))
-    except OSError as exc:
-        prep.report("network_namespace", f"cannot create one: {exc.strerror}")
-        return None
-    if closed and len(closed) < len(prep.settings.profiles):
-        prep.report("network_namespace", None, profiles=closed, joined_by="workers")
-        return fd
-    try:
-        if closed:
-            syscalls.setns(fd, syscalls.CLONE_NEWNET)
-    finally:
-        os.close(fd)
-    prep.report("network_namespace", None, profiles=closed, joined_by="zygote" if closed else "")
-    return None
+class NetworkNamespace(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote: the empty namespace's fd for workers to join; none when the zygote
+        is in it already, or there is no namespace (reported why)."""
+        profiles = prep.settings.profiles
+        closed = [p for p in profiles if not PROFILES[p].allow_sockets]
+        try:
+            fd = namespace_made_in_child("net", lambda: syscalls.unshare(syscalls.CLONE_NEWNET))
+        except OSError as exc:
+            prep.report("network_namespace", f"cannot create one: {exc.strerror}")
+            return
+        if closed and len(closed) < len(profiles):
+            prep.report("network_namespace", None, profiles=closed, joined_by="workers")
+            prep.empty_net_fd = fd
+            return
+        try:
+            if closed:
+                syscalls.setns(fd, syscalls.CLONE_NEWNET)
+        finally:
+            os.close(fd)
+        joined_by = "zygote" if closed else ""
+        prep.report("network_namespace", None, profiles=closed, joined_by=joined_by)
+
+    def apply(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker, first: a closed profile's joins the empty namespace."""
+        if prep.empty_net_fd is not None and not PROFILES[worker.profile].allow_sockets:
+            syscalls.setns(prep.empty_net_fd, syscalls.CLONE_NEWNET)
 
 
-def for_profile(namespace_fd: int | None, profile: str) -> int | None:
-    """What a worker of ``profile`` joins: the empty namespace, unless it may use sockets."""
-    return None if PROFILES[profile].allow_sockets else namespace_fd
-
-
-def enter(namespace_fd: int | None) -> None:
-    """In the worker, first: join the empty namespace (``None``: a profile with a network)."""
-    if namespace_fd is not None:
-        syscalls.setns(namespace_fd, syscalls.CLONE_NEWNET)
+LAYER = NetworkNamespace()

@@ -18,36 +18,36 @@ import math
 import resource
 
 from a2e_engine.sandbox.limits import Limits
-from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
+from a2e_engine.sandbox.profiles import PROFILES
 
-__all__ = [
-    "address_space_capped",
-    "apply_rlimits",
-    "least_memory_mb",
-    "prepare",
-    "report_address_space",
-    "report_least_memory",
-]
+__all__ = ["LAYER", "apply_rlimits", "least_memory_mb", "report_least_memory"]
 
 _MB = 1024 * 1024
 #: Room for a call's own first allocations, above what a worker maps when it starts.
 _HEADROOM_MB = 8
 
 
-def prepare(prep: Preparation) -> None:
-    """In the zygote: nothing to prepare; the limits every worker applies, reported."""
-    prep.report("rlimits", None, limits=prep.settings.limits.to_dict())
+class Rlimits(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote: nothing to prepare but which profiles' workers go without
+        ``RLIMIT_AS`` (those that start programs, under the memory cgroup); the limits every
+        worker applies, reported."""
+        memory_cgroup = "memory" in prep.cgroups
+        prep.address_space_capped = {
+            name: not (PROFILES[name].allow_processes and memory_cgroup)
+            for name in prep.settings.profiles
+        }
+        uncapped = sorted(name for name, capped in prep.address_space_capped.items() if not capped)
+        limits = prep.settings.limits.to_dict()
+        prep.report("rlimits", None, limits=limits, address_space_uncapped=uncapped)
+
+    def apply(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker, before seccomp, which refuses to raise them again."""
+        apply_rlimits(prep.settings.limits, prep.address_space_capped[worker.profile])
 
 
-def address_space_capped(starts_processes: bool, memory_cgroup: bool) -> bool:
-    """Whether a worker gets ``RLIMIT_AS``: always, but for one that starts programs under a
-    memory cgroup (see the module's docstring)."""
-    return not (starts_processes and memory_cgroup)
-
-
-def report_address_space(prep: Preparation, uncapped: list[str]) -> None:
-    """Which profiles run without ``RLIMIT_AS`` (the memory cgroup caps them instead)."""
-    prep.layers["rlimits"]["address_space_uncapped"] = uncapped
+LAYER = Rlimits()
 
 
 def report_least_memory(prep: Preparation) -> None:

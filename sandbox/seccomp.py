@@ -17,18 +17,15 @@ from __future__ import annotations
 import errno
 import stat
 import tempfile
-from typing import TYPE_CHECKING
 
 import pyseccomp as sc
 
 from a2e_engine.sandbox import syscalls
+from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 from a2e_engine.sandbox.profiles import PROFILES, SeccompProfile
 from a2e_engine.sandbox.syscalls import CLONE_THREAD, NAMESPACE_FLAGS
 
-if TYPE_CHECKING:
-    from a2e_engine.sandbox.preparation import Preparation
-
-__all__ = ["PROFILES", "SeccompProfile", "compile_profile", "install", "prepare"]
+__all__ = ["LAYER", "PROFILES", "SeccompProfile", "compile_profile"]
 
 #: Refused with EPERM in every profile.
 DENY_EPERM: tuple[str, ...] = (
@@ -166,15 +163,18 @@ def compile_profile(profile: SeccompProfile) -> bytes:
         return out.read()
 
 
-def prepare(prep: Preparation) -> dict[str, bytes]:
-    """In the zygote: each profile's filter as BPF, its ``sock_fprog`` made already."""
-    filters = {name: compile_profile(PROFILES[name]) for name in prep.settings.profiles}
-    for program in filters.values():
-        syscalls.prepare_seccomp_bpf(program)
-    prep.report("seccomp", None, profiles=sorted(filters))
-    return filters
+class Seccomp(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote: each profile's filter as BPF, its ``sock_fprog`` made already."""
+        filters = {name: compile_profile(PROFILES[name]) for name in prep.settings.profiles}
+        for program in filters.values():
+            syscalls.prepare_seccomp_bpf(program)
+        prep.filters = filters
+        prep.report("seccomp", None, profiles=sorted(filters))
+
+    def apply(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker, last: the filter of its profile, with no_new_privs."""
+        syscalls.install_seccomp_bpf(prep.filters[worker.profile])
 
 
-def install(program: bytes) -> None:
-    """In the worker, last: the filter, with no_new_privs."""
-    syscalls.install_seccomp_bpf(program)
+LAYER = Seccomp()

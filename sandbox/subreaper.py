@@ -15,15 +15,19 @@ import signal
 from collections.abc import Collection
 
 from a2e_engine.sandbox import syscalls
-from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.preparation import Layer, Preparation
 
-__all__ = ["kill_adopted_orphans", "own_children", "prepare"]
+__all__ = ["LAYER", "kill_adopted_orphans", "own_children"]
 
 
-def prepare(prep: Preparation) -> None:
-    """In the zygote, first of all."""
-    syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
-    prep.report("subreaper", None)
+class Subreaper(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote, first of all."""
+        syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
+        prep.report("subreaper", None)
+
+
+LAYER = Subreaper()
 
 
 def kill_adopted_orphans(workers: Collection[int]) -> None:

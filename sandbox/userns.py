@@ -19,10 +19,10 @@ import os
 import signal
 
 from a2e_engine.sandbox import syscalls
-from a2e_engine.sandbox.preparation import Preparation
+from a2e_engine.sandbox.preparation import Layer, Preparation
 from a2e_engine.sandbox.settings import ZygoteSettings
 
-__all__ = ["enter", "enter_user_namespace", "host_pid", "prepare"]
+__all__ = ["LAYER", "enter", "enter_user_namespace", "host_pid"]
 
 
 def enter(settings: ZygoteSettings) -> str:
@@ -35,10 +35,14 @@ def enter(settings: ZygoteSettings) -> str:
     return enter_user_namespace() or ""
 
 
-def prepare(prep: Preparation, why_not: str) -> None:
-    """Report the layer ``enter`` chose, and tell the later layers what it means for them."""
-    prep.in_user_namespace = why_not == ""
-    prep.report("user_namespace", why_not or None)
+class UserNamespace(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """Report what ``enter`` chose, and tell the later layers what it means for them."""
+        prep.in_user_namespace = prep.userns_reason == ""
+        prep.report("user_namespace", prep.userns_reason or None)
+
+
+LAYER = UserNamespace()
 
 
 def _write(path: str, text: str) -> None:

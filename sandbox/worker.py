@@ -18,15 +18,8 @@ from typing import Any, cast
 from a2e import jsonwire
 from a2e.caps.tools.plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
 from a2e.caps.tools.reasons import FailureReason
-from a2e_engine.sandbox import identity, landlock, syscalls
-from a2e_engine.sandbox.frames import (
-    DEFAULT_MAX_FRAME,
-    read_frame,
-    write_frame,
-    write_frame_bytes,
-)
-from a2e_engine.sandbox.harden import Hardening, harden_worker
-from a2e_engine.sandbox.landlock import Ruleset
+from a2e_engine.sandbox import contain, syscalls
+from a2e_engine.sandbox.frames import read_frame, write_frame, write_frame_bytes
 from a2e_engine.sandbox.messages import (
     Job,
     event_frame,
@@ -34,6 +27,7 @@ from a2e_engine.sandbox.messages import (
     result_frame,
     setup_error_frame,
 )
+from a2e_engine.sandbox.preparation import Preparation, Worker
 
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
 
@@ -89,19 +83,10 @@ def _encoded_result(data: Any, max_frame: int) -> str | dict[str, Any]:
     return encoded
 
 
-def run_job(
-    plugin: ToolPlugin,
-    job: Job,
-    result_fd: int,
-    max_frame: int,
-    ruleset: Ruleset | None,
-    change_identity: bool = False,
-) -> None:
+def run_job(prep: Preparation, worker: Worker, job: Job, result_fd: int) -> None:
     workspace = job["workspace"]
     try:
-        # The layers' part that needs the job, in this order: the uid owns the workspace.
-        identity.on_job(change_identity, job)
-        landlock.on_job(ruleset, job)
+        contain.on_job(prep, worker, job)
         os.chdir(workspace)
         if float(job.get("cancel_grace_s") or 0) > 0:
             signal.signal(signal.SIGTERM, _raise_cancelled)
@@ -110,7 +95,7 @@ def run_job(
     os.environ["HOME"] = workspace
     os.environ["TMPDIR"] = job["tmp_dir"]
     tempfile.tempdir = job["tmp_dir"]  # the zygote may have cached the host's /tmp already
-    execute_job(plugin, job, result_fd, max_frame)
+    execute_job(prep.plugins[job["plugin"]], job, result_fd, prep.settings.max_frame)
 
 
 def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) -> None:
@@ -155,7 +140,7 @@ def _final_frame(result: str | dict[str, Any]) -> bytes:
     return result_frame(result, cpu_ms, maxrss_kb)
 
 
-def rehearse_job_path(setup: Hardening, ruleset: Ruleset | None, max_frame: int) -> None:
+def rehearse_job_path(prep: Preparation, worker: Worker) -> None:
     """Run the job path's own machinery once on dummy values, while no job is waiting.
 
     A forked worker shares every page with the zygote until it writes one, and in CPython even
@@ -165,6 +150,7 @@ def rehearse_job_path(setup: Hardening, ruleset: Ruleset | None, max_frame: int)
     widens what the worker may do: the Landlock rule repeats one it has, the directory and
     environment are set again by the job.
     """
+    max_frame = prep.settings.max_frame
     rehearsal_r, rehearsal_w = os.pipe2(os.O_CLOEXEC)
     try:
         write_frame(rehearsal_w, {"tool": "", "arguments": {}, "read_roots": []})
@@ -172,10 +158,10 @@ def rehearse_job_path(setup: Hardening, ruleset: Ruleset | None, max_frame: int)
     finally:
         os.close(rehearsal_r)
         os.close(rehearsal_w)
-    if setup.change_identity:
+    if prep.change_identity:
         syscalls.permitted_capabilities()
-    if ruleset is not None and setup.landlock is not None and setup.landlock.read_paths:
-        ruleset.allow_read(setup.landlock.read_paths[:1])
+    if worker.ruleset is not None and prep.landlock is not None and prep.landlock.read_paths:
+        worker.ruleset.allow_read(prep.landlock.read_paths[:1])
     os.chdir("/")
     os.environ["HOME"] = os.environ["TMPDIR"] = "/"
     ToolContext(workspace="/", tmp_dir="/", read_roots=tuple(job["read_roots"]))
@@ -199,23 +185,17 @@ def serve_later_jobs(
         execute_job(plugins[first["plugin"]], job, result_fd, max_frame)
 
 
-def run_worker(
-    setup: Hardening,
-    job_fd: int,
-    result_fd: int,
-    plugins: list[ToolPlugin],
-    max_frame: int = DEFAULT_MAX_FRAME,
-) -> None:
+def run_worker(prep: Preparation, worker: Worker, job_fd: int, result_fd: int) -> None:
     """Entry point in the forked child. Never returns."""
     # No collection before the job: the objects the zygote made since it froze its heap are
     # shared with us, and collecting them writes to (and copies) their pages.
     gc.disable()
+    max_frame = prep.settings.max_frame
     code = 0
     try:
         try:
-            ruleset = harden_worker(
-                setup, lambda ruleset: rehearse_job_path(setup, ruleset, max_frame)
-            )
+            worker.while_idle = lambda worker: rehearse_job_path(prep, worker)
+            contain.harden(prep, worker)
         except BaseException as exc:
             write_frame(result_fd, setup_error_frame(f"{type(exc).__name__}: {exc}"))
             os._exit(EXIT_SETUP_FAILED)
@@ -228,9 +208,9 @@ def run_worker(
         # The tool's own garbage is collected as usual; what exists now is left alone for good.
         gc.freeze()
         gc.enable()
-        run_job(plugins[job["plugin"]], job, result_fd, max_frame, ruleset, setup.change_identity)
+        run_job(prep, worker, job, result_fd)
         if job.get("resident"):
-            serve_later_jobs(plugins, job, job_fd, result_fd, max_frame)
+            serve_later_jobs(prep.plugins, job, job_fd, result_fd, max_frame)
     except JobSetupError as exc:
         code = 1
         write_frame(result_fd, setup_error_frame(str(exc)))

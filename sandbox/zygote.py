@@ -23,31 +23,11 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from a2e_engine.sandbox import (
-    capabilities,
-    cgroups,
-    clean_start,
-    footprint,
-    forking,
-    identity,
-    landlock,
-    mount_template,
-    namespaces,
-    network,
-    rlimits,
-    seccomp,
-    subreaper,
-    userns,
-)
-from a2e_engine.sandbox.cgroups import Slot, SlotGroups, remove_cgroup_tree
-from a2e_engine.sandbox.forking import ForkPlan, enter_idle_priority, leave_idle_priority
-from a2e_engine.sandbox.harden import Hardening
-from a2e_engine.sandbox.landlock import LandlockPlan
+from a2e_engine.sandbox import contain, footprint, landlock, rlimits, subreaper, userns
+from a2e_engine.sandbox.cgroups import Slot, remove_cgroup_tree
+from a2e_engine.sandbox.forking import enter_idle_priority, leave_idle_priority
 from a2e_engine.sandbox.messages import CONTROL_MAX, check_control, control
-from a2e_engine.sandbox.mount_template import MountPlan
-from a2e_engine.sandbox.namespaces import PidNamespaces
-from a2e_engine.sandbox.preparation import Preparation
-from a2e_engine.sandbox.profiles import PROFILES
+from a2e_engine.sandbox.preparation import Preparation, Worker
 from a2e_engine.sandbox.quota import unmount_tree
 from a2e_engine.sandbox.settings import ZygoteSettings
 from a2e_engine.sandbox.userns import host_pid
@@ -71,84 +51,22 @@ class Zygote:
         self.ctrl = ctrl
         self.settings = settings
         self.plugins = plugins
-        self.prep = Preparation(settings)
-        userns.prepare(self.prep, userns_reason)
-        self.layers = self.prep.layers
+        self.prep = Preparation(settings, userns_reason=userns_reason, plugins=plugins)
         self.workers: set[int] = set()
         self.slots: dict[int, dict[str, Slot]] = {}  # worker pid -> its cgroup per controller
         self.supervisor_pid = os.getppid()
-        # What prepare() makes, each layer's part (see there).
-        self.filters: dict[str, bytes] = {}
-        self.pidns: PidNamespaces | None = None
-        self.mounts: MountPlan | None = None
-        self.change_identity = False
-        self.landlock: LandlockPlan | None = None
-        self.empty_net_fd: int | None = None
-        self.cgroups: dict[str, SlotGroups] = {}
-        self.capped: dict[str, bool] = {}  # profile -> whether its workers get RLIMIT_AS
-        self.forking = ForkPlan(os.fork, at_idle=False)
 
     # -- start-up --
 
     def prepare(self) -> None:
-        """The zygote's half of each layer, in this order; each reports its layers."""
-        prep = self.prep
-        # Orphans of a worker (without PID namespaces) are re-parented to us, and killed.
-        subreaper.prepare(prep)
+        """Load the plugins, then every layer's zygote half (``sandbox.contain``)."""
         for plugin in self.plugins:
             plugin.preload()  # before any fork: each worker inherits what it imported
-        prep.code_paths = tuple(landlock.readable_code_paths(self._code_modules()))
-        self.filters = seccomp.prepare(prep)
-        self.pidns, no_pid_namespace = namespaces.prepare(prep)
-        ways = identity.crossings(prep)
-        self.change_identity = identity.prepare(
-            prep, ways, mount_namespace=no_pid_namespace is None
-        )
-        self.mounts, no_mounts = mount_template.prepare(
-            prep, no_pid_namespace, ways if self.change_identity else ()
-        )
-        if no_mounts is not None and self.pidns is not None:
-            # Without its own mount namespace a worker gets no PID namespace either (they are
-            # set up together), nor the way to the interpreter that its uid would need.
-            self.pidns.close()
-            self.pidns = None
-            namespaces.report_off(prep, no_mounts)
-            if self.change_identity and ways:
-                self.change_identity = False
-                identity.report_off(prep, no_mounts)
-        root = self.mounts.root if self.mounts is not None else None
-        run_layer = root.program_writable if root is not None else ()
-        self.landlock = landlock.prepare(
-            prep,
-            private_tmp=self.mounts is not None,
-            plugin_writable=tuple(
-                self.settings.plugin_dirs.get(plugin.name, ()) for plugin in self.plugins
-            ),
-            run_layer=run_layer,
-            list_root=self.change_identity,
-        )
-        if self.landlock is not None:
-            # Only with Landlock: nothing else keeps what the plugin's tools run, or other
-            # plugins' workers where they have no mount namespace, out of them.
-            for plugin, dirs in zip(self.plugins, self.landlock.plugin_writable, strict=True):
-                if dirs:
-                    plugin.plugin_dirs = dirs
-        self.empty_net_fd = network.prepare(prep)
-        rlimits.prepare(prep)
-        self.cgroups = cgroups.prepare(prep)
-        self.capped = {
-            name: rlimits.address_space_capped(
-                PROFILES[name].allow_processes, "memory" in self.cgroups
-            )
-            for name in self.filters
-        }
-        rlimits.report_address_space(prep, sorted(n for n, c in self.capped.items() if not c))
-        clean_start.prepare(prep)
-        capabilities.prepare(prep)
-        self.forking = forking.prepare(prep)
+        self.prep.code_paths = tuple(landlock.readable_code_paths(self._code_modules()))
+        contain.prepare(self.prep)
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
-        rlimits.report_least_memory(prep)
+        rlimits.report_least_memory(self.prep)  # once the zygote is all it will be
 
     def _code_modules(self) -> list[Any]:
         """Packages a worker may import from lazily: ours and the plugins'."""
@@ -169,9 +87,10 @@ class Zygote:
             raise SupervisorGone from None
 
     def spawn(self, profile: str) -> None:
+        prep = self.prep
         slots: dict[str, Slot] = {}
         try:
-            for controller, groups in self.cgroups.items():
+            for controller, groups in prep.cgroups.items():
                 slots[controller] = groups.take_slot()
         except OSError as exc:
             self.release_slots(slots)
@@ -179,18 +98,12 @@ class Zygote:
             return
         job_r, job_w = os.pipe2(os.O_CLOEXEC)
         res_r, res_w = os.pipe2(os.O_CLOEXEC)
-        template = (self.mounts.template_fd,) if self.mounts is not None else ()
-        setup = Hardening(
+        template = (prep.mounts.template_fd,) if prep.mounts is not None else ()
+        worker = Worker(
+            profile=profile,
             keep_fds=(job_r, res_w, *template),
             parent_pid=os.getpid(),
-            network_fd=network.for_profile(self.empty_net_fd, profile),
             cgroups=tuple(slot.path for slot in slots.values()),
-            mounts=self.mounts,
-            landlock=self.landlock,
-            limits=self.settings.limits,
-            cap_address_space=self.capped[profile],
-            change_identity=self.change_identity,
-            seccomp_bpf=self.filters[profile],
         )
         try:
             pid = self.fork()
@@ -201,7 +114,7 @@ class Zygote:
             self.send("spawn_failed", profile=profile, error=str(exc))
             return
         if pid == 0:  # pragma: no cover - the child never returns from run_worker
-            run_worker(setup, job_r, res_w, self.plugins, self.settings.max_frame)
+            run_worker(prep, worker, job_r, res_w)
         os.close(job_r)
         os.close(res_w)
         self.workers.add(pid)
@@ -216,19 +129,21 @@ class Zygote:
     def fork(self) -> int:
         """Fork a worker (``sandbox.forking``), as pid 1 of a new PID namespace when we have
         them; the fork and the child's hardening at idle priority when we can."""
-        if self.forking.at_idle:
+        pidns, forking = self.prep.pidns, self.prep.forking
+        assert forking is not None, "the zygote forks once prepared"
+        if forking.at_idle:
             enter_idle_priority()
         pid = -1
         try:
-            if self.pidns is not None:
-                self.pidns.before_fork()
+            if pidns is not None:
+                pidns.before_fork()
             try:
-                pid = self.forking.fork()
+                pid = forking.fork()
             finally:
-                if pid != 0 and self.pidns is not None:
-                    self.pidns.after_fork_in_parent()
+                if pid != 0 and pidns is not None:
+                    pidns.after_fork_in_parent()
         finally:
-            if pid != 0 and self.forking.at_idle:
+            if pid != 0 and forking.at_idle:
                 leave_idle_priority()
         return pid
 
@@ -243,7 +158,7 @@ class Zygote:
             if pid not in self.workers:
                 continue  # an adopted orphan we killed
             self.workers.discard(pid)
-            if self.pidns is None:
+            if self.prep.pidns is None:
                 # In a PID namespace a worker's orphans are its own and died with it.
                 subreaper.kill_adopted_orphans(self.workers)
             # Its whole tree is gone: the slots can take the next worker.
@@ -261,13 +176,13 @@ class Zygote:
         """Give the slots back; True if the OOM killer struck in one of them meanwhile."""
         oom = False
         for controller, slot in slots.items():
-            oom |= self.cgroups[controller].release_slot(slot)
+            oom |= self.prep.cgroups[controller].release_slot(slot)
         return oom
 
     def handle(self, message: dict[str, Any]) -> bool:
         """A checked control message from the supervisor; False once told to stop."""
         if message["op"] == "spawn":
-            if message["profile"] in self.filters:
+            if message["profile"] in self.prep.filters:
                 for _ in range(message["count"]):
                     self.spawn(message["profile"])
         elif message["op"] == "stop":
@@ -286,7 +201,7 @@ class Zygote:
             except ChildProcessError:
                 pass
         subreaper.kill_adopted_orphans(self.workers)
-        for groups in self.cgroups.values():
+        for groups in self.prep.cgroups.values():
             remove_cgroup_tree(groups.path)  # empty now; the supervisor may be gone
         if os.getppid() != self.supervisor_pid:
             # The supervisor died without cleaning up: its session mounts and workspaces
@@ -302,7 +217,7 @@ class Zygote:
         poller = select.poll()
         poller.register(self.ctrl.fileno(), select.POLLIN)
         poller.register(wake_r, select.POLLIN)
-        self.send("ready", layers=self.layers, pid=host_pid(), footprint=footprint.measure())
+        self.send("ready", layers=self.prep.layers, pid=host_pid(), footprint=footprint.measure())
         running = True
         while running:
             for fd, _ in poller.poll():

@@ -73,14 +73,14 @@ def test_the_demo_runs_and_shows_containment() -> None:
 
 
 def test_doctor_lists_every_layer_and_fails_on_a_missing_required_one() -> None:
-    from a2e_engine.sandbox.layers import LAYERS
+    from a2e_engine.sandbox.layers import CATALOG
 
     out = a2e("doctor").stdout
-    for name in LAYERS:
+    for name in CATALOG:
         assert name in out
     report = json.loads(a2e("doctor", "--json").stdout)
     assert report["missing"] == [] and report["layers"]["seccomp"]["active"]
-    assert set(report["layers"]) == set(LAYERS)  # each one reported, active or why not
+    assert set(report["layers"]) == set(CATALOG)  # each one reported, active or why not
     zygotes = {zygote["name"]: zygote for zygote in report["zygotes"]}  # one per plugin
     assert {"python_eval", "code_eval", "http"} <= set(zygotes)
     python = zygotes["python_eval"]  # doctor starts every one to report what workers inherit

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from a2e.client import A2EClient
 from a2e.codec import MAX_MESSAGE_BYTES
 from a2e.transports.stdio import StdioTransport
 from a2e_engine.engine import Engine
+from a2e_engine.engine.state_dir import default_parent
 from a2e_engine.engine.transports.lines import _Splitter
 from a2e_engine.engine.transports.stdio import serve_stdio
 
@@ -194,11 +196,12 @@ def test_a_killed_host_leaves_no_sandbox_behind() -> None:
 
     import psutil
 
-    from a2e_engine.engine.state_dir import default_parent
-
-    pattern = os.path.join(default_parent(), "a2e-engine-*")
-    before = set(glob.glob(pattern))
-    transport = StdioTransport(SERVE, stderr=subprocess.DEVNULL)
+    # A parent of its own, under /var/tmp as the default one: no other engine's state there.
+    parent = tempfile.mkdtemp(prefix="a2e-test-parent-", dir=default_parent())
+    os.chmod(parent, 0o711)  # as the default parent lets session uids through
+    pattern = os.path.join(parent, "a2e-engine-*")
+    environment = {**os.environ, "TMPDIR": parent}
+    transport = StdioTransport(SERVE, env=environment, stderr=subprocess.DEVNULL)
     client = A2EClient(transport)
     pending = ToolAPI(client).start(
         tool_name="python_eval", arguments={"code": "import time\ntime.sleep(60)"}, timeout=60
@@ -210,7 +213,7 @@ def test_a_killed_host_leaves_no_sandbox_behind() -> None:
     cgroups = glob.glob("/sys/fs/cgroup/*/a2e-sandbox-*") + glob.glob(
         "/sys/fs/cgroup/a2e-sandbox-*"
     )
-    state_dirs = set(glob.glob(pattern)) - before
+    state_dirs = glob.glob(pattern)
     assert len(state_dirs) == 1
     os.kill(transport.process.pid, signal.SIGKILL)
     transport.process.wait()
@@ -231,6 +234,7 @@ def test_a_killed_host_leaves_no_sandbox_behind() -> None:
         assert state_dir not in fh.read()
     assert not os.path.exists(state_dir)
     transport.close()
+    os.rmdir(parent)
 
 
 def test_files_instead_of_pipes_are_served_too(tmp_path: Path) -> None:

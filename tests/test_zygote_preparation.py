@@ -90,9 +90,9 @@ def test_each_layer_lives_in_the_module_the_catalog_names() -> None:
     docstring opens on it."""
     import importlib
 
-    from a2e_engine.sandbox.layers import LAYERS
+    from a2e_engine.sandbox.layers import CATALOG
 
-    for name, layer in LAYERS.items():
+    for name, layer in CATALOG.items():
         module = importlib.import_module(f"a2e_engine.sandbox.{layer.module}")
         opening = (module.__doc__ or "").split(":", 1)[0]
         assert opening.startswith("Layer") and f"``{name}``" in opening, (name, layer.module)
@@ -104,14 +104,14 @@ def test_each_layer_is_reported_by_its_own_module_only() -> None:
     from pathlib import Path
 
     import a2e_engine.sandbox
-    from a2e_engine.sandbox.layers import LAYERS
+    from a2e_engine.sandbox.layers import CATALOG
 
     sources = {
         path.stem: path.read_text()
         for path in Path(a2e_engine.sandbox.__file__).parent.glob("*.py")
         if path.stem != "layers"
     }
-    for name, layer in LAYERS.items():
+    for name, layer in CATALOG.items():
         naming = sorted(module for module, text in sources.items() if f'"{name}"' in text)
         assert naming == [layer.module], (name, naming)
 
@@ -148,3 +148,38 @@ def test_the_run_layer_a_worker_builds(tmp_path: Path) -> None:
     assert modes["/mnt"] == 0o1777 and modes[str(code)] & 0o022 == 0
     assert list(root.skeleton).index((str(code), modes[str(code)])) > 0
     assert plan(["/"], [], [], 16)[0] is None
+
+
+def test_the_layers_run_in_one_order_written_once() -> None:
+    """``sandbox.contain.LAYERS`` is the only list of layers that runs: every module the
+    catalog names (but the supervisor's own and the parts of another) has one layer there, no
+    other module names a layer's steps, and the order keeps what each step relies on."""
+    from pathlib import Path
+
+    import a2e_engine.sandbox
+    from a2e_engine.sandbox import contain
+    from a2e_engine.sandbox.layers import CATALOG
+
+    order = [type(layer).__module__.rsplit(".", 1)[1] for layer in contain.LAYERS]
+    assert len(set(order)) == len(order)
+    not_in_a_worker = {"run", "quota", "run_root"}  # the supervisor's; mount_template's part
+    assert {layer.module for layer in CATALOG.values()} - not_in_a_worker == set(order)
+    sources = Path(a2e_engine.sandbox.__file__).parent.glob("*.py")
+    listing = sorted(
+        p.stem for p in sources if ".LAYER," in p.read_text() or "LAYERS:" in p.read_text()
+    )
+    assert listing == ["contain"]
+    before = [
+        ("network", "clean_start"),  # the namespace's fd is joined before it is closed
+        ("clean_start", "cgroups"),  # nothing runs with the zygote's fds open
+        ("namespaces", "identity"),  # identity's way to the interpreter needs a mount namespace
+        ("identity", "mount_template"),  # which opens that way
+        ("mount_template", "landlock"),  # Landlock's plan reads the private /tmp and run layer
+        ("identity", "landlock"),  # on a job: the uid first, then the workspace's rule
+        ("cgroups", "rlimits"),  # which profiles go without RLIMIT_AS reads the memory cgroup
+        ("rlimits", "seccomp"),  # seccomp refuses to raise them
+        ("forking", "capabilities"),  # leaving idle priority needs CAP_SYS_NICE
+    ]
+    for first, then in before:
+        assert order.index(first) < order.index(then), (first, then)
+    assert order[-1] == "seccomp"

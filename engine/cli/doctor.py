@@ -12,7 +12,7 @@ import textwrap
 
 from a2e_engine.engine.cli.arguments import Subcommands
 from a2e_engine.engine.cli.engine_options import add_engine_options, engine_from_args, started
-from a2e_engine.sandbox.layers import LAYERS, LayerReports, missing_layers
+from a2e_engine.sandbox.layers import CATALOG, LayerReports, missing_layers
 from a2e_engine.tools.languages import toolchains
 
 __all__ = ["register"]
@@ -49,7 +49,7 @@ def run_doctor(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 1 if missing else 0
     print(f"a2e doctor: kernel {os.uname().release}, euid {os.geteuid()}\n")
-    for name, layer in LAYERS.items():
+    for name, layer in CATALOG.items():
         print(f"  {'on ' if layers.active(name) else 'OFF'}  {name}")
         if not layers.active(name):
             print(f"       why not: {layers.reason(name)}")

@@ -18,7 +18,7 @@ from a2e_engine.engine.config_file import ConfigError, ConfigFile, load_config_f
 from a2e_engine.engine.engine import Engine
 from a2e_engine.engine.plugins import PluginError, entry_point_plugins, load_plugin
 from a2e_engine.engine.requirements import LimitTooLow
-from a2e_engine.sandbox.layers import LAYERS
+from a2e_engine.sandbox.layers import CATALOG
 from a2e_engine.sandbox.limits import Limits
 from a2e_engine.tools import BUILTIN_PLUGINS
 
@@ -91,7 +91,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="LAYER",
-        choices=sorted(LAYERS),
+        choices=sorted(CATALOG),
         help="refuse to start without this isolation layer (repeatable; see a2e doctor)",
     )
     group.add_argument(
