@@ -60,6 +60,12 @@ LAYERS: tuple[Layer, ...] = (
 )
 
 
+#: The layers with a step of each kind: a worker calls only those (each object a fresh fork
+#: touches copies a page of the zygote's, and ``on_job`` is on the call's path).
+_APPLYING = tuple(layer for layer in LAYERS if type(layer).apply is not Layer.apply)
+_ON_JOB = tuple(layer for layer in LAYERS if type(layer).on_job is not Layer.on_job)
+
+
 def prepare(prep: Preparation) -> None:
     """The zygote's half of every layer; each reports its layers."""
     for layer in LAYERS:
@@ -69,11 +75,11 @@ def prepare(prep: Preparation) -> None:
 def harden(prep: Preparation, worker: Worker) -> None:
     """A freshly forked worker's half of every layer; raises on the first that fails (the
     worker reports it and exits)."""
-    for layer in LAYERS:
+    for layer in _APPLYING:
         layer.apply(prep, worker)
 
 
 def on_job(prep: Preparation, worker: Worker, job: Job) -> None:
     """What each layer needs the job for, before any tool code runs."""
-    for layer in LAYERS:
+    for layer in _ON_JOB:
         layer.on_job(prep, worker, job)
