@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import dill
 
@@ -82,6 +82,9 @@ class _Running:
 
 class Engine:
     """A sandboxed tool host (docs/architecture.md: the parts; docs/isolation.md: the layers)."""
+
+    #: The sandbox it runs calls in (tests/fakes.py puts one without processes here).
+    worker_pool: ClassVar[type[WorkerPool]] = WorkerPool
 
     def __init__(
         self,
@@ -152,7 +155,7 @@ class Engine:
             plugin_dirs = shared_compile_cache(state_dir.path, cache_mb) if cache_mb else {}
             self._loop.start()
             undo.callback(self._loop.stop)
-            pool = WorkerPool(
+            pool = self.worker_pool(
                 self._zygotes,
                 self._pool_config(state_dir, quota_off, plugin_dirs),
                 start_all=self.config.start_all_zygotes,

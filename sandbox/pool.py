@@ -41,7 +41,7 @@ from a2e_engine.sandbox.slots import WorkerSlots
 from a2e_engine.sandbox.supply import WorkerSupply
 from a2e_engine.sandbox.waiting import StopSignal
 from a2e_engine.sandbox.zygote_line import ZygoteLine, ZygoteSpec
-from a2e_engine.sandbox.zygote_link import SandboxUnavailable
+from a2e_engine.sandbox.zygote_link import LinkFactory, SandboxUnavailable, ZygoteLink
 
 __all__ = [
     "PoolConfig",
@@ -96,10 +96,13 @@ class WorkerPool:
         *,
         start_all: bool = False,
         accept: Callable[[LayerReports], str | None] | None = None,
+        link: LinkFactory = ZygoteLink,
     ) -> None:
         """``accept`` says why a zygote that starts after ``start`` may not run its plugin's
         calls, given its layers (``None``: it may); those started by ``start`` are for the
-        caller to judge from ``layers``."""
+        caller to judge from ``layers``. ``link`` makes the line to each zygote: the seam where
+        tests put one without processes (tests/fakes.py), as httpx's ``MockTransport`` takes
+        the place of its transport."""
         if not zygotes:
             raise ValueError("a pool needs at least one zygote")
         self.config = config or PoolConfig()
@@ -115,6 +118,7 @@ class WorkerPool:
                 self.config.max_workers,
                 self.config.max_frame,
                 self.config.start_timeout,
+                link,
             )
             for spec in zygotes
         }

@@ -20,7 +20,7 @@ from typing import Any
 from a2e_engine.sandbox.footprint import check_footprint
 from a2e_engine.sandbox.layers import LayerReports
 from a2e_engine.sandbox.supply import WorkerSupply
-from a2e_engine.sandbox.zygote_link import SandboxUnavailable, ZygoteLink
+from a2e_engine.sandbox.zygote_link import LinkFactory, SandboxUnavailable, ZygoteLink
 
 __all__ = ["ZygoteLine", "ZygoteSpec"]
 
@@ -50,10 +50,11 @@ class ZygoteLine:
         max_workers: int,
         max_frame: int,
         start_timeout: float,
+        link: LinkFactory = ZygoteLink,
     ) -> None:
         self.spec = spec
         self._prefork, self._max_workers, self._max_frame = prefork, max_workers, max_frame
-        self.link = ZygoteLink(settings_json, spec.plugins_blob, self, start_timeout, spec.name)
+        self.link = link(settings_json, spec.plugins_blob, self, start_timeout, spec.name)
         self.supply: WorkerSupply | None = None
         self.started = False  # its zygote came up (restarts after a death are the link's)
         self._starting: asyncio.Task[None] | None = None  # the one start under way

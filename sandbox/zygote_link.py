@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from a2e_engine.sandbox.cgroups import made_by, remove_cgroup_tree
@@ -23,7 +24,7 @@ from a2e_engine.sandbox.launch import join_or_kill, spawn_zygote
 from a2e_engine.sandbox.layers import LayerReports
 from a2e_engine.sandbox.messages import CONTROL_MAX, check_control, control
 
-__all__ = ["SandboxUnavailable", "ZygoteLink", "ZygoteListener"]
+__all__ = ["Link", "LinkFactory", "SandboxUnavailable", "ZygoteLink", "ZygoteListener"]
 
 log = logging.getLogger("a2e.sandbox")
 
@@ -52,6 +53,27 @@ class ZygoteListener(Protocol):
 
     def on_broken(self, why: str) -> None:
         """No zygote will be started again."""
+
+
+class Link(Protocol):
+    """What a zygote line asks of its link (``ZygoteLink``, or a test's stand-in)."""
+
+    called: str  # how messages name it
+    broken: str | None  # why no zygote will be started again
+    starts: int
+
+    async def start(self) -> dict[str, Any]: ...
+
+    async def stop(self) -> None: ...
+
+    @property
+    def up(self) -> bool: ...
+
+    def spawn(self, profile: str, count: int) -> bool: ...
+
+
+#: A link made from the zygote's settings and plugins, its listener, start timeout and name.
+LinkFactory = Callable[[str, bytes, ZygoteListener, float, str], Link]
 
 
 class ZygoteLink:

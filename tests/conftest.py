@@ -1,4 +1,5 @@
-"""Shared fixtures: one real engine per test module (zygote, seccomp, namespaces and all)."""
+"""Shared fixtures: one real engine per test module (zygote, seccomp, namespaces and all), and
+one above a sandbox without processes (``fake_engine``, ``fake_tools``: tests/fakes.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from a2e.caps.tools.client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
 from a2e_engine.engine.cluster.loopback import stay_on_loopback
+from tests.fakes import FakeEngine
 from tests.hostile_plugin import HostileTools
 
 stay_on_loopback()  # before any test imports Ray; the processes it starts inherit it
@@ -50,5 +52,20 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
 @pytest.fixture
 def tools(engine: Engine) -> Iterator[ToolAPI]:
     client = engine.connect(client_name="pytest")
+    yield ToolAPI(client)
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def fake_engine() -> Iterator[Engine]:
+    """The engine above a sandbox without processes (tests/fakes.py), for what real workers
+    would prove nothing more about: the connection, the call, events, refusals."""
+    with FakeEngine(plugins=[HostileTools()], config=EngineConfig(max_workers=4)) as running:
+        yield running
+
+
+@pytest.fixture
+def fake_tools(fake_engine: Engine) -> Iterator[ToolAPI]:
+    client = fake_engine.connect(client_name="pytest")
     yield ToolAPI(client)
     client.close()

@@ -1,4 +1,5 @@
-"""The engine end to end through ``ToolAPI``: real zygote, real workers, real seccomp."""
+"""The engine end to end through ``ToolAPI``: real zygote, real workers, real seccomp; what
+is the connection's and the call's alone above a sandbox without processes (tests/fakes.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition, ToolEvent, ToolParameter
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig, ToolPolicy
+from tests.fakes import FakeEngine
 
 
 def test_the_readme_example(engine: Engine) -> None:
@@ -35,7 +37,8 @@ def test_the_readme_example(engine: Engine) -> None:
     client.close()
 
 
-def test_list_hides_deferred_tools_and_search_finds_them(tools: ToolAPI) -> None:
+def test_list_hides_deferred_tools_and_search_finds_them(fake_tools: ToolAPI) -> None:
+    tools = fake_tools
     names = {t.name for t in tools.list()}
     assert {"python_eval", "read_file", "sleep"} <= names
     assert "deferred_helper" not in names
@@ -88,14 +91,16 @@ def test_streaming_events_arrive_in_order_while_the_call_runs(tools: ToolAPI) ->
     assert all(e.req_id == result.events[0].req_id for e in result.events)
 
 
-def test_non_streaming_calls_keep_their_events_in_the_result(tools: ToolAPI) -> None:
+def test_non_streaming_calls_keep_their_events_in_the_result(fake_tools: ToolAPI) -> None:
+    tools = fake_tools
     result = tools.call(tool_name="emit", arguments={"count": 5})
     assert result.success
     assert [e.data["message"] for e in result.events] == [f"step {i}" for i in range(5)]
     assert [e.seq for e in result.events] == list(range(5))
 
 
-def test_every_event_callback_has_run_when_its_call_returns(tools: ToolAPI) -> None:
+def test_every_event_callback_has_run_when_its_call_returns(fake_tools: ToolAPI) -> None:
+    tools = fake_tools
     # In-process, a reply can complete its call without the client's reader thread: never
     # ahead of an event of the same call still waiting for its (slow) callback.
     seen: list[int] = []
@@ -111,7 +116,8 @@ def test_every_event_callback_has_run_when_its_call_returns(tools: ToolAPI) -> N
         assert seen == [0, 1, 2, 3, 4]
 
 
-def test_a_blocked_event_callback_does_not_hold_up_other_calls(tools: ToolAPI) -> None:
+def test_a_blocked_event_callback_does_not_hold_up_other_calls(fake_tools: ToolAPI) -> None:
+    tools = fake_tools
     gate = threading.Event()
     entered = threading.Event()
 
@@ -173,7 +179,8 @@ def test_read_file_roots_and_escapes(tools: ToolAPI) -> None:
     assert tools.call(tool_name="read_file", arguments={"path": "ok"}).success
 
 
-def test_unknown_tool_denied_tool_and_invalid_arguments(engine: Engine) -> None:
+def test_unknown_tool_denied_tool_and_invalid_arguments(fake_engine: Engine) -> None:
+    engine = fake_engine
     tools = ToolAPI(engine.connect(policy=ToolPolicy(deny=["read_*"])))
     unknown = tools.call(tool_name="no_such_tool", arguments={})
     assert unknown.error_code == "unknown_tool" and "code_eval" in (unknown.error or "")
@@ -187,7 +194,8 @@ def test_unknown_tool_denied_tool_and_invalid_arguments(engine: Engine) -> None:
     tools.client.close()
 
 
-def test_a_session_without_the_tools_capability_is_denied(engine: Engine) -> None:
+def test_a_session_without_the_tools_capability_is_denied(fake_engine: Engine) -> None:
+    engine = fake_engine
     client = engine.connect(capabilities=["skills"])
     assert client.capabilities == []
     result = ToolAPI(client).call(tool_name="python_eval", arguments={"code": "1"})
@@ -199,7 +207,7 @@ def test_policy_function_sees_the_session(tmp_path: Any) -> None:
     def only_for_trusted(session: Any, tool: str) -> str | None:
         return None if session.client == "trusted" else f"{session.client} may not run {tool}"
 
-    with Engine(policy=only_for_trusted, config=EngineConfig(prefork=1)) as engine:
+    with FakeEngine(policy=only_for_trusted, config=EngineConfig(prefork=1)) as engine:
         trusted = ToolAPI(engine.connect(client_name="trusted"))
         assert trusted.call(tool_name="python_eval", arguments={"code": "1"}).success
         other = ToolAPI(engine.connect(client_name="guest")).call(
@@ -558,8 +566,9 @@ def test_code_under_tmp_stays_visible_and_read_only_to_workers(tmp_path: Any) ->
 
 
 def test_a_cancel_that_arrives_after_its_call_ended_is_not_a_stray_error(
-    tools: ToolAPI, caplog: pytest.LogCaptureFixture
+    fake_tools: ToolAPI, caplog: pytest.LogCaptureFixture
 ) -> None:
+    tools = fake_tools
     done = tools.start(tool_name="python_eval", arguments={"code": "1"})
     assert done.result().success
     with caplog.at_level(logging.DEBUG, logger="a2e.client"):
@@ -570,7 +579,8 @@ def test_a_cancel_that_arrives_after_its_call_ended_is_not_a_stray_error(
     assert any("unknown_request answered" in r.getMessage() for r in caplog.records)
 
 
-def test_tool_api_takes_the_protocols_timeout_rule(tools: ToolAPI) -> None:
+def test_tool_api_takes_the_protocols_timeout_rule(fake_tools: ToolAPI) -> None:
+    tools = fake_tools
     pending = tools.start(tool_name="python_eval", arguments={"code": "1"}, timeout=0.3)
     assert pending.request.timeout == 1 and pending.result().success
     for bad in (0, -1.5):
@@ -584,7 +594,7 @@ def test_a_call_after_the_engine_stopped_fails_at_once_from_any_thread(
     """Even from a thread that got the engine loop's thread id back (the system reuses the id
     of a thread that ended; made certain here): it is not the loop, and must hear that the
     engine stopped rather than wait for a reply that cannot come."""
-    with Engine(config=EngineConfig(prefork=1)) as engine:
+    with FakeEngine(config=EngineConfig(prefork=1)) as engine:
         api = ToolAPI(engine.connect())
         thread = engine._loop._thread
         assert thread is not None
@@ -596,3 +606,23 @@ def test_a_call_after_the_engine_stopped_fails_at_once_from_any_thread(
     monkeypatch.undo()
     assert not result.success and "not running" in (result.error or ""), result
     assert time.monotonic() - started < 1, "it waited for a reply that could not come"
+
+
+def test_the_fake_sandbox_runs_calls_without_a_process(fake_engine: Engine) -> None:
+    """tests/fakes.py: the engine's own path above the sandbox, frames and all, with no
+    zygote and no fork; the layers it does not have reported off, and why."""
+    import psutil
+
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    tools = ToolAPI(fake_engine.connect())
+    streamed: list[ToolEvent] = []
+    result = tools.call(
+        tool_name="emit", arguments={"count": 3}, streaming=True, on_event=streamed.append
+    )
+    assert result.success and [e.seq for e in streamed] == [0, 1, 2]
+    failed = tools.call(tool_name="python_eval", arguments={"code": "1/0"})
+    assert failed.error == "ZeroDivisionError: division by zero"
+    assert {child.pid for child in psutil.Process().children(recursive=True)} == before
+    assert not fake_engine.layers.active("seccomp")
+    assert "fake sandbox" in fake_engine.layers.reason("seccomp")
+    assert fake_engine.layers.active("frames")  # the supervisor's own: real here too
