@@ -122,7 +122,7 @@ async def _drive(url: str, clients: int, seconds: float, pid: int) -> tuple[Tall
 def load_test(clients: int = 64, seconds: float = 60.0, workers: int = 4) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="a2e-load-") as scratch:
         config = Path(scratch) / "engine.toml"
-        config.write_text(f"[engine]\nmax_pending_calls = {max(1, clients * 3 // 4)}\n")
+        config.write_text(f"[engine.admission]\nmax_pending_calls = {max(1, clients * 3 // 4)}\n")
         flags = ("--max-workers", str(workers), "--prefork", "2", "--config", str(config))
         with http_service(*flags) as (url, pid):
             time.sleep(1.0)

@@ -13,7 +13,14 @@ from a2e.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from a2e_engine.engine.cluster import RayEngine
-    from a2e_engine.engine.config import EngineConfig, RetryPolicy
+    from a2e_engine.engine.config import (
+        Admission,
+        EngineConfig,
+        Isolation,
+        OutputCaps,
+        ResidentLimits,
+        RetryPolicy,
+    )
     from a2e_engine.engine.engine import Engine
     from a2e_engine.engine.host import Host, HostClosed, HostConnection
     from a2e_engine.engine.policy import ToolPolicy
@@ -21,15 +28,19 @@ if TYPE_CHECKING:
     from a2e_engine.sandbox.limits import Limits
 
 __all__ = [
+    "Admission",
     "Engine",
     "EngineConfig",
     "Host",
     "HostClosed",
     "HostConnection",
+    "Isolation",
     "IsolationUnavailable",
     "LimitTooLow",
     "Limits",
+    "OutputCaps",
     "RayEngine",
+    "ResidentLimits",
     "RetryPolicy",
     "ToolPolicy",
 ]
@@ -37,15 +48,19 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
+        "Admission": "a2e_engine.engine.config",
         "Engine": "a2e_engine.engine.engine",
         "EngineConfig": "a2e_engine.engine.config",
         "Host": "a2e_engine.engine.host",
         "HostClosed": "a2e_engine.engine.host",
         "HostConnection": "a2e_engine.engine.host",
+        "Isolation": "a2e_engine.engine.config",
         "IsolationUnavailable": "a2e_engine.engine.requirements",
         "LimitTooLow": "a2e_engine.engine.requirements",
         "Limits": "a2e_engine.sandbox.limits",
+        "OutputCaps": "a2e_engine.engine.config",
         "RayEngine": "a2e_engine.engine.cluster",
+        "ResidentLimits": "a2e_engine.engine.config",
         "RetryPolicy": "a2e_engine.engine.config",
         "ToolPolicy": "a2e_engine.engine.policy",
     },

@@ -167,7 +167,7 @@ def _gate(
             FailureReason.INVALID_ARGUMENTS,
             f"arguments must be plain JSON values: {exc}",
         )
-    room = ctx.config.max_frame - JOB_OVERHEAD_BYTES
+    room = ctx.config.output.max_frame - JOB_OVERHEAD_BYTES
     if len(encoded) > room:  # the job would not fit the frame the worker reads it from
         return Refusal(
             ToolErrorCode.TOOL_ERROR,

@@ -1,18 +1,20 @@
-"""Engine configuration as small value types (no keyword soup on ``Engine``)."""
+"""Engine configuration as small value types (no keyword soup on ``Engine``): ``EngineConfig``
+is made of parts (``Limits``, ``Isolation``, ``OutputCaps``, ``Admission``, ``RetryPolicy``,
+``ResidentLimits``), each handed on whole to the part of the engine it configures."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from a2e_engine.engine.concurrency import WorkerBound, default_max_workers
-from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
 from a2e_engine.sandbox.layers import CATALOG
-from a2e_engine.sandbox.limits import Limits
-from a2e_engine.sandbox.pool import PoolConfig
-from a2e_engine.sandbox.settings import DEFAULT_UID_RANGE
+from a2e_engine.sandbox.limits import Limits, OutputCaps
+from a2e_engine.sandbox.pool import PoolConfig, check_workers
+from a2e_engine.sandbox.settings import Isolation
 
-__all__ = ["EngineConfig", "ResidentLimits", "RetryPolicy"]
+__all__ = ["Admission", "EngineConfig", "Isolation", "OutputCaps", "ResidentLimits", "RetryPolicy"]
 
 
 @dataclass(frozen=True)
@@ -48,75 +50,79 @@ class ResidentLimits:
 
 
 @dataclass(frozen=True)
+class Admission:
+    """How many calls the engine holds (running or queued) and how many sessions and calls one
+    connection may hold, so that one client cannot take every place in the queue; past either
+    a call or a session is refused at once with ``overloaded`` (retryable)."""
+
+    max_pending_calls: int = 10_000
+    max_sessions_per_connection: int = 16
+    max_calls_per_connection: int = 1024
+
+    def __post_init__(self) -> None:
+        for name, value in dataclasses.asdict(self).items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Admission.{name} must be at least 1, got {value!r}")
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     """Everything that shapes an engine; every field has a safe default.
 
-    ``require`` names isolation layers (``sandbox.layers.CATALOG``) without which the engine
-    refuses to start. ``max_workers`` bounds the calls running at once (the rest queue, each
-    within its own timeout); ``None`` sizes it for calls that wait, from the cores and the
-    memory (``engine.concurrency``); ``prefork`` is how many hardened workers wait per sandbox
-    profile in each zygote (a plugin's, or a group's: ``ToolPlugin.zygote_group``); the first
-    plugin's zygote starts with the engine, the others on their first call, or all at once with
-    ``start_all_zygotes``;
-    ``max_timeout`` caps any call's ``timeout``; ``read_roots`` are directories tools may read
-    besides the session workspace (e.g. ``("/etc",)``); ``state_dir`` holds session workspaces
-    (a fresh temporary directory when ``None``); ``token``, when set, must be presented in the
-    handshake; ``audit_path`` receives one JSON line per call. ``max_pending_calls`` bounds the
-    calls the whole engine holds (running or queued), ``max_calls_per_connection`` those of one
-    connection, so that one client cannot take every place in the queue; past either a call is
-    refused at once with ``overloaded`` (retryable).
+    Its parts: ``limits`` (what one worker may use, ``sandbox.limits.Limits``), ``isolation``
+    (which optional layers may be used, ``sandbox.settings.Isolation``), ``output`` (what one
+    worker may write, ``OutputCaps``), ``admission`` (how many calls and sessions are held,
+    ``Admission``), ``retry`` (``RetryPolicy``), ``resident`` (the workers that sessions keep
+    for stateful tools such as ``python_session``, ``ResidentLimits``).
 
-    ``namespaces``, ``landlock``, ``cgroups``, ``identity`` and ``writable_root`` switch
-    optional isolation layers off (each is used where the host allows it; ``require`` makes one
-    mandatory); without ``writable_root`` a call writes only its workspace and its ``/tmp``.
-    ``identity`` runs each session's calls as a uid of its own, taken from ``uid_range``
-    (first uid, how many), when the engine runs as root. ``workspace_mb`` caps what a session
-    may store (workspace and tmp) with a tmpfs per session, when the engine runs as root (0: no
-    quota). Running as root with none of the layers that keep a worker off root-owned files
-    (``identity``, ``readonly_filesystem``, ``landlock``) is refused unless
-    ``allow_unprotected_root`` says otherwise: such a worker could rewrite the host.
+    ``max_workers`` bounds the calls running at once (the rest queue, each within its own
+    timeout); ``None`` sizes it for calls that wait, from the cores and the memory
+    (``engine.concurrency``); ``prefork`` is how many hardened workers wait per sandbox profile
+    in each zygote (a plugin's, or a group's: ``ToolPlugin.zygote_group``); the first plugin's
+    zygote starts with the engine, the others on their first call, or all at once with
+    ``start_all_zygotes``. ``max_timeout`` caps any call's ``timeout``; ``max_result_events``
+    how many events a call that does not stream keeps in its result.
+
+    ``read_roots`` are directories tools may read besides the session workspace (e.g.
+    ``("/etc",)``); ``state_dir`` holds session workspaces (a fresh temporary directory when
+    ``None``); ``token``, when set, must be presented in the handshake; ``audit_path``
+    receives one JSON line per call.
+
+    ``require`` names isolation layers (``sandbox.layers.CATALOG``) without which the engine
+    refuses to start. ``workspace_mb`` caps what a session may store (workspace and tmp) with a
+    tmpfs per session, when the engine runs as root (0: no quota). Running as root with none
+    of the layers that keep a worker off root-owned files (``identity``,
+    ``readonly_filesystem``, ``landlock``) is refused unless ``allow_unprotected_root`` says
+    otherwise: such a worker could rewrite the host.
 
     ``tool_settings`` configures the built-in tool plugins by name (``{"http": {"allow":
     ["127.0.0.1"]}}``); a setting a plugin does not take is an error naming it.
-
     ``compile_cache_mb`` bounds ``run_code``'s compile cache, shared by every session of the
     engine (least recently used entries go first; the precompiled headers come on top); 0:
     none, each session keeps its own (docs/grading.md).
-
-    ``resident`` bounds the workers that sessions keep for stateful tools (``python_session``):
-    how many at once, and for how long (``ResidentLimits``).
     """
 
     max_workers: int | None = None
     prefork: int = PoolConfig.prefork
     start_all_zygotes: bool = False
     max_timeout: int = 300
+    max_result_events: int = 1_000
     limits: Limits = field(default_factory=Limits)
+    isolation: Isolation = field(default_factory=Isolation)
+    output: OutputCaps = field(default_factory=OutputCaps)
+    admission: Admission = field(default_factory=Admission)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    resident: ResidentLimits = field(default_factory=ResidentLimits)
     read_roots: tuple[str, ...] = ()
     state_dir: str | None = None
     token: str | None = None
     audit_path: str | None = None
-    namespaces: bool = True
-    landlock: bool = True
-    writable_root: bool = True
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    max_frame: int = DEFAULT_MAX_FRAME
-    max_output_bytes: int = PoolConfig.max_output_bytes
-    max_events: int = PoolConfig.max_events
-    max_result_events: int = 1_000
-    max_pending_calls: int = 10_000
-    max_sessions_per_connection: int = 16
-    max_calls_per_connection: int = 1024
     server_name: str = "a2e-engine/0.1.0"
     require: tuple[str, ...] = ()
-    cgroups: bool = True
     tool_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     workspace_mb: int = 1024
     allow_unprotected_root: bool = False
-    identity: bool = True
-    uid_range: tuple[int, int] = DEFAULT_UID_RANGE
     compile_cache_mb: int = 512
-    resident: ResidentLimits = field(default_factory=ResidentLimits)
 
     def worker_bound(self) -> WorkerBound:
         """``max_workers`` as given, or sized for this host; with the reason."""
@@ -125,16 +131,11 @@ class EngineConfig:
         return default_max_workers(self.limits.call_memory_mb)
 
     def __post_init__(self) -> None:
-        if (self.max_workers is not None and self.max_workers < 1) or self.prefork < 0:
-            raise ValueError("EngineConfig.max_workers must be >= 1 and prefork >= 0")
+        check_workers(self.max_workers, self.prefork)
         if self.compile_cache_mb < 0:
             raise ValueError("EngineConfig.compile_cache_mb must be >= 0 (0: no shared cache)")
         if self.max_timeout < 1:
             raise ValueError("EngineConfig.max_timeout must be at least 1 second")
-        if self.max_pending_calls < 1 or self.max_calls_per_connection < 1:
-            raise ValueError(
-                "EngineConfig.max_pending_calls and max_calls_per_connection must be at least 1"
-            )
         unknown = [name for name in self.require if name not in CATALOG]
         if unknown:
             raise ValueError(

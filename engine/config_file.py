@@ -4,11 +4,14 @@
     max_workers = 8
     read_roots = ["/etc"]
 
-    [engine.limits]          # sandbox.limits.Limits
+    [engine.limits]          # and each of its parts: sandbox.limits.Limits
     memory_mb = 512
 
-    [engine.resident]        # engine.config.ResidentLimits: python_session's kept workers
-    limit = 8
+    [engine.isolation]       # sandbox.settings.Isolation: the optional layers
+    landlock = false
+
+    [engine.admission]       # engine.config.Admission (also [engine.output], [engine.retry],
+    max_pending_calls = 500  # [engine.resident])
 
     [tools.http]             # settings of the plugin named "http" (built-in or entry point)
     allow = ["127.0.0.1"]
@@ -33,7 +36,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from a2e_engine.engine.config import EngineConfig, ResidentLimits, RetryPolicy
+from a2e_engine.engine.config import EngineConfig
 from a2e_engine.engine.policy import ToolPolicy
 from a2e_engine.sandbox.limits import InvalidLimit, Limits
 
@@ -140,7 +143,7 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
             return Limits(**_fields_of(Limits, _table(value, where), where))
         except InvalidLimit as exc:
             raise ConfigError(f"{where}.{exc.name}: {exc.problem}") from None
-    if hint in (RetryPolicy, ResidentLimits):
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         fields = _fields_of(hint, _table(value, where), where)
         try:
             return hint(**fields)

@@ -196,7 +196,7 @@ class Connection:
         ):
             self.error(request.id, ErrorCode.UNAUTHORIZED, "handshake token missing or wrong")
             return
-        limit = self.config.max_sessions_per_connection
+        limit = self.config.admission.max_sessions_per_connection
         if len(self.sessions) >= limit:
             self.error(
                 request.id,
@@ -262,7 +262,7 @@ class Connection:
                 f"a call with id {request.id!r} is already in flight on this connection",
             )
             return
-        limit = self.config.max_calls_per_connection
+        limit = self.config.admission.max_calls_per_connection
         if len(self.calls) >= limit:
             self.error(
                 request.id,

@@ -32,8 +32,8 @@ from a2e_engine.engine.connection import Connection
 from a2e_engine.engine.host import HostClosed, HostStatus, Refused, Send
 from a2e_engine.engine.host_session import (
     SUPPORTED_CAPABILITIES,
-    Admission,
     EngineSession,
+    PendingCalls,
     Services,
 )
 from a2e_engine.engine.identities import SessionUids, UidsExhausted
@@ -151,7 +151,7 @@ class Engine:
             state_dir.create()
             quota_off = quota.enable(state_dir.path, self.config.workspace_mb)
             # Beside the sessions, gone with them: only where Landlock keeps other tools out.
-            cache_mb = self.config.compile_cache_mb if self.config.landlock else 0
+            cache_mb = self.config.compile_cache_mb if self.config.isolation.landlock else 0
             plugin_dirs = shared_compile_cache(state_dir.path, cache_mb) if cache_mb else {}
             self._loop.start()
             undo.callback(self._loop.stop)
@@ -209,15 +209,8 @@ class Engine:
         config = self.config
         zygote = ZygoteSettings(
             limits=config.limits,
+            isolation=config.isolation,
             profiles=self.registry.profiles,
-            namespaces=config.namespaces,
-            landlock=config.landlock,
-            writable_root=config.writable_root,
-            identity=config.identity,
-            first_uid=config.uid_range[0],
-            memory_cgroup=config.cgroups,
-            max_processes=ZygoteSettings.max_processes if config.cgroups else 0,
-            max_frame=config.max_frame,
             writable_paths=(state_dir.path,),
             plugin_dirs=plugin_dirs or {},
             read_roots=config.read_roots,
@@ -227,15 +220,14 @@ class Engine:
             zygote=zygote,
             max_workers=self.worker_bound.workers,
             prefork=config.prefork,
-            max_output_bytes=config.max_output_bytes,
-            max_events=config.max_events,
+            output=config.output,
         )
 
     def _services(
         self, state_dir: StateDirectory, pool: WorkerPool, audit: AuditTrail | None
     ) -> Services:
         layers = pool.layers
-        uids = SessionUids(*self.config.uid_range) if layers.active("identity") else None
+        uids = SessionUids(*self.config.isolation.uid_range) if layers.active("identity") else None
         quota_mb = self.config.workspace_mb if layers.active("disk_quota") else 0
         residents = ResidentWorkers(pool, self.config.resident)
         calls = CallContext(
@@ -250,7 +242,7 @@ class Engine:
             calls=calls,
             policy=self.policy,
             sessions=Sessions(state_dir.path, uids, quota_mb, end_workers=residents.end),
-            admission=Admission(self.config.max_pending_calls),
+            pending=PendingCalls(self.config.admission.max_pending_calls),
             loop=self._loop,
         )
 
@@ -355,7 +347,7 @@ class Engine:
         return HostStatus(
             ready=not why,
             why_not_ready=why,
-            calls_pending=running.services.admission.pending,
+            calls_pending=running.services.pending.count,
             calls_running=pool.calls_running,
             calls_queued=pool.calls_queued,
             workers_waiting=pool.workers_waiting,

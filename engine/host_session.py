@@ -5,7 +5,7 @@ handshake; REST, SandboxFusion's ``/run_code`` and MCP ask the host for one dire
 (``Host.open_session``), with no handshake and no message routing, and a request that keeps
 nothing (``stateless``) takes one that was prepared ahead (``engine.session_pool``).
 
-A call is admitted here (``Admission``: the engine's bound on calls pending, and the session's
+A call is admitted here (``PendingCalls``: the engine's bound on calls pending, and the session's
 own), gets its one deadline from the moment it arrived, and runs as a task of its own
 (``engine.calls.run_call``), so that a session runs many at once. Its events go to whoever
 started it as they come; closing the session cancels what still runs and ends the session once
@@ -38,7 +38,7 @@ from a2e_engine.engine.sessions import Sessions
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.pool import StopSignal
 
-__all__ = ["SUPPORTED_CAPABILITIES", "Admission", "EngineSession", "Services"]
+__all__ = ["SUPPORTED_CAPABILITIES", "EngineSession", "PendingCalls", "Services"]
 
 log = logging.getLogger("a2e.host")
 
@@ -46,22 +46,22 @@ log = logging.getLogger("a2e.host")
 SUPPORTED_CAPABILITIES = frozenset(capability.value for capability in A2ECapability)
 
 
-class Admission:
-    """Calls pending in the whole engine, against ``max_pending_calls``: past it a call is
-    refused at once (retryably) instead of queueing without bound."""
+class PendingCalls:
+    """Calls pending in the whole engine, against ``Admission.max_pending_calls``: past it a
+    call is refused at once (retryably) instead of queueing without bound."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.pending = 0
+        self.count = 0
 
     def admit(self) -> bool:
-        if self.pending >= self.limit:
+        if self.count >= self.limit:
             return False
-        self.pending += 1
+        self.count += 1
         return True
 
     def release(self) -> None:
-        self.pending -= 1
+        self.count -= 1
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Services:
     calls: CallContext
     policy: Policy  # the engine's own, for every session
     sessions: Sessions
-    admission: Admission
+    pending: PendingCalls
     loop: EngineLoop
 
 
@@ -151,19 +151,19 @@ class EngineSession:
                 f"a call with id {request.id!r} is already in flight in this session",
                 request.id,
             )
-        if len(self._calls) >= config.max_calls_per_connection:
+        most = config.admission.max_calls_per_connection
+        if len(self._calls) >= most:
             raise _refusal(
                 ErrorCode.OVERLOADED,
-                f"this session already has {config.max_calls_per_connection} calls in flight; "
-                "wait for one to end",
+                f"this session already has {most} calls in flight; wait for one to end",
                 request.id,
                 retryable=True,
             )
-        admission = self.services.admission
-        if not admission.admit():
+        pending = self.services.pending
+        if not pending.admit():
             raise _refusal(
                 ErrorCode.OVERLOADED,
-                f"{admission.pending} calls are pending; try again later",
+                f"{pending.count} calls are pending; try again later",
                 request.id,
                 retryable=True,
             )
@@ -190,7 +190,7 @@ class EngineSession:
             log.exception("call %s (%s) failed inside the engine", request.id, request.tool_name)
             raise
         finally:
-            self.services.admission.release()
+            self.services.pending.release()
             self._calls.pop(request.id, None)
 
     async def call(self, request: ToolCallRequest) -> Bursts:

@@ -40,6 +40,8 @@ __all__ = [
 
 _ROOT = "/sys/fs/cgroup"
 _PREFIX = "a2e-sandbox-"
+#: Processes and threads of all workers of one zygote and their children together.
+SANDBOX_PROCESSES = 4096
 #: A released memory slot still charged with more than this is retired (see ``release_slot``).
 RETIRE_ABOVE_BYTES = 32 << 20
 
@@ -139,22 +141,22 @@ class Cgroups(Layer):
     def prepare(self, prep: Preparation) -> None:
         """In the zygote: the sandbox group and its slots' settings per controller that can
         be had (each reported, active or why not)."""
-        limits, total = prep.settings.limits, prep.settings.max_processes
+        limits, enabled = prep.settings.limits, prep.settings.isolation.cgroups
         _prepare(
             prep,
             "pids",
             "pids_cgroup",
-            enabled=total > 0,
-            sandbox={"pids.max": str(total)},
+            enabled=enabled,
+            sandbox={"pids.max": str(SANDBOX_PROCESSES)},
             slot={"pids.max": str(limits.processes)},
             per_call=limits.processes,
-            total=total,
+            total=SANDBOX_PROCESSES,
         )
         _prepare(
             prep,
             "memory",
             "memory_cgroup",
-            enabled=prep.settings.memory_cgroup,
+            enabled=enabled,
             sandbox={},
             slot={"memory.limit_in_bytes": str(limits.call_memory_mb << 20)},
             per_call_mb=limits.call_memory_mb,

@@ -62,7 +62,9 @@ class FreshProcess(Layer):
         # A plugin's preload may have started a thread (a C library's pool, say): then only
         # os.fork knows how to leave the child consistent.
         threads = thread_count()
-        idle_why = "disabled by configuration" if not prep.settings.idle_priority else None
+        idle_why = (
+            "disabled by configuration" if not prep.settings.isolation.idle_priority else None
+        )
         idle_why = idle_why or probe_idle_priority()
         how = "libc fork (single-threaded)" if threads == 1 else f"os.fork ({threads} threads)"
         prep.report(

@@ -107,7 +107,7 @@ class Identity(Layer):
         directory stay reachable for that uid (through the workers' mount namespace, when
         there are ways to open)."""
         settings = prep.settings
-        if not settings.identity:
+        if not settings.isolation.identity:
             prep.report("identity", "disabled by configuration")
             return
         if prep.in_user_namespace:
@@ -122,7 +122,7 @@ class Identity(Layer):
                 "to open the way to the interpreter",
             )
             return
-        uid = settings.first_uid
+        uid = settings.isolation.uid_range[0]
         why_not = probe_identity(list(ways), _reached(prep), settings.writable_paths, uid)
         prep.report("identity", why_not, first_uid=uid, opened=[c.directory for c in ways])
         prep.change_identity = why_not is None

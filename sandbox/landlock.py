@@ -140,7 +140,7 @@ class Landlock(Layer):
         directories. Without a plan no plugin gets a directory of its own: nothing else keeps
         what the plugin's tools run, or other plugins' workers where they have no mount
         namespace, out of it."""
-        if not prep.settings.landlock:
+        if not prep.settings.isolation.landlock:
             prep.report("landlock", "disabled by configuration")
             return
         abi = abi_version()

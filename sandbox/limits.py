@@ -1,5 +1,6 @@
-"""Resource limits of one worker, as a small value type (applied by ``sandbox.rlimits`` and
-``sandbox.cgroups``).
+"""What one worker may use, as small value types: its resources (``Limits``, applied by
+``sandbox.rlimits`` and ``sandbox.cgroups``) and its output (``OutputCaps``, enforced by the
+supervisor as it reads, ``sandbox.run``).
 
 ``memory_mb`` is ``RLIMIT_AS``: Python code sees a catchable ``MemoryError`` rather than an OOM
 kill. ``cpu_seconds`` is ``RLIMIT_CPU`` (SIGXCPU, then SIGKILL a second later); the wall-clock
@@ -15,7 +16,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["InvalidLimit", "Limits"]
+from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
+
+__all__ = ["InvalidLimit", "Limits", "OutputCaps"]
 
 
 class InvalidLimit(ValueError):
@@ -45,3 +48,19 @@ class Limits:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class OutputCaps:
+    """What one worker may write: bytes per frame (a job's arguments and a tool's result each
+    fit in one), bytes in all, events. Past any of them the worker is killed and the call ends
+    as a violation, with what came before."""
+
+    max_frame: int = DEFAULT_MAX_FRAME
+    max_output_bytes: int = 64 * 1024 * 1024
+    max_events: int = 10_000
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"OutputCaps.{name} must be a positive integer, got {value!r}")

@@ -50,7 +50,9 @@ class PidNamespace(Layer):
         """In the zygote: the helper it forks with, or none (reported why). Workers need the
         mount template with it (``sandbox.mount_template``)."""
         why_not = (
-            probe_pid_namespaces() if prep.settings.namespaces else "disabled by configuration"
+            probe_pid_namespaces()
+            if prep.settings.isolation.namespaces
+            else "disabled by configuration"
         )
         prep.report("pid_namespace", why_not)
         if why_not is None:

@@ -24,13 +24,13 @@ from typing import Any, cast
 from a2e.caps.tools.endings import CallEnding
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.layers import LayerReports, merge_reports
+from a2e_engine.sandbox.limits import OutputCaps
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.paths import beneath
 from a2e_engine.sandbox.resident import ResidentWorker
 from a2e_engine.sandbox.run import (
     EventSink,
     Outcome,
-    OutputCaps,
     WorkerHandle,
     not_started,
     report_layers,
@@ -50,6 +50,7 @@ __all__ = [
     "StopSignal",
     "WorkerPool",
     "ZygoteSpec",
+    "check_workers",
 ]
 
 
@@ -65,24 +66,25 @@ class PoolStatus:
     calls_queued: int  # waiting for a slot
 
 
+def check_workers(max_workers: int | None, prefork: int) -> None:
+    """How many workers may run calls at once (``None``: sized later) and wait ready for one."""
+    if (max_workers is not None and max_workers < 1) or prefork < 0:
+        raise ValueError("max_workers must be at least 1 and prefork at least 0")
+
+
 @dataclass(frozen=True)
 class PoolConfig:
-    """The pool's own settings, and the zygote's (``sandbox.settings``)."""
+    """The pool's own settings, and the zygote's (``sandbox.settings``): each zygote gets the
+    frame size of ``output``, its workers' cap."""
 
     zygote: ZygoteSettings = field(default_factory=ZygoteSettings)
     max_workers: int = 4
     prefork: int = 2
-    max_output_bytes: int = 64 * 1024 * 1024
-    max_events: int = 10_000
+    output: OutputCaps = field(default_factory=OutputCaps)
     start_timeout: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.max_workers < 1 or self.prefork < 0:
-            raise ValueError("max_workers must be >= 1 and prefork >= 0")
-
-    @property
-    def max_frame(self) -> int:
-        return self.zygote.max_frame
+        check_workers(self.max_workers, self.prefork)
 
 
 class WorkerPool:
@@ -106,9 +108,7 @@ class WorkerPool:
         if not zygotes:
             raise ValueError("a pool needs at least one zygote")
         self.config = config or PoolConfig()
-        self._caps = OutputCaps(
-            self.config.max_frame, self.config.max_output_bytes, self.config.max_events
-        )
+        self._caps = self.config.output
         self._accept = accept
         self._lines = {
             spec.name: ZygoteLine(
@@ -116,7 +116,7 @@ class WorkerPool:
                 self._settings_for(spec),
                 self.config.prefork,
                 self.config.max_workers,
-                self.config.max_frame,
+                self._caps.max_frame,
                 self.config.start_timeout,
                 link,
             )
@@ -142,7 +142,10 @@ class WorkerPool:
         others = [d for n, d in settings.plugin_dirs.items() if n not in own]
         hidden = tuple(dict.fromkeys(_home_of(dirs, settings.writable_paths) for dirs in others))
         settings = dataclasses.replace(
-            settings, plugin_dirs=own, hidden_paths=tuple(p for h in hidden for p in h)
+            settings,
+            max_frame=self._caps.max_frame,
+            plugin_dirs=own,
+            hidden_paths=tuple(p for h in hidden for p in h),
         )
         if spec.profiles:
             settings = dataclasses.replace(settings, profiles=spec.profiles)

@@ -18,13 +18,12 @@ from typing import Any
 
 from a2e.caps.tools.endings import CallEnding
 from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.limits import Limits, OutputCaps
 from a2e_engine.sandbox.messages import Job, Result
 from a2e_engine.sandbox.run import (
     KILL_WAIT_S,
     EventSink,
     Outcome,
-    OutputCaps,
     ResultReader,
     WorkerHandle,
     outcome_of,

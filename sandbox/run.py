@@ -36,7 +36,7 @@ from a2e_engine.sandbox.frames import (
     FrameTooLarge,
     encode_frame,
 )
-from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.limits import Limits, OutputCaps
 from a2e_engine.sandbox.messages import Event, Job, MalformedMessage, Result, check_worker_frame
 from a2e_engine.sandbox.profiles import PROFILES
 from a2e_engine.sandbox.waiting import StopSignal, race
@@ -46,7 +46,6 @@ __all__ = [
     "ZYGOTE_DIED",
     "EventSink",
     "Outcome",
-    "OutputCaps",
     "ResultReader",
     "WorkerExit",
     "WorkerHandle",
@@ -134,15 +133,6 @@ class WorkerHandle:
 
 
 # -- reading the result pipe --
-
-
-@dataclass(frozen=True)
-class OutputCaps:
-    """What one worker may write: bytes per frame, bytes in all, events."""
-
-    max_frame: int
-    max_output_bytes: int
-    max_events: int
 
 
 class ResultReader:

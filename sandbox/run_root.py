@@ -88,7 +88,7 @@ def prepare(prep: Preparation, template_fd: int) -> RunRoot | None:
     mount, and as much to take down). Only the read roots, data that may hold what anyone may
     write, are overlays."""
     settings = prep.settings
-    if not settings.writable_root:
+    if not settings.isolation.writable_root:
         report_off(prep, "disabled by configuration")
         return None
     named = (*SYSTEM_READ_PATHS, *prep.code_paths, *settings.read_roots)

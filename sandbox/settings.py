@@ -15,7 +15,7 @@ from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
 from a2e_engine.sandbox.limits import Limits
 from a2e_engine.sandbox.profiles import PROFILES
 
-__all__ = ["DEFAULT_UID_RANGE", "ZygoteSettings"]
+__all__ = ["DEFAULT_UID_RANGE", "Isolation", "ZygoteSettings"]
 
 #: Unnamed ids (no ``/etc/passwd`` entry): far above login users, system users and the usual
 #: ``/etc/subuid`` ranges. The gid of a session is its uid.
@@ -23,16 +23,35 @@ DEFAULT_UID_RANGE = (1_500_000_000, 4096)
 
 
 @dataclass(frozen=True)
+class Isolation:
+    """Which of the optional layers the sandbox may use: each is used where the host allows
+    it (``EngineConfig.require`` makes one mandatory), and off here, it is off everywhere."""
+
+    namespaces: bool = True  # PID, mount, IPC and network namespaces (sandbox.namespaces...)
+    landlock: bool = True
+    #: A call writes into a layer of its own (sandbox.run_root); without it, only its
+    #: workspace and its /tmp.
+    writable_root: bool = True
+    cgroups: bool = True  # a pids and a memory cgroup per worker (sandbox.cgroups)
+    #: Each session's calls as a uid of its own, from ``uid_range`` (first uid, how many),
+    #: when the engine runs as root (sandbox.identity).
+    identity: bool = True
+    uid_range: tuple[int, int] = DEFAULT_UID_RANGE
+    idle_priority: bool = True  # fork and harden the next workers on spare CPU only
+
+    def __post_init__(self) -> None:
+        first, count = self.uid_range
+        if first <= 0 or count <= 0:
+            raise ValueError(
+                f"Isolation.uid_range must be two positive integers, got {self.uid_range}"
+            )
+
+
+@dataclass(frozen=True)
 class ZygoteSettings:
     limits: Limits = field(default_factory=Limits)
+    isolation: Isolation = field(default_factory=Isolation)
     profiles: tuple[str, ...] = tuple(PROFILES)  # the seccomp profiles workers are forked for
-    namespaces: bool = True  # PID, mount, IPC and network namespaces, where the host allows
-    landlock: bool = True
-    writable_root: bool = True  # a call writes into a layer of its own (sandbox.run_root)
-    identity: bool = True  # calls run as their session's uid (when root; sandbox.identity)
-    first_uid: int = DEFAULT_UID_RANGE[0]  # the uid the identity probe becomes
-    memory_cgroup: bool = True  # a memory cgroup per worker, where cgroups are writable
-    max_processes: int = 4096  # all workers and their children together; 0: no pids cgroup
     max_frame: int = DEFAULT_MAX_FRAME
     writable_paths: tuple[str, ...] = ()  # the engine's state directory
     #: Directories the engine made for one plugin, by the plugin's name, beneath the writable
@@ -46,7 +65,6 @@ class ZygoteSettings:
     hidden_paths: tuple[str, ...] = ()
     read_roots: tuple[str, ...] = ()  # read by calls: must stay reachable for a session uid
     receive_mounts: tuple[str, ...] = ()  # shared mounts whose later sub-mounts workers see
-    idle_priority: bool = True  # fork and harden the next workers on spare CPU only
 
     def __post_init__(self) -> None:
         unknown = set(self.profiles) - set(PROFILES)
@@ -62,6 +80,8 @@ class ZygoteSettings:
     def from_json(cls, text: str) -> ZygoteSettings:
         values: dict[str, Any] = json.loads(text)
         values["limits"] = Limits(**values["limits"])
+        isolation = values["isolation"]
+        values["isolation"] = Isolation(**{**isolation, "uid_range": tuple(isolation["uid_range"])})
         for setting in fields(cls):
             if isinstance(values.get(setting.name), list):
                 values[setting.name] = tuple(values[setting.name])

@@ -30,7 +30,7 @@ def enter(settings: ZygoteSettings) -> str:
     may change here). ``""`` once the zygote runs in one; else why it does not."""
     if os.geteuid() == 0:
         return "running as root: not needed"
-    if not settings.namespaces:
+    if not settings.isolation.namespaces:
         return "disabled by configuration"
     return enter_user_namespace() or ""
 

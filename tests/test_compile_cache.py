@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from a2e.caps.tools.client import ToolAPI
-from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig, Isolation
 from a2e_engine.sandbox.landlock import abi_version
 from a2e_engine.tools import compile_cache
 from a2e_engine.tools.compile_cache import CompileCache, shared_compile_cache
@@ -373,7 +373,7 @@ def test_shared_cache_directories(tmp_path: Path) -> None:
 def test_without_mount_namespaces_landlock_alone_keeps_other_tools_out() -> None:
     """Where workers get no mount namespace, and so no private /tmp, nothing hides the cache
     from them: Landlock, whose rules name it for run_code's jobs only, keeps them out."""
-    with Engine(config=EngineConfig(prefork=1, namespaces=False)) as engine:
+    with Engine(config=EngineConfig(prefork=1, isolation=Isolation(namespaces=False))) as engine:
         assert not engine.layers["readonly_filesystem"]["active"]
         tools = _session(engine)
         assert _run(tools, language="c", code=HONEST)["compile_result"]["cached"] is False

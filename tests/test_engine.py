@@ -17,7 +17,7 @@ import pytest
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition, ToolEvent, ToolParameter
 from a2e.caps.tools.plugin import ToolPlugin
-from a2e_engine.engine import Engine, EngineConfig, ToolPolicy
+from a2e_engine.engine import Engine, EngineConfig, Isolation, ToolPolicy
 from tests.fakes import FakeEngine
 
 
@@ -459,7 +459,9 @@ def test_a_required_layer_that_is_missing_stops_the_engine_from_starting() -> No
     from a2e_engine.engine import IsolationUnavailable
 
     engine = Engine(
-        config=EngineConfig(namespaces=False, prefork=1, require=("seccomp", "pid_namespace"))
+        config=EngineConfig(
+            isolation=Isolation(namespaces=False), prefork=1, require=("seccomp", "pid_namespace")
+        )
     )
     with pytest.raises(IsolationUnavailable, match="pid_namespace \\(disabled by configuration\\)"):
         engine.start()

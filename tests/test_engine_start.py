@@ -19,6 +19,7 @@ from a2e.caps.tools.plugin import ToolPlugin
 from a2e_engine.engine import (
     Engine,
     EngineConfig,
+    Isolation,
     IsolationUnavailable,
     Limits,
     LimitTooLow,
@@ -98,7 +99,9 @@ CASES: dict[str, tuple[Callable[[Path], Engine], type[Exception], str]] = {
     "a required layer is missing": (
         lambda root: Engine(
             config=EngineConfig(
-                state_dir=str(root / "state"), namespaces=False, require=("pid_namespace",)
+                state_dir=str(root / "state"),
+                isolation=Isolation(namespaces=False),
+                require=("pid_namespace",),
             )
         ),
         IsolationUnavailable,

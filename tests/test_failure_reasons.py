@@ -53,7 +53,7 @@ def test_how_a_worker_ended(tools: ToolAPI) -> None:
 
 
 def test_a_result_larger_than_a_frame(engine: Engine, tools: ToolAPI) -> None:
-    mb = (engine.config.max_frame >> 20) + 1
+    mb = (engine.config.output.max_frame >> 20) + 1
     big = tools.call(tool_name="big_result", arguments={"mb": mb}, timeout=60)
     _failed(big, FailureReason.OUTPUT_LIMIT)
     assert "exceeds the limit" in (big.error or "")

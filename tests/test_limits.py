@@ -10,7 +10,7 @@ import pytest
 
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolCallRequest
-from a2e_engine.engine import Engine, EngineConfig, Limits
+from a2e_engine.engine import Admission, Engine, EngineConfig, Limits, OutputCaps
 from tests.hostile_plugin import HostileTools
 
 
@@ -20,10 +20,9 @@ def tight() -> Iterator[Engine]:
         max_workers=2,
         prefork=1,
         max_timeout=1,
-        max_events=100,
         max_result_events=50,
-        max_output_bytes=2 * 1024 * 1024,
-        max_pending_calls=3,
+        output=OutputCaps(max_events=100, max_output_bytes=2 * 1024 * 1024),
+        admission=Admission(max_pending_calls=3),
         limits=Limits(call_memory_mb=256),
     )
     with Engine(plugins=[HostileTools()], config=config) as engine:
@@ -85,7 +84,7 @@ def test_too_many_pending_calls_are_refused_retryably(tight: Engine) -> None:
 
 
 def test_one_connection_cannot_take_every_place_in_the_queue() -> None:
-    config = EngineConfig(max_workers=1, prefork=1, max_calls_per_connection=2)
+    config = EngineConfig(max_workers=1, prefork=1, admission=Admission(max_calls_per_connection=2))
     with Engine(plugins=[HostileTools()], config=config) as engine:
         greedy, other = ToolAPI(engine.connect()), ToolAPI(engine.connect())
         pendings = [greedy.start(tool_name="sleep", arguments={"seconds": 0.3}) for _ in range(4)]
@@ -131,7 +130,7 @@ def test_sessions_per_connection_are_capped(tight: Engine) -> None:
     from a2e.client import HandshakeFailed
 
     client = tight.connect()
-    for _ in range(tight.config.max_sessions_per_connection - 1):
+    for _ in range(tight.config.admission.max_sessions_per_connection - 1):
         client.handshake(["tools"])
     with pytest.raises(HandshakeFailed, match="overloaded"):
         client.handshake(["tools"])

@@ -107,7 +107,7 @@ def test_plugins_by_spec_from_the_file_and_the_flag(site: Path) -> None:
         ("[tools.greeter]\ngreeting = 3\n", "tools.greeter: greeting must be a string"),
         ("[tools.nothing]\nx = 1\n", "tools.nothing: no built-in or installed plugin"),
         ("[engine]\nmax_workers = 'four'\n", "engine.max_workers: expected an integer, got 'four'"),
-        ("[engine]\nmax_workers = 0\n", "max_workers must be >= 1 and prefork >= 0"),
+        ("[engine]\nmax_workers = 0\n", "max_workers must be at least 1 and prefork at least 0"),
         ("[engine\n", "not valid TOML"),
     ],
 )
@@ -122,7 +122,9 @@ def test_config_parsing_errors_without_an_engine() -> None:
     cases: dict[str, dict[str, Any]] = {
         "engine.limits.memroy: unknown key": {"engine": {"limits": {"memroy": 1}}},
         "engine.read_roots: expected an array": {"engine": {"read_roots": "/etc"}},
-        "engine.uid_range: expected 2 values, got 1": {"engine": {"uid_range": [1]}},
+        "engine.isolation.uid_range: expected 2 values, got 1": {
+            "engine": {"isolation": {"uid_range": [1]}}
+        },
         "plugins[0].spec: expected 'module:Class'": {"plugins": [{"spec": "x"}]},
         "toolz: unknown section": {"toolz": {}},
         "policy.alow: unknown key; known: allow, deny": {"policy": {"alow": ["x"]}},

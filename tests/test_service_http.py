@@ -490,7 +490,7 @@ def test_sandbox_fusion_tokens_and_ping(service: ServiceProcess) -> None:
 
 def test_overload_is_429_with_retry_after(tmp_path: Path) -> None:
     config = tmp_path / "engine.toml"
-    config.write_text("[engine]\nmax_pending_calls = 1\nmax_workers = 1\n")
+    config.write_text("[engine]\nmax_workers = 1\n[engine.admission]\nmax_pending_calls = 1\n")
     server = ServiceProcess("--config", str(config))
     try:
         sleeper = {"arguments": {"code": "import time\ntime.sleep(1)"}}

@@ -28,7 +28,7 @@ import json, os, signal, time
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
-from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig, Isolation
 
 
 class Escaper(ToolPlugin):
@@ -57,7 +57,7 @@ def run(tools, code):
     return result.data.get("value") if result.success else result.error
 
 
-config = EngineConfig(landlock=os.environ["LANDLOCK"] == "on")
+config = EngineConfig(isolation=Isolation(landlock=os.environ["LANDLOCK"] == "on"))
 with Engine(plugins=[Escaper()], config=config) as engine:
     tools = ToolAPI(engine.connect())
     checks = {

@@ -64,22 +64,24 @@ def test_the_paths_a_private_tmp_binds_back() -> None:
 
 def test_the_zygote_settings_arrive_as_the_value_that_was_sent() -> None:
     from a2e_engine.sandbox.limits import Limits
-    from a2e_engine.sandbox.settings import ZygoteSettings
+    from a2e_engine.sandbox.settings import Isolation, ZygoteSettings
 
-    sent = ZygoteSettings(
-        limits=Limits(memory_mb=512, tmp_mb=32),
-        profiles=("compute",),
+    isolation = Isolation(
         namespaces=False,
         landlock=False,
         identity=False,
-        first_uid=2_000_000,
-        memory_cgroup=False,
-        max_processes=0,
+        cgroups=False,
+        uid_range=(2_000_000, 16),
+        idle_priority=False,
+    )
+    sent = ZygoteSettings(
+        limits=Limits(memory_mb=512, tmp_mb=32),
+        isolation=isolation,
+        profiles=("compute",),
         max_frame=1 << 20,
         writable_paths=("/srv/state",),
         read_roots=("/etc", "/opt"),
         receive_mounts=("/srv/state",),
-        idle_priority=False,
     )
     assert ZygoteSettings.from_json(sent.to_json()) == sent
     assert ZygoteSettings.from_json(ZygoteSettings().to_json()) == ZygoteSettings()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e_engine.engine.cli.arguments import at_least
 from a2e_engine.engine.cli.errors import CommandFailed, UsageError
-from a2e_engine.engine.config import EngineConfig
+from a2e_engine.engine.config import EngineConfig, Isolation
 from a2e_engine.engine.config_file import ConfigError, ConfigFile, load_config_file
 from a2e_engine.engine.engine import Engine
 from a2e_engine.engine.plugins import PluginError, entry_point_plugins, load_plugin
@@ -143,15 +143,20 @@ def engine_from_args(args: argparse.Namespace, reporting: bool = False) -> Engin
         settings["start_all_zygotes"] = True
     elif args.require:
         settings["require"] = (*settings.get("require", ()), *args.require)
-    for flag, key in (
-        ("no_namespaces", "namespaces"),
-        ("no_landlock", "landlock"),
-        ("no_writable_root", "writable_root"),
-        ("no_cgroups", "cgroups"),
-        ("no_uid_drop", "identity"),
-    ):
-        if getattr(args, flag):
-            settings[key] = False
+    switched_off = {
+        key: False
+        for flag, key in (
+            ("no_namespaces", "namespaces"),
+            ("no_landlock", "landlock"),
+            ("no_writable_root", "writable_root"),
+            ("no_cgroups", "cgroups"),
+            ("no_uid_drop", "identity"),
+        )
+        if getattr(args, flag)
+    }
+    if switched_off:
+        isolation = settings.get("isolation", Isolation())
+        settings["isolation"] = dataclasses.replace(isolation, **switched_off)
     if args.allow_unprotected_root:
         settings["allow_unprotected_root"] = True
     try:

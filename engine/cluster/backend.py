@@ -279,9 +279,11 @@ class RayEngine:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         slot = self._free_uid_slot(address)
-        first, count = self.config.uid_range
+        isolation = self.config.isolation
+        first, count = isolation.uid_range
         span = max(1, count // UID_SLOTS)
-        config = replace(self.config, uid_range=(first + slot * span, span))
+        uids = replace(isolation, uid_range=(first + slot * span, span))
+        config = replace(self.config, isolation=uids)
         actor = self._actor_class.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             num_cpus=0,

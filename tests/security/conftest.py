@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from a2e.caps.tools.client import ToolAPI
-from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig, Isolation
 from a2e_engine.sandbox.limits import Limits
 from tests.hostile_plugin import HostileNetworkTools, HostileTools
 from tests.security.harness import Attacker, Canaries, Sandbox
@@ -24,10 +24,7 @@ from tests.security.harness import Attacker, Canaries, Sandbox
 MODES = {
     "full": {},
     "reduced": {
-        "namespaces": False,
-        "landlock": False,
-        "cgroups": False,
-        "identity": False,
+        "isolation": Isolation(namespaces=False, landlock=False, cgroups=False, identity=False),
         "allow_unprotected_root": True,
         "workspace_mb": 0,
     },

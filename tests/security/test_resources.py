@@ -288,7 +288,7 @@ while True:
 """
     )
     result = attacker.attack(code, timeout=30)
-    cap = sandbox.engine.config.max_output_bytes
+    cap = sandbox.engine.config.output.max_output_bytes
     assert not result.success and f"more than {cap} bytes of output" in (result.error or "")
     assert result.reason == "output_limit", result
 
@@ -299,7 +299,7 @@ while True:
     reduced="the same",
 )
 def test_event_flood(sandbox: Sandbox, attacker: Attacker) -> None:
-    cap = sandbox.engine.config.max_events
+    cap = sandbox.engine.config.output.max_events
     code = (
         FIND_PIPES
         + """

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from a2e.caps.tools.client import ToolAPI
-from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig, Isolation
 from a2e_engine.sandbox.limits import Limits
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the run layer needs root here")
@@ -183,7 +183,9 @@ def test_filling_the_layer_ends_in_no_space(api: ToolAPI, host_dir: str) -> None
 
 
 def test_switched_off_writes_outside_are_refused(host_dir: str) -> None:
-    config = EngineConfig(prefork=1, read_roots=(host_dir,), writable_root=False)
+    config = EngineConfig(
+        prefork=1, read_roots=(host_dir,), isolation=Isolation(writable_root=False)
+    )
     with Engine(config=config) as engine, engine.connect() as client:
         assert engine.layers["writable_root"] == {
             "active": False,

@@ -124,7 +124,7 @@ def test_regain_root(sandbox: Sandbox, attacker: Attacker) -> None:
     uid, euid, errors, caps = result.data["value"]
     assert caps == ["0000000000000000"] * 5
     if sandbox.has("identity"):
-        assert uid == euid and uid >= sandbox.engine.config.uid_range[0]
+        assert uid == euid and uid >= sandbox.engine.config.isolation.uid_range[0]
         assert errors == ["EPERM"] * 3
     else:
         assert (uid, euid) == (0, 0)  # already root, without a single capability
