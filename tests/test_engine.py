@@ -19,6 +19,7 @@ from a2e.caps.tools.models import ToolDefinition, ToolEvent, ToolParameter
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig, Isolation, ToolPolicy
 from tests.fakes import FakeEngine
+from tests.waiting import running
 
 
 def test_the_readme_example(engine: Engine) -> None:
@@ -249,8 +250,7 @@ def test_retries_never_run_past_the_deadline(tools: ToolAPI) -> None:
 
 def test_cancellation_ends_a_call_mid_flight(tools: ToolAPI) -> None:
     started = time.monotonic()
-    pending = tools.start(tool_name="sleep", arguments={"seconds": 30}, timeout=60)
-    time.sleep(0.5)
+    pending = running(tools, "import time\ntime.sleep(30)")
     pending.cancel()
     result = pending.result()
     assert not result.success and result.error_code == "tool_error"

@@ -24,6 +24,7 @@ from a2e_engine.engine.cli.app import build_parser
 from a2e_engine.engine.cli.errors import UsageError
 from a2e_engine.engine.cli.serve import service_config_of
 from tests.service_process import ServiceProcess, run_serve, wait_for
+from tests.waiting import running
 
 
 def _tools(url: str, **kwargs: object) -> ToolAPI:
@@ -192,10 +193,7 @@ def test_sigterm_lets_calls_finish_then_stops_cleanly(tmp_path: Path) -> None:
     config = _config_file(tmp_path)
     server = ServiceProcess("--drain-s", "20", "--config", str(config))
     tools = _tools(server.ws_url)
-    pending = tools.start(
-        tool_name="python_eval", arguments={"code": "import time\ntime.sleep(2)\nprint('done')"}
-    )
-    time.sleep(0.5)
+    pending = running(tools, "import time\ntime.sleep(2)\nprint('done')")
     sandbox = server.descendants()
     assert sandbox
     server.process.terminate()
@@ -205,7 +203,7 @@ def test_sigterm_lets_calls_finish_then_stops_cleanly(tmp_path: Path) -> None:
     with pytest.raises(TransportRefused):
         WebSocketTransport(server.ws_url, open_timeout=2)
     result = pending.result()
-    assert result.success and result.data["stdout"] == "done\n"
+    assert result.success and result.data["stdout"] == "running\ndone\n"
     assert server.process.wait(60) == 0
     _gone, alive = psutil.wait_procs(sandbox, timeout=10)
     assert alive == []
@@ -216,10 +214,7 @@ def test_sigterm_cancels_what_outlives_the_drain(tmp_path: Path) -> None:
     config = _config_file(tmp_path)
     server = ServiceProcess("--drain-s", "1", "--config", str(config))
     tools = _tools(server.ws_url)
-    pending = tools.start(
-        tool_name="python_eval", arguments={"code": "import time\ntime.sleep(60)"}, timeout=60
-    )
-    time.sleep(0.5)
+    pending = running(tools, "import time\ntime.sleep(60)")
     sandbox = server.descendants()
     started = time.monotonic()
     server.process.terminate()

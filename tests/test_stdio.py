@@ -23,6 +23,7 @@ from a2e_engine.engine import Engine
 from a2e_engine.engine.state_dir import default_parent
 from a2e_engine.engine.transports.lines import _Splitter
 from a2e_engine.engine.transports.stdio import serve_stdio
+from tests.waiting import running
 
 SERVE = [sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--stdio", "--prefork", "1"]
 
@@ -203,10 +204,7 @@ def test_a_killed_host_leaves_no_sandbox_behind() -> None:
     environment = {**os.environ, "TMPDIR": parent}
     transport = StdioTransport(SERVE, env=environment, stderr=subprocess.DEVNULL)
     client = A2EClient(transport)
-    pending = ToolAPI(client).start(
-        tool_name="python_eval", arguments={"code": "import time\ntime.sleep(60)"}, timeout=60
-    )
-    time.sleep(1.0)
+    pending = running(ToolAPI(client), "import time\ntime.sleep(60)")
     host = psutil.Process(transport.process.pid)
     sandbox = host.children(recursive=True)
     assert sandbox, "the host should have a zygote"
