@@ -17,26 +17,26 @@ from typing import Any
 from a2e.caps.tools.client import ToolAPI
 from a2e_engine.benchmarks.measure import closed_loop
 from a2e_engine.benchmarks.workloads import BenchTools
-from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.engine import Engine, EngineConfig, Isolation
 
 #: (row, what differs from every layer on)
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("every layer this host allows", {}),
-    ("without the uid per session", {"identity": False}),
+    ("without the uid per session", {"isolation": Isolation(identity=False)}),
     ("without the workspace quota", {"workspace_mb": 0}),
-    ("without Landlock", {"landlock": False}),
-    ("without cgroups", {"cgroups": False}),
+    ("without Landlock", {"isolation": Isolation(landlock=False)}),
+    ("without cgroups", {"isolation": Isolation(cgroups=False)}),
     (
         "without namespaces (nor identity)",
-        {"namespaces": False, "identity": False, "allow_unprotected_root": True},
+        {
+            "isolation": Isolation(namespaces=False, identity=False),
+            "allow_unprotected_root": True,
+        },
     ),
     (
         "only the layers that are always on",
         {
-            "namespaces": False,
-            "identity": False,
-            "landlock": False,
-            "cgroups": False,
+            "isolation": Isolation(namespaces=False, identity=False, landlock=False, cgroups=False),
             "workspace_mb": 0,
             "allow_unprotected_root": True,
         },
