@@ -22,7 +22,7 @@ __all__ = ["LAYER", "kill_adopted_orphans", "own_children"]
 
 class Subreaper(Layer):
     def prepare(self, prep: Preparation) -> None:
-        """In the zygote, first of all."""
+        """In the zygote, before its first fork."""
         syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
         prep.report("subreaper", None)
 
