@@ -190,6 +190,28 @@ def test_a_request_too_large_is_refused_and_loses_no_node(ray_engine: RayEngine)
     client.close()
 
 
+def test_ray_errors_are_said_in_one_line_by_what_was_raised() -> None:
+    """A task's error by its cause, the object the remote code raised (no text to parse); an
+    actor that died in its creation task, which Ray keeps as text only, by the traceback's
+    last line."""
+    from ray.exceptions import RayActorError, RayTaskError
+
+    from a2e_engine.engine.cluster.links import one_line
+
+    remote = 'Traceback (most recent call last):\n  File "node.py", line 3\nValueError: bad'
+    task = RayTaskError("start", remote, ValueError("bad value\nsecond line"))
+    assert one_line(task) == "ValueError: bad value"
+    died = RayActorError(
+        error_msg="The actor died because of an error raised in its creation task, "
+        "\x1b[36mray::EngineNode.__init__()\x1b[39m\n"
+        + remote.replace("ValueError: bad", "")
+        + "OSError: cannot open the audit log /x: No such file or directory\n"
+    )
+    assert one_line(died) == (
+        "RayActorError: OSError: cannot open the audit log /x: No such file or directory"
+    )
+
+
 def test_engines_that_cannot_start_say_why_and_are_not_retried_at_once(
     cluster: Cluster, ray_engine: RayEngine
 ) -> None:

@@ -66,8 +66,14 @@ class NodeInfo:
 
 
 def one_line(exc: BaseException) -> str:
-    """Ray's errors carry banners, colours and the remote traceback; what was raised (the
-    traceback's last line) when there is one, else the first line that says something."""
+    """What went wrong, in one line. A task's error carries what the remote code raised
+    (``RayTaskError.cause``): that, named by its own type. An actor that died in its creation
+    task keeps that error only as text, behind banners, colours and the remote traceback: there,
+    the traceback's last line (what was raised), else the first line that says something."""
+    from ray.exceptions import RayTaskError
+
+    if isinstance(exc, RayTaskError) and isinstance(exc.cause, BaseException):
+        exc = exc.cause
     lines = [_ANSI.sub("", line).strip() for line in str(exc).splitlines()]
     lines = [line for line in lines if line and not set(line) <= set("-=*^ ")]
     if not lines:
