@@ -19,13 +19,13 @@ import os
 import signal
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from a2e_engine.sandbox.leftovers import dead_owners, owner_tag
 from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 
 if TYPE_CHECKING:
-    from a2e_engine.sandbox.layers import LayerReports
+    from a2e_engine.sandbox.layers import Facts, LayerReports
 
 __all__ = [
     "LAYER",
@@ -179,7 +179,7 @@ def _prepare(
     enabled: bool,
     sandbox: dict[str, str],
     slot: dict[str, str],
-    **facts: Any,
+    **facts: Unpack[Facts],
 ) -> None:
     try:
         if not enabled:
@@ -189,7 +189,8 @@ def _prepare(
         prep.report(layer, exc.strerror or str(exc))
         return
     prep.cgroups[controller] = made
-    prep.report(layer, None, path=made.path, **facts)
+    facts["path"] = made.path
+    prep.report(layer, None, **facts)
 
 
 def join_cgroup(path: str) -> None:

@@ -11,12 +11,21 @@ equal).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Required, TypedDict, cast
 
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
 from a2e_engine.sandbox.limits import Limits
 
-__all__ = ["CATALOG", "Entry", "LayerReports", "markdown_table", "merge_reports", "missing_layers"]
+__all__ = [
+    "CATALOG",
+    "Entry",
+    "Facts",
+    "LayerReport",
+    "LayerReports",
+    "markdown_table",
+    "merge_reports",
+    "missing_layers",
+]
 
 
 @dataclass(frozen=True)
@@ -187,19 +196,55 @@ def markdown_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-class LayerReports(dict[str, dict[str, Any]]):
-    """Each layer's report by its name, as ``Preparation.report`` makes them (``active``,
-    ``reason`` and the layer's own facts; JSON as it stands), asked by name: whether a layer is
-    on, why not, one of its facts."""
+class Facts(TypedDict, total=False):
+    """What a layer states of itself besides whether it is on, each by the layer that says it."""
+
+    path: str  # pids_cgroup, memory_cgroup: the sandbox's group
+    per_call: int  # pids_cgroup: processes and threads of one call
+    total: int  # pids_cgroup: of all calls together
+    per_call_mb: int  # memory_cgroup
+    first_uid: int  # identity
+    opened: list[str]  # identity: the closed directories opened on the way to the interpreter
+    abi: int  # landlock
+    read: list[str]  # landlock: what every call may read
+    size_mb: int  # private_tmp, writable_root
+    writable: list[str]  # readonly_filesystem: what stays writable
+    hidden: list[str]  # readonly_filesystem: other plugins' directories
+    overlays: list[str]  # writable_root
+    read_only: list[str]  # writable_root
+    program_writable: list[str]  # writable_root
+    profiles: list[str]  # seccomp: compiled; network_namespace: closed
+    joined_by: str  # network_namespace: "workers", "zygote" or ""
+    limits: dict[str, int]  # rlimits
+    address_space_uncapped: list[str]  # rlimits: profiles the memory cgroup caps instead
+    least_memory_mb: int  # rlimits: the least memory_mb a worker runs under
+    fork: str  # fresh_process
+    prepared_at_idle_priority: bool  # fresh_process
+    idle_priority_reason: str  # fresh_process
+    workspace_mb: int  # disk_quota
+
+
+class LayerReport(Facts, total=False):
+    """One layer's report: on or not, why not, and its facts (JSON as it stands)."""
+
+    active: Required[bool]
+    reason: Required[str]
+
+
+class LayerReports(dict[str, LayerReport]):
+    """Each layer's report by its name, as ``Preparation.report`` makes them, asked by name:
+    whether a layer is on, why not, one of its facts."""
 
     def active(self, name: str) -> bool:
-        return bool(self.get(name, {}).get("active"))
+        report = self.get(name)
+        return bool(report and report["active"])
 
     def reason(self, name: str) -> str:
-        return str(self.get(name, {}).get("reason") or "not reported by the sandbox")
+        report = self.get(name)
+        return (report and report["reason"]) or "not reported by the sandbox"
 
     def fact(self, name: str, key: str) -> Any:
-        return self.get(name, {}).get(key)
+        return cast(dict[str, Any], self.get(name, {})).get(key)
 
 
 def missing_layers(required: tuple[str, ...], layers: LayerReports) -> list[str]:
@@ -207,16 +252,17 @@ def missing_layers(required: tuple[str, ...], layers: LayerReports) -> list[str]
     return [f"{name} ({layers.reason(name)})" for name in required if not layers.active(name)]
 
 
-def merge_reports(reports: dict[str, dict[str, dict[str, Any]]]) -> LayerReports:
+def merge_reports(reports: dict[str, dict[str, LayerReport]]) -> LayerReports:
     """One report for the engine from each zygote's (by zygote name), as weak as the weakest:
     a layer is active only where every zygote has it active; off in some of them, it carries
     the first one's reason and names those zygotes. Lists of names (the profiles a layer
     covers, the paths Landlock opens) are the union of all; ``least_memory_mb`` is the largest,
     the limit under which every plugin's worker starts; any other fact is the first zygote's."""
-    merged = LayerReports()
+    merged: dict[str, dict[str, Any]] = {}
     off: dict[str, list[str]] = {}
     for zygote, report in reports.items():
-        for name, facts in report.items():
+        for name, layer in report.items():
+            facts = cast(dict[str, Any], layer)
             if not facts.get("active"):
                 off.setdefault(name, []).append(zygote)
             mine = merged.setdefault(name, dict(facts))
@@ -230,7 +276,7 @@ def merge_reports(reports: dict[str, dict[str, dict[str, Any]]]) -> LayerReports
     for name, zygotes in off.items():
         if len(zygotes) < len(reports):
             merged[name]["reason"] += f" (in the zygote of {', '.join(zygotes)})"
-    return merged
+    return LayerReports(cast(dict[str, LayerReport], merged))
 
 
 def _names(value: Any) -> bool:

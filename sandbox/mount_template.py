@@ -26,7 +26,7 @@ import os
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from a2e_engine.sandbox import run_root, syscalls
 from a2e_engine.sandbox.identity import Crossing, open_the_way
@@ -35,6 +35,9 @@ from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 from a2e_engine.sandbox.probe import namespace_made_in_child
 from a2e_engine.sandbox.quota import mount_points
 from a2e_engine.sandbox.run_root import RunRoot
+
+if TYPE_CHECKING:
+    from a2e_engine.sandbox.layers import Facts
 
 __all__ = [
     "LAYER",
@@ -118,7 +121,7 @@ LAYER = MountTemplate()
 
 
 def _report(prep: Preparation, why_not: str | None) -> None:
-    facts: dict[str, dict[str, Any]] = {
+    facts: dict[str, Facts] = {
         "private_tmp": {"size_mb": prep.settings.limits.tmp_mb},
         "readonly_filesystem": {
             "writable": list(prep.settings.writable_paths),

@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from a2e.caps.tools.endings import CallEnding
 from a2e_engine.sandbox.deadline import Deadline
-from a2e_engine.sandbox.layers import LayerReports, merge_reports
+from a2e_engine.sandbox.layers import LayerReport, LayerReports, merge_reports
 from a2e_engine.sandbox.limits import OutputCaps
 from a2e_engine.sandbox.messages import Job
 from a2e_engine.sandbox.paths import beneath
@@ -126,7 +126,7 @@ class WorkerPool:
         self._start_all = start_all
         self._slots: WorkerSlots | None = None
         #: The supervisor's own layers, beside the zygotes' (the caller may add its own).
-        self.supervisor_layers: dict[str, Any] = report_layers()
+        self.supervisor_layers: dict[str, LayerReport] = report_layers()
 
     def _settings_for(self, spec: ZygoteSpec) -> str:
         """The zygote settings of ``spec``: the seccomp profiles its own tools run under, so

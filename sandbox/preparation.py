@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from a2e_engine.sandbox.layers import LayerReports
+from a2e_engine.sandbox.layers import Facts, LayerReports
 from a2e_engine.sandbox.settings import ZygoteSettings
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Preparation:
     forking: ForkPlan | None = None  # forking
     filters: dict[str, bytes] = field(default_factory=dict)  # seccomp: BPF by profile
 
-    def report(self, layer: str, why_not: str | None, **facts: Any) -> None:
+    def report(self, layer: str, why_not: str | None, **facts: Unpack[Facts]) -> None:
         self.layers[layer] = {"active": why_not is None, "reason": why_not or "", **facts}
 
 

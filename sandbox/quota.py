@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from a2e_engine.sandbox import syscalls
 from a2e_engine.sandbox.paths import under
+
+if TYPE_CHECKING:
+    from a2e_engine.sandbox.layers import LayerReport
 
 __all__ = [
     "enable",
@@ -51,7 +54,7 @@ def enable(state_dir: str, workspace_mb: int) -> str | None:
     return None
 
 
-def report(layers: dict[str, Any], why_not: str | None, workspace_mb: int) -> None:
+def report(layers: dict[str, LayerReport], why_not: str | None, workspace_mb: int) -> None:
     """The supervisor's own layer, beside what the zygote reported."""
     layers["disk_quota"] = {
         "active": why_not is None,

@@ -24,7 +24,7 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools.endings import CallEnding
 from a2e_engine.sandbox.deadline import Deadline
@@ -40,6 +40,9 @@ from a2e_engine.sandbox.limits import Limits, OutputCaps
 from a2e_engine.sandbox.messages import Event, Job, MalformedMessage, Result, check_worker_frame
 from a2e_engine.sandbox.profiles import PROFILES
 from a2e_engine.sandbox.waiting import StopSignal, race
+
+if TYPE_CHECKING:
+    from a2e_engine.sandbox.layers import LayerReport
 
 __all__ = [
     "KILL_WAIT_S",
@@ -73,7 +76,7 @@ EVENT_FLOOD_FACTOR = 10
 EventSink = Callable[[str, dict[str, Any]], None]
 
 
-def report_layers() -> dict[str, dict[str, Any]]:
+def report_layers() -> dict[str, LayerReport]:
     """The supervisor applies these layers itself, so they are on wherever the engine runs."""
     return {"deadline": {"active": True, "reason": ""}, "frames": {"active": True, "reason": ""}}
 

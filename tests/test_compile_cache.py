@@ -102,7 +102,7 @@ def test_programs_and_other_tools_cannot_change_the_cache(engine: Engine) -> Non
         'echo x > "$P/planted"',
         'echo x > "$P/.lock"',
     ]
-    if engine.layers.get("identity", {}).get("active"):
+    if engine.layers.active("identity"):
         attempts += ['chmod 000 "$K"', 'chmod 777 "$K/main"']  # another uid's
     attack = 'E="$1"; K="$2"; F="$3"; P="$4"\n' + "".join(
         f"{line} && echo DONE {n}\n" for n, line in enumerate(attempts)

@@ -16,7 +16,7 @@ from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition
 from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.sandbox.layers import merge_reports
+from a2e_engine.sandbox.layers import LayerReport, merge_reports
 
 OTHERS = ("HostileTools", "Shell", "FileTools", "HttpTools", "A2APeers", "RunCode", "CodeEval")
 #: What a compute tool's worker has no use for: the supervisor's models, the TLS stack, and
@@ -132,13 +132,17 @@ def test_each_zygote_reports_its_own_layers_and_the_engine_the_weakest_of_them(
 
 
 def test_a_layer_off_in_one_zygote_is_off_for_the_engine_and_names_it() -> None:
-    on: dict[str, Any] = {"active": True, "reason": "", "profiles": ["compute"]}
-    reports: dict[str, dict[str, dict[str, Any]]] = {
-        "a": {"landlock": on, "seccomp": on, "rlimits": {"active": True, "least_memory_mb": 48}},
+    on: LayerReport = {"active": True, "reason": "", "profiles": ["compute"]}
+    reports: dict[str, dict[str, LayerReport]] = {
+        "a": {
+            "landlock": on,
+            "seccomp": on,
+            "rlimits": {"active": True, "reason": "", "least_memory_mb": 48},
+        },
         "b": {
             "landlock": {"active": False, "reason": "no ABI"},
             "seccomp": {**on, "profiles": ["process"]},
-            "rlimits": {"active": True, "least_memory_mb": 64},
+            "rlimits": {"active": True, "reason": "", "least_memory_mb": 64},
         },
     }
     merged = merge_reports(reports)

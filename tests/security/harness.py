@@ -115,7 +115,7 @@ class Sandbox:
     canaries: Canaries
 
     def has(self, layer: str) -> bool:
-        return bool(self.engine.layers.get(layer, {}).get("active"))
+        return self.engine.layers.active(layer)
 
     def layer(self, layer: str) -> dict[str, Any]:
         return dict(self.engine.layers.get(layer, {}))
