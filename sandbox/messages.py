@@ -26,20 +26,31 @@ pydantic, and nothing here is ever unpickled.
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from a2e.caps.tools.reasons import TOOL_REASONS
 from a2e_engine.sandbox.frames import encode_frame, frame_of_body
+from a2e_engine.sandbox.layers import LayerReport
 
 __all__ = [
     "CONTROL",
     "CONTROL_MAX",
+    "AboutWorkers",
+    "ControlMessage",
     "Event",
+    "Exited",
+    "Fatal",
+    "Forked",
     "Job",
     "MalformedMessage",
+    "Ready",
     "Result",
     "SetupError",
+    "Spawn",
+    "SpawnFailed",
+    "Stop",
     "check_control",
     "check_worker_frame",
     "control",
@@ -183,27 +194,85 @@ def _count(value: Any) -> int | None:
 
 #: The largest control message (a datagram on a SOCK_SEQPACKET socket).
 CONTROL_MAX = 64 * 1024
-#: Each control message's fields and their exact types (as JSON decodes them: ``bool`` is not
-#: ``int`` here).
-CONTROL: dict[str, dict[str, type]] = {
-    # supervisor -> zygote
-    "spawn": {"profile": str, "count": int},
-    "stop": {},
-    # zygote -> supervisor
-    "ready": {"layers": dict, "pid": int, "footprint": dict},  # footprint.check_footprint
-    "worker": {"pid": int, "profile": str},  # + its job pipe, result pipe and pidfd
-    "exit": {"pid": int, "status": int, "cpu_ms": int, "maxrss_kb": int, "oom": bool},
-    "spawn_failed": {"profile": str, "error": str},
-    "fatal": {"error": str, "traceback": str},
-}
 
 
-def control(op: str, **fields: Any) -> bytes:
+# supervisor -> zygote
+
+
+class Spawn(TypedDict):
+    op: Literal["spawn"]
+    profile: str
+    count: int
+
+
+class Stop(TypedDict):
+    op: Literal["stop"]
+
+
+# zygote -> supervisor
+
+
+class Ready(TypedDict):
+    op: Literal["ready"]
+    layers: dict[str, LayerReport]
+    pid: int
+    footprint: dict[str, Any]  # footprint.check_footprint reads it
+
+
+class Forked(TypedDict):
+    """A worker, with its job pipe, result pipe and pidfd alongside (``SCM_RIGHTS``)."""
+
+    op: Literal["worker"]
+    pid: int
+    profile: str
+
+
+class Exited(TypedDict):
+    op: Literal["exit"]
+    pid: int
+    status: int  # the raw wait status
+    cpu_ms: int
+    maxrss_kb: int
+    oom: bool
+
+
+class SpawnFailed(TypedDict):
+    op: Literal["spawn_failed"]
+    profile: str
+    error: str
+
+
+class Fatal(TypedDict):
+    op: Literal["fatal"]
+    error: str
+    traceback: str
+
+
+#: What a zygote says of its workers (a ``ZygoteListener`` hears these).
+AboutWorkers = Forked | Exited | SpawnFailed
+ControlMessage = Spawn | Stop | Ready | AboutWorkers | Fatal
+
+
+def _declared(message: type) -> tuple[str, dict[str, type]]:
+    """A message's op and each other field's type as JSON decodes it (``bool`` is not ``int``
+    here; ``dict[...]`` is a ``dict``)."""
+    hints = typing.get_type_hints(message)
+    (op,) = typing.get_args(hints.pop("op"))
+    return op, {name: typing.get_origin(hint) or hint for name, hint in hints.items()}
+
+
+#: Each control message's fields and their exact types, read from the declarations above.
+CONTROL: dict[str, dict[str, type]] = dict(
+    _declared(message) for message in (Spawn, Stop, Ready, Forked, Exited, SpawnFailed, Fatal)
+)
+
+
+def control(message: ControlMessage) -> bytes:
     """A control message (its reader checks it: ``check_control``)."""
-    return json.dumps({"op": op, **fields}).encode()
+    return json.dumps(message).encode()
 
 
-def check_control(message: Any) -> dict[str, Any]:
+def check_control(message: Any) -> ControlMessage:
     """``message`` if it is a declared control message with every field of its type."""
     if not isinstance(message, dict) or message.get("op") not in CONTROL:
         op = message.get("op") if isinstance(message, dict) else None
@@ -212,4 +281,4 @@ def check_control(message: Any) -> dict[str, Any]:
         value = message.get(name)
         if type(value) is not kind:
             raise MalformedMessage(f"control message {message['op']}: bad {name} {value!r:.40}")
-    return message
+    return cast(ControlMessage, message)

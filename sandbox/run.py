@@ -37,7 +37,14 @@ from a2e_engine.sandbox.frames import (
     encode_frame,
 )
 from a2e_engine.sandbox.limits import Limits, OutputCaps
-from a2e_engine.sandbox.messages import Event, Job, MalformedMessage, Result, check_worker_frame
+from a2e_engine.sandbox.messages import (
+    Event,
+    Exited,
+    Job,
+    MalformedMessage,
+    Result,
+    check_worker_frame,
+)
 from a2e_engine.sandbox.profiles import PROFILES
 from a2e_engine.sandbox.waiting import StopSignal, race
 
@@ -96,8 +103,8 @@ class WorkerExit:
     zygote_died: bool = False
 
     @classmethod
-    def reported(cls, message: dict[str, Any]) -> WorkerExit:
-        """From the zygote's ``exit`` control message (``messages.check_control`` typed it)."""
+    def reported(cls, message: Exited) -> WorkerExit:
+        """From the zygote's ``exit`` control message (``messages.check_control`` checked it)."""
         return cls(message["status"], message["cpu_ms"], message["maxrss_kb"], message["oom"])
 
 

@@ -14,11 +14,10 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
 
 from a2e_engine.sandbox.deadline import Deadline
 from a2e_engine.sandbox.frames import FrameDecoder
-from a2e_engine.sandbox.messages import SetupError, check_worker_frame
+from a2e_engine.sandbox.messages import AboutWorkers, SetupError, check_worker_frame
 from a2e_engine.sandbox.run import ZYGOTE_DIED, WorkerExit, WorkerHandle
 from a2e_engine.sandbox.waiting import StopSignal, race
 from a2e_engine.sandbox.zygote_link import SandboxUnavailable
@@ -84,10 +83,9 @@ class WorkerSupply:
 
     # -- what the zygote reports --
 
-    def on_message(self, message: dict[str, Any], fds: list[int]) -> None:
+    def on_message(self, message: AboutWorkers, fds: list[int]) -> None:
         """A checked control message (``sandbox.messages``); the fds are ours to keep or close."""
-        op = message["op"]
-        if op == "worker":
+        if message["op"] == "worker":
             profile = message["profile"]
             if self.stopping or len(fds) != 3 or profile not in self.ready:
                 for fd in fds:
@@ -102,14 +100,14 @@ class WorkerSupply:
             self.spawning[worker.profile] = max(0, self.spawning[worker.profile] - 1)
             self.ready[worker.profile].append(worker)
             self._wake(worker.profile)
-        elif op == "exit":
+        elif message["op"] == "exit":
             exited = self.workers.pop(message["pid"], None)
             if exited is None:
                 return
             exited.exited.set_result(WorkerExit.reported(message))
             if not exited.busy:
                 self._discard_idle(exited)
-        elif op == "spawn_failed":
+        else:
             profile = message["profile"]
             if profile not in self.spawning:
                 return

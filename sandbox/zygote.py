@@ -26,7 +26,7 @@ from typing import Any
 from a2e_engine.sandbox import contain, footprint, landlock, rlimits, subreaper, userns
 from a2e_engine.sandbox.cgroups import Slot, remove_cgroup_tree
 from a2e_engine.sandbox.forking import enter_idle_priority, leave_idle_priority
-from a2e_engine.sandbox.messages import CONTROL_MAX, check_control, control
+from a2e_engine.sandbox.messages import CONTROL_MAX, ControlMessage, check_control, control
 from a2e_engine.sandbox.preparation import Preparation, Worker
 from a2e_engine.sandbox.quota import unmount_tree
 from a2e_engine.sandbox.settings import ZygoteSettings
@@ -76,8 +76,8 @@ class Zygote:
 
     # -- the loop --
 
-    def send(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
-        data = control(op, **fields)
+    def send(self, message: ControlMessage, fds: list[int] | None = None) -> None:
+        data = control(message)
         try:
             if fds:
                 socket.send_fds(self.ctrl, [data], fds)
@@ -94,7 +94,7 @@ class Zygote:
                 slots[controller] = groups.take_slot()
         except OSError as exc:
             self.release_slots(slots)
-            self.send("spawn_failed", profile=profile, error=f"cgroup: {exc}")
+            self.send({"op": "spawn_failed", "profile": profile, "error": f"cgroup: {exc}"})
             return
         job_r, job_w = os.pipe2(os.O_CLOEXEC)
         res_r, res_w = os.pipe2(os.O_CLOEXEC)
@@ -111,7 +111,7 @@ class Zygote:
             for fd in (job_r, job_w, res_r, res_w):
                 os.close(fd)
             self.release_slots(slots)
-            self.send("spawn_failed", profile=profile, error=str(exc))
+            self.send({"op": "spawn_failed", "profile": profile, "error": str(exc)})
             return
         if pid == 0:  # pragma: no cover - the child never returns from run_worker
             run_worker(prep, worker, job_r, res_w)
@@ -121,7 +121,7 @@ class Zygote:
         self.slots[pid] = slots
         pidfd = os.pidfd_open(pid)
         try:
-            self.send("worker", [job_w, res_r, pidfd], pid=pid, profile=profile)
+            self.send({"op": "worker", "pid": pid, "profile": profile}, [job_w, res_r, pidfd])
         finally:
             for fd in (job_w, res_r, pidfd):
                 os.close(fd)
@@ -164,12 +164,14 @@ class Zygote:
             # Its whole tree is gone: the slots can take the next worker.
             oom = self.release_slots(self.slots.pop(pid, {}))
             self.send(
-                "exit",
-                pid=pid,
-                status=status,
-                cpu_ms=int((usage.ru_utime + usage.ru_stime) * 1000),
-                maxrss_kb=int(usage.ru_maxrss),
-                oom=oom,
+                {
+                    "op": "exit",
+                    "pid": pid,
+                    "status": status,
+                    "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
+                    "maxrss_kb": int(usage.ru_maxrss),
+                    "oom": oom,
+                }
             )
 
     def release_slots(self, slots: dict[str, Slot]) -> bool:
@@ -179,7 +181,7 @@ class Zygote:
             oom |= self.prep.cgroups[controller].release_slot(slot)
         return oom
 
-    def handle(self, message: dict[str, Any]) -> bool:
+    def handle(self, message: ControlMessage) -> bool:
         """A checked control message from the supervisor; False once told to stop."""
         if message["op"] == "spawn":
             if message["profile"] in self.prep.filters:
@@ -217,7 +219,8 @@ class Zygote:
         poller = select.poll()
         poller.register(self.ctrl.fileno(), select.POLLIN)
         poller.register(wake_r, select.POLLIN)
-        self.send("ready", layers=self.prep.layers, pid=host_pid(), footprint=footprint.measure())
+        layers, pid, measured = self.prep.layers, host_pid(), footprint.measure()
+        self.send({"op": "ready", "layers": layers, "pid": pid, "footprint": measured})
         running = True
         while running:
             for fd, _ in poller.poll():
@@ -271,13 +274,9 @@ def zygote_main(ctrl: socket.socket, boot: Callable[[], tuple[str, list[Any]]]) 
         zygote.prepare()
     except BaseException as exc:
         try:
-            ctrl.send(
-                control(
-                    "fatal",
-                    error=f"{type(exc).__name__}: {exc}",
-                    traceback=traceback.format_exc()[-4000:],
-                )
-            )
+            error = f"{type(exc).__name__}: {exc}"
+            trace = traceback.format_exc()[-4000:]
+            ctrl.send(control({"op": "fatal", "error": error, "traceback": trace}))
         finally:
             sys.exit(1)
     try:

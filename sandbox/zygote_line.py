@@ -19,6 +19,7 @@ from typing import Any
 
 from a2e_engine.sandbox.footprint import check_footprint
 from a2e_engine.sandbox.layers import LayerReports
+from a2e_engine.sandbox.messages import AboutWorkers, Ready
 from a2e_engine.sandbox.supply import WorkerSupply
 from a2e_engine.sandbox.zygote_link import LinkFactory, SandboxUnavailable, ZygoteLink
 
@@ -130,11 +131,11 @@ class ZygoteLine:
 
     # -- what its zygote says (sandbox.zygote_link.ZygoteListener) --
 
-    def refusal(self, hello: dict[str, Any]) -> str | None:
+    def refusal(self, hello: Ready) -> str | None:
         return self.accept(LayerReports(hello["layers"])) if self.accept is not None else None
 
-    def on_ready(self, hello: dict[str, Any]) -> None:
-        self.hello = hello
+    def on_ready(self, hello: Ready) -> None:
+        self.hello = dict(hello)
         try:
             self.footprint = check_footprint(hello["footprint"])
         except ValueError as exc:
@@ -143,7 +144,7 @@ class ZygoteLine:
         assert self.supply is not None
         self.supply.ensure_all()
 
-    def on_message(self, message: dict[str, Any], fds: list[int]) -> None:
+    def on_message(self, message: AboutWorkers, fds: list[int]) -> None:
         assert self.supply is not None
         self.supply.on_message(message, fds)
 

@@ -22,7 +22,14 @@ from typing import Any, Protocol
 from a2e_engine.sandbox.cgroups import made_by, remove_cgroup_tree
 from a2e_engine.sandbox.launch import join_or_kill, spawn_zygote
 from a2e_engine.sandbox.layers import LayerReports
-from a2e_engine.sandbox.messages import CONTROL_MAX, check_control, control
+from a2e_engine.sandbox.messages import (
+    CONTROL_MAX,
+    AboutWorkers,
+    ControlMessage,
+    Ready,
+    check_control,
+    control,
+)
 
 __all__ = ["Link", "LinkFactory", "SandboxUnavailable", "ZygoteLink", "ZygoteListener"]
 
@@ -38,15 +45,16 @@ class SandboxUnavailable(RuntimeError):
 
 
 class ZygoteListener(Protocol):
-    def refusal(self, hello: dict[str, Any]) -> str | None:
+    def refusal(self, hello: Ready) -> str | None:
         """Why a zygote that said it is ready must not serve (``None``: it may): it is then
         stopped and its start fails with that reason. Asked before ``on_ready``."""
 
-    def on_ready(self, hello: dict[str, Any]) -> None:
+    def on_ready(self, hello: Ready) -> None:
         """A zygote (the first or a restarted one) is ready: its ``ready`` message."""
 
-    def on_message(self, message: dict[str, Any], fds: list[int]) -> None:
-        """Any other control message, checked, and the fds it carried (the listener's now)."""
+    def on_message(self, message: AboutWorkers, fds: list[int]) -> None:
+        """What the zygote says of its workers, checked, and the fds it carried (the
+        listener's now)."""
 
     def on_lost(self) -> None:
         """The zygote died: its workers died with it."""
@@ -62,7 +70,7 @@ class Link(Protocol):
     broken: str | None  # why no zygote will be started again
     starts: int
 
-    async def start(self) -> dict[str, Any]: ...
+    async def start(self) -> Ready: ...
 
     async def stop(self) -> None: ...
 
@@ -94,7 +102,7 @@ class ZygoteLink:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._process: Any = None
         self._sock: socket.socket | None = None
-        self._ready: asyncio.Future[dict[str, Any]] | None = None
+        self._ready: asyncio.Future[Ready] | None = None
         self._deaths: list[float] = []
         self._restart_task: asyncio.Task[None] | None = None
         self._cgroups: list[str] = []  # every zygote's, removed at stop
@@ -102,7 +110,7 @@ class ZygoteLink:
         self.broken: str | None = None
         self.starts = 0  # zygotes that became ready: the first, then each restart
 
-    async def start(self) -> dict[str, Any]:
+    async def start(self) -> Ready:
         """Start a zygote and wait until it is ready; its ``ready`` message (also given to the
         listener). ``SandboxUnavailable`` if it failed or did not answer in time."""
         self._loop = asyncio.get_running_loop()
@@ -123,7 +131,8 @@ class ZygoteLink:
         refused = self._listener.refusal(hello)
         if refused is not None:
             with contextlib.suppress(OSError):
-                parent.send(control("stop"))  # it removes what it made, with no worker forked
+                # It removes what it made, with no worker forked.
+                parent.send(control({"op": "stop"}))
             self._close()
             await self._loop.run_in_executor(None, join_or_kill, process)
             raise SandboxUnavailable(f"{self.called} may not serve: {refused}")
@@ -140,7 +149,7 @@ class ZygoteLink:
                 await restart
         if self._sock is not None:
             with contextlib.suppress(OSError):
-                self._sock.send(control("stop"))
+                self._sock.send(control({"op": "stop"}))
         process = self._process
         self._close()
         if process is not None:
@@ -158,7 +167,7 @@ class ZygoteLink:
         if self._sock is None or self._stopping:
             return False
         try:
-            self._sock.send(control("spawn", profile=profile, count=count))
+            self._sock.send(control({"op": "spawn", "profile": profile, "count": count}))
         except OSError as exc:
             self._lost(f"sending to it failed: {exc}")
             return False
@@ -196,20 +205,21 @@ class ZygoteLink:
                 log.exception("handling a control message from the zygote failed")
                 _close_all(fds)
 
-    def _dispatch(self, message: dict[str, Any], fds: list[int]) -> None:
-        op = message["op"]
-        if op == "ready":
+    def _dispatch(self, message: ControlMessage, fds: list[int]) -> None:
+        if message["op"] == "ready":
             _close_all(fds)
             if self._ready is not None and not self._ready.done():
                 self._ready.set_result(message)
-        elif op == "fatal":
+        elif message["op"] == "fatal":
             _close_all(fds)
             error = SandboxUnavailable(f"{self.called} failed to start: {message['error']}")
             log.error("%s\n%s", error, message["traceback"])
             if self._ready is not None and not self._ready.done():
                 self._ready.set_exception(error)
-        else:
+        elif message["op"] in ("worker", "exit", "spawn_failed"):
             self._listener.on_message(message, fds)
+        else:
+            _close_all(fds)  # the supervisor's own messages, sent back: not the zygote's to say
 
     def _lost(self, why: str) -> None:
         if self._stopping:

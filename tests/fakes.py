@@ -28,8 +28,8 @@ import dill
 from a2e.caps.tools.plugin import ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig
 from a2e_engine.sandbox.frames import read_frame
-from a2e_engine.sandbox.layers import CATALOG
-from a2e_engine.sandbox.messages import Job
+from a2e_engine.sandbox.layers import CATALOG, LayerReport
+from a2e_engine.sandbox.messages import Exited, Forked, Job, Ready
 from a2e_engine.sandbox.pool import WorkerPool
 from a2e_engine.sandbox.run import report_layers
 from a2e_engine.sandbox.settings import ZygoteSettings
@@ -64,12 +64,14 @@ class ThreadZygote:
         self.broken: str | None = None
         self.starts = 0
 
-    async def start(self) -> dict[str, Any]:
+    async def start(self) -> Ready:
         self._loop = asyncio.get_running_loop()
         own = report_layers()
-        layers = {name: {"active": False, "reason": WHY_OFF} for name in CATALOG if name not in own}
+        layers: dict[str, LayerReport] = {
+            name: {"active": False, "reason": WHY_OFF} for name in CATALOG if name not in own
+        }
         footprint = {"rss_kib": 0, "private_kib": 0, "mapped_kib": 0, "modules": 0, "packages": []}
-        hello = {"op": "ready", "layers": layers, "pid": os.getpid(), "footprint": footprint}
+        hello: Ready = {"op": "ready", "layers": layers, "pid": os.getpid(), "footprint": footprint}
         refused = self._listener.refusal(hello)
         if refused is not None:
             raise SandboxUnavailable(f"{self.called} may not serve: {refused}")
@@ -100,7 +102,7 @@ class ThreadZygote:
         threading.Thread(
             target=self._work, args=(pid, job_r, result_w), name=f"fake worker {pid}", daemon=True
         ).start()
-        message = {"op": "worker", "pid": pid, "profile": profile}
+        message: Forked = {"op": "worker", "pid": pid, "profile": profile}
         self._listener.on_message(message, [job_w, result_r, not_a_pidfd])
 
     def _work(self, pid: int, job_fd: int, result_fd: int) -> None:
@@ -127,7 +129,14 @@ class ThreadZygote:
             self._exited(pid)
 
     def _exited(self, pid: int) -> None:
-        message = {"op": "exit", "pid": pid, "status": 0, "cpu_ms": 0, "maxrss_kb": 0, "oom": False}
+        message: Exited = {
+            "op": "exit",
+            "pid": pid,
+            "status": 0,
+            "cpu_ms": 0,
+            "maxrss_kb": 0,
+            "oom": False,
+        }
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:

@@ -4,7 +4,7 @@ the supervisor accepts, and what breaks a declaration is refused with a sentence
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -12,6 +12,7 @@ from a2e_engine.sandbox.footprint import MAX_PACKAGES, check_footprint, measure
 from a2e_engine.sandbox.frames import EVENT_PREFIX, encode_frame
 from a2e_engine.sandbox.messages import (
     CONTROL,
+    ControlMessage,
     Event,
     MalformedMessage,
     Result,
@@ -79,7 +80,8 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 def test_every_control_message_is_read_as_built() -> None:
     assert set(EXAMPLES) == set(CONTROL)
     for op, fields in EXAMPLES.items():
-        assert check_control(json.loads(control(op, **fields))) == {"op": op, **fields}
+        message = cast(ControlMessage, {"op": op, **fields})
+        assert check_control(json.loads(control(message))) == message
 
 
 @pytest.mark.parametrize(
