@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from a2e_engine.sandbox.landlock import covering_paths
 from a2e_engine.sandbox.mount_template import TmpBind, tmp_binds
 
@@ -185,3 +187,37 @@ def test_the_layers_run_in_one_order_written_once() -> None:
     for first, then in before:
         assert order.index(first) < order.index(then), (first, then)
     assert order[-1] == "seccomp"
+
+
+def test_without_the_mount_template_the_layers_that_need_it_go_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A template that cannot be made takes back the PID namespace (the two are set up
+    together) and the session uid whose way to the interpreter it was to open: each reported
+    off with the template's reason, nothing left half on."""
+    from a2e_engine.sandbox import identity, mount_template, namespaces
+    from a2e_engine.sandbox.identity import Crossing
+    from a2e_engine.sandbox.preparation import Preparation
+    from a2e_engine.sandbox.settings import ZygoteSettings
+
+    closed: list[bool] = []
+
+    class Namespaces:
+        def close(self) -> None:
+            closed.append(True)
+
+    def refuse(*_: object) -> int:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(mount_template, "create_mount_template", refuse)
+    prep = Preparation(ZygoteSettings())
+    prep.pidns = Namespaces()  # type: ignore[assignment]
+    prep.change_identity = True
+    prep.identity_ways = (Crossing("/root", ("venv",)),)
+    prep.need_mounts = [namespaces.LAYER, identity.LAYER]
+    mount_template.LAYER.prepare(prep)
+    why = "the workers' mount namespace could not be prepared: Operation not permitted"
+    for name in ("pid_namespace", "identity", "private_proc", "private_tmp", "writable_root"):
+        assert prep.layers[name] == {**prep.layers[name], "active": False, "reason": why}, name
+    assert prep.mounts is None and prep.pidns is None and closed == [True]
+    assert not prep.change_identity and prep.identity_ways == ()
