@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Unpack
 
 from a2e_engine.sandbox.leftovers import dead_owners, owner_tag
+from a2e_engine.sandbox.limits import SANDBOX_PROCESSES
 from a2e_engine.sandbox.preparation import Layer, Preparation, Worker
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ __all__ = [
 
 _ROOT = "/sys/fs/cgroup"
 _PREFIX = "a2e-sandbox-"
-#: Processes and threads of all workers of one zygote and their children together.
-SANDBOX_PROCESSES = 4096
 #: A released memory slot still charged with more than this is retired (see ``release_slot``).
 RETIRE_ABOVE_BYTES = 32 << 20
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Required, TypedDict, cast
 
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
-from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox.limits import SANDBOX_PROCESSES, Limits
 
 __all__ = [
     "CATALOG",
@@ -172,7 +172,8 @@ CATALOG: dict[str, Entry] = {
         "landlock",
     ),
     "pids_cgroup": Entry(
-        f"fork and thread bombs: {_L.processes} processes and threads per call, 4096 for the "
+        f"fork and thread bombs: {_L.processes} processes and threads per call, "
+        f"{SANDBOX_PROCESSES} for the "
         "sandbox; the zygote stays outside and can always fork",
         "root, cgroup v1",
         "cgroups",

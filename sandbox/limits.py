@@ -18,7 +18,11 @@ from typing import Any
 
 from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
 
-__all__ = ["InvalidLimit", "Limits", "OutputCaps"]
+__all__ = ["SANDBOX_PROCESSES", "InvalidLimit", "Limits", "OutputCaps"]
+
+#: Processes and threads of all workers of one zygote and their children together (the
+#: sandbox's pids cgroup, ``sandbox.cgroups``), whatever each call's ``Limits.processes``.
+SANDBOX_PROCESSES = 4096
 
 
 class InvalidLimit(ValueError):
