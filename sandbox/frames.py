@@ -107,7 +107,7 @@ class FrameDecoder:
         return len(self._buf)
 
 
-def write_frame(fd: int, obj: dict[str, Any]) -> None:
+def write_frame(fd: int, obj: Mapping[str, Any]) -> None:
     """Blocking write of one whole frame (worker side; the pipe is ours alone)."""
     write_frame_bytes(fd, encode_frame(obj))
 

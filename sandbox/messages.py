@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
@@ -40,7 +41,9 @@ __all__ = [
     "AboutWorkers",
     "ControlMessage",
     "Event",
+    "EventFrame",
     "Exited",
+    "FailureFrame",
     "Fatal",
     "Forked",
     "Job",
@@ -48,6 +51,7 @@ __all__ = [
     "Ready",
     "Result",
     "SetupError",
+    "SetupErrorFrame",
     "Spawn",
     "SpawnFailed",
     "Stop",
@@ -93,29 +97,63 @@ class Job(TypedDict):
 # -- worker -> supervisor: built by the worker --
 
 
-def event_frame(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+class EventFrame(TypedDict):
+    t: Literal["event"]
+    kind: str
+    data: dict[str, Any]
+
+
+class SetupErrorFrame(TypedDict):
+    t: Literal["setup_error"]
+    error: str
+
+
+class Usage(TypedDict):
+    cpu_ms: int
+    maxrss_kb: int
+
+
+class FailureFrame(TypedDict):
+    """A result frame for a call that failed (a success's is spliced: ``result_frame``)."""
+
+    t: Literal["result"]
+    ok: Literal[False]
+    error: str
+    data: Any
+    retryable: bool
+    reason: NotRequired[str]  # one of TOOL_REASONS, when the tool named one
+    usage: NotRequired[Usage]  # the worker's own account, added last
+
+
+def event_frame(kind: str, data: dict[str, Any]) -> EventFrame:
     return {"t": "event", "kind": kind, "data": data}
 
 
-def setup_error_frame(error: str) -> dict[str, Any]:
+def setup_error_frame(error: str) -> SetupErrorFrame:
     return {"t": "setup_error", "error": error}
 
 
 def failure_frame(
     error: str, data: Any = None, retryable: bool = True, reason: str | None = None
-) -> dict[str, Any]:
+) -> FailureFrame:
     """A result frame for a call that failed; the worker adds ``usage``."""
-    frame = {"t": "result", "ok": False, "error": error, "data": data, "retryable": retryable}
+    frame: FailureFrame = {
+        "t": "result",
+        "ok": False,
+        "error": error,
+        "data": data,
+        "retryable": retryable,
+    }
     if reason is not None:
         frame["reason"] = reason
     return frame
 
 
-def result_frame(result: str | dict[str, Any], cpu_ms: int, maxrss_kb: int) -> bytes:
+def result_frame(result: str | FailureFrame, cpu_ms: int, maxrss_kb: int) -> bytes:
     """The worker's last frame, with its account of itself (``usage``): a failure frame as it
     is, or a success whose data, JSON the worker encoded once (it may be megabytes), is spliced
     in rather than decoded and encoded again."""
-    usage = {"cpu_ms": cpu_ms, "maxrss_kb": maxrss_kb}
+    usage: Usage = {"cpu_ms": cpu_ms, "maxrss_kb": maxrss_kb}
     if isinstance(result, dict):
         return encode_frame({**result, "usage": usage})
     head = f'{{"t":"result","ok":true,"usage":{{"cpu_ms":{cpu_ms:d},"maxrss_kb":{maxrss_kb:d}}}'
@@ -152,7 +190,7 @@ class Result:
     reason: str | None = None  # what the tool said of its failure: one of TOOL_REASONS
 
 
-def check_worker_frame(frame: dict[str, Any]) -> Event | Result | SetupError:
+def check_worker_frame(frame: Mapping[str, Any]) -> Event | Result | SetupError:
     """What a frame from a worker says, or ``MalformedMessage`` saying what is wrong."""
     kind = frame.get("t")
     if kind == "event":

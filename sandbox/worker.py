@@ -21,6 +21,7 @@ from a2e.caps.tools.reasons import FailureReason
 from a2e_engine.sandbox import contain, syscalls
 from a2e_engine.sandbox.frames import read_frame, write_frame, write_frame_bytes
 from a2e_engine.sandbox.messages import (
+    FailureFrame,
     Job,
     event_frame,
     failure_frame,
@@ -58,7 +59,7 @@ DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def _failure_frame(exc: BaseException) -> dict[str, Any]:
+def _failure_frame(exc: BaseException) -> FailureFrame:
     if isinstance(exc, ToolExecutionError):
         return failure_frame(str(exc), exc.data, exc.retryable, reason=exc.reason)
     if isinstance(exc, MemoryError):
@@ -68,7 +69,7 @@ def _failure_frame(exc: BaseException) -> dict[str, Any]:
     )
 
 
-def _encoded_result(data: Any, max_frame: int) -> str | dict[str, Any]:
+def _encoded_result(data: Any, max_frame: int) -> str | FailureFrame:
     """The result's JSON, encoded once (it may be megabytes: measuring its size and then
     encoding the frame would encode it twice); a failure frame if it cannot be sent."""
     try:
@@ -83,7 +84,8 @@ def _encoded_result(data: Any, max_frame: int) -> str | dict[str, Any]:
     return encoded
 
 
-def run_job(prep: Preparation, worker: Worker, job: Job, result_fd: int) -> None:
+def run_first_job(prep: Preparation, worker: Worker, job: Job, result_fd: int) -> None:
+    """The job this worker was forked for: the layers' last steps, then the tool."""
     workspace = job["workspace"]
     try:
         contain.on_job(prep, worker, job)
@@ -101,14 +103,7 @@ def run_job(prep: Preparation, worker: Worker, job: Job, result_fd: int) -> None
 def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) -> None:
     """The tool run on ``job`` in this process as it is now, its events and its result framed
     on ``result_fd``: the part of a job that a resident worker repeats for each of its jobs."""
-    plugin.context = ToolContext(
-        workspace=job["workspace"],
-        tmp_dir=job["tmp_dir"],
-        read_roots=tuple(job.get("read_roots", ())),
-        streaming=bool(job.get("streaming")),
-        call_id=job.get("call_id", ""),
-        secrets=dict(job.get("secrets") or {}),
-    )
+    plugin.context = _context(job)
 
     # Tool code may emit from several threads; frames larger than PIPE_BUF would interleave.
     # Once the result is written, late events (a lingering thread) are dropped, not sent.
@@ -121,7 +116,7 @@ def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) ->
                 write_frame(result_fd, event_frame(str(kind), data))
 
     plugin.set_event_sink(send_event)  # emit() checks the data; no ToolEvent needed here
-    result: str | dict[str, Any]
+    result: str | FailureFrame
     try:
         result = _encoded_result(plugin._execute_tool(job["tool"], job["arguments"]), max_frame)
     except BaseException as exc:  # SystemExit from tool code is a failure, not an exit
@@ -133,11 +128,41 @@ def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) ->
         write_frame_bytes(result_fd, frame)
 
 
-def _final_frame(result: str | dict[str, Any]) -> bytes:
+def _context(job: Job) -> ToolContext:
+    """What the tool sees of its job."""
+    return ToolContext(
+        workspace=job["workspace"],
+        tmp_dir=job["tmp_dir"],
+        read_roots=tuple(job.get("read_roots", ())),
+        streaming=bool(job.get("streaming")),
+        call_id=job.get("call_id", ""),
+        secrets=dict(job.get("secrets") or {}),
+    )
+
+
+def _final_frame(result: str | FailureFrame) -> bytes:
     """The result frame with the worker's account of itself; a success's data spliced in."""
     rusage = resource.getrusage(resource.RUSAGE_SELF)
     cpu_ms, maxrss_kb = int((rusage.ru_utime + rusage.ru_stime) * 1000), int(rusage.ru_maxrss)
     return result_frame(result, cpu_ms, maxrss_kb)
+
+
+#: The job the rehearsal sends itself: whole, as the supervisor's are, and of no tool.
+_REHEARSAL: Job = {
+    "zygote": "",
+    "plugin": -1,
+    "tool": "",
+    "arguments": {},
+    "profile": "",
+    "workspace": "/",
+    "tmp_dir": "/",
+    "streaming": False,
+    "read_roots": [],
+    "call_id": "",
+    "uid": None,
+    "cancel_grace_s": 0.0,
+    "secrets": {},
+}
 
 
 def rehearse_job_path(prep: Preparation, worker: Worker) -> None:
@@ -153,8 +178,8 @@ def rehearse_job_path(prep: Preparation, worker: Worker) -> None:
     max_frame = prep.settings.max_frame
     rehearsal_r, rehearsal_w = os.pipe2(os.O_CLOEXEC)
     try:
-        write_frame(rehearsal_w, {"tool": "", "arguments": {}, "read_roots": []})
-        job = read_frame(rehearsal_r, max_frame)
+        write_frame(rehearsal_w, _REHEARSAL)
+        job = cast(Job, read_frame(rehearsal_r, max_frame))
     finally:
         os.close(rehearsal_r)
         os.close(rehearsal_w)
@@ -164,7 +189,7 @@ def rehearse_job_path(prep: Preparation, worker: Worker) -> None:
         worker.ruleset.allow_read(prep.landlock.read_paths[:1])
     os.chdir("/")
     os.environ["HOME"] = os.environ["TMPDIR"] = "/"
-    ToolContext(workspace="/", tmp_dir="/", read_roots=tuple(job["read_roots"]))
+    _context(job)
     with threading.Lock():
         _final_frame(_encoded_result({"ok": True}, max_frame))
 
@@ -208,7 +233,7 @@ def run_worker(prep: Preparation, worker: Worker, job_fd: int, result_fd: int) -
         # The tool's own garbage is collected as usual; what exists now is left alone for good.
         gc.freeze()
         gc.enable()
-        run_job(prep, worker, job, result_fd)
+        run_first_job(prep, worker, job, result_fd)
         if job.get("resident"):
             serve_later_jobs(prep.plugins, job, job_fd, result_fd, max_frame)
     except JobSetupError as exc:
