@@ -122,7 +122,7 @@ def main() -> None:
     def join_net() -> None:
         syscalls.setns(net_fd, syscalls.CLONE_NEWNET)
 
-    # (row, steps it adds, in a fresh PID namespace): the order of sandbox.harden.
+    # (row, steps it adds, in a fresh PID namespace): the order of sandbox.contain.LAYERS.
     rows: list[tuple[str, list[Step], bool]] = [
         ("fork + exit + reap (the floor)", [], False),
         ("+ join the empty network namespace", [join_net], False),

@@ -52,8 +52,9 @@ class ResidentLimits:
 @dataclass(frozen=True)
 class Admission:
     """How many calls the engine holds (running or queued) and how many sessions and calls one
-    connection may hold, so that one client cannot take every place in the queue; past either
-    a call or a session is refused at once with ``overloaded`` (retryable)."""
+    connection may hold, so that one client cannot take every place in the queue. Past a
+    bound a call is refused at once with ``overloaded`` (retryable), and a session's handshake
+    with ``overloaded``."""
 
     max_pending_calls: int = 10_000
     max_sessions_per_connection: int = 16

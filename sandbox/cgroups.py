@@ -5,7 +5,7 @@ the whole sandbox.
 A fork bomb, a thread bomb or memory held outside ``RLIMIT_AS`` in one call must neither harm
 the host nor starve the other calls. For each controller the zygote creates one group for the
 sandbox and, below it, reusable *slot* groups with the per-call limits. Each worker joins the
-slots the zygote assigned it as the first step of its hardening, while it is pre-forked (a join
+slots the zygote assigned it once its inherited fds are closed, while it is pre-forked (a join
 is slow, and off the call's path there); a slot goes to a new worker once the previous one and
 everything it started are gone. The zygote itself stays outside, so it can always fork
 replacements. Workers see ``/sys`` read-only and cannot lift the caps. Groups that a zygote

@@ -5,9 +5,13 @@
 Why this order:
 
 - the user namespace is the zygote's first (``userns.enter`` runs before the zygote exists);
-  the subreaper catches orphans from the first fork on;
+  the subreaper catches orphans from the first fork on, a plugin's preload's included;
+- the plugins' preload (``plugin_code``, no isolation layer) comes before the probes that
+  fork and before ``forking`` counts the zygote's threads; the code paths it works out are
+  read by ``identity``, the mount template and Landlock;
 - a worker joins the empty network namespace before ``clean_start`` closes the fd that holds
-  it, and ``clean_start`` closes every other fd before anything else runs;
+  it; ``clean_start`` closes every other fd, and detaches the worker from the zygote (its own
+  session, a death signal), before anything else runs;
 - the cgroups are joined next, so that everything after counts against the worker's slots;
 - the PID namespace is probed before ``identity`` (whose way to the interpreter needs a mount
   namespace) and both before the mount template, which opens that way and, failing, takes
@@ -33,6 +37,7 @@ from a2e_engine.sandbox import (
     mount_template,
     namespaces,
     network,
+    plugin_code,
     rlimits,
     seccomp,
     subreaper,
@@ -46,6 +51,7 @@ __all__ = ["LAYERS", "harden", "on_job", "prepare"]
 LAYERS: tuple[Layer, ...] = (
     userns.LAYER,
     subreaper.LAYER,
+    plugin_code.LAYER,
     network.LAYER,
     clean_start.LAYER,
     cgroups.LAYER,

@@ -237,12 +237,10 @@ class LayerReports(dict[str, LayerReport]):
     whether a layer is on, why not, one of its facts."""
 
     def active(self, name: str) -> bool:
-        report = self.get(name)
-        return bool(report and report["active"])
+        return bool(self.fact(name, "active"))
 
     def reason(self, name: str) -> str:
-        report = self.get(name)
-        return (report and report["reason"]) or "not reported by the sandbox"
+        return str(self.fact(name, "reason") or "not reported by the sandbox")
 
     def fact(self, name: str, key: str) -> Any:
         return cast(dict[str, Any], self.get(name, {})).get(key)

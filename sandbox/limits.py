@@ -57,8 +57,9 @@ class Limits:
 @dataclass(frozen=True)
 class OutputCaps:
     """What one worker may write: bytes per frame (a job's arguments and a tool's result each
-    fit in one), bytes in all, events. Past any of them the worker is killed and the call ends
-    as a violation, with what came before."""
+    fit in one), bytes in all, events. Past the bytes the worker is killed and the call ends as
+    a violation, with what came before; events past ``max_events`` are dropped and counted, and
+    only a flood far past it kills the worker (``sandbox.run``)."""
 
     max_frame: int = DEFAULT_MAX_FRAME
     max_output_bytes: int = 64 * 1024 * 1024

@@ -75,7 +75,7 @@ class MountTemplate(Layer):
         interpreter that its session's uid would need: those are reported off too."""
         settings = prep.settings
         if prep.pidns is None:
-            _report(prep, "it comes with the workers' own PID namespace, which is off")
+            _report(prep, prep.no_pidns)
             return
         try:
             fd = create_mount_template(

@@ -55,6 +55,7 @@ class PidNamespace(Layer):
             else "disabled by configuration"
         )
         prep.report("pid_namespace", why_not)
+        prep.no_pidns = why_not or ""
         if why_not is None:
             prep.pidns = PidNamespaces.open()
             prep.need_mounts.append(self)
@@ -63,6 +64,7 @@ class PidNamespace(Layer):
         if prep.pidns is not None:
             prep.pidns.close()
             prep.pidns = None
+        prep.no_pidns = why
         prep.report("pid_namespace", why)
 
 

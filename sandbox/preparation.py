@@ -47,6 +47,7 @@ class Preparation:
     empty_net_fd: int | None = None  # network: the namespace workers without sockets join
     cgroups: dict[str, SlotGroups] = field(default_factory=dict)  # cgroups, by controller
     pidns: PidNamespaces | None = None  # namespaces
+    no_pidns: str = ""  # namespaces: why there is none (the mount template's layers go with it)
     identity_ways: tuple[Crossing, ...] = ()  # identity: the closed directories to open
     change_identity: bool = False  # identity: calls run as their session's uid
     mounts: MountPlan | None = None  # mount_template

@@ -7,9 +7,9 @@ a worker runs as its session's uid (``RLIMIT_NPROC``, ignored for root).
 How: each worker sets soft and hard limits together, before seccomp, which then refuses to raise
 them. The zygote measures the least address space a worker can run under: the engine refuses a
 ``memory_mb`` below it. Workers of profiles that start programs get no ``RLIMIT_AS`` where the
-memory cgroup caps them (``address_space_capped``): the JVM, Go and V8 reserve far more address
-space than they use, and a compiler or runtime stopped by that would judge nothing; the cgroup
-caps what they really hold. Everywhere else ``RLIMIT_AS`` is the cap.
+memory cgroup caps them (``Preparation.address_space_capped``): the JVM, Go and V8 reserve far
+more address space than they use, and a compiler or runtime stopped by that would judge
+nothing; the cgroup caps what they really hold. Everywhere else ``RLIMIT_AS`` is the cap.
 """
 
 from __future__ import annotations

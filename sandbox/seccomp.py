@@ -15,8 +15,8 @@ process.
 from __future__ import annotations
 
 import errno
+import os
 import stat
-import tempfile
 
 import pyseccomp as sc
 
@@ -157,7 +157,8 @@ def build_filter(profile: SeccompProfile) -> sc.SyscallFilter:
 def compile_profile(profile: SeccompProfile) -> bytes:
     """The profile as raw BPF, ready for ``sandbox.syscalls.install_seccomp_bpf``."""
     filt = build_filter(profile)
-    with tempfile.TemporaryFile() as out:
+    # In memory: the zygote compiles after its environment is scrubbed (no TMPDIR to honour).
+    with os.fdopen(os.memfd_create("a2e-seccomp", os.MFD_CLOEXEC), "w+b") as out:
         filt.export_bpf(out)
         out.seek(0)
         return out.read()

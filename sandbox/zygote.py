@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from a2e_engine.sandbox import contain, footprint, landlock, rlimits, subreaper, userns
+from a2e_engine.sandbox import contain, footprint, rlimits, subreaper, userns
 from a2e_engine.sandbox.cgroups import Slot, remove_cgroup_tree
 from a2e_engine.sandbox.forking import enter_idle_priority, leave_idle_priority
 from a2e_engine.sandbox.messages import CONTROL_MAX, ControlMessage, check_control, control
@@ -59,20 +59,18 @@ class Zygote:
     # -- start-up --
 
     def prepare(self) -> None:
-        """Load the plugins, then every layer's zygote half (``sandbox.contain``)."""
-        for plugin in self.plugins:
-            plugin.preload()  # before any fork: each worker inherits what it imported
-        self.prep.code_paths = tuple(landlock.readable_code_paths(self._code_modules()))
-        contain.prepare(self.prep)
+        """Every layer's zygote half, the plugins' preload among them (``sandbox.contain``);
+        what it made in the host (the cgroups) is removed if one of them fails, as no
+        supervisor learns of it before the zygote is ready."""
+        try:
+            contain.prepare(self.prep)
+        except BaseException:
+            for groups in self.prep.cgroups.values():
+                remove_cgroup_tree(groups.path)
+            raise
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
         rlimits.report_least_memory(self.prep)  # once the zygote is all it will be
-
-    def _code_modules(self) -> list[Any]:
-        """Packages a worker may import from lazily: ours and the plugins'."""
-        names = {"a2e", "a2e_engine.sandbox", "a2e_engine.tools"}
-        names.update(_outermost_package(type(p).__module__) for p in self.plugins)
-        return [sys.modules[n] for n in sorted(names) if n in sys.modules and n != "__main__"]
 
     # -- the loop --
 
@@ -247,17 +245,6 @@ class Zygote:
                     break
             self.reap()
         self.stop()
-
-
-def _outermost_package(module: str) -> str:
-    """The outermost package of ``module`` that has files of its own: a namespace package
-    (``a2e_engine``) has none, so its subpackage (``a2e_engine.tools``) stands for it."""
-    parts = module.split(".")
-    for depth in range(1, len(parts) + 1):
-        name = ".".join(parts[:depth])
-        if getattr(sys.modules.get(name), "__file__", None):
-            return name
-    return module
 
 
 def zygote_main(ctrl: socket.socket, boot: Callable[[], tuple[str, list[Any]]]) -> None:

@@ -14,7 +14,7 @@ import pytest
 from a2e.caps.tools.client import ToolAPI
 from a2e.caps.tools.models import ToolDefinition, ToolParameter
 from a2e.caps.tools.plugin import SandboxProfile, ToolExecutionError, ToolPlugin
-from a2e_engine.engine import Engine
+from a2e_engine.engine import Engine, EngineConfig
 
 SECRET = "hook-secret-41aa"
 
@@ -111,3 +111,47 @@ def test_invalid_arguments_take_the_plugins_shape(tools: ToolAPI) -> None:
     broken = tools.call(tool_name="hooked_probe", arguments={"broken_hook": True})
     assert not broken.success and broken.data is None
     assert (broken.error or "").startswith("invalid arguments for hooked_probe: ")
+
+
+class LeavesADaemon(ToolPlugin):
+    """Its preload double-forks a process that outlives it, as a library's helper might."""
+
+    name = "leaves_a_daemon"
+
+    def __init__(self, pid_file: str) -> None:
+        super().__init__()
+        self.pid_file = pid_file
+
+    def preload(self) -> None:
+        import os
+        import time
+
+        if os.fork() == 0:
+            if os.fork() == 0:
+                with open(self.pid_file, "w") as fh:
+                    fh.write(str(os.getpid()))
+                time.sleep(600)
+            os._exit(0)
+        os.wait()
+
+    def _list_tools(self) -> list[ToolDefinition]:
+        return [ToolDefinition(name="daemon_probe", description="nothing")]
+
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        return None
+
+
+def test_what_a_preload_leaves_running_ends_with_the_zygote(tmp_path: Any) -> None:
+    """The subreaper is set before the plugins preload: an orphan of a preload is the
+    zygote's, and goes with it, instead of the host's init's, outliving the engine."""
+    import psutil
+
+    from tests.waiting import wait_for
+
+    pid_file = tmp_path / "daemon.pid"
+    plugin = LeavesADaemon(str(pid_file))
+    with Engine(plugins=[plugin], builtin_tools=False, config=EngineConfig(prefork=1)):
+        assert wait_for(lambda: pid_file.exists() and pid_file.read_text() != "")
+        daemon = psutil.Process(int(pid_file.read_text()))
+        assert daemon.is_running()
+    daemon.wait(10)  # raises TimeoutExpired if it outlived the engine
