@@ -132,9 +132,21 @@ def _fields_of(cls: type, table: dict[str, Any], where: str) -> dict[str, Any]:
     converted: dict[str, Any] = {}
     for key, value in table.items():
         if key not in hints:
+            part = _part_with(hints, key)
+            if part is not None:
+                raise ConfigError(f"{where}.{key}: set it in [{where}.{part}] now")
             raise ConfigError(f"{where}.{key}: unknown key; known: {', '.join(names)}")
         converted[key] = _convert(hints[key], value, f"{where}.{key}")
     return converted
+
+
+def _part_with(hints: dict[str, Any], key: str) -> str | None:
+    """The part (a field that is itself a dataclass) that has a field ``key``: where a key of
+    an older, flat ``[engine]`` table lives now (``landlock`` in ``[engine.isolation]``)."""
+    for name, hint in hints.items():
+        if dataclasses.is_dataclass(hint) and key in {f.name for f in dataclasses.fields(hint)}:
+            return name
+    return None
 
 
 def _convert(hint: Any, value: Any, where: str) -> Any:

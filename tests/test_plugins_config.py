@@ -121,6 +121,10 @@ def test_config_errors_name_the_key(site: Path, toml: str, message: str) -> None
 def test_config_parsing_errors_without_an_engine() -> None:
     cases: dict[str, dict[str, Any]] = {
         "engine.limits.memroy: unknown key": {"engine": {"limits": {"memroy": 1}}},
+        "engine.landlock: set it in [engine.isolation] now": {"engine": {"landlock": False}},
+        "engine.max_pending_calls: set it in [engine.admission] now": {
+            "engine": {"max_pending_calls": 5}
+        },
         "engine.read_roots: expected an array": {"engine": {"read_roots": "/etc"}},
         "engine.isolation.uid_range: expected 2 values, got 1": {
             "engine": {"isolation": {"uid_range": [1]}}
