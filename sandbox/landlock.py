@@ -181,18 +181,17 @@ class Landlock(Layer):
         if plan.list_root:
             ruleset.allow_listing(("/",))
         ruleset.allow_write(plan.run_layer)
-        ruleset.plugin_writable = plan.plugin_writable
         worker.ruleset = ruleset
 
     def on_job(self, prep: Preparation, worker: Worker, job: Job) -> None:
         """In the worker, once the job names its directories, before any tool code or thread
         runs: the job's read roots, the workspace, the call's tmp and its plugin's own
         directories; then enforced."""
-        ruleset = worker.ruleset
-        if ruleset is None:
+        ruleset, plan = worker.ruleset, prep.landlock
+        if ruleset is None or plan is None:
             return
         ruleset.allow_read(job.get("read_roots", ()))
-        own = ruleset.plugin_writable
+        own = plan.plugin_writable
         plugin = job["plugin"]
         mine = own[plugin] if 0 <= plugin < len(own) else ()
         ruleset.allow_write((job["workspace"], job["tmp_dir"], *mine))
@@ -331,8 +330,6 @@ class Ruleset:
         self.handled = _handled(abi) if handled is None else handled & _handled(abi)
         attr = _RulesetAttr(self.handled)
         self.writable: set[str] = set()
-        #: A worker's: each plugin's own directories (``LandlockPlan.plugin_writable``).
-        self.plugin_writable: tuple[tuple[str, ...], ...] = ()
         self.fd = _syscall(
             "landlock_create_ruleset", ctypes.addressof(attr), ctypes.sizeof(attr), 0
         )

@@ -51,6 +51,11 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
 
 @pytest.fixture
 def tools(engine: Engine) -> Iterator[ToolAPI]:
+    yield from _connected(engine)
+
+
+def _connected(engine: Engine) -> Iterator[ToolAPI]:
+    """A client of ``engine``'s for one test, closed after it."""
     client = engine.connect(client_name="pytest")
     yield ToolAPI(client)
     client.close()
@@ -66,6 +71,4 @@ def fake_engine() -> Iterator[Engine]:
 
 @pytest.fixture
 def fake_tools(fake_engine: Engine) -> Iterator[ToolAPI]:
-    client = fake_engine.connect(client_name="pytest")
-    yield ToolAPI(client)
-    client.close()
+    yield from _connected(fake_engine)
