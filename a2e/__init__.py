@@ -1,7 +1,7 @@
 """The A2E protocol: wire models, plugin contracts and the clients. Depends on pydantic, and
 on websockets for the WebSocket transports.
 
-Each name is imported when first used (``a2e.lazy``): a sandbox worker imports ``a2e.jsonwire``
+Each name is imported when first used (``a2e._lazy``): a sandbox worker imports ``a2e._jsonwire``
 and the plugin contract, and must not pay for the models and clients (pydantic).
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from a2e.lazy import lazy_exports
+from a2e._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from a2e.capability import A2ECapability
-    from a2e.client import A2EClient, HandshakeFailed
-    from a2e.codec import ProtocolError, decode, encode
-    from a2e.messages import (
+    from a2e._capability import A2ECapability
+    from a2e._client import A2EClient, HandshakeFailed
+    from a2e._codec import ProtocolError, decode, encode
+    from a2e._messages import (
         PROTOCOL_VERSION,
         A2EError,
         A2EMessage,
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         HandshakeRequest,
         HandshakeResponse,
     )
-    from a2e.transport import ClientTransport, TransportClosed
+    from a2e._transport import ClientTransport, TransportClosed
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -45,19 +45,19 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "PROTOCOL_VERSION": "a2e.messages",
-        "A2ECapability": "a2e.capability",
-        "A2EClient": "a2e.client",
-        "A2EError": "a2e.messages",
-        "A2EMessage": "a2e.messages",
-        "ClientTransport": "a2e.transport",
-        "ErrorCode": "a2e.messages",
-        "HandshakeFailed": "a2e.client",
-        "HandshakeRequest": "a2e.messages",
-        "HandshakeResponse": "a2e.messages",
-        "ProtocolError": "a2e.codec",
-        "TransportClosed": "a2e.transport",
-        "decode": "a2e.codec",
-        "encode": "a2e.codec",
+        "PROTOCOL_VERSION": "a2e._messages",
+        "A2ECapability": "a2e._capability",
+        "A2EClient": "a2e._client",
+        "A2EError": "a2e._messages",
+        "A2EMessage": "a2e._messages",
+        "ClientTransport": "a2e._transport",
+        "ErrorCode": "a2e._messages",
+        "HandshakeFailed": "a2e._client",
+        "HandshakeRequest": "a2e._messages",
+        "HandshakeResponse": "a2e._messages",
+        "ProtocolError": "a2e._codec",
+        "TransportClosed": "a2e._transport",
+        "decode": "a2e._codec",
+        "encode": "a2e._codec",
     },
 )

@@ -15,7 +15,7 @@ installed and we are root; ``check_correctness`` for HumanEval. Each closed-loop
 most ``--seconds``; the trivial workload is also offered open-loop at 25, 50 and 90 % of the
 engine's peak. Absolute figures drift 10-25 % between runs on shared machines: compare ratios.
 A system that fails loses its figures, and says why in one line (``failure_reason``); a command
-per call that fails once is run again, and counted (``benchmarks.systems``).
+per call that fails once is run again, and counted (``benchmarks._systems``).
 
 SandboxFusion's ``POST /run_code`` (what verl and SkyRL call for each rollout) has workloads of
 its own (``run_code_*``, or ``--workloads run_code``): ``a2e serve --http`` against SandboxFusion
@@ -45,13 +45,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from a2e_engine.benchmarks.calling import Call, Opened, System, failure_reason
-from a2e_engine.benchmarks.measure import Figures, closed_loop, median_figures, open_loop
-from a2e_engine.benchmarks.resources import CpuMeter, TreeCpuMeter, memory_by_role
-from a2e_engine.benchmarks.run_code_systems import RunCodeClient, sandboxfusion
-from a2e_engine.benchmarks.shared_servers import kept_across_workloads
-from a2e_engine.benchmarks.systems import SYSTEMS, why_unavailable
-from a2e_engine.benchmarks.workloads import RUN_CODE_SYSTEMS, WORKLOADS, Payload, Workload
+from a2e_engine.benchmarks._calling import Call, Opened, System, failure_reason
+from a2e_engine.benchmarks._measure import Figures, closed_loop, median_figures, open_loop
+from a2e_engine.benchmarks._resources import CpuMeter, TreeCpuMeter, memory_by_role
+from a2e_engine.benchmarks._run_code_systems import RunCodeClient, sandboxfusion
+from a2e_engine.benchmarks._shared_servers import kept_across_workloads
+from a2e_engine.benchmarks._systems import SYSTEMS, why_unavailable
+from a2e_engine.benchmarks._workloads import RUN_CODE_SYSTEMS, WORKLOADS, Payload, Workload
 
 __all__ = ["Options", "main", "run", "table"]
 
@@ -739,7 +739,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             json.dump(report, out, indent=2)
         print(f"\nJSON report: {args.json}")
     if args.chart:
-        from a2e_engine.benchmarks.chart import draw
+        from a2e_engine.benchmarks._chart import draw
 
         print(f"chart: {draw(report, args.chart)}")
     engine_failed = any(key in ENGINES for w in report["workloads"].values() for key in w["failed"])
@@ -747,7 +747,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _soak(calls: int, json_path: str | None, show: bool) -> int:
-    from a2e_engine.benchmarks.soak import soak
+    from a2e_engine.benchmarks._soak import soak
 
     done = [0]
 

@@ -7,7 +7,7 @@ Machines here are shared, and their speed drifts by 25 % within an hour, so a ch
 judged against the code before it on the same machine at the same time. Each round runs both
 checkouts, in alternating order, each in a fresh interpreter (two checkouts cannot share one: their
 modules have the same names). A run measures the trivial tool (``BenchTools.noop``, so both
-checkouts need ``benchmarks.workloads``): the median latency of sequential calls 20 ms apart, at
+checkouts need ``benchmarks._workloads``): the median latency of sequential calls 20 ms apart, at
 idle; calls/s at concurrency 1 and 2 with the CPU per call of the supervisor, the zygote and the
 workers; and the median and p99 latency under an open-loop load (``--rate`` calls/s for
 ``--calls / --rate`` seconds). The table gives each figure's median over the rounds for both
@@ -41,14 +41,13 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
     """In the child: one run of the engine of ``tree`` (already first on ``sys.path``)."""
     import threading
 
-    from a2e.caps.tools.client import ToolAPI
-
     prefix = "a2e_engine." if installs_under_one_name(tree) else ""
     engine_package = importlib.import_module(f"{prefix}engine")
     Engine, EngineConfig = engine_package.Engine, engine_package.EngineConfig
-    open_loop = importlib.import_module(f"{prefix}benchmarks.measure").open_loop
-    CpuMeter = importlib.import_module(f"{prefix}benchmarks.resources").CpuMeter
-    BenchTools = importlib.import_module(f"{prefix}benchmarks.workloads").BenchTools
+    ToolAPI = _from_either_layout("a2e.caps.tools", "client", "ToolAPI")
+    open_loop = _from_either_layout(f"{prefix}benchmarks", "measure", "open_loop")
+    CpuMeter = _from_either_layout(f"{prefix}benchmarks", "resources", "CpuMeter")
+    BenchTools = _from_either_layout(f"{prefix}benchmarks", "workloads", "BenchTools")
 
     here = os.path.realpath(str(engine_package.__file__))
     if not here.startswith(os.path.realpath(tree) + os.sep):
@@ -105,6 +104,18 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
     return figures
 
 
+def _from_either_layout(package: str, module: str, name: str) -> Any:
+    """``name`` from ``package``'s module, private (``_module``) as it is now or public as it
+    was before: the trees compared may lie on both sides of that change."""
+    try:
+        home = importlib.import_module(f"{package}._{module}")
+    except ModuleNotFoundError as missing:
+        if missing.name != f"{package}._{module}":
+            raise
+        home = importlib.import_module(f"{package}.{module}")
+    return getattr(home, name)
+
+
 def installs_under_one_name(tree: str) -> bool:
     """Whether ``tree`` imports its packages as ``a2e_engine.engine`` ... (through the links in
     its ``a2e_engine/``), not as ``engine`` ... (a checkout from before)."""
@@ -153,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     trees = [os.path.realpath(args.old), os.path.realpath(args.new)]
     for tree in trees:
         if not os.path.isfile(os.path.join(tree, "benchmarks", "workloads.py")):
-            parser.error(f"{tree} is not a checkout of this engine with benchmarks/workloads.py")
+            parser.error(f"{tree} is not a checkout of this engine with benchmarks/_workloads.py")
     if _under_tmp(trees[0]) != _under_tmp(trees[1]):
         parser.error(
             "one checkout is under /tmp and the other is not: workers bind code under /tmp "
@@ -175,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _under_tmp(path: str) -> bool:
-    """``sandbox.paths.under``'s test, written here: this module runs against other checkouts,
+    """``sandbox._paths.under``'s test, written here: this module runs against other checkouts,
     which need not have that module."""
     return path == "/tmp" or path.startswith("/tmp/")
 

@@ -19,28 +19,29 @@ from collections.abc import Callable
 
 import a2e
 from a2e_engine import sandbox, tools
-from a2e_engine.sandbox import landlock, syscalls
-from a2e_engine.sandbox.cgroups import SlotGroups, join_cgroup, remove_cgroup_tree
-from a2e_engine.sandbox.clean_start import (
+from a2e_engine.sandbox import _landlock as landlock
+from a2e_engine.sandbox import _syscalls as syscalls
+from a2e_engine.sandbox._cgroups import SlotGroups, join_cgroup, remove_cgroup_tree
+from a2e_engine.sandbox._clean_start import (
     close_inherited_fds,
     scrub_environment,
     zero_initial_environ,
 )
-from a2e_engine.sandbox.identity import become, closed_ancestors
-from a2e_engine.sandbox.limits import Limits
-from a2e_engine.sandbox.mount_template import (
+from a2e_engine.sandbox._identity import become, closed_ancestors
+from a2e_engine.sandbox._limits import Limits
+from a2e_engine.sandbox._mount_template import (
     create_mount_template,
     enter_copy_of_template,
     mount_private_tmp,
     tmp_binds,
 )
-from a2e_engine.sandbox.namespaces import PidNamespaces
-from a2e_engine.sandbox.probe import namespace_made_in_child
-from a2e_engine.sandbox.profiles import PROFILES
-from a2e_engine.sandbox.quota import mount_session_quota, share_state_dir, unmount
-from a2e_engine.sandbox.rlimits import apply_rlimits
-from a2e_engine.sandbox.seccomp import compile_profile
-from a2e_engine.sandbox.settings import DEFAULT_UID_RANGE
+from a2e_engine.sandbox._namespaces import PidNamespaces
+from a2e_engine.sandbox._probe import namespace_made_in_child
+from a2e_engine.sandbox._profiles import PROFILES
+from a2e_engine.sandbox._quota import mount_session_quota, share_state_dir, unmount
+from a2e_engine.sandbox._rlimits import apply_rlimits
+from a2e_engine.sandbox._seccomp import compile_profile
+from a2e_engine.sandbox._settings import DEFAULT_UID_RANGE
 
 Step = Callable[[], None]
 
@@ -122,7 +123,7 @@ def main() -> None:
     def join_net() -> None:
         syscalls.setns(net_fd, syscalls.CLONE_NEWNET)
 
-    # (row, steps it adds, in a fresh PID namespace): the order of sandbox.contain.LAYERS.
+    # (row, steps it adds, in a fresh PID namespace): the order of sandbox._contain.LAYERS.
     rows: list[tuple[str, list[Step], bool]] = [
         ("fork + exit + reap (the floor)", [], False),
         ("+ join the empty network namespace", [join_net], False),

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from a2e.caps.tools.client import ToolAPI
-from a2e_engine.benchmarks.measure import closed_loop
-from a2e_engine.benchmarks.workloads import BenchTools
+from a2e.caps.tools._client import ToolAPI
+from a2e_engine.benchmarks._measure import closed_loop
+from a2e_engine.benchmarks._workloads import BenchTools
 from a2e_engine.engine import Engine, EngineConfig, Isolation
 
 #: (row, what differs from every layer on)

@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 import psutil
 
-from a2e.caps.tools.async_client import AsyncToolAPI
-from a2e_engine.benchmarks.calling import http_service
+from a2e.caps.tools._async_client import AsyncToolAPI
+from a2e_engine.benchmarks._calling import http_service
 
 __all__ = ["load_test", "main"]
 

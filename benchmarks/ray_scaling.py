@@ -18,9 +18,9 @@ import resource
 import time
 from typing import Any
 
-from a2e_engine.benchmarks.calling import engine_call
-from a2e_engine.benchmarks.measure import closed_loop
-from a2e_engine.benchmarks.workloads import WORKLOADS
+from a2e_engine.benchmarks._calling import engine_call
+from a2e_engine.benchmarks._measure import closed_loop
+from a2e_engine.benchmarks._workloads import WORKLOADS
 
 __all__ = ["main", "scaling"]
 
@@ -34,14 +34,14 @@ def _cpu_s() -> float:
 
 
 def scaling(nodes: list[int], concurrency: list[int], seconds: float) -> list[dict[str, Any]]:
-    from a2e_engine.engine.cluster.loopback import stay_on_loopback
+    from a2e_engine.engine.cluster._loopback import stay_on_loopback
 
     stay_on_loopback()
     import ray
     from ray.cluster_utils import Cluster
 
-    from a2e.caps.tools.client import ToolAPI
-    from a2e_engine.benchmarks.workloads import BenchTools
+    from a2e.caps.tools._client import ToolAPI
+    from a2e_engine.benchmarks._workloads import BenchTools
     from a2e_engine.engine import EngineConfig, RayEngine
 
     trivial = next(w for w in WORKLOADS if w.key == "trivial")

@@ -3,7 +3,7 @@
     python -m a2e_engine.benchmarks.tool_search
 
 The catalog is the documented public API of the Python standard library
-(``benchmarks.tool_catalog``, more than 1,500 tools); the queries are natural-language requests
+(``benchmarks._tool_catalog``, more than 1,500 tools); the queries are natural-language requests
 with one known answer each. Search goes through the engine's own registry, as a ``tool/list``
 request with a ``query`` would. Against it, in the same run: the spec's default substring search.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 import statistics
 import time
 
-from a2e.caps.tools.models import ToolDefinition, ToolListRequest
-from a2e.caps.tools.plugin import ToolPlugin
-from a2e_engine.benchmarks.tool_catalog import QUERIES, stdlib_catalog
-from a2e_engine.engine.registry import ToolRegistry
+from a2e.caps.tools._models import ToolDefinition, ToolListRequest
+from a2e.caps.tools._plugin import ToolPlugin
+from a2e_engine.benchmarks._tool_catalog import QUERIES, stdlib_catalog
+from a2e_engine.engine._registry import ToolRegistry
 
 
 class Catalog(ToolPlugin):

@@ -1,5 +1,5 @@
 """The isolation layers' catalog: their names, what each one stops, what the host must allow,
-and the module that holds its whole life (the order they run in is ``sandbox.contain``'s).
+and the module that holds its whole life (the order they run in is ``sandbox._contain``'s).
 
 One source for three readers: the zygote and the engine report each layer under these names
 (``engine.layers``: active or not, and why not); ``a2e doctor`` prints them for this host;
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Required, TypedDict, cast
 
-from a2e_engine.sandbox.frames import DEFAULT_MAX_FRAME
-from a2e_engine.sandbox.limits import SANDBOX_PROCESSES, Limits
+from a2e_engine.sandbox._frames import DEFAULT_MAX_FRAME
+from a2e_engine.sandbox._limits import SANDBOX_PROCESSES, Limits
 
 __all__ = [
     "CATALOG",
@@ -32,7 +32,7 @@ __all__ = [
 class Entry:
     stops: str  # what it stops, for people
     needs: str  # what the host must allow ("always": nothing)
-    module: str  # where it lives, its whole life (sandbox.<module>)
+    module: str  # where it lives, its whole life (sandbox.<module>, a private module)
 
 
 _L = Limits()
@@ -41,27 +41,27 @@ CATALOG: dict[str, Entry] = {
     "fresh_process": Entry(
         "state leaking between calls: each call runs in a new, single-use worker process",
         "always",
-        "forking",
+        "_forking",
     ),
     "deadline": Entry(
         "hangs: at the call's timeout the worker and every process in its namespace are "
         "SIGKILLed, partial output returned",
         "always",
-        "run",
+        "_run",
     ),
     "frames": Entry(
         "a hostile worker forging, flooding or corrupting its result: length-framed JSON, "
         f"never unpickled, {DEFAULT_MAX_FRAME >> 20} MiB per frame, 64 MiB and 10,000 events per "
         "call (ten times that and the worker is killed)",
         "always",
-        "run",
+        "_run",
     ),
     "clean_start": Entry(
         "reaching the zygote's control socket, the host's stdout, or the supervisor's "
         "environment: inherited fds closed, stdio on /dev/null, environment scrubbed and the "
         "inherited environment block zeroed; own session, parent-death signal",
         "always",
-        "clean_start",
+        "_clean_start",
     ),
     "seccomp": Entry(
         "ptrace, process_vm_*, mount and friends, setns/unshare, namespace flags on clone "
@@ -72,7 +72,7 @@ CATALOG: dict[str, Entry] = {
         "kill the worker. Per tool profile: `compute` also refuses socket(), new processes, "
         "exec, memfd and SysV/POSIX IPC; `process` refuses socket(); `network` nothing more",
         "always (libseccomp)",
-        "seccomp",
+        "_seccomp",
     ),
     "rlimits": Entry(
         f"memory bombs (address space {_L.memory_mb} MiB: a catchable MemoryError; for "
@@ -81,61 +81,61 @@ CATALOG: dict[str, Entry] = {
         f"({_L.cpu_seconds} s), fd exhaustion ({_L.open_files}), one huge file "
         f"({_L.file_size_mb} MiB); no core dumps; processes per session uid ({_L.processes})",
         "always",
-        "rlimits",
+        "_rlimits",
     ),
     "no_capabilities": Entry(
         "a uid-0 worker bypassing file permissions, reconfiguring the network, signalling or "
         "reading other users' processes; setuid programs give nothing back (no_new_privs, "
         "empty bounding set)",
         "always",
-        "capabilities",
+        "_capabilities",
     ),
     "identity": Entry(
         "reading root-only files (/etc/shadow) and other sessions' files: each session's calls "
         "run as a uid and gid of their own, no supplementary groups",
         "root; a mount namespace where the interpreter lives under a closed directory",
-        "identity",
+        "_identity",
     ),
     "subreaper": Entry(
         "orphans escaping the tree when PID namespaces are missing: re-parented to the zygote "
         "and killed",
         "always",
-        "subreaper",
+        "_subreaper",
     ),
     "user_namespace": Entry(
         "an engine that is not root going without namespaces: its zygote runs in a user "
         "namespace of its own, where it may create the PID, mount, IPC and network ones",
         "not root; unprivileged user namespaces allowed",
-        "userns",
+        "_userns",
     ),
     "pid_namespace": Entry(
         "processes that outlive the call (double fork + setsid, daemons, stopped or "
         "SIGTERM-ignoring children): the worker is pid 1 of its own namespace",
         "root, or the user namespace",
-        "namespaces",
+        "_namespaces",
     ),
     "private_proc": Entry(
         "seeing other processes, reading the supervisor's /proc/<pid>/environ",
         "the PID namespace",
-        "mount_template",
+        "_mount_template",
     ),
     "ipc_namespace": Entry(
         "SysV and POSIX IPC objects outliving the call or crossing calls",
         "the PID namespace",
-        "mount_template",
+        "_mount_template",
     ),
     "minimal_dev": Entry(
         "host devices (disks, loop devices, /dev/kvm, /dev/kmsg, consoles): /dev holds only "
         "null, zero, full, random, urandom, tty",
         "the PID namespace",
-        "mount_template",
+        "_mount_template",
     ),
     "readonly_filesystem": Entry(
         "rewriting the host (/proc/sys/kernel/core_pattern, cgroup release_agent, .pth files, "
         "sources, /etc): every mount read-only except the engine's state directory; another "
         "plugin's own directories (run_code's compile cache) covered by an empty tmpfs",
         "the PID namespace (mount_setattr, Linux 5.12+)",
-        "mount_template",
+        "_mount_template",
     ),
     "writable_root": Entry(
         f"a call changing the host or what the next call runs, yet free to write anywhere its "
@@ -143,25 +143,25 @@ CATALOG: dict[str, Entry] = {
         f"tmpfs ({_L.tmp_mb} MiB with /tmp) over overlays of the directories it reads, gone "
         f"with the worker; fresh empty /mnt, /home, /root...",
         "the PID namespace, overlayfs",
-        "run_root",
+        "_run_root",
     ),
     "private_tmp": Entry(
         f"the host's /tmp, what an earlier call left there, filling it: each worker gets its "
         f"own tmpfs on /tmp ({_L.tmp_mb} MiB)",
         "the PID namespace",
-        "mount_template",
+        "_mount_template",
     ),
     "disk_quota": Entry(
         "filling the disk from the workspace: each session's directory is a tmpfs of its own "
         "(1024 MiB by default, EngineConfig.workspace_mb)",
         "root",
-        "quota",
+        "_quota",
     ),
     "network_namespace": Entry(
         "any network access even if a socket slipped past seccomp: tools without the network "
         "profile join one empty namespace (a down loopback)",
         "root, or the user namespace",
-        "network",
+        "_network",
     ),
     "landlock": Entry(
         "reading anything but system paths, the Python installation and the engine's and "
@@ -169,20 +169,20 @@ CATALOG: dict[str, Entry] = {
         "(other sessions, the state directory, /root, the host application's directory); "
         "a plugin's own directories (run_code's compile cache) for its jobs alone",
         "a kernel with Landlock",
-        "landlock",
+        "_landlock",
     ),
     "pids_cgroup": Entry(
         f"fork and thread bombs: {_L.processes} processes and threads per call, "
         f"{SANDBOX_PROCESSES} for the "
         "sandbox; the zygote stays outside and can always fork",
         "root, cgroup v1",
-        "cgroups",
+        "_cgroups",
     ),
     "memory_cgroup": Entry(
         f"memory outside RLIMIT_AS (children, memfd, shared memory, tmpfs pages): "
         f"{_L.call_memory_mb} MiB per call, an overrun killed and reported as out of memory",
         "root, cgroup v1",
-        "cgroups",
+        "_cgroups",
     ),
 }
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from a2e.caps.tools.models import ToolDefinition, ToolParameter
-from a2e.caps.tools.plugin import ToolPlugin
-from a2e_engine.tools.output import SPOOL_DIR, marker
+from a2e.caps.tools._models import ToolDefinition, ToolParameter
+from a2e.caps.tools._plugin import ToolPlugin
+from a2e_engine.tools._output import SPOOL_DIR, marker
 
 
 class FailsToBuild(ToolPlugin):
@@ -49,7 +49,7 @@ class DeferredHelpers(ToolPlugin):
 
 class SpoolClaims(ToolPlugin):
     """A tool whose result says the whole of its stdout is in a file of its choosing
-    (``tools.output``'s marker and ``stdout_path``): one outside the session, or one in its
+    (``tools._output``'s marker and ``stdout_path``): one outside the session, or one in its
     ``.a2e/output`` that it made a way out of (a symlink, a symlinked directory, a hard link,
     a FIFO)."""
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.engine.cluster.loopback import stay_on_loopback
+from a2e_engine.engine.cluster._loopback import stay_on_loopback
 from tests.fakes import FakeEngine
 from tests.hostile_plugin import HostileTools
 

@@ -1,11 +1,11 @@
 """A sandbox without processes, for tests of what lies above it.
 
-``ThreadZygote`` stands where ``sandbox.zygote_link.ZygoteLink`` stands (the supervisor's line
+``ThreadZygote`` stands where ``sandbox._zygote_link.ZygoteLink`` stands (the supervisor's line
 to a zygote process; httpx's ``MockTransport`` stands where its transport does): it "forks"
 each worker as a thread of the test process. Everything else is the engine's own: the
 connection, the session, the call, the pool's slots and supply, the job frame written to a
-real pipe, the worker's framing of events and result (``sandbox.worker.execute_job``), the
-supervisor's reading of them with every cap (``sandbox.run``), the outcome and the result.
+real pipe, the worker's framing of events and result (``sandbox._worker.execute_job``), the
+supervisor's reading of them with every cap (``sandbox._run``), the outcome and the result.
 What it skips is what only processes show: the isolation layers (reported off, and why), a
 kill at the deadline (a timed-out thread runs on: give these engines well-behaved tools), a
 worker's crash or exit status. ``FakeEngine`` is an ``Engine`` on it, started in
@@ -25,16 +25,16 @@ from typing import Any, cast
 
 import dill
 
-from a2e.caps.tools.plugin import ToolPlugin
+from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.sandbox.frames import read_frame
+from a2e_engine.sandbox._frames import read_frame
+from a2e_engine.sandbox._messages import Exited, Forked, Job, Ready
+from a2e_engine.sandbox._pool import WorkerPool
+from a2e_engine.sandbox._run import report_layers
+from a2e_engine.sandbox._settings import ZygoteSettings
+from a2e_engine.sandbox._worker import execute_job, serve_later_jobs
+from a2e_engine.sandbox._zygote_link import SandboxUnavailable, ZygoteListener
 from a2e_engine.sandbox.layers import CATALOG, LayerReport
-from a2e_engine.sandbox.messages import Exited, Forked, Job, Ready
-from a2e_engine.sandbox.pool import WorkerPool
-from a2e_engine.sandbox.run import report_layers
-from a2e_engine.sandbox.settings import ZygoteSettings
-from a2e_engine.sandbox.worker import execute_job, serve_later_jobs
-from a2e_engine.sandbox.zygote_link import SandboxUnavailable, ZygoteListener
 
 __all__ = ["FakeEngine", "ThreadZygote"]
 
@@ -106,7 +106,7 @@ class ThreadZygote:
         self._listener.on_message(message, [job_w, result_r, not_a_pidfd])
 
     def _work(self, pid: int, job_fd: int, result_fd: int) -> None:
-        """``sandbox.worker.run_worker`` without its layers or its process."""
+        """``sandbox._worker.run_worker`` without its layers or its process."""
         try:
             try:
                 job = cast(Job, read_frame(job_fd, self._max_frame))

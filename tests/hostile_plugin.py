@@ -10,8 +10,8 @@ import signal
 import time
 from typing import Any
 
-from a2e.caps.tools.models import ToolDefinition, ToolParameter
-from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+from a2e.caps.tools._models import ToolDefinition, ToolParameter
+from a2e.caps.tools._plugin import SandboxProfile, ToolPlugin
 
 
 def _tool(

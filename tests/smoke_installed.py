@@ -31,8 +31,8 @@ import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.client import A2EClient
+from a2e._client import A2EClient
+from a2e.caps.tools._client import ToolAPI
 from a2e.transports import StdioTransport, WebSocketTransport
 
 TOKEN = "smoke-test-token"

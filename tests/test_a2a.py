@@ -14,13 +14,13 @@ from typing import Any
 import dill
 import pytest
 
-from a2e.adapters.llm_agents import engine_tools
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolEvent, ToolResult
-from a2e.caps.tools.schema import openai_tool
+from a2e.adapters._llm_agents import engine_tools
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolEvent, ToolResult
+from a2e.caps.tools._schema import openai_tool
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.engine.config_file import parse_config
-from a2e_engine.tools.a2a_peers import A2APeers
+from a2e_engine.engine._config_file import parse_config
+from a2e_engine.tools._a2a_peers import A2APeers
 from tests.a2a_servers import ANSWER_DELAY_S, POINTER_URL, PeerServers, free_port
 
 TOKEN = "peer-token-5d1c9"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from a2e.adapters.llm_agents import EngineTool, engine_tools
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolDefinition, ToolParameter
-from a2e.caps.tools.schema import anthropic_tool, input_schema, openai_tool
+from a2e.adapters._llm_agents import EngineTool, engine_tools
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolDefinition, ToolParameter
+from a2e.caps.tools._schema import anthropic_tool, input_schema, openai_tool
 from a2e_engine.engine import Engine, EngineConfig
 
 

@@ -20,12 +20,13 @@ from unittest import mock
 
 import pytest
 
-from a2e_engine.benchmarks import bench, bounds, calling
+from a2e_engine.benchmarks import _calling as calling
+from a2e_engine.benchmarks import bench, bounds
+from a2e_engine.benchmarks._calling import Opened, System
+from a2e_engine.benchmarks._measure import Figures, open_loop
+from a2e_engine.benchmarks._systems import SYSTEMS, why_unavailable
+from a2e_engine.benchmarks._workloads import WORKLOADS, Payload, Workload
 from a2e_engine.benchmarks.bench import Options, Progress
-from a2e_engine.benchmarks.calling import Opened, System
-from a2e_engine.benchmarks.measure import Figures, open_loop
-from a2e_engine.benchmarks.systems import SYSTEMS, why_unavailable
-from a2e_engine.benchmarks.workloads import WORKLOADS, Payload, Workload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -357,9 +358,9 @@ def test_load_test_of_the_service() -> None:
 def test_the_judge_workload_agrees_with_its_alternative() -> None:
     """Its payloads are accepted by the engine's code_eval and by the no-isolation baseline
     alike; a wrong program is wrong to both."""
-    from a2e.caps.tools.client import ToolAPI
-    from a2e_engine.benchmarks.subprocess_judge import judged_with_subprocess
-    from a2e_engine.benchmarks.workloads import JUDGE_CASES, Payload, judge_payloads
+    from a2e.caps.tools._client import ToolAPI
+    from a2e_engine.benchmarks._subprocess_judge import judged_with_subprocess
+    from a2e_engine.benchmarks._workloads import JUDGE_CASES, Payload, judge_payloads
     from a2e_engine.engine import Engine, EngineConfig
 
     payloads = judge_payloads()
@@ -411,7 +412,7 @@ def _bench_json(
 @pytest.fixture(scope="module")
 def standin() -> Iterator[tuple[str, int]]:
     """The SandboxFusion stand-in, started apart from any bench: its URL and pid."""
-    from a2e_engine.benchmarks.run_code_systems import sandboxfusion_standin
+    from a2e_engine.benchmarks._run_code_systems import sandboxfusion_standin
 
     with sandboxfusion_standin() as (url, pid):
         yield url, pid
@@ -466,8 +467,8 @@ def test_sandboxfusion_url_runs_a_server_started_apart(
 def test_run_code_answers_are_checked(standin: tuple[str, int]) -> None:
     """A wrong stdout and a program that fails are each the call's failure, in one line; where
     the workload counts failures, the loop counts them and not as calls."""
-    from a2e_engine.benchmarks.measure import closed_loop
-    from a2e_engine.benchmarks.run_code_systems import listening_process, sandboxfusion
+    from a2e_engine.benchmarks._measure import closed_loop
+    from a2e_engine.benchmarks._run_code_systems import listening_process, sandboxfusion
 
     url, pid = standin
     assert listening_process(url) == (pid, "")

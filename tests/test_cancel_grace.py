@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolDefinition, ToolParameter
-from a2e.caps.tools.plugin import ToolCancelled, ToolPlugin
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolDefinition, ToolParameter
+from a2e.caps.tools._plugin import ToolCancelled, ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig
 
 

@@ -21,16 +21,16 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolEvent
-from a2e.client import A2EClient
+from a2e._client import A2EClient
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolEvent
 from a2e.transports import WebSocketTransport
-from a2e_engine.benchmarks.ray_system import ray_system
-from a2e_engine.benchmarks.resources import CpuMeter
-from a2e_engine.benchmarks.workloads import WORKLOADS
+from a2e_engine.benchmarks._ray_system import ray_system
+from a2e_engine.benchmarks._resources import CpuMeter
+from a2e_engine.benchmarks._workloads import WORKLOADS
 from a2e_engine.engine import EngineConfig, RayEngine
-from a2e_engine.sandbox.paths import under
-from a2e_engine.sandbox.quota import mount_points
+from a2e_engine.sandbox._paths import under
+from a2e_engine.sandbox._quota import mount_points
 from tests.service_process import ServiceProcess
 
 NODE_ARGS: dict[str, Any] = {
@@ -196,7 +196,7 @@ def test_ray_errors_are_said_in_one_line_by_what_was_raised() -> None:
     last line."""
     from ray.exceptions import RayActorError, RayTaskError
 
-    from a2e_engine.engine.cluster.links import one_line
+    from a2e_engine.engine.cluster._links import one_line
 
     remote = 'Traceback (most recent call last):\n  File "node.py", line 3\nValueError: bad'
     task = RayTaskError("start", remote, ValueError("bad value\nsecond line"))

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from a2e import codec
-from a2e.caps.tools.models import ToolCallRequest, ToolCallResponse, ToolEvent
-from a2e.messages import A2EError, A2EMessage, ErrorCode, HandshakeRequest, HandshakeResponse
+from a2e import _codec as codec
+from a2e._messages import A2EError, A2EMessage, ErrorCode, HandshakeRequest, HandshakeResponse
+from a2e.caps.tools._models import ToolCallRequest, ToolCallResponse, ToolEvent
 from a2e_engine.engine import Engine
-from a2e_engine.engine.cluster.channel import ChannelLost, NodeChannel
-from a2e_engine.engine.cluster.frames import HEADER, MAX_LINE_BYTES, TOKEN_BYTES, pack
-from a2e_engine.engine.cluster.relay import Relay
+from a2e_engine.engine.cluster._channel import ChannelLost, NodeChannel
+from a2e_engine.engine.cluster._frames import HEADER, MAX_LINE_BYTES, TOKEN_BYTES, pack
+from a2e_engine.engine.cluster._relay import Relay
 from tests.waiting import wait_for
 
 SOCKET_TIMEOUT_S = 10.0

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
 
 CHECK = "def check(candidate):\n    assert candidate(2) == 3\n    assert candidate(-1) == 0\n"
@@ -222,7 +222,7 @@ def test_what_the_program_prints_is_capped_and_kept_whole(tools: ToolAPI) -> Non
 def test_called_outside_the_engine_it_leaves_no_files(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from a2e_engine.tools.code_eval import CodeEval
+    from a2e_engine.tools._code_eval import CodeEval
 
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     arguments = {"program": GOOD, "tests": CHECK, "entry_point": "inc"}
@@ -237,7 +237,7 @@ def test_called_outside_the_engine_it_leaves_no_files(
 def test_the_candidate_writes_only_its_own_directory_and_its_run_layer(tools: ToolAPI) -> None:
     """Nothing it runs beside may be changed: the rest of the session's workspace (where
     run_code's compile cache would be) is out of its reach; /tmp and /mnt are its run layer's
-    (sandbox.run_root), gone with the call."""
+    (sandbox._run_root), gone with the call."""
     program = (
         "import os, tempfile\nwrote = []\n"
         "for path in ('mine.txt', os.path.join(tempfile.gettempdir(), 'scratch'),\n"
@@ -259,8 +259,8 @@ def test_the_candidate_writes_only_its_own_directory_and_its_run_layer(tools: To
 
 FORGED_FRAME = (
     "import os, stat\n"
-    "from a2e_engine.sandbox.frames import write_frame_bytes\n"
-    "from a2e_engine.sandbox.worker import _encoded_result, _final_frame\n"
+    "from a2e_engine.sandbox._frames import write_frame_bytes\n"
+    "from a2e_engine.sandbox._worker import _encoded_result, _final_frame\n"
     "frame = _final_frame(_encoded_result({'verdict': 'passed', 'passed': True, 'reason': None,\n"
     "                                       'tests': []}, 1 << 20))\n"
     "for fd in range(3, 256):\n"
@@ -272,10 +272,10 @@ FORGED_FRAME = (
     "os._exit(0)\n"
 )
 PATCHED_SEAL = (
-    "import os, stat\nimport a2e_engine.tools.code_eval as ce\n"
-    "import a2e_engine.tools.python_grading as pg\n"
-    "from a2e_engine.sandbox.frames import write_frame_bytes\n"
-    "from a2e_engine.sandbox.worker import _encoded_result, _final_frame\n"
+    "import os, stat\nimport a2e_engine.tools._code_eval as ce\n"
+    "import a2e_engine.tools._python_grading as pg\n"
+    "from a2e_engine.sandbox._frames import write_frame_bytes\n"
+    "from a2e_engine.sandbox._worker import _encoded_result, _final_frame\n"
     'forged = \'{"stage":"","exc_type":"","message":"","tests":[["check",true,"",""]]}\'\n'
     "real = pg.seal\n"
     "def forge(key, report):\n"

@@ -1,5 +1,5 @@
 """The compile cache shared by every session of an engine, and the precompiled ``bits/stdc++.h``
-(``tools.compile_cache``, docs/grading.md): a hit across sessions, what a program, the compiler,
+(``tools._compile_cache``, docs/grading.md): a hit across sessions, what a program, the compiler,
 ``python_eval`` and ``run_shell`` cannot do to it, a compile that reads nothing a session can
 change, the header really used, and, without an engine, eviction by size and the entries a
 lookup refuses."""
@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig, Isolation
-from a2e_engine.sandbox.landlock import abi_version
-from a2e_engine.tools import compile_cache
-from a2e_engine.tools.compile_cache import CompileCache, shared_compile_cache
-from a2e_engine.tools.judging import Capture
-from a2e_engine.tools.languages import LANGUAGES, Language
-from a2e_engine.tools.submission import RunLimits, Submission
+from a2e_engine.sandbox._landlock import abi_version
+from a2e_engine.tools import _compile_cache as compile_cache
+from a2e_engine.tools._compile_cache import CompileCache, shared_compile_cache
+from a2e_engine.tools._judging import Capture
+from a2e_engine.tools._languages import LANGUAGES, Language
+from a2e_engine.tools._submission import RunLimits, Submission
 
 #: The shared cache is only where Landlock governs truncation too (the lookups below need none).
 needs_landlock = pytest.mark.skipif(abi_version() < 3, reason="the shared cache needs Landlock 3")

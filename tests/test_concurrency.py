@@ -13,9 +13,9 @@ import threading
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.engine.concurrency import CALLS_PER_CORE, default_max_workers
+from a2e_engine.engine._concurrency import CALLS_PER_CORE, default_max_workers
 from tests.hostile_plugin import HostileTools
 from tests.waiting import wait_for
 

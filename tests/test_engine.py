@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolDefinition, ToolEvent, ToolParameter
-from a2e.caps.tools.plugin import ToolPlugin
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolDefinition, ToolEvent, ToolParameter
+from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig, Isolation, ToolPolicy
 from tests.fakes import FakeEngine
 from tests.waiting import running
@@ -399,9 +399,9 @@ def test_a_plugin_in_a_scripts_main_works_and_the_script_runs_once(tmp_path: Any
     script.write_text(
         "print('script top level ran')\n"
         "from typing import Any\n"
-        "from a2e.caps.tools.client import ToolAPI\n"
-        "from a2e.caps.tools.models import ToolDefinition\n"
-        "from a2e.caps.tools.plugin import ToolPlugin\n"
+        "from a2e.caps.tools._client import ToolAPI\n"
+        "from a2e.caps.tools._models import ToolDefinition\n"
+        "from a2e.caps.tools._plugin import ToolPlugin\n"
         "from a2e_engine.engine import Engine, EngineConfig\n"
         "class Shout(ToolPlugin):\n"
         "    name = 'shout'\n"
@@ -529,8 +529,8 @@ def test_the_few_devices_workers_get_work(tools: ToolAPI) -> None:
 
 PLUGIN_UNDER_TMP = """
 import os
-from a2e.caps.tools.models import ToolDefinition
-from a2e.caps.tools.plugin import ToolPlugin
+from a2e.caps.tools._models import ToolDefinition
+from a2e.caps.tools._plugin import ToolPlugin
 
 
 class TmpPlugin(ToolPlugin):

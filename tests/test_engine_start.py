@@ -13,9 +13,9 @@ from typing import Any
 import psutil
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolDefinition, ToolErrorCode
-from a2e.caps.tools.plugin import ToolPlugin
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolDefinition, ToolErrorCode
+from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine import (
     Engine,
     EngineConfig,
@@ -24,9 +24,9 @@ from a2e_engine.engine import (
     Limits,
     LimitTooLow,
 )
-from a2e_engine.sandbox.paths import under
-from a2e_engine.sandbox.pool import SandboxUnavailable
-from a2e_engine.sandbox.quota import mount_points
+from a2e_engine.sandbox._paths import under
+from a2e_engine.sandbox._pool import SandboxUnavailable
+from a2e_engine.sandbox._quota import mount_points
 
 
 class BrokenPreload(ToolPlugin):
@@ -187,7 +187,7 @@ def test_a_zygote_started_later_is_held_to_the_engines_limits(tmp_path: Path) ->
 
 
 def test_the_least_memory_limit_named_is_one_that_works(tmp_path: Path) -> None:
-    from a2e.caps.tools.client import ToolAPI
+    from a2e.caps.tools._client import ToolAPI
 
     with pytest.raises(LimitTooLow) as refused:
         Engine(config=EngineConfig(limits=Limits(memory_mb=5))).start()
@@ -211,10 +211,10 @@ def _broken(*args: object, **kwargs: object) -> None:
 #: Steps of Engine.start that no configuration makes fail, broken by hand: each undoes the
 #: steps before it all the same.
 BROKEN_STEPS = {
-    "the loop thread": ("a2e_engine.engine.loop.EngineLoop.start", _broken),
-    "the requirements": ("a2e_engine.engine.engine.refusal", _broken),
-    "making up for missing layers": ("a2e_engine.engine.engine.protect_supervisor", _broken),
-    "the sessions": ("a2e_engine.engine.engine.Sessions", _broken),
+    "the loop thread": ("a2e_engine.engine._loop.EngineLoop.start", _broken),
+    "the requirements": ("a2e_engine.engine._engine.refusal", _broken),
+    "making up for missing layers": ("a2e_engine.engine._engine.protect_supervisor", _broken),
+    "the sessions": ("a2e_engine.engine._engine.Sessions", _broken),
 }
 
 

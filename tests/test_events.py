@@ -1,4 +1,4 @@
-"""The worker's plain check of event data (``a2e.caps.tools.events``) and the supervisor's
+"""The worker's plain check of event data (``a2e.caps.tools._events``) and the supervisor's
 models (``EVENT_DATA_MODELS``) declare the same shapes: same fields, defaults and bounds, and
 nothing the worker lets through is refused (or changed) by the supervisor."""
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from a2e.caps.tools.events import EVENT_FIELDS, EventKind, check_event_data
-from a2e.caps.tools.models import EVENT_DATA_MODELS
+from a2e.caps.tools._events import EVENT_FIELDS, EventKind, check_event_data
+from a2e.caps.tools._models import EVENT_DATA_MODELS
 
 
 @pytest.mark.parametrize("kind", list(EventKind))

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import FailureReason, ToolResult
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import FailureReason, ToolResult
 from a2e_engine.engine import Engine, EngineConfig, Limits, ToolPolicy
-from a2e_engine.sandbox.messages import Result, check_worker_frame, failure_frame
+from a2e_engine.sandbox._messages import Result, check_worker_frame, failure_frame
 
 
 def _failed(result: ToolResult, reason: FailureReason, code: str = "tool_error") -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolResult
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolResult
 from a2e_engine.engine import Engine, EngineConfig
 
 

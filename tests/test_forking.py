@@ -1,4 +1,4 @@
-"""How workers are forked (``sandbox.forking``): the libc fork must leave each worker a sound,
+"""How workers are forked (``sandbox._forking``): the libc fork must leave each worker a sound,
 independent interpreter, and preparation at idle priority must not follow the call's code."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolDefinition
-from a2e.caps.tools.plugin import ToolPlugin
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolDefinition
+from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig
 
 

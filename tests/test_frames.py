@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from a2e_engine.sandbox.frames import (
+from a2e_engine.sandbox._frames import (
     FrameDecoder,
     FrameError,
     encode_frame,

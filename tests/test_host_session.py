@@ -1,4 +1,4 @@
-"""Sessions of the host (``engine.host.HostSession``), as REST, ``/run_code`` and MCP hold
+"""Sessions of the host (``engine._host.HostSession``), as REST, ``/run_code`` and MCP hold
 them: the engine's own (``EngineSession``: opened for a client, or taken ready from the pool for
 one stateless request) and one made of a wire connection (``WireSession``, the cluster's).
 Several calls in flight in one session each get their own events and result; a cancel reaches
@@ -16,10 +16,10 @@ from typing import Any
 import psutil
 import pytest
 
-from a2e.caps.tools.models import ToolCallRequest, ToolEvent, ToolListRequest, ToolResult
+from a2e.caps.tools._models import ToolCallRequest, ToolEvent, ToolListRequest, ToolResult
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.engine.host import HostSession, Refused
-from a2e_engine.engine.transports.conversation import open_wire_session
+from a2e_engine.engine._host import HostSession, Refused
+from a2e_engine.engine.transports._conversation import open_wire_session
 from tests.waiting import wait_for
 
 Opener = Callable[[Engine], Awaitable[HostSession]]

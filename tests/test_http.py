@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolEvent, ToolResult
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolEvent, ToolResult
 from a2e_engine.engine import Engine, EngineConfig
 
 BLOB = bytes(range(256)) * 4

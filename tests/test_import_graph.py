@@ -137,11 +137,11 @@ def test_no_module_imports_itself_back() -> None:
 
 
 def test_the_graph_is_read_from_every_module() -> None:
-    assert _part("a2e_engine.engine.engine") == "engine" and _part("a2e.codec") == "a2e"
-    assert "a2e_engine.engine.engine" in GRAPH and "a2e_engine.sandbox.zygote" in GRAPH
-    assert "a2e_engine.engine.connection" in GRAPH["a2e_engine.engine.engine"]
-    assert "a2e_engine.sandbox.pool" in GRAPH["a2e_engine.engine.calls"]
+    assert _part("a2e_engine.engine._engine") == "engine" and _part("a2e._codec") == "a2e"
+    assert "a2e_engine.engine._engine" in GRAPH and "a2e_engine.sandbox._zygote" in GRAPH
+    assert "a2e_engine.engine._connection" in GRAPH["a2e_engine.engine._engine"]
+    assert "a2e_engine.sandbox._pool" in GRAPH["a2e_engine.engine._calls"]
     # What runs: the packages above a module imported, not what only a type checker reads.
-    assert "a2e_engine.sandbox" in RUNTIME["a2e_engine.engine.calls"]
-    assert "a2e_engine.engine.engine" in GRAPH["a2e_engine.engine"]
-    assert "a2e_engine.engine.engine" not in RUNTIME["a2e_engine.engine"]
+    assert "a2e_engine.sandbox" in RUNTIME["a2e_engine.engine._calls"]
+    assert "a2e_engine.engine._engine" in GRAPH["a2e_engine.engine"]
+    assert "a2e_engine.engine._engine" not in RUNTIME["a2e_engine.engine"]

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from a2e import jsonwire
+from a2e import _jsonwire as jsonwire
 
 
 @pytest.mark.parametrize(

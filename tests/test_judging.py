@@ -1,4 +1,4 @@
-"""Judging by output: the comparison rules and test-case forms (``tools.judging``), and
+"""Judging by output: the comparison rules and test-case forms (``tools._judging``), and
 ``code_eval``'s stdin/stdout judging for real, each verdict, and the forgeries it must refuse."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.tools.judging import JudgeCase, cases_from, compare_outputs
+from a2e_engine.tools._judging import JudgeCase, cases_from, compare_outputs
 
 SUM_CASES = [
     {"input": "1 2\n", "output": "3\n"},
@@ -277,7 +277,7 @@ def test_a_program_cannot_read_the_expected_output(tools: ToolAPI) -> None:
 
 
 def test_each_case_starts_from_nothing_an_earlier_case_left(tools: ToolAPI) -> None:
-    """A case may write its own directory, not the worker's run layer (sandbox.run_root),
+    """A case may write its own directory, not the worker's run layer (sandbox._run_root),
     which outlives each run: what case 1 leaves there, case 2 would find."""
     program = (
         "import os\nprint(os.path.exists('/tmp/a2e-mark'), os.path.exists('mark'))\n"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.tools.languages import LANGUAGES, Language
+from a2e_engine.tools._languages import LANGUAGES, Language
 
 #: Reads a word from stdin and prints it with its first argument: "<arg> <word>".
 ECHO = {
@@ -453,7 +453,7 @@ def test_a2e_doctor_reports_each_language(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from a2e_engine.engine.cli import main
-    from a2e_engine.tools import languages
+    from a2e_engine.tools import _languages as languages
 
     cobol = Language("cobol", "main.cob", ("cobc-not-here", "{source}"), install="gnucobol")
     monkeypatch.setitem(languages.LANGUAGES, "cobol", cobol)

@@ -18,8 +18,8 @@ from typing import Any
 import psutil
 import pytest
 
-from a2e_engine.sandbox.cgroups import own_path
-from a2e_engine.sandbox.leftovers import (
+from a2e_engine.sandbox._cgroups import own_path
+from a2e_engine.sandbox._leftovers import (
     BOOT_FILE,
     INITIAL_PID_NS,
     boot_id,
@@ -27,8 +27,8 @@ from a2e_engine.sandbox.leftovers import (
     mark_boot,
     sweep_state_dirs,
 )
-from a2e_engine.sandbox.paths import under
-from a2e_engine.sandbox.quota import mount_points
+from a2e_engine.sandbox._paths import under
+from a2e_engine.sandbox._quota import mount_points
 
 pytestmark = pytest.mark.skipif(
     os.stat("/proc/self/ns/pid").st_ino != INITIAL_PID_NS,
@@ -50,7 +50,7 @@ JOIN = textwrap.dedent(
 DOOMED = JOIN + textwrap.dedent(
     """
     import json, threading, time
-    from a2e.caps.tools.client import ToolAPI
+    from a2e.caps.tools._client import ToolAPI
     from a2e_engine.engine import Engine, EngineConfig
     engine = Engine(config=EngineConfig(prefork=1, state_dir=STATE)).start()
     tools = ToolAPI(engine.connect(client_name="doomed"))
@@ -89,9 +89,9 @@ NEXT = JOIN + textwrap.dedent(
     """
     import time
     from a2e_engine.engine import Engine, EngineConfig
-    from a2e_engine.sandbox.leftovers import owner_tag
-    from a2e_engine.sandbox.paths import under
-    from a2e_engine.sandbox.quota import mount_points
+    from a2e_engine.sandbox._leftovers import owner_tag
+    from a2e_engine.sandbox._paths import under
+    from a2e_engine.sandbox._quota import mount_points
     left = json.loads(sys.argv[3])
     with Engine(config=EngineConfig(prefork=1, state_dir=STATE)) as fresh:
         deadline = time.monotonic() + 5  # slots empty as the killed workers are reaped

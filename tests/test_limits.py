@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolCallRequest
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolCallRequest
 from a2e_engine.engine import Admission, Engine, EngineConfig, Limits, OutputCaps
 from tests.hostile_plugin import HostileTools
 
@@ -127,7 +127,7 @@ def test_non_json_arguments_are_refused_before_any_worker(tight: Engine) -> None
 
 
 def test_sessions_per_connection_are_capped(tight: Engine) -> None:
-    from a2e.client import HandshakeFailed
+    from a2e._client import HandshakeFailed
 
     client = tight.connect()
     for _ in range(tight.config.admission.max_sessions_per_connection - 1):

@@ -22,7 +22,7 @@ from tests.mcp_raw import INITIALIZE
 from tests.service_process import ServiceProcess, wait_for
 
 TOKEN = "mcp-http-token"
-BENCH = "a2e_engine.benchmarks.workloads:BenchTools"
+BENCH = "a2e_engine.benchmarks._workloads:BenchTools"
 
 
 @pytest.fixture(scope="module")

@@ -21,15 +21,15 @@ import psutil
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client, types
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from a2e.caps.tools.schema import input_schema
-from a2e_engine.engine.mcp.server import SEARCH_TOOL
-from a2e_engine.tools.python_eval import PythonEval
+from a2e.caps.tools._schema import input_schema
+from a2e_engine.engine.mcp._server import SEARCH_TOOL
+from a2e_engine.tools._python_eval import PythonEval
 from tests.mcp_raw import INITIALIZE
 from tests.waiting import wait_for
 from tests.worker_tree import WorkerTree
 
 SERVE_MCP = ["-m", "a2e_engine.engine.cli", "serve", "--mcp", "--prefork", "1"]
-BENCH = "a2e_engine.benchmarks.workloads:BenchTools"
+BENCH = "a2e_engine.benchmarks._workloads:BenchTools"
 
 
 @asynccontextmanager

@@ -1,4 +1,4 @@
-"""The sandbox's messages (``sandbox.messages``): what the worker and the zygote build is what
+"""The sandbox's messages (``sandbox._messages``): what the worker and the zygote build is what
 the supervisor accepts, and what breaks a declaration is refused with a sentence."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any, cast
 
 import pytest
 
-from a2e_engine.sandbox.footprint import MAX_PACKAGES, check_footprint, measure
-from a2e_engine.sandbox.frames import EVENT_PREFIX, encode_frame
-from a2e_engine.sandbox.messages import (
+from a2e_engine.sandbox._footprint import MAX_PACKAGES, check_footprint, measure
+from a2e_engine.sandbox._frames import EVENT_PREFIX, encode_frame
+from a2e_engine.sandbox._messages import (
     CONTROL,
     ControlMessage,
     Event,

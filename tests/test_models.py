@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from a2e.caps.tools.models import (
+from a2e._codec import ProtocolError, decode, encode
+from a2e._messages import A2ECapability, A2EError, ErrorCode, HandshakeRequest, HandshakeResponse
+from a2e.caps.tools._models import (
     EventKind,
     ToolCallRequest,
     ToolCallResponse,
@@ -20,8 +22,6 @@ from a2e.caps.tools.models import (
     ToolParameter,
     ToolResult,
 )
-from a2e.codec import ProtocolError, decode, encode
-from a2e.messages import A2ECapability, A2EError, ErrorCode, HandshakeRequest, HandshakeResponse
 
 SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec" / "tools-capability.txt"
 

@@ -20,11 +20,11 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from a2e.caps.tools.models import ToolResult
-from a2e_engine.engine.service.bodies import ErrorBody
-from a2e_engine.engine.service.probes import Liveness, Readiness
-from a2e_engine.engine.service.rest import CallBody, ToolList
-from a2e_engine.engine.service.sandbox_fusion import (
+from a2e.caps.tools._models import ToolResult
+from a2e_engine.engine.service._bodies import ErrorBody
+from a2e_engine.engine.service._probes import Liveness, Readiness
+from a2e_engine.engine.service._rest import CallBody, ToolList
+from a2e_engine.engine.service._sandbox_fusion import (
     RunCodeRequest,
     RunCodeResponse,
     RunJupyterRequest,

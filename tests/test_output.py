@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from a2e_engine.tools.output import MARKER, CappedText, marker, saved_in
+from a2e_engine.tools._output import MARKER, CappedText, marker, saved_in
 
 CASES = {
     "one big piece": ["a" * 50],

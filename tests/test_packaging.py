@@ -193,7 +193,7 @@ def test_the_checkout_has_the_installed_names_as_links() -> None:
 
 def test_the_installed_packages_import_from_anywhere_and_nothing_generic(tmp_path: Path) -> None:
     code = (
-        "import sys, a2e, a2e_engine.engine, a2e_engine.sandbox.zygote, a2e_engine.tools\n"
+        "import sys, a2e, a2e_engine.engine, a2e_engine.sandbox._zygote, a2e_engine.tools\n"
         "import a2e_engine.engine.cli, a2e_engine.benchmarks.bench\n"
         "generic = [m for m in sys.modules if m.split('.')[0] in "
         "('engine', 'sandbox', 'tools', 'benchmarks')]\n"
@@ -203,7 +203,7 @@ def test_the_installed_packages_import_from_anywhere_and_nothing_generic(tmp_pat
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["a2e_engine.engine.engine", "[]"]
+    assert out.stdout.split() == ["a2e_engine.engine._engine", "[]"]
 
 
 @pytest.mark.skipif(not INSTALLED, reason="the suite runs on this checkout (editable install)")
@@ -215,7 +215,7 @@ def test_the_suite_imports_the_installed_wheel_not_the_checkout() -> None:
 
     for module in (a2e, a2e_engine.engine):
         assert not Path(module.__file__ or "").resolve().is_relative_to(ROOT), module.__file__
-    code = "import a2e_engine.engine.mcp.stdio as m, a2e; print(m.__file__); print(a2e.__file__)"
+    code = "import a2e_engine.engine.mcp._stdio as m, a2e; print(m.__file__); print(a2e.__file__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     for path in out.stdout.split():

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.models import ToolCallRequest, ToolDefinition, ToolEvent, ToolListRequest
-from a2e.caps.tools.plugin import ToolPlugin
+from a2e.caps.tools._models import ToolCallRequest, ToolDefinition, ToolEvent, ToolListRequest
+from a2e.caps.tools._plugin import ToolPlugin
 
 
 class Catalog(ToolPlugin):

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolDefinition
-from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolDefinition
+from a2e.caps.tools._plugin import SandboxProfile, ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig
 from a2e_engine.sandbox.layers import LayerReport, merge_reports
 
@@ -24,12 +24,12 @@ OTHERS = ("HostileTools", "Shell", "FileTools", "HttpTools", "A2APeers", "RunCod
 HEAVY = ("pydantic", "pydantic_core", "ssl", "_ssl", "multiprocess", "dill", "email", "http")
 OTHER_MODULES = (
     "tests.hostile_plugin",
-    "a2e_engine.tools.shell",
-    "a2e_engine.tools.files",
-    "a2e_engine.tools.http",
-    "a2e_engine.tools.a2a_peers",
-    "a2e_engine.tools.run_code",
-    "a2e_engine.tools.code_eval",
+    "a2e_engine.tools._shell",
+    "a2e_engine.tools._files",
+    "a2e_engine.tools._http",
+    "a2e_engine.tools._a2a_peers",
+    "a2e_engine.tools._run_code",
+    "a2e_engine.tools._code_eval",
 )
 
 SEARCH = f"""

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from a2e_engine.engine.config_file import ConfigError, parse_config
+from a2e_engine.engine._config_file import ConfigError, parse_config
 
 GREETER = """
-from a2e.caps.tools.models import ToolDefinition
-from a2e.caps.tools.plugin import ToolPlugin
+from a2e.caps.tools._models import ToolDefinition
+from a2e.caps.tools._plugin import ToolPlugin
 
 
 class Greeter(ToolPlugin):

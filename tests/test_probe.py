@@ -1,4 +1,4 @@
-"""``sandbox.probe.in_child``: a probe runs in a throw-away child, whatever it does to itself
+"""``sandbox._probe.in_child``: a probe runs in a throw-away child, whatever it does to itself
 stays there, and its answer, its descriptors or how it failed come back."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from a2e_engine.sandbox.probe import Answer, ProbeFailed, in_child
+from a2e_engine.sandbox._probe import Answer, ProbeFailed, in_child
 
 
 def test_the_answer_and_the_descriptors_come_back_and_the_caller_is_unchanged() -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.tools.python_cells import MAX_TEXT_CHARS, mime_bundle
+from a2e_engine.tools._python_cells import MAX_TEXT_CHARS, mime_bundle
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""A Python program run as a fork of the worker's warm interpreter (``tools.python_main``) looks,
+"""A Python program run as a fork of the worker's warm interpreter (``tools._python_main``) looks,
 to itself and to whoever judges it, as under ``python main.py`` in a fresh interpreter: one
 corpus of programs runs both ways through ``run_code`` in real sandboxed workers, and each gives
 the same stdout, stderr (its run directory's name aside), exit status and verdict."""
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e_engine.tools import python_main
-from a2e_engine.tools.languages import LANGUAGES
-from a2e_engine.tools.submission import RunLimits, Submission
+from a2e.caps.tools._client import ToolAPI
+from a2e_engine.tools import _python_main as python_main
+from a2e_engine.tools._languages import LANGUAGES
+from a2e_engine.tools._submission import RunLimits, Submission
 
 #: Each program: (name, code, extra run_code arguments).
 CORPUS: list[tuple[str, str, dict[str, Any]]] = [

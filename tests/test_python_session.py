@@ -12,10 +12,10 @@ from typing import Any
 import psutil
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.engine.config import ResidentLimits
-from a2e_engine.engine.resident_workers import ResidentWorkers
+from a2e_engine.engine._config import ResidentLimits
+from a2e_engine.engine._resident_workers import ResidentWorkers
 from tests.waiting import wait_for
 
 

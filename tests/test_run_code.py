@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.tools.languages import LANGUAGES
+from a2e_engine.tools._languages import LANGUAGES
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +161,7 @@ def _attack_the_sessions_cache(tools: ToolAPI) -> None:
         "done\n"
         "mkdir ../.a2e/compiled/fake && echo made\n"
         'echo mine > own.txt && echo x > "$TMPDIR/scratch" && echo own-files-ok\n'
-        # Its run layer's /tmp (sandbox.run_root): the state directory is not beneath it.
+        # Its run layer's /tmp (sandbox._run_root): the state directory is not beneath it.
         "echo x > /tmp/outside-its-run && echo layer-ok"
     )
     attempt = _run(tools, language="bash", code=attack)["run_result"]

@@ -6,12 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolDefinition, ToolListRequest
-from a2e_engine.benchmarks.tool_catalog import QUERIES, stdlib_catalog
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolDefinition, ToolListRequest
+from a2e_engine.benchmarks._tool_catalog import QUERIES, stdlib_catalog
 from a2e_engine.benchmarks.tool_search import Catalog, evaluate
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.engine.registry import ToolRegistry
+from a2e_engine.engine._registry import ToolRegistry
 
 
 def test_recall_at_5_over_the_standard_library_catalog() -> None:
@@ -70,7 +70,7 @@ def test_the_index_and_its_imports_wait_for_the_first_search() -> None:
     """``bm25s`` (numpy, scipy) is imported by the first search, not by starting an engine."""
     script = (
         "import sys\n"
-        "from a2e.caps.tools.client import ToolAPI\n"
+        "from a2e.caps.tools._client import ToolAPI\n"
         "from a2e_engine.engine import Engine, EngineConfig\n"
         "with Engine(config=EngineConfig(prefork=1)) as engine:\n"
         "    tools = ToolAPI(engine.connect())\n"

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from a2e.caps.tools.async_client import AsyncToolAPI
-from a2e.caps.tools.models import ToolEvent
-from a2e.transports.websocket import TransportRefused
+from a2e.caps.tools._async_client import AsyncToolAPI
+from a2e.caps.tools._models import ToolEvent
+from a2e.transports._websocket import TransportRefused
 from tests.service_process import ServiceProcess
 
 TOKEN = "async-tests-token"

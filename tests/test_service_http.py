@@ -387,9 +387,9 @@ SANDBOX_FUSION_LANGUAGES = (
 
 
 def test_every_language_is_served_under_a_sandbox_fusion_name() -> None:
-    from a2e_engine.engine.service.sandbox_fusion import LANGUAGES as SERVED
-    from a2e_engine.engine.service.sandbox_fusion import NOT_SERVED
-    from a2e_engine.tools.languages import LANGUAGES
+    from a2e_engine.engine.service._sandbox_fusion import LANGUAGES as SERVED
+    from a2e_engine.engine.service._sandbox_fusion import NOT_SERVED
+    from a2e_engine.tools._languages import LANGUAGES
 
     assert set(SERVED.values()) == set(LANGUAGES)
     # Each of SandboxFusion's names is served, or refused by name with the reason; c, js and
@@ -467,7 +467,7 @@ def test_an_unknown_language_is_a_sandbox_error(service: ServiceProcess) -> None
     answer = _run_code(service, {"language": "brainfuck", "code": "+."})
     assert answer["status"] == "SandboxError" and "'brainfuck' is not served" in answer["message"]
     assert answer["run_result"] is None
-    from a2e_engine.engine.service.sandbox_fusion import NOT_SERVED
+    from a2e_engine.engine.service._sandbox_fusion import NOT_SERVED
 
     for language, why in NOT_SERVED.items():
         refused = _run_code(service, {"language": language, "code": "1"})

@@ -17,12 +17,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.client import A2EClient
-from a2e.transports.websocket import TransportRefused, WebSocketTransport
-from a2e_engine.engine.cli.app import build_parser
-from a2e_engine.engine.cli.errors import UsageError
-from a2e_engine.engine.cli.serve import service_config_of
+from a2e._client import A2EClient
+from a2e.caps.tools._client import ToolAPI
+from a2e.transports._websocket import TransportRefused, WebSocketTransport
+from a2e_engine.engine.cli._app import build_parser
+from a2e_engine.engine.cli._errors import UsageError
+from a2e_engine.engine.cli._serve import service_config_of
 from tests.service_process import ServiceProcess, run_serve, wait_for
 from tests.waiting import running
 

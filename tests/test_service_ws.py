@@ -15,11 +15,11 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.frames import Frame, Opcode
 from websockets.sync.client import connect
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolEvent
-from a2e.client import A2EClient
-from a2e.transports.websocket import TransportRefused, WebSocketTransport
-from a2e_engine.engine.service.frame_batches import text_frame
+from a2e._client import A2EClient
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolEvent
+from a2e.transports._websocket import TransportRefused, WebSocketTransport
+from a2e_engine.engine.service._frame_batches import text_frame
 from tests.service_process import ServiceProcess, wait_for
 
 TOKEN = "s3cret-token-for-tests"

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolEvent
-from a2e.client import A2EClient
-from a2e.codec import MAX_MESSAGE_BYTES
-from a2e.transports.stdio import StdioTransport
+from a2e._client import A2EClient
+from a2e._codec import MAX_MESSAGE_BYTES
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolEvent
+from a2e.transports._stdio import StdioTransport
 from a2e_engine.engine import Engine
-from a2e_engine.engine.state_dir import default_parent
-from a2e_engine.engine.transports.lines import _Splitter
-from a2e_engine.engine.transports.stdio import serve_stdio
+from a2e_engine.engine._state_dir import default_parent
+from a2e_engine.engine.transports._lines import _Splitter
+from a2e_engine.engine.transports._stdio import serve_stdio
 from tests.waiting import running
 
 SERVE = [sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--stdio", "--prefork", "1"]

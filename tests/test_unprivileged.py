@@ -3,7 +3,7 @@
 The test process is root; a forked child gives up root for ``nobody`` and runs the engine in a
 fresh interpreter. The Python installation may live under a directory ``nobody`` may not enter
 (pyenv under ``/root``): the child first opens the way in a mount namespace of its own, as the
-sandbox does for its workers (``sandbox.identity``).
+sandbox does for its workers (``sandbox._identity``).
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from a2e_engine.sandbox import syscalls
-from a2e_engine.sandbox.identity import closed_ancestors, open_the_way
+from a2e_engine.sandbox import _syscalls as syscalls
+from a2e_engine.sandbox._identity import closed_ancestors, open_the_way
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
 
 ENGINE_RUN = r"""
 import json, os, signal, time
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolDefinition
-from a2e.caps.tools.plugin import SandboxProfile, ToolPlugin
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolDefinition
+from a2e.caps.tools._plugin import SandboxProfile, ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig, Isolation
 
 
@@ -139,7 +139,7 @@ def test_an_unprivileged_engine_isolates_calls(landlock: bool) -> None:
     assert "Permission denied" in checks["environ"] or "No such file" in checks["environ"]
     assert checks["escaper_alive"] is False
     # Without CAP_SYS_NICE a worker could not come back from idle priority: prepared at normal
-    # priority instead, and the report says why (sandbox.forking).
+    # priority instead, and the report says why (sandbox._forking).
     fresh = layers["fresh_process"]
     assert isinstance(fresh, dict) and fresh["fork"] == "libc fork (single-threaded)"
     if resource.getrlimit(resource.RLIMIT_NICE)[0] == 0:

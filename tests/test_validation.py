@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from a2e.caps.tools.models import ToolParameter
-from a2e_engine.engine.validation import decode_json_text, validate_arguments
+from a2e.caps.tools._models import ToolParameter
+from a2e_engine.engine._validation import decode_json_text, validate_arguments
 
 PARAMS = [
     ToolParameter(name="path", type="string", description="p", required=True),

@@ -20,11 +20,11 @@ from websockets.protocol import State
 from websockets.sync.server import ServerConnection, serve
 from websockets.uri import parse_uri
 
-from a2e.client import A2EClient
-from a2e.codec import encode
-from a2e.messages import A2EError, HandshakeRequest
-from a2e.transports.websocket import WebSocketTransport
-from a2e.transports.websocket_inbound import Inbound
+from a2e._client import A2EClient
+from a2e._codec import encode
+from a2e._messages import A2EError, HandshakeRequest
+from a2e.transports._websocket import WebSocketTransport
+from a2e.transports._websocket_inbound import Inbound
 
 MESSAGE = encode(A2EError(code="internal", message="hello from the server"))
 

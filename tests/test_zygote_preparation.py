@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from a2e_engine.sandbox.landlock import covering_paths
-from a2e_engine.sandbox.mount_template import TmpBind, tmp_binds
+from a2e_engine.sandbox._landlock import covering_paths
+from a2e_engine.sandbox._mount_template import TmpBind, tmp_binds
 
 
 def test_covering_paths_resolve_links_and_drop_what_is_covered(tmp_path: Path) -> None:
@@ -65,8 +65,8 @@ def test_the_paths_a_private_tmp_binds_back() -> None:
 
 
 def test_the_zygote_settings_arrive_as_the_value_that_was_sent() -> None:
-    from a2e_engine.sandbox.limits import Limits
-    from a2e_engine.sandbox.settings import Isolation, ZygoteSettings
+    from a2e_engine.sandbox._limits import Limits
+    from a2e_engine.sandbox._settings import Isolation, ZygoteSettings
 
     isolation = Isolation(
         namespaces=False,
@@ -121,11 +121,11 @@ def test_each_layer_is_reported_by_its_own_module_only() -> None:
 
 
 def test_the_run_layer_a_worker_builds(tmp_path: Path) -> None:
-    """sandbox.run_root.plan: read roots as overlays, system and code read-only; programs
+    """sandbox._run_root.plan: read roots as overlays, system and code read-only; programs
     may write the layer's own directories, never one holding the state directory, the
     system's or the code's; links on the way to code made again; a state directory reached
     through a link bound where it really is."""
-    from a2e_engine.sandbox.run_root import plan
+    from a2e_engine.sandbox._run_root import plan
 
     data, code, real_state = tmp_path / "data", tmp_path / "checkout", tmp_path / "state"
     for folder in (data, code / "src", real_state):
@@ -155,25 +155,26 @@ def test_the_run_layer_a_worker_builds(tmp_path: Path) -> None:
 
 
 def test_the_layers_run_in_one_order_written_once() -> None:
-    """``sandbox.contain.LAYERS`` is the only list of layers that runs: every module the
+    """``sandbox._contain.LAYERS`` is the only list of layers that runs: every module the
     catalog names (but the supervisor's own and the parts of another) has one layer there, no
     other module names a layer's steps, and the order keeps what each step relies on."""
     from pathlib import Path
 
     import a2e_engine.sandbox
-    from a2e_engine.sandbox import contain
+    from a2e_engine.sandbox import _contain as contain
     from a2e_engine.sandbox.layers import CATALOG
 
-    order = [type(layer).__module__.rsplit(".", 1)[1] for layer in contain.LAYERS]
+    order = [type(layer).__module__.rsplit("._", 1)[1] for layer in contain.LAYERS]
     assert len(set(order)) == len(order)
     not_in_a_worker = {"run", "quota", "run_root"}  # the supervisor's; mount_template's part
     no_layer = {"plugin_code"}  # the plugins' preload: a step, not an isolation layer
-    assert {layer.module for layer in CATALOG.values()} - not_in_a_worker == set(order) - no_layer
+    cataloged = {layer.module.removeprefix("_") for layer in CATALOG.values()}
+    assert cataloged - not_in_a_worker == set(order) - no_layer
     sources = Path(a2e_engine.sandbox.__file__).parent.glob("*.py")
     listing = sorted(
         p.stem for p in sources if ".LAYER," in p.read_text() or "LAYERS:" in p.read_text()
     )
-    assert listing == ["contain"]
+    assert listing == ["_contain"]
     before = [
         ("subreaper", "plugin_code"),  # what a preload leaves running is caught
         ("plugin_code", "network"),  # a preload runs where the zygote started, network and all
@@ -200,10 +201,12 @@ def test_without_the_mount_template_the_layers_that_need_it_go_off(
     """A template that cannot be made takes back the PID namespace (the two are set up
     together) and the session uid whose way to the interpreter it was to open: each reported
     off with the template's reason, nothing left half on."""
-    from a2e_engine.sandbox import identity, mount_template, namespaces
-    from a2e_engine.sandbox.identity import Crossing
-    from a2e_engine.sandbox.preparation import Preparation
-    from a2e_engine.sandbox.settings import ZygoteSettings
+    from a2e_engine.sandbox import _identity as identity
+    from a2e_engine.sandbox import _mount_template as mount_template
+    from a2e_engine.sandbox import _namespaces as namespaces
+    from a2e_engine.sandbox._identity import Crossing
+    from a2e_engine.sandbox._preparation import Preparation
+    from a2e_engine.sandbox._settings import ZygoteSettings
 
     closed: list[bool] = []
 

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from a2e.caps.tools.client import PendingCall, ToolAPI
+from a2e.caps.tools._client import PendingCall, ToolAPI
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> bool:

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from a2e.lazy import lazy_exports
+from a2e._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from a2e_engine.tools.a2a_peers import A2APeers
-    from a2e_engine.tools.builtin import BUILTIN_PLUGINS
-    from a2e_engine.tools.code_eval import CodeEval
-    from a2e_engine.tools.files import FileTools
-    from a2e_engine.tools.http import HttpTools
-    from a2e_engine.tools.python_eval import PythonEval
-    from a2e_engine.tools.run_code import RunCode
-    from a2e_engine.tools.shell import Shell
+    from a2e_engine.tools._a2a_peers import A2APeers
+    from a2e_engine.tools._builtin import BUILTIN_PLUGINS
+    from a2e_engine.tools._code_eval import CodeEval
+    from a2e_engine.tools._files import FileTools
+    from a2e_engine.tools._http import HttpTools
+    from a2e_engine.tools._python_eval import PythonEval
+    from a2e_engine.tools._run_code import RunCode
+    from a2e_engine.tools._shell import Shell
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -36,13 +36,13 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "BUILTIN_PLUGINS": f"{__name__}.builtin",
-        "A2APeers": f"{__name__}.a2a_peers",
-        "CodeEval": f"{__name__}.code_eval",
-        "FileTools": f"{__name__}.files",
-        "HttpTools": f"{__name__}.http",
-        "PythonEval": f"{__name__}.python_eval",
-        "RunCode": f"{__name__}.run_code",
-        "Shell": f"{__name__}.shell",
+        "BUILTIN_PLUGINS": f"{__name__}._builtin",
+        "A2APeers": f"{__name__}._a2a_peers",
+        "CodeEval": f"{__name__}._code_eval",
+        "FileTools": f"{__name__}._files",
+        "HttpTools": f"{__name__}._http",
+        "PythonEval": f"{__name__}._python_eval",
+        "RunCode": f"{__name__}._run_code",
+        "Shell": f"{__name__}._shell",
     },
 )

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from a2e.lazy import lazy_exports
+from a2e._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from a2e_engine.engine.cli.app import main
-    from a2e_engine.engine.cli.errors import EXIT_STATUS
+    from a2e_engine.engine.cli._app import main
+    from a2e_engine.engine.cli._errors import EXIT_STATUS
 
 __all__ = ["EXIT_STATUS", "main"]
 
 __getattr__ = lazy_exports(
     __name__,
-    {"EXIT_STATUS": "a2e_engine.engine.cli.errors", "main": "a2e_engine.engine.cli.app"},
+    {"EXIT_STATUS": "a2e_engine.engine.cli._errors", "main": "a2e_engine.engine.cli._app"},
 )

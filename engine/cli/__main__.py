@@ -2,6 +2,6 @@
 
 import sys
 
-from a2e_engine.engine.cli.app import main
+from a2e_engine.engine.cli._app import main
 
 sys.exit(main())

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from a2e.lazy import lazy_exports
+from a2e._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from a2e_engine.engine.cluster.backend import RayEngine
-    from a2e_engine.engine.cluster.links import NodeInfo
+    from a2e_engine.engine.cluster._backend import RayEngine
+    from a2e_engine.engine.cluster._links import NodeInfo
+    from a2e_engine.engine.cluster._loopback import stay_on_loopback
 
-__all__ = ["NodeInfo", "RayEngine"]
+__all__ = ["NodeInfo", "RayEngine", "stay_on_loopback"]
 
 __getattr__ = lazy_exports(
     __name__,
     {
-        "NodeInfo": "a2e_engine.engine.cluster.links",
-        "RayEngine": "a2e_engine.engine.cluster.backend",
+        "NodeInfo": "a2e_engine.engine.cluster._links",
+        "RayEngine": "a2e_engine.engine.cluster._backend",
+        "stay_on_loopback": "a2e_engine.engine.cluster._loopback",
     },
 )

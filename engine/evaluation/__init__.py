@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from a2e.lazy import lazy_exports
+from a2e._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from a2e_engine.engine.evaluation.runner import EvalOptions, EvalPlan, evaluate, prepare
+    from a2e_engine.engine.evaluation._runner import EvalOptions, EvalPlan, evaluate, prepare
 
 __all__ = ["EvalOptions", "EvalPlan", "evaluate", "prepare"]
 
-__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "a2e_engine.engine.evaluation.runner"))
+__getattr__ = lazy_exports(__name__, dict.fromkeys(__all__, "a2e_engine.engine.evaluation._runner"))

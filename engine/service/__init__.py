@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from a2e.lazy import lazy_exports
+from a2e._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from a2e_engine.engine.service.config import ServiceConfig, is_loopback
-    from a2e_engine.engine.service.server import HttpService, ServiceError
+    from a2e_engine.engine.service._config import ServiceConfig, is_loopback
+    from a2e_engine.engine.service._server import HttpService, ServiceError
 
 __all__ = ["HttpService", "ServiceConfig", "ServiceError", "is_loopback"]
 
@@ -22,7 +22,7 @@ __all__ = ["HttpService", "ServiceConfig", "ServiceError", "is_loopback"]
 __getattr__ = lazy_exports(
     __name__,
     {
-        **dict.fromkeys(("HttpService", "ServiceError"), "a2e_engine.engine.service.server"),
-        **dict.fromkeys(("ServiceConfig", "is_loopback"), "a2e_engine.engine.service.config"),
+        **dict.fromkeys(("HttpService", "ServiceError"), "a2e_engine.engine.service._server"),
+        **dict.fromkeys(("ServiceConfig", "is_loopback"), "a2e_engine.engine.service._config"),
     },
 )

@@ -1,2 +1,2 @@
 """Server-side transports: each carries one kind of connection to the engine through the host
-protocol (``engine.host``) alone."""
+protocol (``engine._host``) alone."""

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig, Isolation
-from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox._limits import Limits
 from tests.hostile_plugin import HostileNetworkTools, HostileTools
 from tests.security.harness import Attacker, Canaries, Sandbox
 

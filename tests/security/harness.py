@@ -28,9 +28,9 @@ from typing import Any
 import psutil
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
-from a2e.caps.tools.models import ToolResult
-from a2e.client import A2EClient
+from a2e._client import A2EClient
+from a2e.caps.tools._client import ToolAPI
+from a2e.caps.tools._models import ToolResult
 from a2e_engine.engine import Engine
 
 GRACE_S = 3.0

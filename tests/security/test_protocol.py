@@ -8,8 +8,8 @@ import threading
 import time
 from typing import Any
 
-from a2e.codec import MAX_MESSAGE_BYTES, ProtocolError, decode
-from a2e.messages import A2EMessage
+from a2e._codec import MAX_MESSAGE_BYTES, ProtocolError, decode
+from a2e._messages import A2EMessage
 from tests.security.harness import Attacker, Sandbox, attack, leftover_processes
 
 CODEC = "the codec: size cap, strict JSON, typed models; an error per bad line"

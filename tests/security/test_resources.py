@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from tests.security.harness import FIND_PIPES, Attacker, Sandbox, attack
 
 DEADLINE = "wall-clock deadline (SIGKILL)"

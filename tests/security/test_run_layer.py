@@ -1,4 +1,4 @@
-"""The run layer attacked (``sandbox.run_root``): a call writes anywhere its uid may, and none of
+"""The run layer attacked (``sandbox._run_root``): a call writes anywhere its uid may, and none of
 it reaches the host, not through a file the host lets anyone write, a symbolic link,
 ``/proc/self/root``, ``/proc/1/root`` or a hard link; filling the layer ends in ``ENOSPC`` at
 its cap; the next call finds none of it; switched off, writes outside are refused again."""
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from a2e.caps.tools.client import ToolAPI
+from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig, Isolation
-from a2e_engine.sandbox.limits import Limits
+from a2e_engine.sandbox._limits import Limits
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the run layer needs root here")
 

@@ -1,19 +1,29 @@
-"""The ``tools`` capability: wire models, plugin contract and client API.
+"""The ``tools`` capability: wire models, the plugin contract and the client API.
 
-The models are imported when first named, not with the package: a sandbox worker imports
-``a2e.caps.tools.plugin`` and must not pay for pydantic (see ``a2e.caps.tools.events``).
+Each name is imported when first used, not with the package: a sandbox worker imports the
+plugin contract (``ToolPlugin``, ``ToolContext``) and must not pay for the models and the
+clients (pydantic).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from a2e.lazy import lazy_exports
+from a2e._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from a2e.caps.tools.endings import CallEnding
-    from a2e.caps.tools.models import (
+    from a2e.caps.tools._async_client import AsyncPendingCall, AsyncToolAPI
+    from a2e.caps.tools._client import PendingCall, ToolAPI
+    from a2e.caps.tools._endings import CallEnding
+    from a2e.caps.tools._events import EventKind
+    from a2e.caps.tools._models import (
+        DEFAULT_TIMEOUT_S,
+        ArtifactData,
         FailureReason,
+        LogData,
+        ParameterType,
+        ProgressData,
+        StatusData,
         ToolCallRequest,
         ToolCallResponse,
         ToolCancelRequest,
@@ -24,11 +34,60 @@ if TYPE_CHECKING:
         ToolListResponse,
         ToolParameter,
         ToolResult,
+        ToolUsage,
     )
+    from a2e.caps.tools._plugin import (
+        SandboxProfile,
+        ToolCancelled,
+        ToolContext,
+        ToolExecutionError,
+        ToolPlugin,
+    )
+    from a2e.caps.tools._schema import anthropic_tool, input_schema, openai_tool
 
 __all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "ArtifactData",
+    "AsyncPendingCall",
+    "AsyncToolAPI",
     "CallEnding",
+    "EventKind",
     "FailureReason",
+    "LogData",
+    "ParameterType",
+    "PendingCall",
+    "ProgressData",
+    "SandboxProfile",
+    "StatusData",
+    "ToolAPI",
+    "ToolCallRequest",
+    "ToolCallResponse",
+    "ToolCancelRequest",
+    "ToolCancelled",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolErrorCode",
+    "ToolEvent",
+    "ToolExecutionError",
+    "ToolListRequest",
+    "ToolListResponse",
+    "ToolParameter",
+    "ToolPlugin",
+    "ToolResult",
+    "ToolUsage",
+    "anthropic_tool",
+    "input_schema",
+    "openai_tool",
+]
+
+_MODELS = (
+    "DEFAULT_TIMEOUT_S",
+    "ArtifactData",
+    "FailureReason",
+    "LogData",
+    "ParameterType",
+    "ProgressData",
+    "StatusData",
     "ToolCallRequest",
     "ToolCallResponse",
     "ToolCancelRequest",
@@ -39,10 +98,22 @@ __all__ = [
     "ToolListResponse",
     "ToolParameter",
     "ToolResult",
-]
-
+    "ToolUsage",
+)
+_CONTRACT = ("SandboxProfile", "ToolCancelled", "ToolContext", "ToolExecutionError", "ToolPlugin")
+_SCHEMA = ("anthropic_tool", "input_schema", "openai_tool")
 
 __getattr__ = lazy_exports(
     __name__,
-    {**dict.fromkeys(__all__, "a2e.caps.tools.models"), "CallEnding": "a2e.caps.tools.endings"},
+    {
+        **dict.fromkeys(_MODELS, "a2e.caps.tools._models"),
+        **dict.fromkeys(_CONTRACT, "a2e.caps.tools._plugin"),
+        **dict.fromkeys(("AsyncPendingCall", "AsyncToolAPI"), "a2e.caps.tools._async_client"),
+        **dict.fromkeys(("PendingCall", "ToolAPI"), "a2e.caps.tools._client"),
+        **dict.fromkeys(
+            ("anthropic_tool", "input_schema", "openai_tool"), "a2e.caps.tools._schema"
+        ),
+        "CallEnding": "a2e.caps.tools._endings",
+        "EventKind": "a2e.caps.tools._events",
+    },
 )

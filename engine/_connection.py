@@ -1,0 +1,307 @@
+"""``Connection``: the engine's side of one connection, whatever carries it (``engine._host``).
+
+Everything protocol-level happens here: the handshake and its sessions, list and search, calls
+(each its own task, so many run at once and replies go out as each finishes), cancellation, and
+``error`` replies that name the problem. Nothing a peer sends can raise out of ``receive``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hmac
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from a2e._codec import ProtocolError
+from a2e._messages import (
+    A2EError,
+    A2EMessage,
+    ErrorCode,
+    HandshakeRequest,
+    HandshakeResponse,
+)
+from a2e.caps.tools._models import (
+    FailureReason,
+    ToolCallRequest,
+    ToolCallResponse,
+    ToolCancelRequest,
+    ToolErrorCode,
+    ToolEvent,
+    ToolListRequest,
+    ToolResult,
+)
+from a2e_engine.engine._host import HostClosed, Refused, Send
+from a2e_engine.engine._host_session import SUPPORTED_CAPABILITIES, EngineSession, Services
+from a2e_engine.engine._identities import UidsExhausted
+from a2e_engine.engine._policy import Policy
+
+__all__ = ["Connection"]
+
+log = logging.getLogger("a2e.host")
+
+
+@dataclass
+class _Call:
+    session: EngineSession
+    task: asyncio.Task[ToolResult]
+
+
+class Connection:
+    """Implements ``engine._host.HostConnection``; the ``_`` methods run on the engine's loop."""
+
+    def __init__(
+        self,
+        services: Services,
+        send: Send,
+        policy: Policy | None = None,
+        name: str = "",
+        on_closed: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.services = services
+        self.config = services.calls.config
+        self._send = send
+        self.policy = policy
+        self.name = name
+        self._on_closed = on_closed
+        self.sessions: dict[str, EngineSession] = {}
+        self.calls: dict[str, _Call] = {}
+        self.closed = False
+
+    # -- the host protocol: from any thread --
+
+    def receive(self, message: A2EMessage | ProtocolError) -> None:
+        self._on_loop(self._receive, message)
+
+    def finish(self) -> concurrent.futures.Future[None]:
+        try:
+            loop = self.services.loop.loop
+            return asyncio.run_coroutine_threadsafe(self._finish(), loop)
+        except RuntimeError as exc:
+            raise HostClosed(str(exc)) from None
+
+    def close(self) -> None:
+        self._on_loop(self._close)
+
+    def _on_loop(self, fn: Callable[..., None], *args: object) -> None:
+        if self.services.loop.in_thread():
+            fn(*args)
+            return
+        try:
+            self.services.loop.call_soon(fn, *args)
+        except RuntimeError as exc:  # the engine stopped
+            raise HostClosed(str(exc)) from None
+
+    def in_flight(self) -> list[asyncio.Task[ToolResult]]:
+        return [call.task for call in self.calls.values()]
+
+    # -- plumbing --
+
+    def send(self, message: A2EMessage) -> None:
+        """Hand a message to the transport. One message that cannot be serialised (a tool's
+        result nested deeper than JSON encoders go, say) fails that reply, never the connection."""
+        if self.closed:
+            return
+        try:
+            self._send(message)
+        except Exception as exc:
+            log.warning("connection %s: cannot send %s: %s", self.name, message.type, exc)
+            self._send_fallback(message, f"{type(exc).__name__}: {exc}")
+
+    def _send_fallback(self, message: A2EMessage, why: str) -> None:
+        if isinstance(message, ToolEvent):
+            return  # the event is lost; the result will still come
+        if isinstance(message, ToolCallResponse):
+            result = message.data
+            replacement: A2EMessage = ToolCallResponse(
+                req_id=message.req_id,
+                data=ToolResult(
+                    success=False,
+                    tool_name=result.tool_name,
+                    error_code=ToolErrorCode.TOOL_ERROR,
+                    # A result our wires cannot carry (nested past what encoders go to).
+                    reason=FailureReason.OUTPUT_LIMIT,
+                    error=f"the tool's result could not be sent ({why})",
+                    duration_ms=result.duration_ms,
+                    exit_code=result.exit_code,
+                    usage=result.usage,
+                ),
+            )
+        else:
+            replacement = A2EError(
+                req_id=getattr(message, "req_id", ""),
+                code=ErrorCode.INTERNAL,
+                message=f"a {message.type} reply could not be sent ({why})",
+            )
+        try:
+            self._send(replacement)
+        except Exception:
+            log.exception("connection %s: even the fallback reply failed", self.name)
+
+    def error(
+        self, req_id: str, code: ErrorCode | str, message: str, retryable: bool = False
+    ) -> None:
+        self.send(A2EError(req_id=req_id, code=code, message=message, retryable=retryable))
+
+    def _receive(self, message: A2EMessage | ProtocolError) -> None:
+        """On the engine's loop; never raises."""
+        if self.closed:
+            return
+        try:
+            if isinstance(message, ProtocolError):
+                self.send(message.to_message())
+            elif isinstance(message, HandshakeRequest):
+                self._handshake(message)
+            elif isinstance(message, ToolListRequest):
+                self._list(message)
+            elif isinstance(message, ToolCallRequest):
+                self._call(message)
+            elif isinstance(message, ToolCancelRequest):
+                self._cancel(message)
+            else:
+                self.error(
+                    message.id,
+                    ErrorCode.INVALID_MESSAGE,
+                    f"{message.type} is sent by hosts, not to them",
+                )
+        except Exception as exc:
+            log.exception("connection %s: handling %s failed", self.name, type(message).__name__)
+            req_id = getattr(message, "id", "") if not isinstance(message, ProtocolError) else ""
+            self.error(req_id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _finish(self) -> None:
+        calls = self.in_flight()
+        if calls:
+            await asyncio.wait(calls)
+        self._close()
+
+    def _close(self) -> None:
+        """End every call and session of this connection (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        for session in self.sessions.values():
+            session.close()  # its calls cancelled, the session ended after them
+        self.sessions.clear()
+        if self._on_closed is not None:
+            self._on_closed(self)
+
+    # -- handlers --
+
+    def _handshake(self, request: HandshakeRequest) -> None:
+        expected = self.config.token
+        if expected is not None and not hmac.compare_digest(
+            (request.token or "").encode(), expected.encode()
+        ):
+            self.error(request.id, ErrorCode.UNAUTHORIZED, "handshake token missing or wrong")
+            return
+        limit = self.config.admission.max_sessions_per_connection
+        if len(self.sessions) >= limit:
+            self.error(
+                request.id,
+                ErrorCode.OVERLOADED,
+                f"this connection already has {limit} sessions; open another connection",
+            )
+            return
+        granted = [c for c in dict.fromkeys(request.capabilities) if c in SUPPORTED_CAPABILITIES]
+        policies: list[Policy] = [self.services.policy]
+        if self.policy is not None:
+            policies.append(self.policy)
+        try:
+            opened = self.services.sessions.open(request.client, frozenset(granted), policies)
+        except (UidsExhausted, OSError) as exc:
+            self.error(request.id, ErrorCode.OVERLOADED, f"cannot open a session: {exc}")
+            return
+        session = self.sessions[opened.id] = EngineSession(self.services, opened)
+        self.send(
+            HandshakeResponse(
+                req_id=request.id,
+                session_id=session.session_id,
+                capabilities=granted,
+                server=self.config.server_name,
+            )
+        )
+
+    def _session_for(self, req_id: str, session_id: str) -> EngineSession | None:
+        if session_id:
+            session = self.sessions.get(session_id)
+            if session is None:
+                self.error(
+                    req_id,
+                    ErrorCode.UNKNOWN_SESSION,
+                    f"no session {session_id!r} on this connection; send handshake/req first",
+                )
+            return session
+        if not self.sessions:
+            self.error(
+                req_id,
+                ErrorCode.HANDSHAKE_REQUIRED,
+                "no session yet: send handshake/req before other messages",
+            )
+            return None
+        return list(self.sessions.values())[-1]
+
+    def _list(self, request: ToolListRequest) -> None:
+        session = self._session_for(request.id, "")
+        if session is None:
+            return
+        try:
+            self.send(session.tools(request))
+        except Refused as exc:
+            self.send(exc.error)
+
+    def _call(self, request: ToolCallRequest) -> None:
+        session = self._session_for(request.id, request.session_id)
+        if session is None:
+            return
+        if request.id in self.calls:
+            self.error(
+                request.id,
+                ErrorCode.DUPLICATE_REQUEST,
+                f"a call with id {request.id!r} is already in flight on this connection",
+            )
+            return
+        limit = self.config.admission.max_calls_per_connection
+        if len(self.calls) >= limit:
+            self.error(
+                request.id,
+                ErrorCode.OVERLOADED,
+                f"this connection already has {limit} calls in flight; wait for one to end",
+                retryable=True,
+            )
+            return
+        try:
+            task = session.start(request, self.send)
+        except Refused as exc:
+            self.send(exc.error)
+            return
+        self.calls[request.id] = _Call(session, task)
+        task.add_done_callback(lambda done: self._answer(request, done))
+
+    def _answer(self, request: ToolCallRequest, task: asyncio.Task[ToolResult]) -> None:
+        """The call's response, after every event it sent."""
+        self.calls.pop(request.id, None)
+        if task.cancelled():
+            self.error(request.id, ErrorCode.INTERNAL, "internal error: the call was cancelled")
+            return
+        failure = task.exception()
+        if failure is not None:  # the engine's own bug (logged where it ran): still answer
+            self.error(
+                request.id,
+                ErrorCode.INTERNAL,
+                f"internal error: {type(failure).__name__}: {failure}",
+            )
+            return
+        self.send(ToolCallResponse(req_id=request.id, data=task.result()))
+
+    def _cancel(self, request: ToolCancelRequest) -> None:
+        call = self.calls.get(request.req_id)
+        if call is None or (request.session_id and call.session.session_id != request.session_id):
+            self.error(
+                request.id,
+                ErrorCode.UNKNOWN_REQUEST,
+                f"no call {request.req_id!r} in flight on this connection",
+            )
+            return
+        call.session.cancel(request.req_id)

@@ -1,0 +1,171 @@
+"""``ResidentWorkers``: the workers that sessions keep for their stateful tools (those a plugin
+lists in ``ToolPlugin.resident_tools``, such as ``python_session``), one per session.
+
+A session's first call of such a tool starts its worker (``WorkerPool.run_resident``: forked and
+hardened as every worker, under the session's uid and in its workspace); its next calls run in
+that same process, one at a time, so what the tool kept is there. The worker ends with its
+session (or when a stateless session is given back to be wiped), when it has been idle for
+``idle_s``, when it has lived ``lifetime_s``, and when a call ends it (its deadline passed and
+the interrupt did not help, it crashed, it broke a rule). The next call then starts a new one,
+and is told, in a ``status`` event, that nothing was kept and why. At most ``limit`` live at
+once: past that a new session's call is turned away with ``overloaded``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from a2e.caps.tools._endings import CallEnding
+from a2e.caps.tools._reasons import FailureReason
+from a2e_engine.engine._config import ResidentLimits
+from a2e_engine.sandbox._deadline import Deadline
+from a2e_engine.sandbox._messages import Job
+from a2e_engine.sandbox._pool import WorkerPool
+from a2e_engine.sandbox._resident import ResidentWorker
+from a2e_engine.sandbox._run import EventSink, Outcome
+from a2e_engine.sandbox._waiting import StopSignal
+
+__all__ = ["ResidentWorkers"]
+
+log = logging.getLogger("a2e.engine")
+
+#: How often idle and old workers are looked for.
+_REAP_EVERY_S = 1.0
+
+
+@dataclass
+class _Kept:
+    """One session's place: its worker while it has one, and why the last one ended."""
+
+    lock: asyncio.Lock
+    worker: ResidentWorker | None = None
+    started: float = 0.0
+    last_used: float = 0.0
+    ended: str = ""  # why the last worker ended, until a call has been told
+
+
+class ResidentWorkers:
+    def __init__(self, pool: WorkerPool, limits: ResidentLimits) -> None:
+        self.pool = pool
+        self.limits = limits
+        self._kept: dict[str, _Kept] = {}
+        self._starting = 0  # workers being started, counted against the limit
+        self._reaper: asyncio.Task[None] | None = None
+
+    @property
+    def live(self) -> int:
+        return sum(1 for kept in self._kept.values() if _alive(kept.worker))
+
+    async def run(
+        self,
+        session_id: str,
+        job: Job,
+        deadline: Deadline,
+        on_event: EventSink,
+        stop: StopSignal,
+    ) -> Outcome:
+        """``job`` in the session's worker, started if it has none."""
+        kept = self._kept.setdefault(session_id, _Kept(asyncio.Lock()))
+        loop = asyncio.get_running_loop()
+        async with kept.lock:
+            if _alive(kept.worker) and loop.time() - kept.started > self.limits.lifetime_s:
+                await self._end(kept, f"it lived past its {self.limits.lifetime_s:g} s")
+            starting = not _alive(kept.worker)
+            if starting and self.live + self._starting >= self.limits.limit:
+                return Outcome(
+                    CallEnding.FAILED,
+                    error=f"all {self.limits.limit} sessions that may keep a worker have one; "
+                    "end a session (or raise resident_workers) and try again",
+                    reason=FailureReason.OVERLOADED,
+                    retryable=False,
+                )
+            self._starting += starting
+            try:
+                outcome = await self._run(kept, job, deadline, on_event, stop)
+            finally:
+                self._starting -= starting
+        self._start_reaper()
+        return outcome
+
+    async def _run(
+        self, kept: _Kept, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal
+    ) -> Outcome:
+        """Under the session's lock: tell the call if an earlier worker ended, then run it."""
+        loop = asyncio.get_running_loop()
+        if kept.worker is not None and not kept.worker.alive:  # it ended between calls
+            await self._end(kept, kept.worker.why_gone())
+        if not _alive(kept.worker) and kept.ended:
+            with contextlib.suppress(ValueError):
+                on_event(
+                    "status",
+                    {
+                        "message": f"the session's worker ended ({kept.ended}): this call "
+                        "runs in a new one, and nothing of the earlier one is kept"
+                    },
+                )
+            kept.ended = ""
+        before = kept.worker
+        kept.worker, outcome = await self.pool.run_resident(
+            kept.worker if _alive(kept.worker) else None, job, deadline, on_event, stop
+        )
+        now = loop.time()
+        if kept.worker is not before:
+            kept.started = now
+        kept.last_used = now
+        if kept.worker is not None and not kept.worker.alive:
+            await self._end(kept, kept.worker.why_gone())
+        return outcome
+
+    async def end(self, session_id: str, why: str = "its session ended") -> None:
+        """End the session's worker, if it has one, and forget the session."""
+        kept = self._kept.pop(session_id, None)
+        if kept is not None:
+            async with kept.lock:
+                await self._end(kept, why)
+
+    async def close(self) -> None:
+        """End every worker (the engine stops)."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for session_id in list(self._kept):
+            await self.end(session_id, "the engine stopped")
+
+    async def _end(self, kept: _Kept, why: str) -> None:
+        if kept.worker is not None:
+            worker, kept.worker = kept.worker, None
+            await worker.end(why)
+            kept.ended = why
+
+    def _start_reaper(self) -> None:
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+
+    async def _reap(self) -> None:
+        """End the workers idle or alive too long, and reap those that died between calls,
+        while any are left to watch."""
+        loop = asyncio.get_running_loop()
+        while any(kept.worker is not None for kept in self._kept.values()):
+            await asyncio.sleep(_REAP_EVERY_S)
+            now = loop.time()
+            for kept in list(self._kept.values()):
+                worker = kept.worker
+                if worker is None or kept.lock.locked():
+                    continue
+                if not worker.alive:
+                    why = worker.why_gone()
+                elif now - kept.last_used > self.limits.idle_s:
+                    why = f"it was idle for more than {self.limits.idle_s:g} s"
+                elif now - kept.started > self.limits.lifetime_s:
+                    why = f"it lived past its {self.limits.lifetime_s:g} s"
+                else:
+                    continue
+                async with kept.lock:
+                    await self._end(kept, why)
+                log.info("a session's resident worker ended: %s", why)
+
+
+def _alive(worker: ResidentWorker | None) -> bool:
+    return worker is not None and worker.alive

@@ -1,0 +1,106 @@
+"""``Sessions``: the live sessions of an engine, opened at a handshake, ended with their
+connection once their last call is done.
+
+Each session gets an unguessable id (also its directory's name, so that workers cannot find
+other sessions' directories), a directory in the state directory (a tmpfs of its own where
+quotas are on), and, with the identity layer, a uid of its own for its calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from a2e_engine.engine._identities import SessionUids
+from a2e_engine.engine._policy import Policy
+from a2e_engine.engine._session import Session
+
+__all__ = ["Sessions"]
+
+
+class Sessions:
+    def __init__(
+        self,
+        state_dir: str,
+        uids: SessionUids | None,
+        quota_mb: int,
+        end_workers: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        self.state_dir = state_dir
+        self.uids = uids  # None: calls run as the engine's own uid
+        self.quota_mb = quota_mb  # each session's directory is a tmpfs of this size (0: none)
+        #: Ends the worker a session keeps (``engine._resident_workers``), given its id.
+        self.end_workers = end_workers
+        self._ending: set[asyncio.Task[None]] = set()
+
+    def open(self, client: str, capabilities: frozenset[str], policies: list[Policy]) -> Session:
+        """A new session with its directories; ``UidsExhausted`` or ``OSError`` if none can
+        be had now."""
+        session = self._new(client, capabilities, policies)
+        try:
+            session.create_dirs()
+        except OSError:
+            self._release_uid(session)
+            session.remove_dirs()
+            raise
+        return session
+
+    async def open_aside(
+        self, client: str, capabilities: frozenset[str], policies: list[Policy]
+    ) -> Session:
+        """``open``, on the engine's loop, with the directories made in a thread of its
+        chores (a mount and its propagation take a while, and the loop must not wait)."""
+        session = self._new(client, capabilities, policies)
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, session.create_dirs)
+        except BaseException:
+            self._release_uid(session)
+            await loop.run_in_executor(None, session.remove_dirs)
+            raise
+        return session
+
+    def _new(self, client: str, capabilities: frozenset[str], policies: list[Policy]) -> Session:
+        session_id = uuid.uuid4().hex
+        return Session(
+            client=client,
+            capabilities=capabilities,
+            policies=policies,
+            id=session_id,
+            root=os.path.join(self.state_dir, session_id),
+            uid=self.uids.take() if self.uids is not None else None,
+            quota_mb=self.quota_mb,
+        )
+
+    def end(self, session: Session, after: Iterable[asyncio.Task[Any]] = ()) -> None:
+        """On the engine's loop: remove the session's directories once ``after`` are done."""
+        calls = list(after)
+
+        async def remove() -> None:
+            if calls:
+                await asyncio.wait(calls)
+            await self.retire_workers(session)
+            await asyncio.get_running_loop().run_in_executor(None, session.remove_dirs)
+            self._release_uid(session)  # no call of it runs, nothing of it is left
+
+        task = asyncio.get_running_loop().create_task(remove())
+        self._ending.add(task)
+        task.add_done_callback(self._ending.discard)
+
+    async def retire_workers(self, session: Session) -> None:
+        """End the worker ``session`` keeps, before its directories go or are wiped for
+        another request: nothing of it may outlive it."""
+        if self.end_workers is not None:
+            await self.end_workers(session.id)
+
+    async def wait_ended(self, timeout: float) -> None:
+        """Until every ended session's directories are gone (or ``timeout``)."""
+        if self._ending:
+            await asyncio.wait(list(self._ending), timeout=timeout)
+
+    def _release_uid(self, session: Session) -> None:
+        if self.uids is not None and session.uid is not None:
+            self.uids.give_back(session.uid)

@@ -1,0 +1,117 @@
+"""``RequireToken``: every request but the open ones shows the service's token, or gets 401.
+
+The token comes as ``Authorization: Bearer T``, or as ``?token=T`` for clients that can only be
+given a URL (verl's ``sandbox_fusion_url``), or as a path prefix ``/t/T/...`` for clients that
+append their path to a base URL they are given (SkyRL's ``SANDBOX_FUSION_URL``), where a query
+string would end up before the path. It is compared in constant
+time. A WebSocket upgrade without it is refused with the same 401, before the upgrade (the ASGI
+denial response), so that a client sees why rather than a bare close.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qs
+
+from a2e import _jsonwire as jsonwire
+from a2e_engine.engine.service._bodies import ErrorBody
+
+__all__ = ["RequireToken", "presented_token", "refuse", "strip_path_token"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+SendMessage = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, SendMessage], Awaitable[None]]
+
+
+#: The path prefix that carries a token: ``/t/<token>/rest/of/the/path``.
+PATH_TOKEN = "/t/"
+
+
+def strip_path_token(scope: Scope) -> tuple[Scope, str | None]:
+    """The request as if it had no ``/t/<token>`` prefix, and the token it carried."""
+    path: str = scope["path"]
+    if not path.startswith(PATH_TOKEN):
+        return scope, None
+    token, _, rest = path[len(PATH_TOKEN) :].partition("/")
+    stripped = dict(scope)
+    stripped["path"] = "/" + rest
+    stripped["raw_path"] = stripped["path"].encode()
+    return stripped, token
+
+
+def presented_token(scope: Scope) -> str | None:
+    """The token a request shows: its bearer header first, else its ``token`` parameter."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, credentials = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer":
+                return credentials.strip()
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    tokens = query.get("token")
+    return tokens[-1] if tokens else None
+
+
+class RequireToken:
+    def __init__(
+        self,
+        app: App,
+        token: str | None,
+        open_paths: frozenset[str],
+        on_refused: Callable[[str], None] = lambda reason: None,
+    ) -> None:
+        self.app = app
+        self._expected = token.encode() if token is not None else None
+        self.open_paths = open_paths
+        self._on_refused = on_refused
+
+    async def __call__(self, scope: Scope, receive: Receive, send: SendMessage) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope, in_path = strip_path_token(scope)
+        else:
+            in_path = None
+        if (
+            self._expected is None
+            or scope["type"] not in ("http", "websocket")
+            or scope["path"] in self.open_paths
+        ):
+            await self.app(scope, receive, send)
+            return
+        shown = in_path if in_path is not None else presented_token(scope)
+        if shown is not None and hmac.compare_digest(shown.encode(), self._expected):
+            await self.app(scope, receive, send)
+            return
+        self._on_refused("unauthorized")
+        why = "missing token" if shown is None else "wrong token"
+        await refuse(
+            scope,
+            send,
+            401,
+            "unauthorized",
+            f"{why}: send 'Authorization: Bearer <token>' or ?token=",
+            [(b"www-authenticate", b'Bearer realm="a2e"')],
+        )
+
+
+async def refuse(
+    scope: Scope,
+    send: SendMessage,
+    status: int,
+    error: str,
+    why: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """Answer an HTTP request, or refuse a WebSocket before its upgrade, with ``status`` and a
+    JSON ``ErrorBody``."""
+    body = jsonwire.dumps(ErrorBody(error=error, message=why).model_dump(mode="json")).encode()
+    all_headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *(headers or []),
+    ]
+    prefix = "websocket.http.response" if scope["type"] == "websocket" else "http.response"
+    await send({"type": f"{prefix}.start", "status": status, "headers": all_headers})
+    await send({"type": f"{prefix}.body", "body": body})

@@ -1,0 +1,63 @@
+"""``ServiceConfig``: what shapes the network service, apart from the engine behind it.
+
+Every limit has a safe default: a service faces clients it does not know. The engine's own
+limits (calls per connection, pending calls, timeouts) stay in ``EngineConfig``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from a2e._codec import MAX_MESSAGE_BYTES
+from a2e.caps.tools._models import DEFAULT_TIMEOUT_S
+
+__all__ = ["ServiceConfig", "is_loopback"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` keeps the service on this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """``token``: when set, every endpoint but ``/healthz`` wants it (``Authorization: Bearer``,
+    or ``?token=`` for clients that can only be given a URL). ``max_message_bytes`` caps a
+    WebSocket message and a request body; ``max_outbox_bytes`` is what a connection may have
+    waiting to be sent before a client that does not read is dropped. ``drain_s``: on SIGTERM,
+    how long calls in flight may take to finish before they are cancelled. ``max_connections``
+    bounds the connections served at once (past it: 503)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    token: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    max_outbox_bytes: int = 64 * 1024 * 1024
+    drain_s: float = 30.0
+    max_connections: int = 1024
+    #: How long a client may take to send its request line and headers, or a body.
+    request_timeout_s: float = 30.0
+    #: Each MCP call's timeout (``/mcp``), as MCP requests carry none.
+    mcp_call_timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if self.token is not None and not self.token:
+            raise ValueError("the service's token is empty; give one, or none (--no-auth)")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both a certificate and its key (--tls-cert, --tls-key)")
+        if self.max_message_bytes < 1024 or self.max_outbox_bytes < self.max_message_bytes:
+            raise ValueError(
+                "max_message_bytes must be at least 1024 and max_outbox_bytes at least as large"
+            )
+        if self.drain_s < 0 or self.max_connections < 1 or self.request_timeout_s <= 0:
+            raise ValueError("drain_s must be >= 0, max_connections >= 1, request_timeout_s > 0")
+        if not self.mcp_call_timeout_s > 0:
+            raise ValueError("mcp_call_timeout_s must be a positive number of seconds")

@@ -1,0 +1,51 @@
+"""``ServiceState``: what every part of one service shares: its host, its settings, its
+metrics, and whether it is draining."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from starlette.responses import Response
+
+from a2e._messages import A2EError, A2EMessage, ErrorCode
+from a2e.caps.tools._models import ToolCallResponse
+from a2e_engine.engine._host import Host, Refused
+from a2e_engine.engine.service._config import ServiceConfig
+from a2e_engine.engine.service._metrics import ServiceMetrics
+from a2e_engine.engine.service._responses import refusal_response
+
+__all__ = ["ServiceState"]
+
+#: Protocol errors that mean the service turned a request away (the rest are the client's).
+_COUNTED_REFUSALS = frozenset({ErrorCode.OVERLOADED, ErrorCode.MESSAGE_TOO_LARGE})
+
+
+@dataclass
+class ServiceState:
+    host: Host
+    config: ServiceConfig
+    metrics: ServiceMetrics = field(init=False)
+    draining: bool = False
+
+    def __post_init__(self) -> None:
+        self.metrics = ServiceMetrics(self.host)
+
+    def watch(self, message: A2EMessage) -> None:
+        """Each message the WebSocket sends: results and refusals are counted."""
+        if type(message) is ToolCallResponse:
+            self.metrics.observe(message.data)
+        elif type(message) is A2EError:
+            self._count(message)
+
+    def count_refusal(self, refused: Refused) -> None:
+        """The host turned a request away: counted when it was the service's doing."""
+        self._count(refused.error)
+
+    def _count(self, error: A2EError) -> None:
+        if error.code in _COUNTED_REFUSALS:
+            self.metrics.reject(error.code)
+
+    def refusal(self, refused: Refused) -> Response:
+        """The HTTP answer to a refusal, counted."""
+        self.count_refusal(refused)
+        return refusal_response(refused)

@@ -1,0 +1,280 @@
+"""Layers ``pids_cgroup`` and ``memory_cgroup``: per-call cgroups, caps on processes (pids) and
+memory that no fork, thread, memfd or shared memory segment gets around, plus a pids cap on
+the whole sandbox.
+
+A fork bomb, a thread bomb or memory held outside ``RLIMIT_AS`` in one call must neither harm
+the host nor starve the other calls. For each controller the zygote creates one group for the
+sandbox and, below it, reusable *slot* groups with the per-call limits. Each worker joins the
+slots the zygote assigned it once its inherited fds are closed, while it is pre-forked (a join
+is slow, and off the call's path there); a slot goes to a new worker once the previous one and
+everything it started are gone. The zygote itself stays outside, so it can always fork
+replacements. Workers see ``/sys`` read-only and cannot lift the caps. Groups that a zygote
+killed together with its supervisor left behind go when the next one starts
+(``sandbox._leftovers``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Unpack
+
+from a2e_engine.sandbox._leftovers import dead_owners, owner_tag
+from a2e_engine.sandbox._limits import SANDBOX_PROCESSES
+from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
+
+if TYPE_CHECKING:
+    from a2e_engine.sandbox.layers import Facts, LayerReports
+
+__all__ = [
+    "LAYER",
+    "Slot",
+    "SlotGroups",
+    "join_cgroup",
+    "kill_members",
+    "made_by",
+    "own_path",
+    "remove_cgroup_tree",
+]
+
+_ROOT = "/sys/fs/cgroup"
+_PREFIX = "a2e-sandbox-"
+#: A released memory slot still charged with more than this is retired (see ``release_slot``).
+RETIRE_ABOVE_BYTES = 32 << 20
+
+
+@dataclass
+class Slot:
+    path: str
+    oom_kills: int  # the group's OOM-kill count when the slot was handed out
+
+
+class SlotGroups:
+    """Zygote-side owner of one hierarchy's sandbox group and its slots."""
+
+    def __init__(self, path: str, slot_settings: dict[str, str], events: str | None) -> None:
+        self.path = path
+        self.slot_settings = slot_settings
+        self.events = events  # file with the "oom_kill N" counter, for memory
+        self._free: list[Slot] = []
+        self._count = 0
+
+    @classmethod
+    def create(
+        cls, controller: str, sandbox_settings: dict[str, str], slot_settings: dict[str, str]
+    ) -> SlotGroups:
+        """One controller's groups (cgroup v1 layout). Raise ``OSError`` saying why not."""
+        base = os.path.join(_ROOT, controller)
+        if not os.path.isfile(os.path.join(base, "cgroup.procs")):
+            if os.path.isfile(os.path.join(_ROOT, "cgroup.controllers")):
+                raise OSError("cgroup v2 (unified) hierarchy: only v1 is supported so far")
+            raise OSError(f"no {controller} cgroup hierarchy is mounted")
+        parent = os.path.join(base, own_path(controller).lstrip("/"))
+        for leftover in dead_owners(parent, _PREFIX):
+            # A zygote killed with its supervisor left it, maybe with a worker that outlived
+            # them (one whose tool cleared its parent-death signal): only workers join it.
+            kill_members(leftover.path)
+            remove_cgroup_tree(leftover.path)
+        path = os.path.join(parent, _PREFIX + owner_tag())
+        os.mkdir(path)
+        try:
+            for name, value in sandbox_settings.items():
+                _write(os.path.join(path, name), value)
+        except OSError:
+            os.rmdir(path)
+            raise
+        events = "memory.oom_control" if controller == "memory" else None
+        return cls(path, slot_settings, events)
+
+    def take_slot(self) -> Slot:
+        if self._free:
+            return self._free.pop()  # its OOM count was read when it was released
+        self._count += 1
+        path = os.path.join(self.path, f"slot{self._count}")
+        os.mkdir(path)
+        for name, value in self.slot_settings.items():
+            _write(os.path.join(path, name), value)
+        return Slot(path, self.oom_kills(path))
+
+    def release_slot(self, slot: Slot) -> bool:
+        """Only once the worker and its whole tree are gone. True if the kernel's OOM killer
+        struck in this slot while the worker had it.
+
+        Memory the call left charged to its slot (files it wrote to a session's tmpfs outlive
+        it) would count against the next call there: such a slot is retired, not reused."""
+        kills = self.oom_kills(slot.path)
+        oom, slot.oom_kills = kills > slot.oom_kills, kills  # empty now: it cannot change
+        if self._still_charged(slot.path):
+            try:
+                os.rmdir(slot.path)
+                return oom
+            except OSError:
+                pass
+        self._free.append(slot)
+        return oom
+
+    def _still_charged(self, path: str) -> bool:
+        if self.events is None:  # only the memory controller carries charges
+            return False
+        try:
+            return int(_read(os.path.join(path, "memory.usage_in_bytes"))) > RETIRE_ABOVE_BYTES
+        except (OSError, ValueError):
+            return False
+
+    def oom_kills(self, path: str) -> int:
+        if self.events is None:
+            return 0
+        try:
+            for line in _read(os.path.join(path, self.events)).splitlines():
+                key, _, value = line.partition(b" ")
+                if key == b"oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+
+class Cgroups(Layer):
+    def prepare(self, prep: Preparation) -> None:
+        """In the zygote: the sandbox group and its slots' settings per controller that can
+        be had (each reported, active or why not)."""
+        limits, enabled = prep.settings.limits, prep.settings.isolation.cgroups
+        _prepare(
+            prep,
+            "pids",
+            "pids_cgroup",
+            enabled=enabled,
+            sandbox={"pids.max": str(SANDBOX_PROCESSES)},
+            slot={"pids.max": str(limits.processes)},
+            per_call=limits.processes,
+            total=SANDBOX_PROCESSES,
+        )
+        _prepare(
+            prep,
+            "memory",
+            "memory_cgroup",
+            enabled=enabled,
+            sandbox={},
+            slot={"memory.limit_in_bytes": str(limits.call_memory_mb << 20)},
+            per_call_mb=limits.call_memory_mb,
+        )
+
+    def apply(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker, right after its fds are closed: everything below, and every child,
+        counts against the slots it was given."""
+        for path in worker.cgroups:
+            join_cgroup(path)
+
+
+LAYER = Cgroups()
+
+
+def _prepare(
+    prep: Preparation,
+    controller: str,
+    layer: str,
+    enabled: bool,
+    sandbox: dict[str, str],
+    slot: dict[str, str],
+    **facts: Unpack[Facts],
+) -> None:
+    try:
+        if not enabled:
+            raise OSError("disabled by configuration")
+        made = SlotGroups.create(controller, sandbox, slot)
+    except OSError as exc:
+        prep.report(layer, exc.strerror or str(exc))
+        return
+    prep.cgroups[controller] = made
+    facts["path"] = made.path
+    prep.report(layer, None, **facts)
+
+
+def join_cgroup(path: str) -> None:
+    """Move the calling process into the group at ``path``.
+
+    Plain ``os`` calls: each worker joins its groups first thing, and a text-mode ``open`` (an
+    io stack, an encoding lookup) would cost it pages copied from the zygote."""
+    fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, str(os.getpid()).encode())
+    finally:
+        os.close(fd)
+
+
+def _read(path: str) -> bytes:
+    """A small control file, with plain ``os`` calls: the zygote reads two per call (no text
+    io stack, whose objects it would also copy from the workers it shares pages with)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(value)
+
+
+def own_path(controller: str) -> str:
+    """This process's cgroup path for ``controller`` (v1), or in the unified hierarchy (v2)
+    for ``""``."""
+    with open("/proc/self/cgroup") as fh:
+        for line in fh:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if controller in controllers.split(","):
+                return path
+    return "/"
+
+
+def made_by(layers: LayerReports) -> list[str]:
+    """The cgroups a zygote's layer report says it made: the supervisor removes them when it
+    stops, since a zygote killed outright cannot."""
+    made = ("pids_cgroup", "memory_cgroup")
+    return [layers.fact(name, "path") for name in made if layers.active(name)]
+
+
+def kill_members(path: str, wait_s: float = 2.0) -> None:
+    """SIGKILL every process in a sandbox group and its slots, and wait (a little) until the
+    kernel has taken them out, so that the slots can be removed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        members = [pid for group in (path, *_slots_of(path)) for pid in _pids_in(group)]
+        if not members or time.monotonic() > deadline:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+
+
+def _slots_of(path: str) -> list[str]:
+    try:
+        return [entry.path for entry in os.scandir(path) if entry.is_dir()]
+    except OSError:
+        return []
+
+
+def _pids_in(group: str) -> list[int]:
+    try:
+        return [int(pid) for pid in _read(os.path.join(group, "cgroup.procs")).split()]
+    except (OSError, ValueError):
+        return []
+
+
+def remove_cgroup_tree(path: str) -> None:
+    """Remove a sandbox group and its (empty) slots after the zygote exited; best effort."""
+    for child in _slots_of(path):
+        try:
+            os.rmdir(child)
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass

@@ -1,0 +1,347 @@
+"""``WorkerPool``: the supervisor's side of the sandbox (asyncio, one event loop).
+
+It puts together what runs a job in a fresh worker, each part in a module of its own: a zygote
+per plugin (or per group of plugins that share one), each with its supply of pre-forked
+workers (``sandbox._zygote_line``), the line to each zygote and its restarts
+(``sandbox._zygote_link``), the slots that bound the calls running at once across all of them
+(``sandbox._slots``), one job through one worker to its ``Outcome`` (``sandbox._run``), or the
+jobs of one session through its kept worker (``sandbox._resident``). It never unpickles
+anything: zygote and workers speak JSON only.
+
+The pool knows nothing of sessions or of the wire protocol; the engine gives it a ``Job``, its
+``Deadline`` and an ``on_event`` callback and gets an ``Outcome`` back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from a2e.caps.tools._endings import CallEnding
+from a2e_engine.sandbox._deadline import Deadline
+from a2e_engine.sandbox._limits import OutputCaps
+from a2e_engine.sandbox._messages import Job
+from a2e_engine.sandbox._paths import beneath
+from a2e_engine.sandbox._resident import ResidentWorker
+from a2e_engine.sandbox._run import (
+    EventSink,
+    Outcome,
+    WorkerHandle,
+    not_started,
+    report_layers,
+    run_job,
+)
+from a2e_engine.sandbox._settings import ZygoteSettings
+from a2e_engine.sandbox._slots import WorkerSlots
+from a2e_engine.sandbox._supply import WorkerSupply
+from a2e_engine.sandbox._waiting import StopSignal
+from a2e_engine.sandbox._zygote_line import ZygoteLine, ZygoteSpec
+from a2e_engine.sandbox._zygote_link import LinkFactory, SandboxUnavailable, ZygoteLink
+from a2e_engine.sandbox.layers import LayerReport, LayerReports, merge_reports
+
+__all__ = [
+    "PoolConfig",
+    "PoolStatus",
+    "SandboxUnavailable",
+    "StopSignal",
+    "WorkerPool",
+    "ZygoteSpec",
+    "check_workers",
+]
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    """What the pool is doing now, for readiness checks and metrics."""
+
+    zygote_up: bool
+    broken: str | None  # why the sandbox will not come back, once it will not
+    zygote_restarts: int
+    workers_waiting: int  # pre-forked, ready for a job
+    calls_running: int  # holding a worker slot
+    calls_queued: int  # waiting for a slot
+
+
+def check_workers(max_workers: int | None, prefork: int) -> None:
+    """How many workers may run calls at once (``None``: sized later) and wait ready for one."""
+    if (max_workers is not None and max_workers < 1) or prefork < 0:
+        raise ValueError("max_workers must be at least 1 and prefork at least 0")
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """The pool's own settings, and the zygote's (``sandbox._settings``): each zygote gets the
+    frame size of ``output``, its workers' cap."""
+
+    zygote: ZygoteSettings = field(default_factory=ZygoteSettings)
+    max_workers: int = 4
+    prefork: int = 2
+    output: OutputCaps = field(default_factory=OutputCaps)
+    start_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        check_workers(self.max_workers, self.prefork)
+
+
+class WorkerPool:
+    """Runs jobs in fresh sandboxed workers, each forked by the zygote of the job's plugin.
+    Create, ``await start()``, ``run()``, ``stop()``."""
+
+    def __init__(
+        self,
+        zygotes: Sequence[ZygoteSpec],
+        config: PoolConfig | None = None,
+        *,
+        start_all: bool = False,
+        accept: Callable[[LayerReports], str | None] | None = None,
+        link: LinkFactory = ZygoteLink,
+    ) -> None:
+        """``accept`` says why a zygote that starts after ``start`` may not run its plugin's
+        calls, given its layers (``None``: it may); those started by ``start`` are for the
+        caller to judge from ``layers``. ``link`` makes the line to each zygote: the seam where
+        tests put one without processes (tests/fakes.py), as httpx's ``MockTransport`` takes
+        the place of its transport."""
+        if not zygotes:
+            raise ValueError("a pool needs at least one zygote")
+        self.config = config or PoolConfig()
+        self._caps = self.config.output
+        self._accept = accept
+        self._lines = {
+            spec.name: ZygoteLine(
+                spec,
+                self._settings_for(spec),
+                self.config.prefork,
+                self.config.max_workers,
+                self._caps.max_frame,
+                self.config.start_timeout,
+                link,
+            )
+            for spec in zygotes
+        }
+        self._first = self._lines[zygotes[0].name]
+        self._start_all = start_all
+        self._slots: WorkerSlots | None = None
+        #: The supervisor's own layers, beside the zygotes' (the caller may add its own).
+        self.supervisor_layers: dict[str, LayerReport] = report_layers()
+
+    def _settings_for(self, spec: ZygoteSpec) -> str:
+        """The zygote settings of ``spec``: the seccomp profiles its own tools run under, so
+        that it compiles no other filter and, without a network profile, can join the empty
+        network namespace itself (``sandbox._network``); and the directories of its own plugin
+        only (``ZygoteSettings.plugin_dirs``), where those of other plugins are hidden from
+        its workers whole: their common parent, which names none of them. A plugin that
+        shares its zygote (``ToolPlugin.zygote_group``) gets none: the other plugins' workers
+        would share its mount namespace, where its directories cannot be hidden from them."""
+        settings = self.config.zygote
+        alone = len(spec.plugins) == 1
+        own = {n: d for n, d in settings.plugin_dirs.items() if alone and n in spec.plugins}
+        others = [d for n, d in settings.plugin_dirs.items() if n not in own]
+        hidden = tuple(dict.fromkeys(_home_of(dirs, settings.writable_paths) for dirs in others))
+        settings = dataclasses.replace(
+            settings,
+            max_frame=self._caps.max_frame,
+            plugin_dirs=own,
+            hidden_paths=tuple(p for h in hidden for p in h),
+        )
+        if spec.profiles:
+            settings = dataclasses.replace(settings, profiles=spec.profiles)
+        return settings.to_json()
+
+    @property
+    def layers(self) -> LayerReports:
+        """The isolation layers, as every zygote started so far reported them: a layer is
+        on where it is on in all of them (``sandbox.layers.merge_reports``); each zygote's
+        own report is in ``zygotes()``."""
+        reports = {
+            line.spec.name: line.hello["layers"]
+            for line in self._lines.values()
+            if line.started and isinstance(line.hello.get("layers"), dict)
+        }
+        if not reports:
+            return LayerReports()
+        return LayerReports({**merge_reports(reports), **self.supervisor_layers})
+
+    @property
+    def zygote_pid(self) -> int | None:
+        """The first zygote's (the one started with the pool)."""
+        return self._first.pid
+
+    def zygote_pids(self) -> list[int]:
+        """The zygotes running now (each plugin's starts on its first job)."""
+        return [line.pid for line in self._lines.values() if line.started and line.pid]
+
+    def zygotes(self) -> list[dict[str, Any]]:
+        """Each zygote: its name, plugins, whether it runs, its pid and footprint."""
+        return [
+            {
+                "name": line.spec.name,
+                "plugins": list(line.spec.plugins),
+                "started": line.started,
+                "pid": line.pid if line.started else None,
+                **(line.footprint if line.started else {}),
+                "layers": line.hello.get("layers", {}) if line.started else {},
+            }
+            for line in self._lines.values()
+        ]
+
+    def status(self) -> PoolStatus:
+        """On the pool's loop."""
+        slots = self._slots
+        started = [line for line in self._lines.values() if line.started]
+        broken = next((line.link.broken for line in started if line.link.broken), None)
+        return PoolStatus(
+            zygote_up=bool(started) and all(line.link.up for line in started),
+            broken=broken,
+            zygote_restarts=sum(max(0, line.link.starts - 1) for line in started),
+            workers_waiting=sum(len(line.idle_pids()) for line in started),
+            calls_running=slots.in_flight if slots else 0,
+            calls_queued=slots.waiting if slots else 0,
+        )
+
+    def idle_worker_pids(self) -> set[int]:
+        """Pre-forked workers waiting for a job (for tests that look for leftover processes)."""
+        return {pid for line in self._lines.values() for pid in line.idle_pids()}
+
+    # -- lifecycle --
+
+    async def start(self) -> None:
+        """Start the first zygote (which reports the layers), or every one with
+        ``start_all``; the others start on their first job."""
+        self._slots = WorkerSlots(self.config.max_workers)
+        await self._first.ensure_started()
+        if self._start_all:
+            await asyncio.gather(*(line.ensure_started() for line in self._lines.values()))
+        for line in self._lines.values():
+            line.accept = self._accept
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(line.stop() for line in self._lines.values()))
+
+    # -- running a job --
+
+    async def run(
+        self, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal
+    ) -> Outcome:
+        """Run ``job`` in a fresh worker of its zygote, within ``deadline``."""
+        assert self._slots is not None
+        loop = asyncio.get_running_loop()
+        queued_at = loop.time()
+        supply = await self._supply_for(job)
+        if isinstance(supply, Outcome):
+            return supply
+        if not await self._slots.acquire(deadline, stop):
+            return self._not_started(stop, deadline, queued_at, "waiting for a free worker slot")
+        try:
+            worker = await self._take(supply, job, deadline, stop, queued_at)
+            if isinstance(worker, Outcome):
+                return worker
+            queued_ms = int((loop.time() - queued_at) * 1000)
+            limits = self.config.zygote.limits
+            outcome = await run_job(worker, job, deadline, on_event, stop, self._caps, limits)
+            outcome.queued_ms = queued_ms
+            return outcome
+        finally:
+            self._slots.release()
+
+    async def run_resident(
+        self,
+        resident: ResidentWorker | None,
+        job: Job,
+        deadline: Deadline,
+        on_event: EventSink,
+        stop: StopSignal,
+    ) -> tuple[ResidentWorker | None, Outcome]:
+        """Run ``job`` in ``resident``, the session's kept worker, or in a new one when it has
+        none alive (``sandbox._resident``): the worker, alive or not, and the outcome. Each
+        job holds a worker slot while it runs, as every job does."""
+        assert self._slots is not None
+        loop = asyncio.get_running_loop()
+        queued_at = loop.time()
+        fresh = resident is None or not resident.alive
+        supply = await self._supply_for(job) if fresh else None
+        if isinstance(supply, Outcome):
+            return None, supply
+        if not await self._slots.acquire(deadline, stop):
+            waiting = "waiting for a free worker slot"
+            return resident, self._not_started(stop, deadline, queued_at, waiting)
+        try:
+            if supply is not None:
+                worker = await self._take(supply, job, deadline, stop, queued_at)
+                if isinstance(worker, Outcome):
+                    return None, worker
+                resident = ResidentWorker(worker, self._caps, self.config.zygote.limits)
+                job = cast(Job, {**job, "resident": True})
+            assert resident is not None
+            queued_ms = int((loop.time() - queued_at) * 1000)
+            outcome = await resident.run(job, deadline, on_event, stop)
+            outcome.queued_ms = queued_ms
+            return resident, outcome
+        finally:
+            self._slots.release()
+
+    async def _supply_for(self, job: Job) -> WorkerSupply | Outcome:
+        """The started supply of workers of the job's zygote that has its profile, or the
+        outcome that says why there is none."""
+        line = self._lines.get(job["zygote"])
+        if line is None:
+            return Outcome(CallEnding.SETUP_FAILED, error=f"no sandbox zygote {job['zygote']!r}")
+        try:
+            await line.ensure_started()
+        except SandboxUnavailable as exc:
+            return Outcome(CallEnding.UNAVAILABLE, error=str(exc))
+        supply = line.supply
+        assert supply is not None
+        if job["profile"] not in supply.ready:
+            return Outcome(
+                CallEnding.SETUP_FAILED,
+                error=f"sandbox profile {job['profile']!r} is not enabled",
+            )
+        return supply
+
+    async def _take(
+        self,
+        supply: WorkerSupply,
+        job: Job,
+        deadline: Deadline,
+        stop: StopSignal,
+        queued_at: float,
+    ) -> WorkerHandle | Outcome:
+        """A fresh worker for ``job``, or the outcome that says why none came in time."""
+        try:
+            worker = await supply.take(job["profile"], deadline, stop)
+        except SandboxUnavailable as exc:
+            return Outcome(CallEnding.UNAVAILABLE, error=str(exc))
+        if worker is None:
+            return self._not_started(
+                stop, deadline, queued_at, "waiting for a sandboxed worker", supply
+            )
+        return worker
+
+    def _not_started(
+        self,
+        stop: StopSignal,
+        deadline: Deadline,
+        queued_at: float,
+        waiting: str,
+        supply: WorkerSupply | None = None,
+    ) -> Outcome:
+        assert self._slots is not None
+        queued_ms = int((asyncio.get_running_loop().time() - queued_at) * 1000)
+        detail = f" ({self._slots.in_flight} calls running)"
+        if supply is not None and supply.last_spawn_error:
+            detail += f"; last fork error: {supply.last_spawn_error}"
+        return not_started(stop, deadline, queued_ms, waiting, detail)
+
+
+def _home_of(dirs: tuple[str, ...], writable: tuple[str, ...]) -> tuple[str, ...]:
+    """What to hide of a plugin's ``dirs``: their common parent when it lies beneath one of the
+    writable paths (the state directory) without being it, else each of them."""
+    if not dirs:
+        return ()
+    home = os.path.commonpath(dirs)
+    inside = any(beneath(home, root) for root in writable)
+    return (home,) if inside else tuple(dirs)

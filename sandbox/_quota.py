@@ -1,0 +1,118 @@
+"""Layer ``disk_quota``: each session's directory is a tmpfs of its own, capped in bytes and inodes.
+
+Why: a call could otherwise fill the disk the state directory lives on, for the host and for
+every other session; ``RLIMIT_FSIZE`` caps one file, not a thousand. A size-capped tmpfs is the
+one quota that needs no filesystem support (project quotas need ``prjquota`` mount options few
+hosts have): writing past it fails with ``ENOSPC``, and its pages count against the memory
+cgroup of the call that wrote them.
+
+How: the supervisor mounts the session's tmpfs in the host's mount namespace, where the host
+can read the workspace too. Workers are pre-forked into mount namespaces of their own *before*
+the session exists, so the engine's state directory is made a shared mount first; each worker
+keeps it as a slave (``sandbox._mount_template``) and sees every session mount appear and vanish.
+A supervisor that dies without cleaning up leaves that to its zygote; if both are killed at
+once, the next engine to start clears them (``sandbox._leftovers``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import TYPE_CHECKING
+
+from a2e_engine.sandbox import _syscalls as syscalls
+from a2e_engine.sandbox._paths import under
+
+if TYPE_CHECKING:
+    from a2e_engine.sandbox.layers import LayerReport
+
+__all__ = [
+    "enable",
+    "mount_points",
+    "mount_session_quota",
+    "report",
+    "share_state_dir",
+    "unmount",
+    "unmount_tree",
+]
+
+MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def enable(state_dir: str, workspace_mb: int) -> str | None:
+    """In the supervisor, before the zygote starts: make per-session quotas possible under
+    ``state_dir``; why they are off, or ``None`` when they are on."""
+    if not workspace_mb:
+        return "disabled by configuration"
+    if os.geteuid() != 0:
+        return "not running as root: no tmpfs per session"
+    try:
+        share_state_dir(state_dir)
+    except OSError as exc:
+        return f"cannot make the state directory a shared mount: {exc.strerror}"
+    return None
+
+
+def report(layers: dict[str, LayerReport], why_not: str | None, workspace_mb: int) -> None:
+    """The supervisor's own layer, beside what the zygote reported."""
+    layers["disk_quota"] = {
+        "active": why_not is None,
+        "reason": why_not or "",
+        "workspace_mb": workspace_mb,
+    }
+
+
+def share_state_dir(path: str) -> None:
+    """Make ``path`` a mount of its own whose later sub-mounts propagate to workers."""
+    syscalls.mount(path, path, None, syscalls.MS_BIND)
+    try:
+        syscalls.mount("none", path, None, syscalls.MS_SHARED)
+    except OSError:
+        unmount(path)
+        raise
+
+
+def mount_session_quota(path: str, size_mb: int, uid: int | None) -> None:
+    """A tmpfs of ``size_mb`` on the (empty) session directory ``path``, owned by ``uid``."""
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    syscalls.mount(
+        "tmpfs",
+        path,
+        "tmpfs",
+        syscalls.MS_NOSUID | syscalls.MS_NODEV,
+        f"size={size_mb}m,nr_inodes={max(1024, size_mb * 64)},mode=0700{owner}",
+    )
+
+
+def unmount(path: str) -> None:
+    """Detach ``path`` (lazily: a worker still inside it cannot keep the session alive)."""
+    if _libc.umount2(os.fsencode(path), MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"umount2({path!r}): {os.strerror(err)}")
+
+
+def mount_points(tagged: str = "") -> list[str]:
+    """Mount points of this process's mount namespace, in mount order; with ``tagged``, only
+    those whose propagation fields include it (``"shared:"``, ``"master:"``)."""
+    points = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            fields = line.split(" ")
+            optional = fields[6 : fields.index("-")] if "-" in fields else []
+            if tagged and not any(f.startswith(tagged) for f in optional):
+                continue
+            # Spaces, tabs, newlines and backslashes arrive as octal escapes.
+            points.append(
+                fields[4].encode("latin-1").decode("unicode_escape").encode("latin-1").decode()
+            )
+    return points
+
+
+def unmount_tree(root: str) -> None:
+    """Detach every mount at or below ``root``, deepest first (engine shutdown)."""
+    for point in sorted((p for p in mount_points() if under(p, root)), key=len, reverse=True):
+        try:
+            unmount(point)
+        except OSError:
+            pass  # already gone with its parent

@@ -1,0 +1,250 @@
+"""A worker's life: harden, wait for one job, run it, report through frames, exit.
+
+Everything the worker says travels as frames on its result pipe, as ``sandbox._messages``
+declares them: a setup error, events, then one result. The supervisor treats all of it as
+hostile input: tool code runs in this process and can write anything to the pipe.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+import signal
+import tempfile
+import threading
+from typing import Any, cast
+
+from a2e import _jsonwire as jsonwire
+from a2e.caps.tools._plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
+from a2e.caps.tools._reasons import FailureReason
+from a2e_engine.sandbox import _contain as contain
+from a2e_engine.sandbox import _syscalls as syscalls
+from a2e_engine.sandbox._frames import read_frame, write_frame, write_frame_bytes
+from a2e_engine.sandbox._messages import (
+    FailureFrame,
+    Job,
+    event_frame,
+    failure_frame,
+    result_frame,
+    setup_error_frame,
+)
+from a2e_engine.sandbox._preparation import Preparation, Worker
+
+__all__ = ["EXIT_SETUP_FAILED", "run_worker"]
+
+EXIT_SETUP_FAILED = 70
+
+
+def _raise_cancelled(signum: int, frame: object) -> None:
+    raise ToolCancelled("the call was cancelled or timed out; clean up now")
+
+
+class JobSetupError(Exception):
+    """The job could not be started (its uid, its directories): said on the pipe, no tool ran."""
+
+
+#: Failures that depend only on the arguments: retrying the same call cannot help.
+DETERMINISTIC_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,
+    TypeError,
+    KeyError,
+    LookupError,
+    PermissionError,
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    FileExistsError,
+    NotImplementedError,
+    SyntaxError,
+)
+
+
+def _failure_frame(exc: BaseException) -> FailureFrame:
+    if isinstance(exc, ToolExecutionError):
+        return failure_frame(str(exc), exc.data, exc.retryable, reason=exc.reason)
+    if isinstance(exc, MemoryError):
+        return failure_frame("out of memory (MemoryError)", reason=FailureReason.OUT_OF_MEMORY)
+    return failure_frame(
+        f"{type(exc).__name__}: {exc}", retryable=not isinstance(exc, DETERMINISTIC_ERRORS)
+    )
+
+
+def _encoded_result(data: Any, max_frame: int) -> str | FailureFrame:
+    """The result's JSON, encoded once (it may be megabytes: measuring its size and then
+    encoding the frame would encode it twice); a failure frame if it cannot be sent."""
+    try:
+        encoded = jsonwire.dumps(data)
+    except (TypeError, ValueError) as exc:
+        return failure_frame(f"tool returned a result that is not JSON-serialisable: {exc}")
+    if len(encoded) > max_frame - 1024:  # ASCII escapes: characters are bytes
+        return failure_frame(
+            f"tool result of {len(encoded)} bytes exceeds the limit of {max_frame - 1024} bytes",
+            reason=FailureReason.OUTPUT_LIMIT,
+        )
+    return encoded
+
+
+def run_first_job(prep: Preparation, worker: Worker, job: Job, result_fd: int) -> None:
+    """The job this worker was forked for: the layers' last steps, then the tool."""
+    workspace = job["workspace"]
+    try:
+        contain.on_job(prep, worker, job)
+        os.chdir(workspace)
+        if float(job.get("cancel_grace_s") or 0) > 0:
+            signal.signal(signal.SIGTERM, _raise_cancelled)
+    except (OSError, KeyError) as exc:
+        raise JobSetupError(f"the job could not start: {type(exc).__name__}: {exc}") from None
+    os.environ["HOME"] = workspace
+    os.environ["TMPDIR"] = job["tmp_dir"]
+    tempfile.tempdir = job["tmp_dir"]  # the zygote may have cached the host's /tmp already
+    execute_job(prep.plugins[job["plugin"]], job, result_fd, prep.settings.max_frame)
+
+
+def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) -> None:
+    """The tool run on ``job`` in this process as it is now, its events and its result framed
+    on ``result_fd``: the part of a job that a resident worker repeats for each of its jobs."""
+    plugin.context = _context(job)
+
+    # Tool code may emit from several threads; frames larger than PIPE_BUF would interleave.
+    # Once the result is written, late events (a lingering thread) are dropped, not sent.
+    lock = threading.Lock()
+    finished = False
+
+    def send_event(kind: str, data: dict[str, Any]) -> None:
+        with lock:
+            if not finished:
+                write_frame(result_fd, event_frame(str(kind), data))
+
+    plugin.set_event_sink(send_event)  # emit() checks the data; no ToolEvent needed here
+    result: str | FailureFrame
+    try:
+        result = _encoded_result(plugin._execute_tool(job["tool"], job["arguments"]), max_frame)
+    except BaseException as exc:  # SystemExit from tool code is a failure, not an exit
+        result = _failure_frame(exc)
+        del exc
+    frame = _final_frame(result)
+    with lock:
+        finished = True
+        write_frame_bytes(result_fd, frame)
+
+
+def _context(job: Job) -> ToolContext:
+    """What the tool sees of its job."""
+    return ToolContext(
+        workspace=job["workspace"],
+        tmp_dir=job["tmp_dir"],
+        read_roots=tuple(job.get("read_roots", ())),
+        streaming=bool(job.get("streaming")),
+        call_id=job.get("call_id", ""),
+        secrets=dict(job.get("secrets") or {}),
+    )
+
+
+def _final_frame(result: str | FailureFrame) -> bytes:
+    """The result frame with the worker's account of itself; a success's data spliced in."""
+    rusage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_ms, maxrss_kb = int((rusage.ru_utime + rusage.ru_stime) * 1000), int(rusage.ru_maxrss)
+    return result_frame(result, cpu_ms, maxrss_kb)
+
+
+#: The job the rehearsal sends itself: whole, as the supervisor's are, and of no tool.
+_REHEARSAL: Job = {
+    "zygote": "",
+    "plugin": -1,
+    "tool": "",
+    "arguments": {},
+    "profile": "",
+    "workspace": "/",
+    "tmp_dir": "/",
+    "streaming": False,
+    "read_roots": [],
+    "call_id": "",
+    "uid": None,
+    "cancel_grace_s": 0.0,
+    "secrets": {},
+}
+
+
+def rehearse_job_path(prep: Preparation, worker: Worker) -> None:
+    """Run the job path's own machinery once on dummy values, while no job is waiting.
+
+    A forked worker shares every page with the zygote until it writes one, and in CPython even
+    reading an object writes its reference count: each function, type and module the job path
+    touches for the first time costs a copy-on-write fault, and ctypes resolves a C function on
+    its first call. Taken now, at idle priority, they leave the call's path. Nothing here
+    widens what the worker may do: the Landlock rule repeats one it has, the directory and
+    environment are set again by the job.
+    """
+    max_frame = prep.settings.max_frame
+    rehearsal_r, rehearsal_w = os.pipe2(os.O_CLOEXEC)
+    try:
+        write_frame(rehearsal_w, _REHEARSAL)
+        job = cast(Job, read_frame(rehearsal_r, max_frame))
+    finally:
+        os.close(rehearsal_r)
+        os.close(rehearsal_w)
+    if prep.change_identity:
+        syscalls.permitted_capabilities()
+    if worker.ruleset is not None and prep.landlock is not None and prep.landlock.read_paths:
+        worker.ruleset.allow_read(prep.landlock.read_paths[:1])
+    os.chdir("/")
+    os.environ["HOME"] = os.environ["TMPDIR"] = "/"
+    _context(job)
+    with threading.Lock():
+        _final_frame(_encoded_result({"ok": True}, max_frame))
+
+
+def serve_later_jobs(
+    plugins: list[ToolPlugin], first: Job, job_fd: int, result_fd: int, max_frame: int
+) -> None:
+    """A resident worker's life after its first job: each next job of its session, as the
+    supervisor sends them, run in this same process (what the tool kept stays), until the
+    supervisor closes the job pipe. The layers the first job set up (uid, Landlock, working
+    directory) hold for all of them: every job of a resident worker is of one session."""
+    while True:
+        try:
+            job = cast(Job, read_frame(job_fd, max_frame))
+        except EOFError:
+            return
+        job = cast(Job, {**job, "workspace": first["workspace"], "tmp_dir": first["tmp_dir"]})
+        execute_job(plugins[first["plugin"]], job, result_fd, max_frame)
+
+
+def run_worker(prep: Preparation, worker: Worker, job_fd: int, result_fd: int) -> None:
+    """Entry point in the forked child. Never returns."""
+    # No collection before the job: the objects the zygote made since it froze its heap are
+    # shared with us, and collecting them writes to (and copies) their pages.
+    gc.disable()
+    max_frame = prep.settings.max_frame
+    code = 0
+    try:
+        try:
+            worker.while_idle = lambda worker: rehearse_job_path(prep, worker)
+            contain.harden(prep, worker)
+        except BaseException as exc:
+            write_frame(result_fd, setup_error_frame(f"{type(exc).__name__}: {exc}"))
+            os._exit(EXIT_SETUP_FAILED)
+        try:
+            job = cast(Job, read_frame(job_fd, max_frame))
+        except EOFError:
+            os._exit(0)  # never used: the supervisor shut down or discarded us
+        if not job.get("resident"):
+            os.close(job_fd)
+        # The tool's own garbage is collected as usual; what exists now is left alone for good.
+        gc.freeze()
+        gc.enable()
+        run_first_job(prep, worker, job, result_fd)
+        if job.get("resident"):
+            serve_later_jobs(prep.plugins, job, job_fd, result_fd, max_frame)
+    except JobSetupError as exc:
+        code = 1
+        write_frame(result_fd, setup_error_frame(str(exc)))
+    except BaseException:
+        code = 1
+    finally:
+        # Closing first lets the supervisor see the end before the kernel tears down our memory.
+        try:
+            os.close(result_fd)
+        finally:
+            os._exit(code)

@@ -1,0 +1,276 @@
+"""The zygote: a small, single-threaded fork server that owns every worker.
+
+It is started once per plugin (a fresh interpreter, ``sandbox._launch`` and ``sandbox._boot``:
+no supervisor threads or locks are inherited), receives its plugins by value, compiles the seccomp
+profiles once, and then forks workers on request. For each worker it hands the supervisor three
+fds over its control socket (``SCM_RIGHTS``): the write end of the job pipe, the read end of the
+result pipe and a pidfd, so the supervisor talks to workers directly and can kill one without a
+pid-reuse race. The zygote reaps workers and reports how each ended, with its rusage. Its
+control messages are declared in ``sandbox._messages``: JSON, never pickles.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from a2e_engine.sandbox import _contain as contain
+from a2e_engine.sandbox import _footprint as footprint
+from a2e_engine.sandbox import _rlimits as rlimits
+from a2e_engine.sandbox import _subreaper as subreaper
+from a2e_engine.sandbox import _userns as userns
+from a2e_engine.sandbox._cgroups import Slot, remove_cgroup_tree
+from a2e_engine.sandbox._forking import enter_idle_priority, leave_idle_priority
+from a2e_engine.sandbox._messages import CONTROL_MAX, ControlMessage, check_control, control
+from a2e_engine.sandbox._preparation import Preparation, Worker
+from a2e_engine.sandbox._quota import unmount_tree
+from a2e_engine.sandbox._settings import ZygoteSettings
+from a2e_engine.sandbox._userns import host_pid
+from a2e_engine.sandbox._worker import run_worker
+
+__all__ = ["zygote_main"]
+
+
+class SupervisorGone(Exception):
+    """The control socket is closed: the supervisor exited or stopped us."""
+
+
+class Zygote:
+    def __init__(
+        self,
+        ctrl: socket.socket,
+        settings: ZygoteSettings,
+        plugins: list[Any],
+        userns_reason: str = "running as root: not needed",
+    ) -> None:
+        self.ctrl = ctrl
+        self.settings = settings
+        self.plugins = plugins
+        self.prep = Preparation(settings, userns_reason=userns_reason, plugins=plugins)
+        self.workers: set[int] = set()
+        self.slots: dict[int, dict[str, Slot]] = {}  # worker pid -> its cgroup per controller
+        self.supervisor_pid = os.getppid()
+
+    # -- start-up --
+
+    def prepare(self) -> None:
+        """Every layer's zygote half, the plugins' preload among them (``sandbox._contain``);
+        what it made in the host (the cgroups) is removed if one of them fails, as no
+        supervisor learns of it before the zygote is ready."""
+        try:
+            contain.prepare(self.prep)
+        except BaseException:
+            for groups in self.prep.cgroups.values():
+                remove_cgroup_tree(groups.path)
+            raise
+        gc.collect()
+        gc.freeze()  # workers then never copy the zygote's objects by collecting them
+        rlimits.report_least_memory(self.prep)  # once the zygote is all it will be
+
+    # -- the loop --
+
+    def send(self, message: ControlMessage, fds: list[int] | None = None) -> None:
+        data = control(message)
+        try:
+            if fds:
+                socket.send_fds(self.ctrl, [data], fds)
+            else:
+                self.ctrl.send(data)
+        except OSError:
+            raise SupervisorGone from None
+
+    def spawn(self, profile: str) -> None:
+        prep = self.prep
+        slots: dict[str, Slot] = {}
+        try:
+            for controller, groups in prep.cgroups.items():
+                slots[controller] = groups.take_slot()
+        except OSError as exc:
+            self.release_slots(slots)
+            self.send({"op": "spawn_failed", "profile": profile, "error": f"cgroup: {exc}"})
+            return
+        job_r, job_w = os.pipe2(os.O_CLOEXEC)
+        res_r, res_w = os.pipe2(os.O_CLOEXEC)
+        template = (prep.mounts.template_fd,) if prep.mounts is not None else ()
+        worker = Worker(
+            profile=profile,
+            keep_fds=(job_r, res_w, *template),
+            parent_pid=os.getpid(),
+            cgroups=tuple(slot.path for slot in slots.values()),
+        )
+        try:
+            pid = self.fork()
+        except OSError as exc:
+            for fd in (job_r, job_w, res_r, res_w):
+                os.close(fd)
+            self.release_slots(slots)
+            self.send({"op": "spawn_failed", "profile": profile, "error": str(exc)})
+            return
+        if pid == 0:  # pragma: no cover - the child never returns from run_worker
+            run_worker(prep, worker, job_r, res_w)
+        os.close(job_r)
+        os.close(res_w)
+        self.workers.add(pid)
+        self.slots[pid] = slots
+        pidfd = os.pidfd_open(pid)
+        try:
+            self.send({"op": "worker", "pid": pid, "profile": profile}, [job_w, res_r, pidfd])
+        finally:
+            for fd in (job_w, res_r, pidfd):
+                os.close(fd)
+
+    def fork(self) -> int:
+        """Fork a worker (``sandbox._forking``), as pid 1 of a new PID namespace when we have
+        them; the fork and the child's hardening at idle priority when we can."""
+        pidns, forking = self.prep.pidns, self.prep.forking
+        assert forking is not None, "the zygote forks once prepared"
+        if forking.at_idle:
+            enter_idle_priority()
+        pid = -1
+        try:
+            if pidns is not None:
+                pidns.before_fork()
+            try:
+                pid = forking.fork()
+            finally:
+                if pid != 0 and pidns is not None:
+                    pidns.after_fork_in_parent()
+        finally:
+            if pid != 0 and forking.at_idle:
+                leave_idle_priority()
+        return pid
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid not in self.workers:
+                continue  # an adopted orphan we killed
+            self.workers.discard(pid)
+            if self.prep.pidns is None:
+                # In a PID namespace a worker's orphans are its own and died with it.
+                subreaper.kill_adopted_orphans(self.workers)
+            # Its whole tree is gone: the slots can take the next worker.
+            oom = self.release_slots(self.slots.pop(pid, {}))
+            self.send(
+                {
+                    "op": "exit",
+                    "pid": pid,
+                    "status": status,
+                    "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
+                    "maxrss_kb": int(usage.ru_maxrss),
+                    "oom": oom,
+                }
+            )
+
+    def release_slots(self, slots: dict[str, Slot]) -> bool:
+        """Give the slots back; True if the OOM killer struck in one of them meanwhile."""
+        oom = False
+        for controller, slot in slots.items():
+            oom |= self.prep.cgroups[controller].release_slot(slot)
+        return oom
+
+    def handle(self, message: ControlMessage) -> bool:
+        """A checked control message from the supervisor; False once told to stop."""
+        if message["op"] == "spawn":
+            if message["profile"] in self.prep.filters:
+                for _ in range(message["count"]):
+                    self.spawn(message["profile"])
+        elif message["op"] == "stop":
+            return False
+        return True
+
+    def stop(self) -> None:
+        for pid in list(self.workers):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in list(self.workers):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        subreaper.kill_adopted_orphans(self.workers)
+        for groups in self.prep.cgroups.values():
+            remove_cgroup_tree(groups.path)  # empty now; the supervisor may be gone
+        if os.getppid() != self.supervisor_pid:
+            # The supervisor died without cleaning up: its session mounts and workspaces
+            # would stay forever.
+            for path in self.settings.writable_paths:
+                unmount_tree(path)
+                shutil.rmtree(path, ignore_errors=True)
+
+    def serve(self) -> None:
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        poller = select.poll()
+        poller.register(self.ctrl.fileno(), select.POLLIN)
+        poller.register(wake_r, select.POLLIN)
+        layers, pid, measured = self.prep.layers, host_pid(), footprint.measure()
+        self.send({"op": "ready", "layers": layers, "pid": pid, "footprint": measured})
+        running = True
+        while running:
+            for fd, _ in poller.poll():
+                if fd == wake_r:
+                    try:
+                        os.read(wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+                    self.reap()
+                    continue
+                try:
+                    data = self.ctrl.recv(CONTROL_MAX)
+                except OSError:
+                    data = b""
+                if not data:
+                    running = False  # the supervisor is gone: take every worker with us
+                    break
+                try:
+                    message = check_control(json.loads(data))
+                except ValueError:
+                    continue  # not a message of ours: nothing to do for it
+                running = self.handle(message)
+                if not running:
+                    break
+            self.reap()
+        self.stop()
+
+
+def zygote_main(ctrl: socket.socket, boot: Callable[[], tuple[str, list[Any]]]) -> None:
+    """The zygote, once ``sandbox._boot`` has its control socket; ``boot`` reads its settings
+    and plugins. Never lets an exception escape unreported."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    try:
+        # Called, not passed in: the plugins' serialised bytes are gone once this returns,
+        # rather than kept in a local of this frame, which every worker could walk to.
+        settings_json, plugins = boot()
+        settings = ZygoteSettings.from_json(settings_json)
+        userns_reason = userns.enter(settings)  # from here on, maybe in the child
+        zygote = Zygote(ctrl, settings, plugins, userns_reason=userns_reason)
+        zygote.prepare()
+    except BaseException as exc:
+        try:
+            error = f"{type(exc).__name__}: {exc}"
+            trace = traceback.format_exc()[-4000:]
+            ctrl.send(control({"op": "fatal", "error": error, "traceback": trace}))
+        finally:
+            sys.exit(1)
+    try:
+        zygote.serve()
+    except SupervisorGone:
+        zygote.stop()

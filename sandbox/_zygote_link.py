@@ -1,0 +1,260 @@
+"""``ZygoteLink``: the supervisor's line to its zygote, and the zygote's restarts.
+
+It starts the zygote (a fresh interpreter, ``sandbox._launch``), reads its control messages on
+the event loop (checked, ``sandbox._messages``) and hands them on, sends it ``spawn`` and
+``stop``, and when the zygote dies, tells its listener (whose workers went with it) and starts a
+new one: one restart loop at a time, and more than five deaths within a minute mark the sandbox
+broken for good. It knows nothing of workers beyond the messages about them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from a2e_engine.sandbox._cgroups import made_by, remove_cgroup_tree
+from a2e_engine.sandbox._launch import join_or_kill, spawn_zygote
+from a2e_engine.sandbox._messages import (
+    CONTROL_MAX,
+    AboutWorkers,
+    ControlMessage,
+    Ready,
+    check_control,
+    control,
+)
+from a2e_engine.sandbox.layers import LayerReports
+
+__all__ = ["Link", "LinkFactory", "SandboxUnavailable", "ZygoteLink", "ZygoteListener"]
+
+log = logging.getLogger("a2e.sandbox")
+
+#: More deaths than this within ``RESTART_WINDOW_S`` and the sandbox is broken.
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 60.0
+
+
+class SandboxUnavailable(RuntimeError):
+    """The zygote could not be started (or keeps dying)."""
+
+
+class ZygoteListener(Protocol):
+    def refusal(self, hello: Ready) -> str | None:
+        """Why a zygote that said it is ready must not serve (``None``: it may): it is then
+        stopped and its start fails with that reason. Asked before ``on_ready``."""
+
+    def on_ready(self, hello: Ready) -> None:
+        """A zygote (the first or a restarted one) is ready: its ``ready`` message."""
+
+    def on_message(self, message: AboutWorkers, fds: list[int]) -> None:
+        """What the zygote says of its workers, checked, and the fds it carried (the
+        listener's now)."""
+
+    def on_lost(self) -> None:
+        """The zygote died: its workers died with it."""
+
+    def on_broken(self, why: str) -> None:
+        """No zygote will be started again."""
+
+
+class Link(Protocol):
+    """What a zygote line asks of its link (``ZygoteLink``, or a test's stand-in)."""
+
+    called: str  # how messages name it
+    broken: str | None  # why no zygote will be started again
+    starts: int
+
+    async def start(self) -> Ready: ...
+
+    async def stop(self) -> None: ...
+
+    @property
+    def up(self) -> bool: ...
+
+    def spawn(self, profile: str, count: int) -> bool: ...
+
+
+#: A link made from the zygote's settings and plugins, its listener, start timeout and name.
+LinkFactory = Callable[[str, bytes, ZygoteListener, float, str], Link]
+
+
+class ZygoteLink:
+    def __init__(
+        self,
+        settings_json: str,
+        plugins_blob: bytes,
+        listener: ZygoteListener,
+        start_timeout: float = 60.0,
+        name: str = "",
+    ) -> None:
+        #: How messages name it: "the sandbox zygote" (of its plugins).
+        self.called = f"the sandbox zygote of {name}" if name else "the sandbox zygote"
+        self._settings_json = settings_json
+        self._plugins_blob = plugins_blob
+        self._listener = listener
+        self._start_timeout = start_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._process: Any = None
+        self._sock: socket.socket | None = None
+        self._ready: asyncio.Future[Ready] | None = None
+        self._deaths: list[float] = []
+        self._restart_task: asyncio.Task[None] | None = None
+        self._cgroups: list[str] = []  # every zygote's, removed at stop
+        self._stopping = False
+        self.broken: str | None = None
+        self.starts = 0  # zygotes that became ready: the first, then each restart
+
+    async def start(self) -> Ready:
+        """Start a zygote and wait until it is ready; its ``ready`` message (also given to the
+        listener). ``SandboxUnavailable`` if it failed or did not answer in time."""
+        self._loop = asyncio.get_running_loop()
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        process = spawn_zygote(child, self._settings_json, self._plugins_blob)
+        child.close()
+        parent.setblocking(False)
+        self._process, self._sock = process, parent
+        self._ready = self._loop.create_future()
+        self._loop.add_reader(parent.fileno(), self._on_readable, parent)
+        try:
+            hello = await asyncio.wait_for(self._ready, self._start_timeout)
+        except (TimeoutError, SandboxUnavailable):
+            self._close()
+            await self._loop.run_in_executor(None, join_or_kill, process, 0.0)
+            raise
+        self._cgroups += made_by(LayerReports(hello["layers"]))
+        refused = self._listener.refusal(hello)
+        if refused is not None:
+            with contextlib.suppress(OSError):
+                # It removes what it made, with no worker forked.
+                parent.send(control({"op": "stop"}))
+            self._close()
+            await self._loop.run_in_executor(None, join_or_kill, process)
+            raise SandboxUnavailable(f"{self.called} may not serve: {refused}")
+        self.starts += 1
+        self._listener.on_ready(hello)
+        return hello
+
+    async def stop(self) -> None:
+        self._stopping = True
+        restart, self._restart_task = self._restart_task, None
+        if restart is not None and not restart.done():
+            restart.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await restart
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.send(control({"op": "stop"}))
+        process = self._process
+        self._close()
+        if process is not None:
+            await asyncio.get_running_loop().run_in_executor(None, join_or_kill, process)
+        for path in self._cgroups:
+            remove_cgroup_tree(path)
+
+    @property
+    def up(self) -> bool:
+        """A zygote is there to ask for workers (not between a death and its restart)."""
+        return self._sock is not None and not self._stopping and self.broken is None
+
+    def spawn(self, profile: str, count: int) -> bool:
+        """Ask for ``count`` workers of ``profile``; False if there is no zygote to ask."""
+        if self._sock is None or self._stopping:
+            return False
+        try:
+            self._sock.send(control({"op": "spawn", "profile": profile, "count": count}))
+        except OSError as exc:
+            self._lost(f"sending to it failed: {exc}")
+            return False
+        return True
+
+    def _close(self) -> None:
+        if self._sock is not None and self._loop is not None:
+            self._loop.remove_reader(self._sock.fileno())
+            self._sock.close()
+        self._sock = None
+
+    def _on_readable(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(sock, CONTROL_MAX, 4)
+            except BlockingIOError:
+                return
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                _close_all(fds)
+                self._lost("its control socket closed")
+                return
+            for fd in fds:
+                os.set_inheritable(fd, False)
+            try:
+                message = check_control(json.loads(data))
+            except ValueError as exc:  # MalformedMessage, or not JSON at all
+                log.error("the zygote sent a malformed control message: %s", exc)
+                _close_all(fds)
+                continue
+            try:
+                self._dispatch(message, fds)
+            except Exception:
+                log.exception("handling a control message from the zygote failed")
+                _close_all(fds)
+
+    def _dispatch(self, message: ControlMessage, fds: list[int]) -> None:
+        if message["op"] == "ready":
+            _close_all(fds)
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_result(message)
+        elif message["op"] == "fatal":
+            _close_all(fds)
+            error = SandboxUnavailable(f"{self.called} failed to start: {message['error']}")
+            log.error("%s\n%s", error, message["traceback"])
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_exception(error)
+        elif message["op"] in ("worker", "exit", "spawn_failed"):
+            self._listener.on_message(message, fds)
+        else:
+            _close_all(fds)  # the supervisor's own messages, sent back: not the zygote's to say
+
+    def _lost(self, why: str) -> None:
+        if self._stopping:
+            return
+        if self._ready is not None and not self._ready.done():
+            # It died while starting: whoever waits for it (the restart loop) sees this.
+            self._ready.set_exception(SandboxUnavailable(f"the new zygote died: {why}"))
+            return
+        log.error("%s died (%s); calls in flight fail, restarting it", self.called, why)
+        self._close()
+        self._listener.on_lost()
+        if self._restart_task is None or self._restart_task.done():
+            assert self._loop is not None
+            self._restart_task = self._loop.create_task(self._restart(why))
+
+    async def _restart(self, why: str) -> None:
+        while not self._stopping:
+            now = time.monotonic()
+            self._deaths = [t for t in self._deaths if now - t < RESTART_WINDOW_S] + [now]
+            if len(self._deaths) > MAX_RESTARTS:
+                self.broken = (
+                    f"{self.called} died {len(self._deaths)} times within a minute ({why})"
+                )
+                self._listener.on_broken(self.broken)
+                return
+            try:
+                await self.start()
+                return
+            except Exception as exc:
+                why = f"restart failed: {exc}"
+                log.error("%s", why)
+                await asyncio.sleep(0.5)
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)

@@ -1,0 +1,410 @@
+"""``code_eval``: run a program against its tests the way graders do, and return a verdict.
+
+Judged by its output (any language of ``tools._languages``, ``tools._stdio_judge``): ``language``,
+``program`` and ``test_cases`` (``[{"input", "output"}...]``) or APPS/LiveCodeBench's
+``input_output``; each case runs in a fresh process and gets ``AC``, ``WA``, ``TLE``, ``MLE``,
+``RE`` or ``CE``, compared by a rule of ``tools._judging``. In a language other than Python,
+``tests`` are a test program appended to the program and run (MultiPL-E's form: it passes when
+it exits 0). APPS's call-based problems (``input_output`` with ``fn_name``) are Python function
+tests, one per case.
+
+In Python, function tests, in two shapes, both common in training and benchmark harnesses:
+
+* HumanEval style: ``program`` (prompt + completion), ``tests`` (defining ``check``) and
+  ``entry_point``; the harness calls ``check(<entry_point>)``.
+* A program plus test code: every ``test_*`` function the tests define is run on its own and
+  reported; tests without such functions are one test, ``tests``, that passes if it runs
+  through (MBPP-style top-level asserts, or HumanEval's test followed by its own
+  ``check(<entry_point>)`` call: such tests must reach an ``assert`` when run).
+
+The verdict is ``passed``, ``failed`` (with the reason) or ``timed out``. It is ``passed`` only
+when at least one test ran and every one passed: what the tests define is read from their source
+before anything runs (a ``check`` or ``test_*`` function the *program* defines is not a test), and
+tests that would run no assert (empty tests, a ``check`` neither called nor given an
+``entry_point``, top-level code without an ``assert``) fail with the reason, without running the
+program at all.
+
+Why the verdict is sealed: the candidate must not be able to *end* the grading in its favour.
+Under the engine the worker runs the tests in its own process, one process per problem, and
+seals its report with a key the supervisor made for this call (``secrets_for``); the supervisor
+opens the seal and judges (``accept_result``), and a worker that ended without a sealed report
+(an early exit, a crash, the time limit, which the supervisor enforces: ``time_limit_for``)
+fails. ``tools._python_grading`` says what this stops and what it cannot. The call runs under the
+``process`` profile; the candidate gets no network, the worker's limits, and may change files
+only in its own directory (its ``TMPDIR``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any
+
+from a2e.caps.tools._endings import CallEnding
+from a2e.caps.tools._plugin import SandboxProfile, ToolPlugin
+from a2e_engine.sandbox._exits import how_it_ended
+from a2e_engine.sandbox._landlock import WriteConfinement, confine_writes
+from a2e_engine.sandbox._run_root import program_writable
+from a2e_engine.tools._call_based import call_based_tests
+from a2e_engine.tools._judging import COMPARISONS, DEFAULT_TOLERANCE, cases_from
+from a2e_engine.tools._languages import LANGUAGES, Language
+from a2e_engine.tools._output import SPOOL_DIR, CappedText
+from a2e_engine.tools._python_grading import (
+    ended_early,
+    enter_workdir,
+    open_seal,
+    outcome,
+    plan_tests,
+    run_in_child,
+    run_tests,
+    seal,
+    verdict_of,
+)
+from a2e_engine.tools._python_main import remember_fresh_interpreter
+from a2e_engine.tools._stdio_judge import judge_cases, judge_options, judge_test_program
+from a2e_engine.tools._submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from a2e.caps.tools._models import ToolDefinition, ToolResult
+
+__all__ = ["CodeEval"]
+
+DEFAULT_TIME_LIMIT_S = 10.0
+MAX_TIME_LIMIT_S = 300.0
+MAX_OUTPUT_CHARS = 20_000
+#: The secret a function-test call's report is sealed with, and where the report travels.
+GRADER_KEY, SEALED, SEAL = "grader_key", "sealed_report", "seal"
+#: Past its time limit, what a worker may take to start and to send its report.
+SETUP_SLACK_S = 0.5
+_WARM_UP_TESTS = "def check(candidate):\n    assert candidate() == 1\n"
+
+
+class CodeEval(ToolPlugin):
+    name = "code_eval"
+    sandbox_profile = SandboxProfile.PROCESS
+    retry_crashes = False  # a worker that died ran the candidate: that is its verdict
+
+    def _list_tools(self) -> list[ToolDefinition]:
+        from a2e.caps.tools._models import ToolDefinition, ToolParameter
+
+        return [
+            ToolDefinition(
+                name="code_eval",
+                description="Judge a program: by stdin/stdout test cases in any language "
+                "(verdict AC, WA, TLE, MLE, RE or CE per case and overall), by a test program "
+                "appended to it (other languages: passes on exit 0), or by Python function "
+                "tests (HumanEval style: tests defining check, entry_point; or test_* "
+                "functions: passed, failed with the reason, or timed out).",
+                input_parameters=[
+                    ToolParameter(
+                        name="program",
+                        type="string",
+                        description="the program (for HumanEval: prompt + completion)",
+                        required=True,
+                    ),
+                    ToolParameter(
+                        name="tests",
+                        type="string",
+                        description="test code: defines check(candidate), or test_* functions",
+                    ),
+                    ToolParameter(
+                        name="entry_point",
+                        type="string",
+                        description="the function check() is called with",
+                    ),
+                    ToolParameter(
+                        name="time_limit",
+                        type="number",
+                        description=f"seconds the program and its tests may take, or each "
+                        f"test case (default {DEFAULT_TIME_LIMIT_S:g})",
+                    ),
+                    ToolParameter(
+                        name="language",
+                        type="string",
+                        description="the program's language (default python)",
+                        enum=sorted(LANGUAGES),
+                    ),
+                    ToolParameter(
+                        name="test_cases",
+                        type="array",
+                        description="stdin/stdout cases: [{input, output}...]",
+                    ),
+                    ToolParameter(
+                        name="input_output",
+                        type="object",
+                        description="APPS/LiveCodeBench cases: {inputs, outputs[, fn_name]}, "
+                        "or its JSON text as the datasets store it",
+                    ),
+                    ToolParameter(
+                        name="compare",
+                        type="string",
+                        description="how outputs are compared (default whitespace)",
+                        enum=sorted(COMPARISONS),
+                    ),
+                    ToolParameter(
+                        name="float_tolerance",
+                        type="number",
+                        description=f"for compare=float (default {DEFAULT_TOLERANCE:g})",
+                    ),
+                    ToolParameter(
+                        name="stop_at_first_failure",
+                        type="boolean",
+                        description="skip the cases after the first that fails",
+                    ),
+                    ToolParameter(
+                        name="memory_mb",
+                        type="integer",
+                        description="resident memory each case may hold, in MiB "
+                        f"(default {DEFAULT_MEMORY_MB})",
+                    ),
+                    ToolParameter(
+                        name="compile_timeout",
+                        type="number",
+                        description=f"seconds for the compile step (default {DEFAULT_TIMEOUT_S:g})",
+                    ),
+                ],
+                output_parameters=[
+                    ToolParameter(name="verdict", type="string", description="the verdict"),
+                    ToolParameter(name="passed", type="boolean", description="verdict == passed"),
+                    ToolParameter(name="reason", type="string", description="why not passed"),
+                    ToolParameter(name="tests", type="array", description="per-test results"),
+                ],
+                idempotent=True,
+                tags=["code", "python", "grading", "judge"],
+                toolkit="code",
+            )
+        ]
+
+    def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        time_limit = _time_limit(arguments)
+        if not 0 < time_limit <= MAX_TIME_LIMIT_S:
+            raise ValueError(f"time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
+        if _judged_by_function_tests(arguments):
+            tests, entry_point = _tests_and_entry_point(arguments)
+            spec = {"program": arguments["program"], "tests": tests, "entry_point": entry_point}
+            return self._function_tests(spec, time_limit)
+        language = LANGUAGES[str(arguments.get("language") or "python")]
+        return self._judge(language, arguments, time_limit, arguments.get("input_output"))
+
+    def _judge(
+        self, language: Language, arguments: dict[str, Any], time_limit: float, given: Any
+    ) -> dict[str, Any]:
+        """By running the program: per stdin/stdout case, or with its test program appended."""
+        missing = language.missing()
+        if missing:
+            raise ValueError(missing)
+        options = judge_options(arguments, time_limit)
+        workspace = self.context.workspace if self.context else os.getcwd()
+        program = str(arguments["program"])
+        if arguments.get("test_cases") is None and given is None:
+            tests = str(arguments.get("tests") or "")
+            if not tests.strip():
+                raise ValueError("give test_cases, input_output or tests to judge the program by")
+            return judge_test_program(language, program, tests, options, workspace)
+        cases = cases_from(arguments.get("test_cases"), given)
+        return judge_cases(language, program, cases, options, workspace)
+
+    def _function_tests(self, spec: dict[str, Any], time_limit: float) -> dict[str, Any]:
+        """Python function tests: under the engine in this process, the report sealed for the
+        supervisor; called directly, in a forked child (``tools._python_grading``)."""
+        plan = plan_tests(str(spec["tests"] or ""), str(spec["entry_point"] or ""))
+        if plan.refusal:
+            return {
+                **outcome("failed", plan.refusal, []),
+                "duration_ms": 0,
+                "stdout": "",
+                "stderr": "",
+            }
+        secrets_given = self.context.secrets if self.context else {}
+        key = secrets_given.pop(GRADER_KEY, None) if isinstance(secrets_given, dict) else None
+        workdir = self._workdir()
+        # The candidate changes files only in its own directory, where long output is saved,
+        # and its run layer: not the rest of the session's workspace (beneath /tmp), where
+        # run_code's compile cache lives.
+        confinement = confine_writes((workdir, self._spool_dir(), *program_writable()))
+        started = time.monotonic()
+        try:
+            if key is not None:
+                result = self._sealed_here(spec, plan.test_names, workdir, confinement, key)
+            else:
+                result = run_in_child(spec, plan.test_names, workdir, time_limit, confinement)
+            result["duration_ms"] = int((time.monotonic() - started) * 1000)
+            for name, file in (("stdout", "out"), ("stderr", "err")):
+                kept = self._capped(name, os.path.join(workdir, file))
+                result[name] = kept.value()
+                result.update(kept.report())
+                if kept.truncated:
+                    result["truncated"] = True
+            return result
+        finally:
+            if confinement is not None:
+                confinement.close()
+            if self.context is None:
+                # Under the engine the call's tmp dir goes with the call (the worker's own
+                # tmpfs, or a directory the supervisor removes); called directly, nothing would.
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    @staticmethod
+    def _sealed_here(
+        spec: dict[str, Any],
+        test_names: tuple[str, ...],
+        workdir: str,
+        confinement: WriteConfinement | None,
+        key: str,
+    ) -> dict[str, Any]:
+        """The tests in this worker, confined like a child would be; the report and its seal.
+        Nothing after this runs in a process the candidate has not been in: the worker ends
+        with the call."""
+        # Bound before the candidate runs: a name looked up afterwards could be its own.
+        sealer, sealed_key, seal_key = seal, SEALED, SEAL
+        flush_out, flush_err = sys.stdout.flush, sys.stderr.flush
+        enter_workdir(workdir, confinement)
+        report = run_tests(spec, test_names)
+        for flush in (flush_out, flush_err):
+            try:
+                flush()
+            except BaseException:  # a stream the candidate broke: nothing to save
+                pass
+        return {sealed_key: report, seal_key: sealer(key, report)}
+
+    def _workdir(self) -> str:
+        """A directory of the candidate's own, not the call's /tmp: the workspace is mounted
+        beneath that. Under the engine the call's tmp dir is new and the name is known, so no
+        random name (whose generator every fresh worker would seed again) is needed."""
+        if self.context is None:
+            return tempfile.mkdtemp(prefix="code_eval-")
+        workdir = os.path.join(self.context.tmp_dir, "code_eval")
+        os.mkdir(workdir, 0o700)
+        return workdir
+
+    def preload(self) -> None:
+        """Run the function-test path once here, in the zygote, on a trivial problem.
+
+        Parsing the tests (``ast``), compiling, sealing (OpenSSL's HMAC) and decoding the
+        output each set themselves up lazily on first use; done here, every worker is forked
+        with them ready instead of paying for them (and their copy-on-write faults) per call.
+        """
+        spec = {"program": "def f():\n    return 1\n", "tests": _WARM_UP_TESTS, "entry_point": "f"}
+        plan = plan_tests(spec["tests"], spec["entry_point"])
+        report = run_tests(spec, plan.test_names)
+        verdict_of(report)
+        seal("0" * 64, report)
+        # Programs judged on their output run as a fork of this interpreter (tools._python_main).
+        remember_fresh_interpreter()
+        codecs.getincrementaldecoder("utf-8")(errors="replace").decode(b"ok", final=True)
+
+    # -- in the supervisor --
+
+    def secrets_for(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, str]:
+        return {GRADER_KEY: secrets.token_hex(32)} if _judged_by_function_tests(arguments) else {}
+
+    def time_limit_for(self, tool_name: str, arguments: dict[str, Any]) -> float | None:
+        if not _judged_by_function_tests(arguments):
+            return None  # the worker times each run of a program itself
+        return _time_limit(arguments) + SETUP_SLACK_S
+
+    def accept_result(
+        self,
+        tool_name: str,
+        arguments: dict[str, Any],
+        secrets_given: dict[str, str],
+        result: ToolResult,
+        ended: CallEnding,
+    ) -> ToolResult:
+        """Function tests' verdict, judged here from the sealed report; a worker that ended
+        without one failed (or timed out)."""
+        key = secrets_given.get(GRADER_KEY)
+        if key is None:
+            return result
+        data = result.data if isinstance(result.data, dict) else {}
+        if result.success and SEALED not in data:
+            plan = plan_tests(*_tests_and_entry_point(arguments))
+            if plan.refusal:  # nothing ran: the worker had nothing to seal
+                refused = outcome("failed", plan.refusal, [])
+                return result.model_copy(update={"data": {**data, **refused}})
+        if result.success:
+            if open_seal(key, data.get(SEALED), data.get(SEAL)):
+                verdict = verdict_of(data[SEALED])
+            else:
+                verdict = outcome("failed", "the verdict did not come from the grader", [])
+            kept = {k: v for k, v in data.items() if k not in (SEALED, SEAL, *verdict)}
+            return result.model_copy(update={"data": {**verdict, **kept}})
+        if ended == CallEnding.TIMEOUT:
+            verdict = outcome(
+                "timed out", f"did not finish within {_time_limit(arguments):g} s", []
+            )
+        elif ended in (CallEnding.CRASHED, CallEnding.VIOLATION):
+            # The exit code is the negated signal number when a signal ended the worker.
+            code = result.exit_code
+            how = how_it_ended(code) if code is not None else f"ended the worker ({result.error})"
+            verdict = ended_early(how)
+        else:
+            return result  # cancelled, or the sandbox could not run it: not a verdict
+        data = {**verdict, "duration_ms": result.duration_ms, "stdout": "", "stderr": ""}
+        return result.model_copy(
+            update={
+                "success": True,
+                "data": data,
+                "error": None,
+                "error_code": None,
+                "reason": None,
+            }
+        )
+
+    def _spool_dir(self) -> str:
+        """Where output past the cap is saved (made now: a Landlock rule needs it to exist)."""
+        path = os.path.join(self.context.workspace if self.context else ".", SPOOL_DIR)
+        if self.context is not None:  # called directly, only output past the cap makes it
+            with contextlib.suppress(OSError):
+                os.makedirs(path, exist_ok=True)
+        return path
+
+    def _capped(self, name: str, path: str) -> CappedText:
+        """What the program printed, capped like every tool's output (``tools._output``)."""
+        context = self.context
+        kept = CappedText(
+            name,
+            cap=MAX_OUTPUT_CHARS,
+            spool_dir=self._spool_dir(),
+            prefix=context.call_id if context else "",
+        )
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        try:
+            with open(path, "rb") as fh:
+                while chunk := fh.read(65536):
+                    kept.add(decoder.decode(chunk))
+        except OSError:
+            pass
+        kept.add(decoder.decode(b"", final=True))
+        return kept
+
+
+def _time_limit(arguments: dict[str, Any]) -> float:
+    value = arguments.get("time_limit")
+    return float(value) if isinstance(value, int | float) and value else DEFAULT_TIME_LIMIT_S
+
+
+def _tests_and_entry_point(arguments: dict[str, Any]) -> tuple[str, str]:
+    """A function-test call's tests and entry point, as the worker runs them."""
+    given = arguments.get("input_output")
+    if isinstance(given, dict) and given.get("fn_name"):
+        return call_based_tests(given), ""
+    return str(arguments.get("tests") or ""), str(arguments.get("entry_point") or "")
+
+
+def _judged_by_function_tests(arguments: dict[str, Any]) -> bool:
+    """Whether a call is judged by Python function tests: what ``_execute_tool`` runs in the
+    worker and the supervisor's hooks seal and check, decided in this one place."""
+    language = str(arguments.get("language") or "python")
+    given = arguments.get("input_output")
+    if language != "python":
+        return False
+    if isinstance(given, dict) and given.get("fn_name"):
+        return True
+    return arguments.get("test_cases") is None and given is None

@@ -1,0 +1,208 @@
+"""Judging a program by its output: the test cases a benchmark gives, how an output is compared
+with the expected one, and the verdict of each case and of them all.
+
+Verdicts are the judges': ``AC`` (accepted), ``WA`` (wrong answer), ``TLE`` (time limit),
+``MLE`` (memory limit), ``RE`` (runtime error: a non-zero exit, a signal, or a program that
+could not start), ``CE`` (compile error). The overall verdict is ``AC`` when every case is, else
+the verdict of the first case, in order, that is not.
+
+Comparison rules (``compare``):
+
+* ``whitespace`` (the default, as most judges do): the same tokens, however they are spaced
+  or broken into lines;
+* ``lines``: the same lines, each with its trailing whitespace dropped, and trailing empty lines
+  dropped (``\\r\\n`` counts as ``\\n``);
+* ``exact``: the same characters;
+* ``float``: the same tokens, where two that are both decimal numbers may differ by
+  ``float_tolerance``, absolute or relative to the expected one, whichever is larger.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from a2e_engine.sandbox._exits import how_it_ended
+
+__all__ = [
+    "COMPARISONS",
+    "Capture",
+    "CaseVerdict",
+    "JudgeCase",
+    "cases_from",
+    "compare_outputs",
+    "verdict_of_exit",
+    "verdict_of_run",
+]
+
+ACCEPTED, WRONG, TIME, MEMORY, RUNTIME, COMPILE = "AC", "WA", "TLE", "MLE", "RE", "CE"
+DEFAULT_TOLERANCE = 1e-6
+#: How much a program may print beyond the expected output before it is cut off (and wrong).
+OUTPUT_SLACK_CHARS = 1 << 16
+MAX_CASES = 10_000
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+@dataclass(frozen=True)
+class JudgeCase:
+    input: str
+    output: str
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    verdict: str
+    reason: str = ""
+
+
+def cases_from(test_cases: Any, input_output: Any) -> list[JudgeCase]:
+    """The cases given as ``test_cases`` (``[{"input", "output"}...]``) or in the APPS and
+    LiveCodeBench ``input_output`` form (``{"inputs": [...], "outputs": [...]}``, the object or
+    its JSON text as the datasets store it). An output given as a list of lines is those lines."""
+    if test_cases is not None and input_output is not None:
+        raise ValueError("give test_cases or input_output, not both")
+    if input_output is not None:
+        return _from_input_output(input_output)
+    if not isinstance(test_cases, list) or not test_cases:
+        raise ValueError("test_cases must be a non-empty array of {input, output}")
+    cases = []
+    for number, case in enumerate(test_cases, 1):
+        if not isinstance(case, dict) or "output" not in case:
+            raise ValueError(f"test case {number} must be an object with input and output")
+        cases.append(JudgeCase(_text(case.get("input", ""), number), _text(case["output"], number)))
+    return _bounded(cases)
+
+
+def _from_input_output(given: Any) -> list[JudgeCase]:
+    if isinstance(given, str):
+        try:
+            given = json.loads(given)
+        except ValueError:
+            raise ValueError("input_output is not JSON") from None
+    if not isinstance(given, dict):
+        raise ValueError("input_output must be an object with inputs and outputs")
+    inputs, outputs = given.get("inputs"), given.get("outputs")
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or not inputs:
+        raise ValueError("input_output needs non-empty inputs and outputs arrays")
+    if len(inputs) != len(outputs):
+        raise ValueError(f"input_output has {len(inputs)} inputs but {len(outputs)} outputs")
+    return _bounded(
+        [
+            JudgeCase(_text(i, n), _text(o, n))
+            for n, (i, o) in enumerate(zip(inputs, outputs, strict=True), 1)
+        ]
+    )
+
+
+def _text(value: Any, number: int) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(line, str) for line in value):
+        return "\n".join(value)
+    raise ValueError(f"test case {number}: input and output must be text (or lists of lines)")
+
+
+def _bounded(cases: list[JudgeCase]) -> list[JudgeCase]:
+    if len(cases) > MAX_CASES:
+        raise ValueError(f"at most {MAX_CASES} test cases, got {len(cases)}")
+    return cases
+
+
+def _tokens(text: str) -> list[str]:
+    return text.split()
+
+
+def _lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _numbers_close(got: str, expected: str, tolerance: float) -> bool:
+    if got == expected:
+        return True
+    if not (_NUMBER.fullmatch(got) and _NUMBER.fullmatch(expected)):
+        return False
+    a, b = float(got), float(expected)
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    return abs(a - b) <= tolerance * max(1.0, abs(b))
+
+
+def _same_floats(got: str, expected: str, tolerance: float) -> bool:
+    mine, theirs = _tokens(got), _tokens(expected)
+    return len(mine) == len(theirs) and all(
+        _numbers_close(a, b, tolerance) for a, b in zip(mine, theirs, strict=True)
+    )
+
+
+COMPARISONS: dict[str, Callable[[str, str, float], bool]] = {
+    "whitespace": lambda got, expected, _: _tokens(got) == _tokens(expected),
+    "lines": lambda got, expected, _: _lines(got) == _lines(expected),
+    "exact": lambda got, expected, _: got == expected,
+    "float": _same_floats,
+}
+
+
+def compare_outputs(got: str, expected: str, rule: str, tolerance: float) -> bool:
+    return COMPARISONS[rule](got, expected, tolerance)
+
+
+class Capture:
+    """A program's stdout or stderr kept whole up to ``limit`` characters for the comparison;
+    past that it is marked and dropped (the output is then wrong, and the judge's memory safe)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+        self.overflowed = False
+
+    def write(self, text: str, /) -> int:
+        room = self.limit - self.size
+        if len(text) > room:
+            self.overflowed = True
+            text = text[: max(0, room)]
+        if text:
+            self.parts.append(text)
+            self.size += len(text)
+        return len(text)
+
+    def getvalue(self) -> str:
+        return "".join(self.parts)
+
+
+def verdict_of_run(
+    run: dict[str, Any], stdout: Capture, expected: str, rule: str, tolerance: float
+) -> CaseVerdict:
+    """One case's verdict from its run (``tools._submission`` shape) and what it printed."""
+    ended = verdict_of_exit(run)
+    if ended.verdict != ACCEPTED:
+        return ended
+    if stdout.overflowed:
+        return CaseVerdict(WRONG, f"printed more than {stdout.limit} characters")
+    if not compare_outputs(stdout.getvalue(), expected, rule, tolerance):
+        return CaseVerdict(WRONG, "its output differs from the expected one")
+    return CaseVerdict(ACCEPTED)
+
+
+def verdict_of_exit(run: dict[str, Any]) -> CaseVerdict:
+    """The verdict of how a run ended, its output aside: a test program's (MultiPL-E), or
+    the part of a case's before its output is compared."""
+    status = run["status"]
+    if status == "TimeLimitExceeded":
+        return CaseVerdict(TIME, f"ran past its time limit ({run['execution_time']:.2f} s)")
+    if status == "MemoryLimitExceeded":
+        return CaseVerdict(MEMORY, f"held {run['peak_memory_kb']} KiB, past its limit")
+    if status != "Finished":
+        return CaseVerdict(RUNTIME, f"could not start: {run['stderr']}")
+    code = run["return_code"]
+    if code != 0:
+        return CaseVerdict(RUNTIME, how_it_ended(code))
+    return CaseVerdict(ACCEPTED)

@@ -1,0 +1,194 @@
+"""Judging a submission in any language by running it: once per stdin/stdout test case, or once
+with its test program appended (MultiPL-E's form: pass is exit 0). ``code_eval`` calls these.
+
+Each case runs in a fresh process in a fresh directory (``tools._submission``), compiled once for
+all of them. The expected outputs never leave this process: the program gets its input on a
+pipe and nothing else; it runs as a child of a worker that is not dumpable and under a seccomp
+filter that refuses ``ptrace`` and ``process_vm_readv``, so it cannot read them from memory,
+and they are never written to a file. What it prints is kept whole up to the expected output's
+size plus ``OUTPUT_SLACK_CHARS`` for the comparison (``tools._judging``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from a2e_engine.tools._judging import (
+    ACCEPTED,
+    COMPARISONS,
+    COMPILE,
+    DEFAULT_TOLERANCE,
+    OUTPUT_SLACK_CHARS,
+    Capture,
+    CaseVerdict,
+    JudgeCase,
+    verdict_of_exit,
+    verdict_of_run,
+)
+from a2e_engine.tools._languages import Language
+from a2e_engine.tools._submission import (
+    RunLimits,
+    StepResult,
+    Submission,
+    memory_mb_of,
+    seconds_of,
+)
+
+__all__ = ["JudgeOptions", "judge_cases", "judge_options", "judge_test_program"]
+
+#: What a failing case's result carries of its stderr (and, when wrong, of its stdout).
+SHOWN_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    limits: RunLimits  # per case
+    compile_seconds: float
+    compare: str
+    tolerance: float
+    stop_at_first_failure: bool
+
+
+def judge_options(arguments: dict[str, Any], seconds: float) -> JudgeOptions:
+    """The judging arguments of a ``code_eval`` call, checked."""
+    compare = str(arguments.get("compare") or "whitespace")
+    if compare not in COMPARISONS:
+        raise ValueError(f"compare must be one of {sorted(COMPARISONS)}, not {compare!r}")
+    tolerance = arguments.get("float_tolerance", DEFAULT_TOLERANCE)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or tolerance < 0:
+        raise ValueError(f"float_tolerance must be a number >= 0, got {tolerance!r}")
+    return JudgeOptions(
+        RunLimits(seconds, memory_mb_of(arguments.get("memory_mb"))),
+        seconds_of(arguments.get("compile_timeout"), "compile_timeout"),
+        compare,
+        float(tolerance),
+        bool(arguments.get("stop_at_first_failure")),
+    )
+
+
+def judge_cases(
+    language: Language,
+    program: str,
+    cases: list[JudgeCase],
+    options: JudgeOptions,
+    workspace: str,
+) -> dict[str, Any]:
+    started = time.monotonic()
+    submission = Submission(language, program, {}, workspace)
+    try:
+        compiled = _compile(submission, options)
+        if compiled is not None and compiled["return_code"] != 0:
+            return _compile_error(compiled, len(cases), started)
+        results: list[dict[str, Any]] = []
+        for number, case in enumerate(cases, 1):
+            if options.stop_at_first_failure and results and not results[-1]["passed"]:
+                results.append({"name": f"case {number}", "verdict": "skipped", "passed": False})
+                continue
+            results.append(_judge_case(submission, number, case, options))
+        return _overall(results, compiled, started)
+    finally:
+        submission.close()
+
+
+def judge_test_program(
+    language: Language, program: str, tests: str, options: JudgeOptions, workspace: str
+) -> dict[str, Any]:
+    """The program with its tests appended, run once: accepted when it exits 0 in time."""
+    started = time.monotonic()
+    submission = Submission(language, program + "\n" + tests + "\n", {}, workspace, run_layer=True)
+    try:
+        compiled = _compile(submission, options)
+        if compiled is not None and compiled["return_code"] != 0:
+            return _compile_error(compiled, 1, started)
+        out, err = Capture(OUTPUT_SLACK_CHARS), Capture(OUTPUT_SLACK_CHARS)
+        where = submission.fresh_directory()
+        try:
+            run = submission.run(where, None, [], options.limits, out, err)
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+        verdict = verdict_of_exit(run)  # a test program says how it went by its exit
+        return _overall([_case_result("tests", verdict, run, out, err)], compiled, started)
+    finally:
+        submission.close()
+
+
+def _compile(submission: Submission, options: JudgeOptions) -> StepResult | None:
+    """The compile step, or for a language without one, a failed parse (as graders judge a
+    program that does not parse: a compile error before any case runs)."""
+    seconds = options.compile_seconds
+    compiled = submission.compile(seconds, Capture(OUTPUT_SLACK_CHARS), Capture(OUTPUT_SLACK_CHARS))
+    if compiled is None:
+        return submission.check_syntax(
+            seconds, Capture(OUTPUT_SLACK_CHARS), Capture(OUTPUT_SLACK_CHARS)
+        )
+    return compiled
+
+
+def _judge_case(
+    submission: Submission, number: int, case: JudgeCase, options: JudgeOptions
+) -> dict[str, Any]:
+    out = Capture(len(case.output) + OUTPUT_SLACK_CHARS)
+    err = Capture(OUTPUT_SLACK_CHARS)
+    where = submission.fresh_directory()
+    try:
+        run = submission.run(where, case.input, [], options.limits, out, err)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    verdict = verdict_of_run(run, out, case.output, options.compare, options.tolerance)
+    return _case_result(f"case {number}", verdict, run, out, err)
+
+
+def _case_result(
+    name: str, verdict: CaseVerdict, run: StepResult, out: Capture, err: Capture
+) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "name": name,
+        "verdict": verdict.verdict,
+        "passed": verdict.verdict == ACCEPTED,
+        "time": run["execution_time"],
+        "cpu_time": run["cpu_time"],
+        "peak_memory_kb": run["peak_memory_kb"],
+        "return_code": run["return_code"],
+    }
+    if verdict.verdict != ACCEPTED:
+        result["reason"] = verdict.reason
+        result["stderr"] = err.getvalue()[:SHOWN_CHARS]
+        result["stdout"] = out.getvalue()[:SHOWN_CHARS]
+    return result
+
+
+def _compile_error(compiled: StepResult, count: int, started: float) -> dict[str, Any]:
+    message = (compiled["stderr"] or compiled["stdout"])[:SHOWN_CHARS]
+    reason = "compile error" + (f": {message}" if message else "")
+    if compiled["status"] == "TimeLimitExceeded":
+        reason = "compile error: the compiler did not finish in time"
+    return {
+        "verdict": COMPILE,
+        "passed": False,
+        "reason": reason,
+        "compile": compiled,
+        "tests": [],
+        "summary": {COMPILE: count},
+        "duration_ms": int((time.monotonic() - started) * 1000),
+    }
+
+
+def _overall(
+    results: list[dict[str, Any]], compiled: StepResult | None, started: float
+) -> dict[str, Any]:
+    failing = next((r for r in results if not r["passed"]), None)
+    summary: dict[str, int] = {}
+    for result in results:
+        summary[result["verdict"]] = summary.get(result["verdict"], 0) + 1
+    return {
+        "verdict": failing["verdict"] if failing else ACCEPTED,
+        "passed": failing is None,
+        "reason": f"{failing['name']}: {failing['reason']}" if failing else None,
+        "compile": compiled,
+        "tests": results,
+        "summary": summary,
+        "duration_ms": int((time.monotonic() - started) * 1000),
+    }

@@ -1,0 +1,402 @@
+"""A program in a language made ready to run, and its runs: what ``run_code`` runs once and
+``code_eval`` runs once per test case.
+
+The source and its files are written into a directory of the session's workspace, compiled at
+most once (or taken from a compile cache, ``tools._compile_cache``), and each run is a fresh
+process. A run in a directory of its own (``fresh_directory``) starts from a copy of the source,
+the files and what the compile made, so that one test case leaves nothing for the next. The
+compiler and every run may change files only in their own directory, ``TMPDIR`` included
+(``sandbox._landlock.confine_writes``), and a program run once (not a test case) its worker's
+run layer too (``sandbox._run_root``). Where Landlock is missing, nothing is cached.
+
+With the engine's shared cache the compile happens in a directory of its own in the call's tmp,
+which no other call of the session can write while it compiles or while its outputs are copied
+into the cache, and it reads only the toolchain, the system, the engine's read roots and the
+precompiled headers besides it: what it makes depends on the key alone. Its outputs are then
+copied into the run's directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from a2e_engine.sandbox._landlock import confine_writes
+from a2e_engine.sandbox._paths import under
+from a2e_engine.sandbox._run_root import program_writable
+from a2e_engine.tools._compile_cache import (
+    CompileCache,
+    Outputs,
+    PrecompileBuild,
+    PrecompiledHeaders,
+    caches_for,
+    outputs_of,
+    read_outputs,
+    write_outputs,
+)
+from a2e_engine.tools._confined import decoded_files
+from a2e_engine.tools._languages import Language, toolchain_path
+from a2e_engine.tools._processes import Finished, TextSink, run_captured, watch
+from a2e_engine.tools._python_main import FreshInterpreter, start_main
+from a2e_engine.tools._python_main import fresh_interpreter as fresh_interpreter_of
+
+__all__ = [
+    "DEFAULT_MEMORY_MB",
+    "DEFAULT_TIMEOUT_S",
+    "RunLimits",
+    "StepResult",
+    "Submission",
+    "memory_mb_of",
+    "not_started",
+    "seconds_of",
+]
+
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_MEMORY_MB = 1024
+MAX_MEMORY_MB = 65536
+_TMP = ".tmp"
+#: What the compiler's environment says of memory (GOMEMLIMIT for ``go build``, itself Go).
+_COMPILE_MEMORY_MB = 4096
+#: How long the call that builds a precompiled header waits for it after its own compile, as
+#: a multiple of that compile's time (and within its ``compile_timeout``): building
+#: ``bits/stdc++.h`` takes about three times as long as a program including it: the first such
+#: call of an engine takes at most about four times its compile, and then no more than that.
+PRECOMPILE_WAIT = 3.0
+
+StepResult = dict[str, Any]
+"""SandboxFusion's shape of one step: ``status``, ``execution_time``, ``cpu_time``,
+``peak_memory_kb``, ``return_code``, ``stdout``, ``stderr``."""
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    seconds: float
+    memory_mb: int  # 0: none of its own (the compile step: the call's cgroup caps it)
+
+
+class Submission:
+    def __init__(
+        self,
+        language: Language,
+        code: str,
+        files: Mapping[str, Any],
+        workspace: str,
+        fresh_interpreter: bool = False,
+        plugin_dirs: tuple[str, ...] = (),
+        read_roots: tuple[str, ...] = (),
+        run_layer: bool = False,
+    ) -> None:
+        """``run_layer``: its runs may write the worker's run layer too (``sandbox._run_root``),
+        which outlives each run: for a program run once, not for cases that must each start
+        from nothing the last one left. ``fresh_interpreter``: run a language that can run in
+        a fork of the worker's warm interpreter (``Language.warm``, ``tools._python_main``) in
+        a process of its own instead. ``plugin_dirs``: the engine's shared compile cache, when
+        the tool was given it (``tools._compile_cache.caches_for``); ``read_roots``: what the
+        engine lets calls read besides the system (a toolchain there). The files are checked
+        here (a path outside the run's directory, content that is not base64), written later."""
+        self.language = language
+        self.code = code
+        self.files = dict(files)
+        self.workspace = workspace
+        # A language without a compile step has nothing to cache (nor to confine for it).
+        compiled = language.compile is not None
+        self.cache, self.headers = caches_for(plugin_dirs, workspace) if compiled else (None, None)
+        self.read_roots = read_roots
+        self.run_layer = run_layer
+        self.warm = None if fresh_interpreter or not language.warm else fresh_interpreter_of()
+        self.home = tempfile.mkdtemp(prefix="run-", dir=workspace)
+        self._filled = False
+        try:
+            self._contents = [*decoded_files(self.home, self.files)]
+            self._contents.append((language.source_name(code), language.source_text(code).encode()))
+        except BaseException:
+            self.close()
+            raise
+        # What each run starts from; files given by absolute path are the run layer's, once.
+        self._payload = [path for path, _ in self._contents if not os.path.isabs(path)]
+
+    def compile(self, seconds: float, out: TextSink, err: TextSink) -> StepResult | None:
+        """The compile step's result (``cached`` says whether it ran), None for a language
+        without one. Its outputs join what each run starts from."""
+        language, cache = self.language, self.cache
+        if language.compile is None:
+            return None
+        key = cache.key(language, self.code, self.files) if cache is not None else ""
+        hit = cache.lookup(key) if cache is not None else None
+        if hit is not None:
+            self._fill_home()
+            compiled = {**hit.place(self.home), "cached": True}
+        elif cache is not None and cache.shared:
+            compiled, outputs = self._compile_apart(cache, key, seconds, out, err)
+            self._fill_home()
+            write_outputs(outputs, self.home)
+        else:
+            self._fill_home()
+            argv = language.compile_argv(self.code, self.home)
+            compiled = {**self._step(argv, self.home, None, RunLimits(seconds, 0), out, err)}
+            compiled["cached"] = False
+            if cache is not None and compiled["return_code"] == 0:
+                cache.store(key, self.home, language.outputs, compiled)
+        self._payload.extend(outputs_of(self.home, language.outputs))
+        return compiled
+
+    def check_syntax(self, seconds: float, out: TextSink, err: TextSink) -> StepResult | None:
+        """For a language without a compile step, whether the program parses, as a compile
+        step's result when it does not (None when it does, or cannot be checked here): graders
+        call a program that does not parse a compile error, not a failure of each case. A
+        language run warm is parsed here, as its interpreter would parse it, with what it
+        would print; another by its ``syntax_check`` command, if the host has it."""
+        language = self.language
+        if language.compile is not None:
+            return None
+        if language.warm:
+            try:
+                compile(self.code, language.source_name(self.code), "exec", dont_inherit=True)
+            except (SyntaxError, ValueError) as exc:
+                message = "".join(traceback.format_exception_only(exc))
+                return {**not_started(message), "status": "Finished", "return_code": 1}
+            except (MemoryError, RecursionError) as exc:
+                return {**not_started(f"{type(exc).__name__}: too large or deep to parse")}
+            return None
+        if not language.syntax_check or toolchain_path(language.syntax_check[0]) is None:
+            return None
+        self._fill_home()
+        argv = language.argv(language.syntax_check, self.code, self.home, 0)
+        checked = self._step(argv, self.home, None, RunLimits(seconds, 0), out, err)
+        return checked if checked["return_code"] != 0 else None
+
+    def _compile_apart(
+        self, cache: CompileCache, key: str, seconds: float, out: TextSink, err: TextSink
+    ) -> tuple[StepResult, Outputs]:
+        """Compile in a private directory of the call's tmp, reading nothing a session could
+        change; keep the outputs in the shared cache; the result and the outputs, for the
+        run's directory. A program that includes a header worth precompiling gets it (or,
+        the first time, has it built beside its own compile, within its time)."""
+        language = self.language
+        built = tempfile.mkdtemp(prefix="build-")
+        try:
+            _write_contents(built, [c for c in self._contents if not os.path.isabs(c[0])])
+            # Not a read root the workspace lies beneath: the compile must not read it.
+            workspace = os.path.realpath(self.workspace)
+            roots = [r for r in self.read_roots if not under(workspace, os.path.realpath(r))]
+            readable = (*roots, *_toolchain_roots(language))
+            include, building = self._precompiled(readable)
+            started = time.monotonic()
+            try:
+                argv = language.compile_argv(self.code, built, include or "")
+                limits = RunLimits(seconds, 0)
+                readable = (*readable, *([include] if include else ()))
+                compiled = {**self._step(argv, built, None, limits, out, err, readable=readable)}
+            finally:
+                if building is not None:
+                    took = time.monotonic() - started
+                    building.finish(min(seconds - took, PRECOMPILE_WAIT * took))
+            compiled["cached"] = False
+            outputs: Outputs = {}
+            if compiled["return_code"] == 0:
+                cache.store(key, built, language.outputs, compiled)
+                outputs = read_outputs(built, language.outputs) or {}
+            return compiled, outputs
+        finally:
+            shutil.rmtree(built, ignore_errors=True)
+
+    def _precompiled(self, readable: tuple[str, ...]) -> tuple[str | None, PrecompileBuild | None]:
+        """The directory of the program's precompiled header, or a build of it started now
+        (None, None: the language has none, or the program does not include it)."""
+        headers: PrecompiledHeaders | None = self.headers
+        header = self.language.precompiled_header(self.code)
+        if headers is None or not header:
+            return None, None
+        include = headers.ready(self.language, header)
+        if include is not None:
+            return include, None
+        return None, headers.build(self.language, header, readable)
+
+    def _fill_home(self) -> None:
+        """Write the source and the files into the run's directory, once; with the shared
+        cache, only after this process has given up writing it.
+
+        The session's other calls can change the workspace while this one writes there (put
+        a link to the cache where a file of ours is about to go); a process that can still
+        write the cache could be made to write into it. So from here on this process, and all
+        it starts, may write the workspace and its own run layer, nothing else (one more
+        Landlock layer)."""
+        if self._filled:
+            return
+        if self.cache is not None and self.cache.shared:
+            confinement = confine_writes((self.workspace, *program_writable()))
+            if confinement is None:  # pragma: no cover - the shared cache needs Landlock
+                raise OSError("the compile cache is shared but Landlock is missing")
+            try:
+                confinement.enforce()
+            finally:
+                confinement.close()
+        _write_contents(self.home, self._contents)
+        self._filled = True
+
+    def fresh_directory(self) -> str:
+        """A new directory holding what a run starts from (remove it once done)."""
+        self._fill_home()
+        where = tempfile.mkdtemp(prefix="case-", dir=self.workspace)
+        for relative in self._payload:
+            source, target = os.path.join(self.home, relative), os.path.join(where, relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(source, target)
+        os.mkdir(os.path.join(where, _TMP))
+        return where
+
+    def run(
+        self,
+        where: str,
+        stdin: str | None,
+        args: list[str],
+        limits: RunLimits,
+        out: TextSink,
+        err: TextSink,
+        tick: Callable[[], None] | None = None,
+    ) -> StepResult:
+        """One run; ``tick`` is called often (every few milliseconds) while it runs."""
+        self._fill_home()
+        argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
+        return self._step(argv, where, stdin, limits, out, err, warm=self.warm, tick=tick)
+
+    def close(self) -> None:
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def _step(
+        self,
+        argv: list[str],
+        where: str,
+        stdin: str | None,
+        limits: RunLimits,
+        out: TextSink,
+        err: TextSink,
+        warm: FreshInterpreter | None = None,
+        tick: Callable[[], None] | None = None,
+        readable: tuple[str, ...] | None = None,
+    ) -> StepResult:
+        """Run ``argv``, or, given ``warm``, the same program (``argv[1]``, a Python script,
+        and its arguments) in a fork of this interpreter made to look like a fresh one.
+        ``readable``: it reads only these, the system and ``where`` (its ``HOME`` too)."""
+        language, memory_mb = self.language, limits.memory_mb or None
+        env = {
+            **os.environ,
+            **({"HOME": where} if readable is not None else {}),
+            "TMPDIR": os.path.join(where, _TMP),
+            **language.environment(self.code, where, limits.memory_mb or _COMPILE_MEMORY_MB),
+        }
+        # A compile under the shared cache writes its own directory alone; a program run once
+        # its run layer too (sandbox._run_root).
+        layer = program_writable() if readable is None and self.run_layer else ()
+        confinement = confine_writes((where, *layer), readable)
+        confine = confinement.enforce if confinement is not None else None
+        memory_limit_kb = memory_mb * 1024 if memory_mb else None
+        try:
+            if warm is None:
+                finished = run_captured(
+                    argv,
+                    where,
+                    env,
+                    stdin,
+                    out,
+                    err,
+                    time_limit=limits.seconds,
+                    memory_limit_kb=memory_limit_kb,
+                    preexec=confine,
+                    measure_memory=True,  # peak_memory_kb, the compile step's too
+                    tick=tick,
+                )
+            else:
+                script, args = argv[1], argv[2:]
+                finished = watch(
+                    lambda stdio: start_main(warm, script, args, where, env, stdio, confine),
+                    stdin,
+                    out,
+                    err,
+                    time_limit=limits.seconds,
+                    memory_limit_kb=memory_limit_kb,
+                    measure_memory=True,
+                    tick=tick,
+                )
+        except OSError as exc:  # the program could not be started at all
+            return not_started(f"{argv[0]}: {exc.strerror or exc}")
+        finally:
+            if confinement is not None:
+                confinement.close()
+        stderr = err.getvalue()
+        return {
+            "status": _status(finished, stderr, language, memory_mb is not None),
+            "execution_time": round(finished.seconds, 4),
+            "cpu_time": round(finished.cpu_seconds, 4),
+            "peak_memory_kb": finished.peak_kb,
+            "return_code": finished.exit_code,
+            "stdout": out.getvalue(),
+            "stderr": stderr,
+        }
+
+
+def _status(finished: Finished, stderr: str, language: Language, limited: bool) -> str:
+    if finished.memory_exceeded:
+        return "MemoryLimitExceeded"
+    if finished.timed_out:
+        return "TimeLimitExceeded"
+    ran_out = any(marker in stderr for marker in language.out_of_memory)
+    if limited and finished.exit_code != 0 and ran_out:
+        return "MemoryLimitExceeded"  # the runtime's own limit (the JVM's heap, V8's) came first
+    return "Finished"
+
+
+def memory_mb_of(value: Any) -> int:
+    if value is None:
+        return DEFAULT_MEMORY_MB
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_MEMORY_MB:
+        raise ValueError(f"memory_mb must be an integer from 1 to {MAX_MEMORY_MB}, got {value!r}")
+    return value
+
+
+def seconds_of(value: Any, name: str) -> float:
+    if value is None:
+        return DEFAULT_TIMEOUT_S
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def not_started(why: str) -> StepResult:
+    return {
+        "status": "Error",
+        "execution_time": 0.0,
+        "cpu_time": 0.0,
+        "peak_memory_kb": 0,
+        "return_code": None,
+        "stdout": "",
+        "stderr": why,
+    }
+
+
+def _toolchain_roots(language: Language) -> list[str]:
+    """Where each of the toolchain's programs is installed (``/opt/node`` for
+    ``/opt/node/bin/node``): what its compile must read, wherever it lives."""
+    roots = []
+    for real, _, _ in language.toolchain():
+        root = os.path.dirname(os.path.dirname(real))
+        if root != "/":  # a program at the top: its own directory is all there is to add
+            roots.append(root)
+    return roots
+
+
+def _write_contents(where: str, contents: list[tuple[str, bytes]]) -> None:
+    """Write each (path, content): a relative path beneath ``where``, an absolute one where it
+    says (``tools._confined.decoded_files`` checked it); and make ``where``'s ``TMPDIR``."""
+    for path, data in contents:
+        target = os.path.join(where, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+    os.makedirs(os.path.join(where, _TMP), exist_ok=True)
