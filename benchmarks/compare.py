@@ -44,14 +44,21 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
     prefix = "a2e_engine." if installs_under_one_name(tree) else ""
     engine_package = importlib.import_module(f"{prefix}engine")
     Engine, EngineConfig = engine_package.Engine, engine_package.EngineConfig
-    ToolAPI = _from_either_layout("a2e.caps.tools", "client", "ToolAPI")
-    open_loop = _from_either_layout(f"{prefix}benchmarks", "measure", "open_loop")
-    CpuMeter = _from_either_layout(f"{prefix}benchmarks", "resources", "CpuMeter")
-    BenchTools = _from_either_layout(f"{prefix}benchmarks", "workloads", "BenchTools")
-
-    here = os.path.realpath(str(engine_package.__file__))
-    if not here.startswith(os.path.realpath(tree) + os.sep):
-        raise RuntimeError(f"the engine came from {here}, not from {tree}")
+    # Modules are private (``_name``) in checkouts from the change that made them so on.
+    private = "_" if os.path.isfile(os.path.join(tree, "benchmarks", _WORKLOADS[0])) else ""
+    homes = [
+        engine_package,
+        importlib.import_module(f"a2e.caps.tools.{private}client"),
+        importlib.import_module(f"{prefix}benchmarks.{private}measure"),
+        importlib.import_module(f"{prefix}benchmarks.{private}resources"),
+        importlib.import_module(f"{prefix}benchmarks.{private}workloads"),
+    ]
+    for home in homes:
+        where = os.path.realpath(str(home.__file__))
+        if not where.startswith(os.path.realpath(tree) + os.sep):
+            raise RuntimeError(f"{home.__name__} came from {where}, not from {tree}")
+    ToolAPI, open_loop = homes[1].ToolAPI, homes[2].open_loop
+    CpuMeter, BenchTools = homes[3].CpuMeter, homes[4].BenchTools
     figures: dict[str, float] = {}
     config = EngineConfig(prefork=4, max_workers=8)
     with Engine(plugins=[BenchTools()], config=config) as engine:
@@ -104,16 +111,8 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
     return figures
 
 
-def _from_either_layout(package: str, module: str, name: str) -> Any:
-    """``name`` from ``package``'s module, private (``_module``) as it is now or public as it
-    was before: the trees compared may lie on both sides of that change."""
-    try:
-        home = importlib.import_module(f"{package}._{module}")
-    except ModuleNotFoundError as missing:
-        if missing.name != f"{package}._{module}":
-            raise
-        home = importlib.import_module(f"{package}.{module}")
-    return getattr(home, name)
+#: Where a checkout keeps ``BenchTools``: private now, public in checkouts from before.
+_WORKLOADS = ("_workloads.py", "workloads.py")
 
 
 def installs_under_one_name(tree: str) -> bool:
@@ -163,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name two checkouts: OLD NEW")
     trees = [os.path.realpath(args.old), os.path.realpath(args.new)]
     for tree in trees:
-        if not os.path.isfile(os.path.join(tree, "benchmarks", "workloads.py")):
+        workloads = (os.path.join(tree, "benchmarks", name) for name in _WORKLOADS)
+        if not any(os.path.isfile(path) for path in workloads):
             parser.error(f"{tree} is not a checkout of this engine with benchmarks/_workloads.py")
     if _under_tmp(trees[0]) != _under_tmp(trees[1]):
         parser.error(
