@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+from types import ModuleType
 from typing import Any
 
 __all__ = ["main"]
@@ -42,23 +43,13 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
     import threading
 
     prefix = "a2e_engine." if installs_under_one_name(tree) else ""
-    engine_package = importlib.import_module(f"{prefix}engine")
+    private = "_" if has_private_modules(tree) else ""
+    engine_package = _from_tree(tree, f"{prefix}engine")
     Engine, EngineConfig = engine_package.Engine, engine_package.EngineConfig
-    # Modules are private (``_name``) in checkouts from the change that made them so on.
-    private = "_" if os.path.isfile(os.path.join(tree, "benchmarks", _WORKLOADS[0])) else ""
-    homes = [
-        engine_package,
-        importlib.import_module(f"a2e.caps.tools.{private}client"),
-        importlib.import_module(f"{prefix}benchmarks.{private}measure"),
-        importlib.import_module(f"{prefix}benchmarks.{private}resources"),
-        importlib.import_module(f"{prefix}benchmarks.{private}workloads"),
-    ]
-    for home in homes:
-        where = os.path.realpath(str(home.__file__))
-        if not where.startswith(os.path.realpath(tree) + os.sep):
-            raise RuntimeError(f"{home.__name__} came from {where}, not from {tree}")
-    ToolAPI, open_loop = homes[1].ToolAPI, homes[2].open_loop
-    CpuMeter, BenchTools = homes[3].CpuMeter, homes[4].BenchTools
+    ToolAPI = _from_tree(tree, f"a2e.caps.tools.{private}client").ToolAPI
+    open_loop = _from_tree(tree, f"{prefix}benchmarks.{private}measure").open_loop
+    CpuMeter = _from_tree(tree, f"{prefix}benchmarks.{private}resources").CpuMeter
+    BenchTools = _from_tree(tree, f"{prefix}benchmarks.{private}workloads").BenchTools
     figures: dict[str, float] = {}
     config = EngineConfig(prefork=4, max_workers=8)
     with Engine(plugins=[BenchTools()], config=config) as engine:
@@ -111,8 +102,24 @@ def measure(tree: str, calls: int, rate: float) -> dict[str, float]:
     return figures
 
 
+def _from_tree(tree: str, name: str) -> ModuleType:
+    """The module ``name``, which must come from ``tree``: another engine installed in the
+    environment would otherwise answer for a module the tree lacks."""
+    module = importlib.import_module(name)
+    where = os.path.realpath(str(module.__file__))
+    if not where.startswith(os.path.realpath(tree) + os.sep):
+        raise RuntimeError(f"{name} came from {where}, not from {tree}")
+    return module
+
+
 #: Where a checkout keeps ``BenchTools``: private now, public in checkouts from before.
 _WORKLOADS = ("_workloads.py", "workloads.py")
+
+
+def has_private_modules(tree: str) -> bool:
+    """Whether ``tree``'s modules are ``_named`` behind their packages (checkouts from the
+    change that made them so on)."""
+    return os.path.isfile(os.path.join(tree, "benchmarks", _WORKLOADS[0]))
 
 
 def installs_under_one_name(tree: str) -> bool:
