@@ -117,10 +117,10 @@ def test_every_other_module_is_private() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    public = sorted(
+    public = {
         str(path.relative_to(root))
         for folder in ("a2e", "engine", "sandbox", "tools", "benchmarks")
         for path in (root / folder).rglob("*.py")
         if not path.name.startswith("_")
-    )
-    assert set(public) == COMMANDS, set(public) ^ COMMANDS
+    }
+    assert public == COMMANDS, public ^ COMMANDS
