@@ -50,7 +50,8 @@ from a2e_engine.sandbox import _quota as quota
 from a2e_engine.sandbox._pool import PoolConfig, WorkerPool, ZygoteSpec
 from a2e_engine.sandbox._settings import ZygoteSettings
 from a2e_engine.sandbox.layers import LayerReports
-from a2e_engine.tools._compile_cache import shared_compile_cache
+from a2e_engine.tools._compile_cache import PLUGIN as COMPILE_CACHE_PLUGIN
+from a2e_engine.tools._compile_store import SharedCompileCache
 
 __all__ = ["Engine", "IsolationUnavailable"]
 
@@ -152,12 +153,16 @@ class Engine:
             quota_off = quota.enable(state_dir.path, self.config.workspace_mb)
             # Beside the sessions, gone with them: only where Landlock keeps other tools out.
             cache_mb = self.config.compile_cache_mb if self.config.isolation.landlock else 0
-            plugin_dirs = shared_compile_cache(state_dir.path, cache_mb) if cache_mb else {}
+            stores = {}
+            if cache_mb:
+                cache = SharedCompileCache.create(state_dir.path, cache_mb)
+                undo.callback(cache.close)
+                stores[COMPILE_CACHE_PLUGIN] = cache
             self._loop.start()
             undo.callback(self._loop.stop)
             pool = self.worker_pool(
                 self._zygotes,
-                self._pool_config(state_dir, quota_off, plugin_dirs),
+                self._pool_config(state_dir, quota_off, stores),
                 start_all=self.config.start_all_zygotes,
                 accept=self._accepts,
             )
@@ -204,15 +209,18 @@ class Engine:
         self,
         state_dir: StateDirectory,
         quota_off: str | None,
-        plugin_dirs: dict[str, tuple[str, ...]] | None = None,
+        stores: dict[str, SharedCompileCache] | None = None,
     ) -> PoolConfig:
+        """``stores``: what the calls of a plugin share (``sandbox._sharing``), by plugin;
+        their directories are given to that plugin's workers to read."""
         config = self.config
+        stores = stores or {}
         zygote = ZygoteSettings(
             limits=config.limits,
             isolation=config.isolation,
             profiles=self.registry.profiles,
             writable_paths=(state_dir.path,),
-            plugin_dirs=plugin_dirs or {},
+            plugin_dirs={plugin: store.dirs for plugin, store in stores.items()},
             read_roots=config.read_roots,
             receive_mounts=() if quota_off else (state_dir.path,),
         )
@@ -221,6 +229,7 @@ class Engine:
             max_workers=self.worker_bound.workers,
             prefork=config.prefork,
             output=config.output,
+            stores=stores,
         )
 
     def _services(

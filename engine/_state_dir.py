@@ -49,7 +49,8 @@ class StateDirectory:
         else:
             parent, prefix = default_parent(), "a2e-engine-"
         sweep_state_dirs(parent, prefix)
-        self.path = tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}-", dir=parent)
+        # Real: workers refuse a link anywhere on the way to a session's directories.
+        self.path = os.path.realpath(tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}-", dir=parent))
         os.chmod(self.path, 0o711)
         mark_boot(self.path)
         return self.path

@@ -10,9 +10,17 @@ changed. Everything else, other sessions' workspaces, the engine's state directo
 a few rules), enforced by the kernel for the worker and every child it starts.
 
 A plugin may be given directories of its own that outlive sessions (``ZygoteSettings
-.plugin_dirs``: ``run_code``'s compile cache): they are write rules for the jobs of that plugin
-alone, added when the job names its plugin, so that no other plugin's worker, even one sharing
-its zygote, can open them at all.
+.plugin_dirs``: ``run_code``'s compile cache, which only the supervisor writes:
+``sandbox._sharing``): its jobs, and no other plugin's, may read a file there by its name, and
+neither list nor change anything there, so that what they know of it gives them nothing.
+
+A job's directories (its workspace, its tmp) are the session's, which the session's programs
+may change between calls: a link put in place of one must not turn a rule onto what it points
+at, so they are opened without following a link anywhere on the way.
+
+Each worker's ruleset also scopes abstract unix sockets and signals to the worker (ABI 6):
+nothing it runs can connect to a socket bound, or signal a process started, outside it, so two
+calls, of one session or two, have no channel between them that way.
 
 A tool that runs code it does not trust with its own files (``run_code`` and ``code_eval``: a
 compile cache, other runs' directories) confines that code further with ``confine_writes``: one
@@ -30,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from a2e_engine.sandbox import _syscalls as syscalls
+from a2e_engine.sandbox._beneath import open_unlinked
 from a2e_engine.sandbox._paths import beneath
 from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
 
@@ -77,8 +86,23 @@ IOCTL_DEV = 1 << 15  # ABI 5
 _FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 
 
+#: Scopes (ABI 6): abstract unix sockets and signals end at the domain's edge.
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
+SCOPE_SIGNAL = 1 << 1
+#: The ABI from which a ruleset may scope.
+ABI_SCOPED = 6
+
+
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _ScopedRulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneath(ctypes.Structure):
@@ -124,9 +148,9 @@ class LandlockPlan:
     abi: int
     read_paths: tuple[str, ...]  # system paths and code, the fewest rules that cover them
     private_tmp: bool  # the worker's own /tmp (sandbox._mount_template): writable all along
-    #: Per plugin of the zygote (a job's ``plugin`` index): the directories of its own that
-    #: its jobs, and no other plugin's, may also write.
-    plugin_writable: tuple[tuple[str, ...], ...] = ()
+    #: Per plugin of the zygote (a job's ``plugin`` index): the directories of its own whose
+    #: files its jobs, and no other plugin's, may read by name.
+    plugin_readable: tuple[tuple[str, ...], ...] = ()
     #: The worker's run layer (``sandbox._run_root``): its own, writable all along.
     run_layer: tuple[str, ...] = ()
     #: Whether a call may list ``/`` and, as file permissions let it, what lies beneath (a rule
@@ -151,18 +175,18 @@ class Landlock(Layer):
         prep.report("landlock", None, abi=abi, read=list(read_paths))
         root = prep.mounts.root if prep.mounts is not None else None
         run_layer = root.program_writable if root is not None else ()
-        plugin_writable = tuple(
+        plugin_readable = tuple(
             prep.settings.plugin_dirs.get(plugin.name, ()) for plugin in prep.plugins
         )
         prep.landlock = LandlockPlan(
             abi,
             read_paths,
             private_tmp=prep.mounts is not None,
-            plugin_writable=plugin_writable,
+            plugin_readable=plugin_readable,
             run_layer=run_layer,
             list_root=prep.change_identity and bool(run_layer),
         )
-        for plugin, dirs in zip(prep.plugins, plugin_writable, strict=True):
+        for plugin, dirs in zip(prep.plugins, plugin_readable, strict=True):
             if dirs:
                 plugin.plugin_dirs = dirs
 
@@ -172,7 +196,7 @@ class Landlock(Layer):
         plan = prep.landlock
         if plan is None:
             return
-        ruleset = Ruleset(plan.abi)
+        ruleset = Ruleset(plan.abi, scoped=True)
         ruleset.allow_read(plan.read_paths)
         ruleset.allow_devices(("/dev",))
         if plan.private_tmp:
@@ -185,16 +209,16 @@ class Landlock(Layer):
 
     def on_job(self, prep: Preparation, worker: Worker, job: Job) -> None:
         """In the worker, once the job names its directories, before any tool code or thread
-        runs: the job's read roots, the workspace, the call's tmp and its plugin's own
-        directories; then enforced."""
+        runs: the job's read roots, the workspace and the call's tmp (never through a link),
+        its plugin's own directories (files read by name); then enforced."""
         ruleset, plan = worker.ruleset, prep.landlock
         if ruleset is None or plan is None:
             return
         ruleset.allow_read(job.get("read_roots", ()))
-        own = plan.plugin_writable
+        own = plan.plugin_readable
         plugin = job["plugin"]
-        mine = own[plugin] if 0 <= plugin < len(own) else ()
-        ruleset.allow_write((job["workspace"], job["tmp_dir"], *mine))
+        ruleset.allow_files(own[plugin] if 0 <= plugin < len(own) else ())
+        ruleset.allow_write((job["workspace"], job["tmp_dir"]), follow=False)
         ruleset.restrict()
 
 
@@ -324,12 +348,17 @@ def _handled(abi: int) -> int:
 
 class Ruleset:
     """A ruleset built in two steps: the fixed rules while the worker waits (off the call's
-    path), the job's directories and ``restrict`` when the job arrives."""
+    path), the job's directories and ``restrict`` when the job arrives. ``scoped``: abstract
+    unix sockets and signals scoped too, where the ABI has scopes."""
 
-    def __init__(self, abi: int, handled: int | None = None) -> None:
+    def __init__(self, abi: int, handled: int | None = None, scoped: bool = False) -> None:
         self.handled = _handled(abi) if handled is None else handled & _handled(abi)
-        attr = _RulesetAttr(self.handled)
         self.writable: set[str] = set()
+        attr: ctypes.Structure
+        if scoped and abi >= ABI_SCOPED:
+            attr = _ScopedRulesetAttr(self.handled, 0, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)
+        else:
+            attr = _RulesetAttr(self.handled)
         self.fd = _syscall(
             "landlock_create_ruleset", ctypes.addressof(attr), ctypes.sizeof(attr), 0
         )
@@ -338,11 +367,17 @@ class Ruleset:
         for path in paths:
             _allow(self.fd, path, (EXECUTE | READ_FILE | READ_DIR) & self.handled)
 
-    def allow_write(self, paths: Iterable[str]) -> None:
+    def allow_write(self, paths: Iterable[str], follow: bool = True) -> None:
+        """``follow=False``: a link anywhere on a path is refused (``OSError``), not followed."""
         for path in paths:
             if path not in self.writable:  # a repeated rule costs a path walk for nothing
-                _allow(self.fd, path, self.handled & ~(MAKE_CHAR | MAKE_BLOCK))
+                _allow(self.fd, path, self.handled & ~(MAKE_CHAR | MAKE_BLOCK), follow)
                 self.writable.add(path)
+
+    def allow_files(self, paths: Iterable[str]) -> None:
+        """Files beneath ``paths`` may be read by name; nothing there listed or changed."""
+        for path in paths:
+            _allow(self.fd, path, READ_FILE & self.handled)
 
     def allow_listing(self, paths: Iterable[str]) -> None:
         for path in paths:
@@ -367,11 +402,15 @@ class Ruleset:
             self.fd = -1
 
 
-def _allow(ruleset: int, path: str, rights: int) -> None:
+def _allow(ruleset: int, path: str, rights: int, follow: bool = True) -> None:
     try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except OSError:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC) if follow else open_unlinked(path, os.O_PATH)
+    except FileNotFoundError:
         return  # nothing there to allow
+    except OSError:
+        if not follow:
+            raise  # a link where the engine made a directory: the job must not start
+        return
     try:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):  # an O_PATH fd can be fstat'ed
             rights &= _FILE_RIGHTS  # a rule on a file may only carry file rights

@@ -7,6 +7,8 @@ Worker -> supervisor, frames on the result pipe, in this order:
 
 * ``{"t": "setup_error", "error": str}``: a layer could not be applied; no tool ran;
 * ``{"t": "event", "kind": str, "data": {...}}``: an event, in emission order;
+* ``{"t": "share", "what": str, "data": {...}}``: something the tool offers to later calls
+  (``sandbox._sharing``), for the supervisor's store of its plugin to check and keep or drop;
 * ``{"t": "result", "ok": true, "data": ..., "usage": {...}}`` or
   ``{"t": "result", "ok": false, "error": str, "data": ..., "retryable": bool, "usage": {...}}``
   (and ``"reason"`` when the tool named one): the end, with the worker's own account of itself
@@ -52,6 +54,8 @@ __all__ = [
     "Result",
     "SetupError",
     "SetupErrorFrame",
+    "Share",
+    "ShareFrame",
     "Spawn",
     "SpawnFailed",
     "Stop",
@@ -62,6 +66,7 @@ __all__ = [
     "failure_frame",
     "result_frame",
     "setup_error_frame",
+    "share_frame",
 ]
 
 
@@ -108,6 +113,12 @@ class SetupErrorFrame(TypedDict):
     error: str
 
 
+class ShareFrame(TypedDict):
+    t: Literal["share"]
+    what: str
+    data: dict[str, Any]
+
+
 class Usage(TypedDict):
     cpu_ms: int
     maxrss_kb: int
@@ -131,6 +142,10 @@ def event_frame(kind: str, data: dict[str, Any]) -> EventFrame:
 
 def setup_error_frame(error: str) -> SetupErrorFrame:
     return {"t": "setup_error", "error": error}
+
+
+def share_frame(what: str, data: dict[str, Any]) -> ShareFrame:
+    return {"t": "share", "what": what, "data": data}
 
 
 def failure_frame(
@@ -178,6 +193,15 @@ class SetupError:
 
 
 @dataclass(slots=True)
+class Share:
+    """What a worker offered to share: unchecked but for its shape, which is all the sandbox
+    knows of it (the plugin's store checks the rest)."""
+
+    what: str
+    data: dict[str, Any]
+
+
+@dataclass(slots=True)
 class Result:
     """A worker's result, checked; ``cpu_ms`` and ``maxrss_kb`` are its own account."""
 
@@ -190,7 +214,7 @@ class Result:
     reason: str | None = None  # what the tool said of its failure: one of TOOL_REASONS
 
 
-def check_worker_frame(frame: Mapping[str, Any]) -> Event | Result | SetupError:
+def check_worker_frame(frame: Mapping[str, Any]) -> Event | Result | SetupError | Share:
     """What a frame from a worker says, or ``MalformedMessage`` saying what is wrong."""
     kind = frame.get("t")
     if kind == "event":
@@ -216,6 +240,11 @@ def check_worker_frame(frame: Mapping[str, Any]) -> Event | Result | SetupError:
         )
     if kind == "setup_error" and isinstance(frame.get("error"), str):
         return SetupError(frame["error"])
+    if kind == "share":
+        what, data = frame.get("what"), frame.get("data")
+        if not isinstance(what, str) or not isinstance(data, dict):
+            raise MalformedMessage("the worker wrote a share frame without what and data")
+        return Share(what, data)
     raise MalformedMessage(f"the worker wrote a frame of unknown type {str(kind)[:40]!r}")
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -30,12 +30,14 @@ from a2e_engine.sandbox._resident import ResidentWorker
 from a2e_engine.sandbox._run import (
     EventSink,
     Outcome,
+    ShareSink,
     WorkerHandle,
     not_started,
     report_layers,
     run_job,
 )
 from a2e_engine.sandbox._settings import ZygoteSettings
+from a2e_engine.sandbox._sharing import SharedStore
 from a2e_engine.sandbox._slots import WorkerSlots
 from a2e_engine.sandbox._supply import WorkerSupply
 from a2e_engine.sandbox._waiting import StopSignal
@@ -82,6 +84,9 @@ class PoolConfig:
     prefork: int = 2
     output: OutputCaps = field(default_factory=OutputCaps)
     start_timeout: float = 60.0
+    #: What calls share, by the plugin whose workers may offer to it (``sandbox._sharing``);
+    #: its directories are that plugin's ``zygote.plugin_dirs``.
+    stores: Mapping[str, SharedStore] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_workers(self.max_workers, self.prefork)
@@ -241,7 +246,10 @@ class WorkerPool:
                 return worker
             queued_ms = int((loop.time() - queued_at) * 1000)
             limits = self.config.zygote.limits
-            outcome = await run_job(worker, job, deadline, on_event, stop, self._caps, limits)
+            shared = self._share_sink(job)
+            outcome = await run_job(
+                worker, job, deadline, on_event, stop, self._caps, limits, shared
+            )
             outcome.queued_ms = queued_ms
             return outcome
         finally:
@@ -282,6 +290,22 @@ class WorkerPool:
             return resident, outcome
         finally:
             self._slots.release()
+
+    def _share_sink(self, job: Job) -> ShareSink | None:
+        """Where the job's worker may offer what it made: the store of the job's plugin, given
+        the job's arguments, when it is the one plugin of its zygote (``plugin_dirs`` are given
+        to such plugins only); else nowhere."""
+        line = self._lines.get(job["zygote"])
+        plugins = line.spec.plugins if line is not None else ()
+        store = self.config.stores.get(plugins[0]) if len(plugins) == 1 else None
+        if store is None or job["plugin"] != 0:
+            return None
+        arguments = job["arguments"]
+
+        def offered(what: str, data: dict[str, Any]) -> None:
+            store.offer(arguments, what, data)
+
+        return offered
 
     async def _supply_for(self, job: Job) -> WorkerSupply | Outcome:
         """The started supply of workers of the job's zygote that has its profile, or the

@@ -43,6 +43,7 @@ from a2e_engine.sandbox._messages import (
     Job,
     MalformedMessage,
     Result,
+    Share,
     check_worker_frame,
 )
 from a2e_engine.sandbox._profiles import PROFILES
@@ -57,6 +58,7 @@ __all__ = [
     "EventSink",
     "Outcome",
     "ResultReader",
+    "ShareSink",
     "WorkerExit",
     "WorkerHandle",
     "describe_exit",
@@ -81,6 +83,8 @@ EVENT_FLOOD_FACTOR = 10
 
 #: Where an event a worker wrote goes: its kind and data (``ValueError`` if they are not valid).
 EventSink = Callable[[str, dict[str, Any]], None]
+#: Where what a worker offered to share goes (``sandbox._sharing``): what it is and its data.
+ShareSink = Callable[[str, dict[str, Any]], None]
 
 
 def report_layers() -> dict[str, LayerReport]:
@@ -154,10 +158,14 @@ class ResultReader:
         config: OutputCaps,
         on_event: EventSink,
         loop: asyncio.AbstractEventLoop,
+        on_share: ShareSink | None = None,
     ) -> None:
+        """``on_share``: the store of the job's plugin; ``None``, it owns none, and a worker
+        that offers something breaks the rules."""
         self.worker = worker
         self.config = config
         self.on_event = on_event
+        self.on_share = on_share
         self.decoder = FrameDecoder(config.max_frame)
         self.bytes_read = 0
         self.events = 0
@@ -234,6 +242,10 @@ class ResultReader:
                 self.on_event(said.kind, said.data)
             except ValueError as exc:
                 return self._violate(f"the worker wrote an invalid event: {exc}")
+        elif isinstance(said, Share):
+            if self.on_share is None:
+                return self._violate("the worker offered to share, and its tool shares nothing")
+            self.on_share(said.what, said.data)
         elif isinstance(said, Result):
             # Not finished yet: only end of stream proves no (forged or genuine) second result
             # follows; the worker closes its end right after its result.
@@ -277,10 +289,11 @@ async def run_job(
     stop: StopSignal,
     caps: OutputCaps,
     limits: Limits,
+    on_share: ShareSink | None = None,
 ) -> Outcome:
     """``job`` through ``worker``, which is gone when this returns, and what came of it."""
     loop = asyncio.get_running_loop()
-    reader = ResultReader(worker, caps, on_event, loop)
+    reader = ResultReader(worker, caps, on_event, loop, on_share)
     ended_by: CallEnding | None = None
     exit_awaited = True
     try:

@@ -19,7 +19,9 @@ from a2e import _jsonwire as jsonwire
 from a2e.caps.tools._plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox import _contain as contain
+from a2e_engine.sandbox import _sharing as sharing
 from a2e_engine.sandbox import _syscalls as syscalls
+from a2e_engine.sandbox._beneath import open_unlinked
 from a2e_engine.sandbox._frames import read_frame, write_frame, write_frame_bytes
 from a2e_engine.sandbox._messages import (
     FailureFrame,
@@ -90,7 +92,7 @@ def run_first_job(prep: Preparation, worker: Worker, job: Job, result_fd: int) -
     workspace = job["workspace"]
     try:
         contain.on_job(prep, worker, job)
-        os.chdir(workspace)
+        _enter(workspace)
         if float(job.get("cancel_grace_s") or 0) > 0:
             signal.signal(signal.SIGTERM, _raise_cancelled)
     except (OSError, KeyError) as exc:
@@ -99,6 +101,16 @@ def run_first_job(prep: Preparation, worker: Worker, job: Job, result_fd: int) -
     os.environ["TMPDIR"] = job["tmp_dir"]
     tempfile.tempdir = job["tmp_dir"]  # the zygote may have cached the host's /tmp already
     execute_job(prep.plugins[job["plugin"]], job, result_fd, prep.settings.max_frame)
+
+
+def _enter(directory: str) -> None:
+    """Make ``directory`` the working directory, refusing a link anywhere on its way: the
+    session's programs may have put one where the engine made its workspace."""
+    fd = open_unlinked(directory)
+    try:
+        os.fchdir(fd)
+    finally:
+        os.close(fd)
 
 
 def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) -> None:
@@ -116,7 +128,13 @@ def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) ->
             if not finished:
                 write_frame(result_fd, event_frame(str(kind), data))
 
+    def send_offer(frame: bytes) -> None:
+        with lock:
+            if not finished:
+                write_frame_bytes(result_fd, frame)
+
     plugin.set_event_sink(send_event)  # emit() checks the data; no ToolEvent needed here
+    sharing.set_share_sink(send_offer, max_frame)
     result: str | FailureFrame
     try:
         result = _encoded_result(plugin._execute_tool(job["tool"], job["arguments"]), max_frame)
@@ -188,6 +206,7 @@ def rehearse_job_path(prep: Preparation, worker: Worker) -> None:
         syscalls.permitted_capabilities()
     if worker.ruleset is not None and prep.landlock is not None and prep.landlock.read_paths:
         worker.ruleset.allow_read(prep.landlock.read_paths[:1])
+    _enter("/tmp" if os.path.isdir("/tmp") else "/")
     os.chdir("/")
     os.environ["HOME"] = os.environ["TMPDIR"] = "/"
     _context(job)

@@ -1,11 +1,13 @@
 """The compile cache shared by every session of an engine, and the precompiled ``bits/stdc++.h``
-(``tools._compile_cache``, docs/grading.md): a hit across sessions, what a program, the compiler,
-``python_eval`` and ``run_shell`` cannot do to it, a compile that reads nothing a session can
-change, the header really used, and, without an engine, eviction by size and the entries a
-lookup refuses."""
+(``tools._compile_cache``, ``tools._compile_store``, docs/grading.md): a hit across sessions,
+what a program, the compiler, ``python_eval`` and ``run_shell`` cannot do to it, a compile that
+reads nothing a session can change, the header built by the supervisor and really used, and,
+without an engine, eviction by size, the offers the supervisor refuses and the entries a lookup
+refuses."""
 
 from __future__ import annotations
 
+import base64
 import glob
 import os
 import subprocess
@@ -19,12 +21,13 @@ import pytest
 
 from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig, Isolation
+from a2e_engine.sandbox._beneath import LinkRefused
 from a2e_engine.sandbox._landlock import abi_version
 from a2e_engine.tools import _compile_cache as compile_cache
-from a2e_engine.tools._compile_cache import CompileCache, shared_compile_cache
-from a2e_engine.tools._judging import Capture
+from a2e_engine.tools._compile_cache import CompileCache, read_entry
+from a2e_engine.tools._compile_store import SharedCompileCache
 from a2e_engine.tools._languages import LANGUAGES, Language
-from a2e_engine.tools._submission import RunLimits, Submission
+from a2e_engine.tools._submission import Submission
 
 #: The shared cache is only where Landlock governs truncation too (the lookups below need none).
 needs_landlock = pytest.mark.skipif(abi_version() < 3, reason="the shared cache needs Landlock 3")
@@ -65,6 +68,17 @@ def _entries(engine: Engine) -> str:
 
 def _pch(engine: Engine) -> str:
     return os.path.join(engine.state_dir, "compile-cache", "pch")
+
+
+def _built(engine: Engine, name: str, timeout: float = 120) -> str:
+    """The precompiled header ``name`` once the supervisor has built it (beside the calls:
+    the one that asked for it compiled without it)."""
+    deadline = time.monotonic() + timeout
+    while not (found := _pch_files(engine, name)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert found, f"{name} was not built"
+    (gch,) = found
+    return gch
 
 
 @needs_landlock
@@ -195,8 +209,8 @@ def test_bits_stdcpp_is_precompiled_once_and_used(engine: Engine) -> None:
     tools = _session(engine)
     first = _run(tools, language="cpp", code=A_PLUS_B, stdin="1 2\n", compile_timeout=60)
     assert first["run_result"]["stdout"] == "3\n"
-    (gch,) = glob.glob(os.path.join(_pch(engine), "*", "bits", "stdc++.h.gch"))
-    assert os.stat(gch).st_mode & 0o777 == 0o444
+    gch = _built(engine, "bits/stdc++.h.gch")
+    assert os.stat(gch).st_mode & 0o777 == 0o444 and os.stat(gch).st_uid == os.geteuid()
     # A program that includes it afterwards compiles with it, in a fraction of the CPU.
     other = _run(tools, language="cpp", code=A_PLUS_B + "// other\n", stdin="2 3\n")
     assert other["run_result"]["stdout"] == "5\n" and not other["compile_result"]["cached"]
@@ -213,10 +227,11 @@ def test_bits_stdcpp_is_precompiled_once_and_used(engine: Engine) -> None:
 def test_a_program_whose_first_include_is_iostream_gets_it_precompiled(engine: Engine) -> None:
     tools = _session(engine)
     later = _run(tools, language="cpp", code="#include <cstdio>\n" + A_PLUS_B_IOSTREAM, stdin="4 5")
+    time.sleep(0.5)  # what it would have asked for would be under way by now
     assert later["run_result"]["stdout"] == "9\n" and not _pch_files(engine, "iostream.gch")
     first = _run(tools, language="cpp", code=A_PLUS_B_IOSTREAM, stdin="1 2\n", compile_timeout=60)
     assert first["run_result"]["stdout"] == "3\n"
-    (gch,) = _pch_files(engine, "iostream.gch")
+    gch = _built(engine, "iostream.gch")
     other = _run(tools, language="cpp", code=A_PLUS_B_IOSTREAM + "// other\n", stdin="2 3\n")
     assert other["run_result"]["stdout"] == "5\n" and not other["compile_result"]["cached"]
     # About 0.18 s of CPU rather than 0.33 s: the rest is the compile itself.
@@ -251,95 +266,137 @@ def test_only_the_first_include_can_be_precompiled() -> None:
     assert LANGUAGES["c"].precompiled_header("#include <iostream>\n") == ""
 
 
-def _cache(tmp_path: Path, max_bytes: int) -> CompileCache:
-    dirs = shared_compile_cache(str(tmp_path), 1)["run_code"]
-    return CompileCache(dirs[0], shared=True, max_bytes=max_bytes)
+def _shared(tmp_path: Path, max_bytes: int) -> SharedCompileCache:
+    cache = SharedCompileCache.create(str(tmp_path), 1)
+    cache.max_bytes = max_bytes
+    return cache
 
 
-def _store(cache: CompileCache, tmp_path: Path, key: str, size: int) -> None:
-    built = tmp_path / f"built-{key[:8]}"
-    built.mkdir()
-    (built / "main").write_bytes(os.urandom(size))
-    cache.store(key, str(built), ("main",), {"return_code": 0, "stderr": f"{built}/x.c: ok"})
+def _keep(cache: SharedCompileCache, key: str, size: int) -> None:
+    cache.keep(
+        key, {"main": (os.urandom(size), 0o755)}, {"return_code": 0, "stderr": "\0dir\0/x.c"}
+    )
 
 
 def test_the_least_recently_used_entries_go_past_the_bound(tmp_path: Path) -> None:
-    cache = _cache(tmp_path, max_bytes=100_000)
+    cache = _shared(tmp_path, max_bytes=100_000)
     keys = [c * 64 for c in "abcde"]
     for key in keys[:3]:
-        _store(cache, tmp_path, key, 24_000)
-        time.sleep(0.02)  # a file's times move in ticks of the kernel's clock
-    hit = cache.lookup(keys[0])  # used: now the most recent
-    time.sleep(0.02)
-    assert hit is not None and hit.result["stderr"] == "\0dir\0/x.c: ok"
-    assert hit.place(str(tmp_path))["stderr"] == f"{tmp_path}/x.c: ok"  # no other's path
-    _store(cache, tmp_path, keys[3], 24_000)
-    assert all(os.path.isdir(os.path.join(cache.root, k)) for k in keys[:4])  # 96 KB
-    _store(cache, tmp_path, keys[4], 24_000)  # 120 KB: down to 90 KB, b and c first
-    kept = [os.path.isdir(os.path.join(cache.root, k)) for k in keys]
+        _keep(cache, key, 24_000)
+    hit = CompileCache(cache.entries, shared=True).lookup(keys[0])
+    assert hit is not None and hit.result["stderr"] == "\0dir\0/x.c"
+    assert hit.place(os.open(tmp_path, os.O_RDONLY), str(tmp_path))["stderr"] == f"{tmp_path}/x.c"
+    cache.used(keys[0])  # what the worker's lookup offered: now the most recent
+    _keep(cache, keys[3], 24_000)
+    assert all(os.path.isdir(os.path.join(cache.entries, k)) for k in keys[:4])  # 96 KB
+    _keep(cache, keys[4], 24_000)  # 120 KB: down to 90 KB, b and c first
+    kept = [os.path.isdir(os.path.join(cache.entries, k)) for k in keys]
     assert kept == [True, False, False, True, True]
-    measured = sum(compile_cache._size_of(os.path.join(cache.root, k)) for k in keys)
-    assert 72_000 < int(Path(cache.root, ".usage").read_text()) == measured < 73_000
-    _store(cache, tmp_path, "9" * 64, 30_000)  # larger than a quarter of the bound: not kept
-    assert cache.lookup("9" * 64) is None
+    measured = sum(compile_cache.size_of(os.path.join(cache.entries, k)) for k in keys)
+    assert 72_000 < cache.total == measured < 73_000
+    _keep(cache, "9" * 64, 30_000)  # larger than a quarter of the bound: not kept
+    assert read_entry(cache.entries, "9" * 64) is None
+    cache.close()
+
+
+def test_the_supervisor_keeps_only_what_the_call_itself_compiled(tmp_path: Path) -> None:
+    """What a worker offers is checked against the call that offered it: the key the
+    supervisor works out from the call's own arguments, names the compile step makes, a
+    successful result. A worker cannot put a binary under another program's key."""
+    cache = _shared(tmp_path, max_bytes=1 << 20)
+    arguments = {"language": "c", "code": HONEST}
+    key = CompileCache.key(LANGUAGES["c"], HONEST, {})
+    binary = base64.b64encode(b"\x7fELF planted").decode()
+    good = {
+        "key": key,
+        "result": {"return_code": 0},
+        "outputs": {"main": {"mode": 493, "data": binary}},
+    }
+    assert isinstance(cache.check_entry(arguments, good), tuple)
+    other = {**arguments, "code": HONEST.replace("honest", "victim")}
+    refused = {
+        "a key that is not the call's": (other, good),
+        "not a call of a compiled language": ({"language": "python", "code": "1"}, good),
+        "not a successful compile": (arguments, {**good, "result": {"return_code": 1}}),
+        "an output the compile step does not make": (
+            arguments,
+            {**good, "outputs": {"../main": {"mode": 493, "data": binary}}},
+        ),
+        "an output that is not base64": (
+            arguments,
+            {**good, "outputs": {"main": {"mode": 493, "data": "!!"}}},
+        ),
+    }
+    for why, (args, data) in refused.items():
+        said = cache.check_entry(args, data)
+        assert isinstance(said, str) and said.startswith(why), (why, said)
+    cache.offer(other, "entry", good)  # queued, checked, dropped
+    cache.offer(arguments, "header", {"language": "c", "header": "../../etc/passwd"})
+    cache.close()
+    assert read_entry(cache.entries, key) is None
+    assert sorted(os.listdir(cache.headers.root)) == []
 
 
 def test_a_lookup_refuses_what_the_tool_did_not_write(tmp_path: Path) -> None:
-    cache = _cache(tmp_path, max_bytes=1 << 20)
+    cache = _shared(tmp_path, max_bytes=1 << 20)
     key = "a" * 64
-    _store(cache, tmp_path, key, 1000)
-    main = Path(cache.root, key, "main")
+    _keep(cache, key, 1000)
+    main = Path(cache.entries, key, "main")
     genuine = main.read_bytes()
     main.chmod(0o644)
     main.write_bytes(genuine[:-1] + bytes([genuine[-1] ^ 1]))  # changed: its hash fails
-    assert cache.lookup(key) is None
+    assert read_entry(cache.entries, key) is None
     main.write_bytes(genuine)
-    assert cache.lookup(key) is not None
+    assert read_entry(cache.entries, key) is not None
     main.unlink()
     main.symlink_to("/bin/true")  # an output that is a link out
-    assert cache.lookup(key) is None
+    assert read_entry(cache.entries, key) is None
     elsewhere = tmp_path / "elsewhere"
-    Path(cache.root, key).rename(elsewhere)
-    Path(cache.root, key).symlink_to(elsewhere)  # an entry that is a link out
-    assert cache.lookup(key) is None
-    # An output the compile left as a link or a FIFO is never stored.
+    Path(cache.entries, key).rename(elsewhere)
+    Path(cache.entries, key).symlink_to(elsewhere)  # an entry that is a link out
+    assert read_entry(cache.entries, key) is None
+    # An output the compile left as a link or a FIFO is never kept in a session's cache.
+    session = CompileCache(str(tmp_path / "session"))
     built = tmp_path / "odd"
     built.mkdir()
     (built / "main").symlink_to("/bin/true")
-    cache.store("b" * 64, str(built), ("main",), {})
+    session.store("b" * 64, str(built), ("main",), {})
     (built / "main").unlink()
     os.mkfifo(built / "main")
-    cache.store("b" * 64, str(built), ("main",), {})
-    assert cache.lookup("b" * 64) is None
-    assert not [n for n in os.listdir(cache.root) if n.startswith(".staging-")]
+    session.store("b" * 64, str(built), ("main",), {})
+    assert session.lookup("b" * 64) is None
+    assert not [n for n in os.listdir(cache.entries) if n.startswith(".staging-")]
+    cache.close()
 
 
 def test_a_full_disk_stores_nothing_and_an_evicted_entry_is_read_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cache = _cache(tmp_path, max_bytes=1 << 20)
+    cache = _shared(tmp_path, max_bytes=1 << 20)
 
     def full(path: str, content: bytes, mode: int) -> None:
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patched:
-        patched.setattr(compile_cache, "_write_new", full)
-        _store(cache, tmp_path, "a" * 64, 1000)
-    assert cache.lookup("a" * 64) is None
-    assert sorted(os.listdir(cache.root)) == [".max_bytes", ".usage"]
+        patched.setattr(compile_cache, "write_new", full)
+        with pytest.raises(OSError):
+            _keep(cache, "a" * 64, 1000)
+    assert read_entry(cache.entries, "a" * 64) is None
+    assert os.listdir(cache.entries) == []
     # Evicted while a lookup reads it: what it opened is read whole, and checked.
-    _store(cache, tmp_path, "b" * 64, 50_000)
-    genuine = Path(cache.root, "b" * 64, "main").read_bytes()
+    _keep(cache, "b" * 64, 50_000)
+    genuine = Path(cache.entries, "b" * 64, "main").read_bytes()
     read_checked = compile_cache._read_checked
 
     def evicting(fd: int, expected: Any) -> bytes | None:
-        assert cache._evict("b" * 64)
+        assert compile_cache.evict(cache.entries, "b" * 64)
         return read_checked(fd, expected)
 
     monkeypatch.setattr(compile_cache, "_read_checked", evicting)
-    hit = cache.lookup("b" * 64)
+    hit = read_entry(cache.entries, "b" * 64)
     assert hit is not None and hit.outputs["main"][0] == genuine
-    assert not os.path.exists(os.path.join(cache.root, "b" * 64))
+    assert not os.path.exists(os.path.join(cache.entries, "b" * 64))
+    cache.close()
 
 
 @needs_landlock
@@ -360,13 +417,14 @@ def test_the_cache_size_is_a_checked_setting() -> None:
 
 
 def test_shared_cache_directories(tmp_path: Path) -> None:
-    entries, pch = shared_compile_cache(str(tmp_path), 512)["run_code"]
-    assert os.stat(tmp_path / "compile-cache").st_mode & 0o777 == 0o711
+    cache = SharedCompileCache.create(str(tmp_path), 512)
+    entries, pch = cache.dirs
     assert os.path.basename(entries).startswith("entries-") and len(os.path.basename(entries)) > 20
-    for where in (entries, pch):
-        assert os.stat(where).st_mode & 0o7777 == 0o777  # no sticky bit: anyone evicts
-    assert CompileCache(entries).root == entries
-    assert compile_cache._max_bytes(entries) == 512 << 20
+    for where in (tmp_path / "compile-cache", entries, pch):
+        info = os.stat(where)
+        assert info.st_mode & 0o7777 == 0o711 and info.st_uid == os.geteuid()  # nobody lists
+    assert cache.max_bytes == 512 << 20
+    cache.close()
 
 
 @needs_landlock
@@ -388,35 +446,25 @@ def test_without_mount_namespaces_landlock_alone_keeps_other_tools_out() -> None
     assert done.success and str(done.data).count("PermissionError") == 2, done.data
 
 
-@needs_landlock
-def test_run_code_writes_the_workspace_only_once_it_can_no_longer_write_the_cache(
+def test_run_code_writes_its_files_beneath_its_directory_never_through_a_link(
     tmp_path: Path,
 ) -> None:
     """The session's other calls can change the workspace while run_code writes there: here
-    the run's directory is swapped for a link into the cache just before the source goes in.
-    run_code's worker gives up writing the cache first (in a child: it stays confined)."""
-    entries, pch = shared_compile_cache(str(tmp_path), 1)["run_code"]
+    a directory of the run's files is a link out when the files go in. Nothing is written
+    through it."""
+    target = tmp_path / "elsewhere"
+    target.mkdir()
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports by its exit status
-        code = 1
-        try:
-            submission = Submission(
-                LANGUAGES["c"], HONEST, {}, str(workspace), False, (entries, pch)
-            )
-            os.rename(submission.home, str(workspace / "moved"))
-            os.symlink(pch, submission.home)
-            try:
-                submission.run(
-                    submission.home, None, [], RunLimits(1, 64), Capture(100), Capture(100)
-                )
-            except PermissionError:
-                code = 0 if not os.path.exists(os.path.join(pch, "main.c")) else 2
-        finally:
-            os._exit(code)
-    assert os.waitpid(pid, 0)[1] == 0
-    assert not os.path.exists(os.path.join(pch, "main.c"))
+    files = {"sub/input.txt": base64.b64encode(b"data").decode()}
+    submission = Submission(LANGUAGES["c"], HONEST, files, str(workspace))
+    try:
+        os.symlink(target, os.path.join(submission.home, "sub"))
+        with pytest.raises(LinkRefused):
+            submission.fresh_directory()
+    finally:
+        submission.close()
+    assert os.listdir(target) == []
 
 
 def test_the_key_follows_each_file_the_compile_step_names(tmp_path: Path) -> None:

@@ -1,15 +1,16 @@
 """Paths a caller names, confined beneath a directory, and the files a caller hands over or
-asks back as base64 (SandboxFusion's ``files`` and ``fetch_files``). Not a plugin's module:
-every tool that takes paths imports it, and with it nothing of another plugin."""
+asks back as base64 (SandboxFusion's ``files`` and ``fetch_files``), written and read beneath
+their directory without following a link (``sandbox._beneath``). Not a plugin's module: every
+tool that takes paths imports it, and with it nothing of another plugin."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import os
-import stat
 from typing import TYPE_CHECKING, Any
 
+from a2e_engine.sandbox._beneath import open_dir, read_beneath, write_beneath
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._run_root import program_writable
 
@@ -22,6 +23,7 @@ __all__ = [
     "fetch_base64_files",
     "resolve_confined",
     "write_base64_files",
+    "write_decoded",
 ]
 
 
@@ -63,25 +65,47 @@ def decoded_files(where: str, files: Any) -> list[tuple[str, bytes]]:
 
 def write_base64_files(where: str, files: Any) -> None:
     """``files`` (``decoded_files``) written, every one checked first."""
-    for path, data in decoded_files(where, files):
-        target = os.path.join(where, path)  # an absolute path stays as it is
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as fh:
-            fh.write(data)
+    decoded = decoded_files(where, files)
+    fd = open_dir(where)
+    try:
+        for path, data in decoded:
+            write_decoded(fd, path, data)
+    finally:
+        os.close(fd)
+
+
+def write_decoded(where: int, path: str, data: bytes) -> None:
+    """One of ``decoded_files``' files written: a relative path beneath the directory
+    ``where`` (a descriptor), an absolute one beneath the run layer's directory that holds
+    it; never through a link (another call of the session may have put one there)."""
+    if not os.path.isabs(path):
+        write_beneath(where, path, data)
+        return
+    root = next(root for root in program_writable() if under(path, root))
+    fd = open_dir(root)
+    try:
+        write_beneath(fd, os.path.relpath(path, root), data)
+    finally:
+        os.close(fd)
 
 
 def fetch_base64_files(where: str, paths: list[str], cap: int) -> dict[str, str]:
     """The regular files asked for that exist, base64: a relative path beneath ``where``, an
     absolute one wherever the call could read it (its run layer included, ``sandbox._run_root``:
-    what a program wrote to ``/mnt/out``), as SandboxFusion fetches them. Others are left out;
-    past ``cap`` bytes in all, a ``ValueError``."""
+    what a program wrote to ``/mnt/out``), as SandboxFusion fetches them; either without a
+    link anywhere on its way (a program may have left one to read what it may not). Others
+    are left out; past ``cap`` bytes in all, a ``ValueError``."""
     fetched: dict[str, str] = {}
     left = cap
     for path in paths:
         try:
             path = str(path)
-            target = path if os.path.isabs(path) else resolve_confined(path, where, ())
-            data = _read_regular_file(target, left + 1)
+            relative = path.lstrip("/") if os.path.isabs(path) else path
+            root = open_dir("/" if os.path.isabs(path) else where)
+            try:
+                data = read_beneath(root, relative, left + 1)
+            finally:
+                os.close(root)
         except (OSError, ValueError):
             continue
         if data is None:
@@ -91,19 +115,6 @@ def fetch_base64_files(where: str, paths: list[str], cap: int) -> dict[str, str]
         left -= len(data)
         fetched[path] = base64.b64encode(data).decode()
     return fetched
-
-
-def _read_regular_file(path: str, most: int) -> bytes | None:
-    """At most ``most`` bytes of ``path``, or ``None`` when it is not a regular file: a FIFO or
-    a device the program left there must not hold the call up."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read(most)
-    finally:
-        os.close(fd)
 
 
 def exchange_parameters() -> list[ToolParameter]:

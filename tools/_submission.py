@@ -5,15 +5,20 @@ The source and its files are written into a directory of the session's workspace
 most once (or taken from a compile cache, ``tools._compile_cache``), and each run is a fresh
 process. A run in a directory of its own (``fresh_directory``) starts from a copy of the source,
 the files and what the compile made, so that one test case leaves nothing for the next. The
-compiler and every run may change files only in their own directory, ``TMPDIR`` included
-(``sandbox._landlock.confine_writes``), and a program run once (not a test case) its worker's
-run layer too (``sandbox._run_root``). Where Landlock is missing, nothing is cached.
+compiler and every run, in every language, may change files only in their own directory,
+``TMPDIR`` included (``sandbox._landlock.confine_writes``), and a program run once (not a test
+case) its worker's run layer too (``sandbox._run_root``). Where Landlock is missing, nothing
+is cached.
+
+The session's other calls can change the workspace while this one writes there (put a link
+where a file of ours is about to go): every file written or copied for a run is opened beneath
+its directory's descriptor, never through a link (``sandbox._beneath``).
 
 With the engine's shared cache the compile happens in a directory of its own in the call's tmp,
-which no other call of the session can write while it compiles or while its outputs are copied
-into the cache, and it reads only the toolchain, the system, the engine's read roots and the
-precompiled headers besides it: what it makes depends on the key alone. Its outputs are then
-copied into the run's directory.
+which no other call can write, and it reads only the toolchain, the system, the engine's read
+roots and the precompiled headers besides it: what it makes depends on the key alone. Its
+outputs are then copied into the run's directory, and offered to the cache, which only the
+supervisor writes.
 """
 
 from __future__ import annotations
@@ -21,26 +26,25 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from a2e_engine.sandbox._beneath import copy_beneath, make_dirs_beneath, open_dir, write_beneath
 from a2e_engine.sandbox._landlock import confine_writes
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._run_root import program_writable
 from a2e_engine.tools._compile_cache import (
     CompileCache,
     Outputs,
-    PrecompileBuild,
     PrecompiledHeaders,
     caches_for,
     outputs_of,
     read_outputs,
     write_outputs,
 )
-from a2e_engine.tools._confined import decoded_files
+from a2e_engine.tools._confined import decoded_files, write_decoded
 from a2e_engine.tools._languages import Language, toolchain_path
 from a2e_engine.tools._processes import Finished, TextSink, run_captured, watch
 from a2e_engine.tools._python_main import FreshInterpreter, start_main
@@ -63,11 +67,6 @@ MAX_MEMORY_MB = 65536
 _TMP = ".tmp"
 #: What the compiler's environment says of memory (GOMEMLIMIT for ``go build``, itself Go).
 _COMPILE_MEMORY_MB = 4096
-#: How long the call that builds a precompiled header waits for it after its own compile, as
-#: a multiple of that compile's time (and within its ``compile_timeout``): building
-#: ``bits/stdc++.h`` takes about three times as long as a program including it: the first such
-#: call of an engine takes at most about four times its compile, and then no more than that.
-PRECOMPILE_WAIT = 3.0
 
 StepResult = dict[str, Any]
 """SandboxFusion's shape of one step: ``status``, ``execution_time``, ``cpu_time``,
@@ -104,15 +103,18 @@ class Submission:
         self.code = code
         self.files = dict(files)
         self.workspace = workspace
-        # A language without a compile step has nothing to cache (nor to confine for it).
+        # A language without a compile step has nothing to cache.
         compiled = language.compile is not None
         self.cache, self.headers = caches_for(plugin_dirs, workspace) if compiled else (None, None)
         self.read_roots = read_roots
         self.run_layer = run_layer
         self.warm = None if fresh_interpreter or not language.warm else fresh_interpreter_of()
-        self.home = tempfile.mkdtemp(prefix="run-", dir=workspace)
-        self._filled = False
+        self._workspace_fd = open_dir(workspace)
+        self._home_fd = -1
         try:
+            self.home = _make_dir(self._workspace_fd, workspace, "run-")
+            self._home_fd = open_dir(self.home)
+            self._filled = False
             self._contents = [*decoded_files(self.home, self.files)]
             self._contents.append((language.source_name(code), language.source_text(code).encode()))
         except BaseException:
@@ -131,11 +133,11 @@ class Submission:
         hit = cache.lookup(key) if cache is not None else None
         if hit is not None:
             self._fill_home()
-            compiled = {**hit.place(self.home), "cached": True}
+            compiled = {**hit.place(self._home_fd, self.home), "cached": True}
         elif cache is not None and cache.shared:
             compiled, outputs = self._compile_apart(cache, key, seconds, out, err)
             self._fill_home()
-            write_outputs(outputs, self.home)
+            write_outputs(outputs, self._home_fd)
         else:
             self._fill_home()
             argv = language.compile_argv(self.code, self.home)
@@ -175,9 +177,9 @@ class Submission:
         self, cache: CompileCache, key: str, seconds: float, out: TextSink, err: TextSink
     ) -> tuple[StepResult, Outputs]:
         """Compile in a private directory of the call's tmp, reading nothing a session could
-        change; keep the outputs in the shared cache; the result and the outputs, for the
-        run's directory. A program that includes a header worth precompiling gets it (or,
-        the first time, has it built beside its own compile, within its time)."""
+        change; offer the outputs to the shared cache; the result and the outputs, for the
+        run's directory. A program that includes a header worth precompiling gets it, once
+        the supervisor has built it (this call asks for it when it is not)."""
         language = self.language
         built = tempfile.mkdtemp(prefix="build-")
         try:
@@ -186,17 +188,11 @@ class Submission:
             workspace = os.path.realpath(self.workspace)
             roots = [r for r in self.read_roots if not under(workspace, os.path.realpath(r))]
             readable = (*roots, *_toolchain_roots(language))
-            include, building = self._precompiled(readable)
-            started = time.monotonic()
-            try:
-                argv = language.compile_argv(self.code, built, include or "")
-                limits = RunLimits(seconds, 0)
-                readable = (*readable, *([include] if include else ()))
-                compiled = {**self._step(argv, built, None, limits, out, err, readable=readable)}
-            finally:
-                if building is not None:
-                    took = time.monotonic() - started
-                    building.finish(min(seconds - took, PRECOMPILE_WAIT * took))
+            include = self._precompiled()
+            argv = language.compile_argv(self.code, built, include or "")
+            readable = (*readable, *([include] if include else ()))
+            limits = RunLimits(seconds, 0)
+            compiled = {**self._step(argv, built, None, limits, out, err, readable=readable)}
             compiled["cached"] = False
             outputs: Outputs = {}
             if compiled["return_code"] == 0:
@@ -206,49 +202,40 @@ class Submission:
         finally:
             shutil.rmtree(built, ignore_errors=True)
 
-    def _precompiled(self, readable: tuple[str, ...]) -> tuple[str | None, PrecompileBuild | None]:
-        """The directory of the program's precompiled header, or a build of it started now
-        (None, None: the language has none, or the program does not include it)."""
+    def _precompiled(self) -> str | None:
+        """The directory of the program's precompiled header, or None (the language has none,
+        the program does not include it, or it is not built yet: asked for now)."""
         headers: PrecompiledHeaders | None = self.headers
         header = self.language.precompiled_header(self.code)
         if headers is None or not header:
-            return None, None
+            return None
         include = headers.ready(self.language, header)
-        if include is not None:
-            return include, None
-        return None, headers.build(self.language, header, readable)
+        if include is None:
+            headers.request(self.language, header)
+        return include
 
     def _fill_home(self) -> None:
-        """Write the source and the files into the run's directory, once; with the shared
-        cache, only after this process has given up writing it.
-
-        The session's other calls can change the workspace while this one writes there (put
-        a link to the cache where a file of ours is about to go); a process that can still
-        write the cache could be made to write into it. So from here on this process, and all
-        it starts, may write the workspace and its own run layer, nothing else (one more
-        Landlock layer)."""
+        """Write the source and the files into the run's directory, once: beneath it, or, given
+        by an absolute path, beneath the run layer's directory that holds it, never through a
+        link (the session's other calls may have put one there)."""
         if self._filled:
             return
-        if self.cache is not None and self.cache.shared:
-            confinement = confine_writes((self.workspace, *program_writable()))
-            if confinement is None:  # pragma: no cover - the shared cache needs Landlock
-                raise OSError("the compile cache is shared but Landlock is missing")
-            try:
-                confinement.enforce()
-            finally:
-                confinement.close()
-        _write_contents(self.home, self._contents)
         self._filled = True
+        for path, data in self._contents:
+            write_decoded(self._home_fd, path, data)
+        os.close(make_dirs_beneath(self._home_fd, _TMP, 0o700))
 
     def fresh_directory(self) -> str:
         """A new directory holding what a run starts from (remove it once done)."""
         self._fill_home()
-        where = tempfile.mkdtemp(prefix="case-", dir=self.workspace)
-        for relative in self._payload:
-            source, target = os.path.join(self.home, relative), os.path.join(where, relative)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copy2(source, target)
-        os.mkdir(os.path.join(where, _TMP))
+        where = _make_dir(self._workspace_fd, self.workspace, "case-")
+        fd = open_dir(where)
+        try:
+            for relative in self._payload:
+                copy_beneath(self._home_fd, fd, relative)
+            os.close(make_dirs_beneath(fd, _TMP, 0o700))
+        finally:
+            os.close(fd)
         return where
 
     def run(
@@ -267,7 +254,16 @@ class Submission:
         return self._step(argv, where, stdin, limits, out, err, warm=self.warm, tick=tick)
 
     def close(self) -> None:
-        shutil.rmtree(self.home, ignore_errors=True)
+        if self._home_fd >= 0:
+            os.close(self._home_fd)
+            self._home_fd = -1
+        if self._workspace_fd >= 0:
+            if getattr(self, "home", None):
+                shutil.rmtree(
+                    os.path.basename(self.home), ignore_errors=True, dir_fd=self._workspace_fd
+                )
+            os.close(self._workspace_fd)
+            self._workspace_fd = -1
 
     def _step(
         self,
@@ -392,11 +388,23 @@ def _toolchain_roots(language: Language) -> list[str]:
 
 
 def _write_contents(where: str, contents: list[tuple[str, bytes]]) -> None:
-    """Write each (path, content): a relative path beneath ``where``, an absolute one where it
-    says (``tools._confined.decoded_files`` checked it); and make ``where``'s ``TMPDIR``."""
-    for path, data in contents:
-        target = os.path.join(where, path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as fh:
-            fh.write(data)
-    os.makedirs(os.path.join(where, _TMP), exist_ok=True)
+    """Write each (relative path, content) beneath ``where`` and make its ``TMPDIR``."""
+    fd = open_dir(where)
+    try:
+        for path, data in contents:
+            write_beneath(fd, path, data)
+        os.close(make_dirs_beneath(fd, _TMP, 0o700))
+    finally:
+        os.close(fd)
+
+
+def _make_dir(parent: int, parent_path: str, prefix: str) -> str:
+    """A new directory with an unguessable name in ``parent`` (a descriptor of
+    ``parent_path``); its path."""
+    while True:
+        name = f"{prefix}{os.urandom(4).hex()}"
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent)
+            return os.path.join(parent_path, name)
+        except FileExistsError:
+            continue

@@ -1,0 +1,59 @@
+"""What calls share, and the one way into it: a worker offers, the supervisor keeps.
+
+The engine is fast because calls share what one of them made (a compile's outputs, a
+precompiled header); whatever they share must be safe against a tenant who attacks it. So no
+worker ever writes shared state. A plugin that owns a store (the engine gives ``run_code`` the
+compile cache) has its directories to read (``ZygoteSettings.plugin_dirs``: under Landlock its
+jobs may read a file there by its name, and list or change nothing); its tool code offers what
+it made with ``offer``, one frame on its result pipe; the supervisor hands each offer, with the
+arguments of the call that made it, to the store of the job's plugin (``SharedStore``), which
+checks it (a key it works out from the arguments itself, sizes, names) and keeps it, from the
+supervisor's own process, or drops it. A worker whose plugin owns no store and offers
+something breaks the rules of its pipe (``sandbox._run``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from a2e_engine.sandbox._frames import encode_frame
+from a2e_engine.sandbox._messages import share_frame
+
+__all__ = ["SharedStore", "offer", "set_share_sink"]
+
+#: Writes one encoded frame to the worker's result pipe (set by the worker for its job).
+_sink: Callable[[bytes], None] | None = None
+#: The largest frame the supervisor reads from this worker.
+_max_frame = 0
+
+
+def set_share_sink(sink: Callable[[bytes], None] | None, max_frame: int = 0) -> None:
+    """In the worker, for its job: where ``offer`` writes (``None``: nowhere)."""
+    global _sink, _max_frame
+    _sink, _max_frame = sink, max_frame
+
+
+def offer(what: str, data: dict[str, Any]) -> bool:
+    """Offer ``data`` to the store of this worker's plugin; whether it was sent (not in a
+    worker, or too large for one frame: not). Whether it is kept is the store's to decide,
+    after the call: nothing comes back."""
+    if _sink is None:
+        return False
+    frame = encode_frame(share_frame(what, data))
+    if len(frame) > _max_frame:
+        return False
+    _sink(frame)
+    return True
+
+
+class SharedStore(Protocol):
+    """The supervisor's side of what one plugin's calls share."""
+
+    def offer(self, arguments: Mapping[str, Any], what: str, data: dict[str, Any]) -> None:
+        """On the engine's loop, as the frame arrives: check what a worker offered for the
+        call with ``arguments`` and keep it (off the loop) or drop it. Never raises; never
+        blocks."""
+
+    def close(self) -> None:
+        """The engine stops: end what is under way."""

@@ -1,0 +1,301 @@
+"""The engine's side of ``run_code``'s shared compile cache: the one writer of it.
+
+It lives in the supervisor (``sandbox._sharing.SharedStore``). ``run_code``'s workers read it
+(``tools._compile_cache``) and offer what they compiled; this keeps an offer only when it
+holds: the key it works out itself from the call's own arguments (so that a worker, whatever
+it ran, can put nothing under the key of a program it was not sent), outputs whose names the
+language's compile step makes, sizes within the bound, a successful result. It writes every
+entry itself, owned by the engine's uid (directories 0711: a session uid reaches a file by its
+name, lists nothing; files 0444), and evicts the least recently used (hits are reported:
+``used``) down to nine tenths of ``max_bytes`` once past it. An entry larger than a quarter of
+the bound is not kept.
+
+Precompiled headers are built here too, when a worker asks for one (``header``) that its
+language precompiles: ``g++`` on the system's header alone, in a staging directory renamed into
+place whole, one build at a time, beside the calls (the first ones compile without it); a
+header whose build failed, or ran out of time ``MAX_ATTEMPTS`` times, goes without for the
+engine's life.
+
+Everything here runs off the engine's loop: ``offer`` only queues (at most ``MAX_PENDING``
+offers; past that one is dropped, and the program is compiled again next time).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import collections
+import contextlib
+import fnmatch
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from a2e_engine.sandbox._clean_start import WORKER_ENVIRONMENT
+from a2e_engine.tools._compile_cache import (
+    MAX_RESULT_BYTES,
+    CompileCache,
+    PrecompiledHeaders,
+    evict,
+    is_key,
+    is_output_name,
+    remove_tree,
+    write_entry,
+)
+from a2e_engine.tools._languages import LANGUAGES, Language
+
+__all__ = ["SharedCompileCache"]
+
+log = logging.getLogger("a2e.compile_cache")
+
+#: Offers waiting to be checked and written; past this many, one is dropped.
+MAX_PENDING = 8
+#: How long one precompiled header may take to build.
+BUILD_TIMEOUT_S = 300.0
+#: Entry directories: a session uid passes through, to a file it names.
+_ENTRY_MODE = 0o711
+
+
+class SharedCompileCache:
+    """Made with the engine (``create``) in its state directory, removed with it."""
+
+    MAX_ATTEMPTS = 3
+
+    def __init__(self, entries: str, headers: str, max_bytes: int) -> None:
+        self.entries = entries
+        self.headers = PrecompiledHeaders(headers)
+        self.max_bytes = max_bytes
+        #: Entries kept, least recently used first, with their sizes.
+        self._kept: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._total = 0
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a2e-compile-cache")
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._attempts: collections.Counter[str] = collections.Counter()
+        self._building: subprocess.Popen[bytes] | None = None
+        self._builder: threading.Thread | None = None
+        self._closed = False
+
+    @classmethod
+    def create(cls, state_dir: str, max_mb: int) -> SharedCompileCache:
+        """``compile-cache`` in the state directory (0711, the engine's), holding ``pch`` and
+        ``entries-<random>``, both 0711: no session uid lists them or writes in them."""
+        parent = os.path.join(state_dir, "compile-cache")
+        entries = os.path.join(parent, f"entries-{os.urandom(12).hex()}")
+        headers = os.path.join(parent, "pch")
+        for where in (parent, entries, headers):
+            os.mkdir(where, 0o711)
+            os.chmod(where, 0o711)
+        return cls(entries, headers, max_mb << 20)
+
+    @property
+    def dirs(self) -> tuple[str, str]:
+        """What ``run_code``'s workers are given to read (``ZygoteSettings.plugin_dirs``)."""
+        return self.entries, self.headers.root
+
+    # -- sandbox._sharing.SharedStore --
+
+    def offer(self, arguments: Mapping[str, Any], what: str, data: dict[str, Any]) -> None:
+        if what == "used":
+            self._queue(self._used, data)
+        elif what == "entry":
+            self._queue(self._keep, arguments, data)
+        elif what == "header":
+            self._build_header(data)
+        else:
+            log.debug("dropped an offer of %.40r to the compile cache", what)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            building = self._building
+        if building is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(building.pid, 9)
+        self._writer.shutdown(wait=True, cancel_futures=True)
+        if self._builder is not None:
+            self._builder.join(timeout=10)
+
+    # -- entries --
+
+    def _queue(self, work: Callable[..., None], *args: Any) -> None:
+        with self._lock:
+            if self._closed or self._pending >= MAX_PENDING:
+                return
+            self._pending += 1
+        self._writer.submit(self._run, work, *args)
+
+    def _run(self, work: Callable[..., None], *args: Any) -> None:
+        try:
+            work(*args)
+        except Exception:
+            log.exception("the compile cache could not take an offer")
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def _used(self, data: dict[str, Any]) -> None:
+        key = data.get("key")
+        if is_key(key):
+            self.used(key)
+
+    def _keep(self, arguments: Mapping[str, Any], data: dict[str, Any]) -> None:
+        """Write the entry offered, if it holds; else drop it, saying why at debug level."""
+        checked = self.check_entry(arguments, data)
+        if isinstance(checked, str):
+            log.debug("dropped a compile cache entry: %s", checked)
+            return
+        self.keep(*checked)
+
+    def used(self, key: str) -> None:
+        """``key`` was a hit: the last to be evicted."""
+        if key in self._kept:
+            self._kept.move_to_end(key)
+
+    def keep(self, key: str, outputs: dict[str, tuple[bytes, int]], result: dict[str, Any]) -> None:
+        """Write the entry (checked already); past the bound, evict down to nine tenths of it.
+        On the writer's thread (or a test's own)."""
+        if key in self._kept:
+            return  # another call's came first
+        if sum(len(content) for content, _ in outputs.values()) > self.max_bytes // 4:
+            return
+        size = write_entry(self.entries, key, outputs, result, _ENTRY_MODE)
+        self._kept[key] = size
+        self._total += size
+        if self._total > self.max_bytes:
+            self._shrink(self.max_bytes * 9 // 10, keep=key)
+
+    @property
+    def total(self) -> int:
+        """What the entries kept hold, in bytes."""
+        return self._total
+
+    def check_entry(
+        self, arguments: Mapping[str, Any], data: dict[str, Any]
+    ) -> tuple[str, dict[str, tuple[bytes, int]], dict[str, Any]] | str:
+        """The entry an offer stands for (key, outputs, result), or why it does not hold."""
+        language = LANGUAGES.get(str(arguments.get("language")))
+        code, files = arguments.get("code"), arguments.get("files") or {}
+        if language is None or language.compile is None or not isinstance(code, str):
+            return "not a call of a compiled language"
+        if not isinstance(files, dict):
+            return "files that are not an object"
+        key = CompileCache.key(language, code, files)
+        if data.get("key") != key:
+            return "a key that is not the call's"
+        result, offered = data.get("result"), data.get("outputs")
+        if not isinstance(result, dict) or result.get("return_code") != 0:
+            return "not a successful compile"
+        if len(repr(result)) > MAX_RESULT_BYTES:
+            return "too large a result"
+        if not isinstance(offered, dict) or not offered:
+            return "no outputs"
+        outputs: dict[str, tuple[bytes, int]] = {}
+        for name, output in offered.items():
+            if not is_output_name(name) or not _made_by(language, name):
+                return f"an output the compile step does not make: {name!r:.60}"
+            if not isinstance(output, dict) or not isinstance(output.get("data"), str):
+                return "an output without data"
+            mode = output.get("mode")
+            if not isinstance(mode, int) or isinstance(mode, bool):
+                return "an output without a mode"
+            try:
+                content = base64.b64decode(output["data"], validate=True)
+            except (binascii.Error, ValueError):
+                return "an output that is not base64"
+            outputs[name] = (content, mode & 0o755)
+        return key, outputs, result
+
+    def _shrink(self, target: int, keep: str) -> None:
+        """Evict the least recently used entries (never ``keep``) until at most ``target``
+        bytes are kept."""
+        for key in list(self._kept):
+            if self._total <= target:
+                return
+            if key != keep:
+                self._total -= self._kept.pop(key)
+                evict(self.entries, key)
+
+    # -- precompiled headers --
+
+    def _build_header(self, data: dict[str, Any]) -> None:
+        """Start building the header asked for, unless it is built, being built, given up
+        on, or not one its language precompiles."""
+        language = LANGUAGES.get(str(data.get("language")))
+        header = data.get("header")
+        if language is None or not isinstance(header, str) or header not in language.precompile:
+            return
+        where = self.headers.directory(language, header)
+        with self._lock:
+            busy = self._closed or (self._builder is not None and self._builder.is_alive())
+            if busy or self._attempts[where] >= self.MAX_ATTEMPTS or os.path.exists(where):
+                return
+            self._attempts[where] += 1
+            self._builder = threading.Thread(
+                target=self._build, args=(language, header, where), name="a2e-pch", daemon=True
+            )
+            self._builder.start()
+
+    def _build(self, language: Language, header: str, where: str) -> None:
+        staging = tempfile.mkdtemp(prefix=".staging-", dir=self.headers.root)
+        try:
+            # The header through a file of its own: the build must not find a header of ours
+            # by the name it precompiles.
+            wrapper = os.path.join(staging, "header.h")
+            with open(wrapper, "w") as fh:
+                fh.write(f"#include <{header}>\n")
+            output = os.path.join(staging, header + ".gch")
+            os.makedirs(os.path.dirname(output), exist_ok=True)
+            os.mkdir(os.path.join(staging, ".tmp"))
+            env = {**WORKER_ENVIRONMENT, "HOME": staging, "TMPDIR": f"{staging}/.tmp"}
+            with self._lock:
+                if self._closed:
+                    return
+                self._building = subprocess.Popen(
+                    language.precompile_argv(wrapper, output),
+                    cwd=staging,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            try:
+                code = self._building.wait(timeout=BUILD_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                code = None
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._building.pid, 9)  # whatever it left running
+                self._building.wait()
+                with self._lock:
+                    self._building = None
+            if code != 0:
+                if code is not None:
+                    self._attempts[where] = self.MAX_ATTEMPTS  # it will not work here
+                return
+            os.unlink(wrapper)
+            shutil.rmtree(os.path.join(staging, ".tmp"), ignore_errors=True)
+            for path, dirs, files in os.walk(staging):
+                for name in files:
+                    os.chmod(os.path.join(path, name), 0o444)
+                for name in dirs:
+                    os.chmod(os.path.join(path, name), _ENTRY_MODE)
+            os.chmod(staging, _ENTRY_MODE)
+            os.rename(staging, where)
+        except OSError as exc:
+            log.warning("precompiling %s failed: %s", header, exc)
+        finally:
+            if os.path.lexists(staging):
+                remove_tree(staging)  # what did not go in place
+
+
+def _made_by(language: Language, name: str) -> bool:
+    """Whether ``name`` is one of the outputs the language's compile step makes."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in language.outputs)
