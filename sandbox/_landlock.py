@@ -165,14 +165,20 @@ class Landlock(Layer):
         what the plugin's tools run, or other plugins' workers where they have no mount
         namespace, out of it."""
         if not prep.settings.isolation.landlock:
-            prep.report("landlock", "disabled by configuration")
+            for layer in ("landlock", "scoped_ipc"):
+                prep.report(layer, "disabled by configuration")
             return
         abi = abi_version()
         if not abi:
-            prep.report("landlock", "the kernel has no Landlock (or it is disabled)")
+            for layer in ("landlock", "scoped_ipc"):
+                prep.report(layer, "the kernel has no Landlock (or it is disabled)")
             return
         read_paths = covering_paths((*SYSTEM_READ_PATHS, *prep.code_paths))
         prep.report("landlock", None, abi=abi, read=list(read_paths))
+        if abi >= ABI_SCOPED:
+            prep.report("scoped_ipc", None, abi=abi, scopes=["abstract_unix_socket", "signal"])
+        else:
+            prep.report("scoped_ipc", f"Landlock ABI {abi}: scopes need ABI {ABI_SCOPED}", abi=abi)
         root = prep.mounts.root if prep.mounts is not None else None
         run_layer = root.program_writable if root is not None else ()
         plugin_readable = tuple(

@@ -5,7 +5,9 @@ It is forked and hardened as every worker is, with every layer; its first job ca
 ``resident`` and the session's uid and workspace, and the worker then waits on its job pipe for
 the next (``sandbox._worker.serve_later_jobs``). Each job's frames end with its result, which
 ends the turn; a frame while no job is running, or any other broken rule, is a violation and
-the worker is killed. Past a turn's deadline (or at a cancel) the worker is interrupted
+the worker is killed. Between turns the worker is stopped (``SIGSTOP``, which reaches the init
+of a PID namespace from outside it): what its tool left running, a thread spinning in the
+background say, takes no CPU while no call of its session runs, and goes on with the next. Past a turn's deadline (or at a cancel) the worker is interrupted
 (SIGINT: the tool's code sees ``KeyboardInterrupt``) and, if its result does not follow within
 ``INTERRUPT_GRACE_S``, killed with everything it started. ``end`` kills it for good.
 """
@@ -109,6 +111,7 @@ class ResidentWorker:
         run in what it kept. A turn that ends any other way than with its result ends the
         worker too."""
         self.reader.begin(on_event)
+        self.worker.send_signal(signal.SIGCONT)
         # The job pipe stays open: the worker reads its next job from it between jobs.
         await send_job(self.worker, job, deadline, stop, close=False)
         ended_by: CallEnding | None = None
@@ -119,11 +122,12 @@ class ResidentWorker:
             self.worker.send_signal(signal.SIGINT)
             await race(self.loop.time() + INTERRUPT_GRACE_S, self.reader.turn_done)
         result = self.reader.result
-        if ended_by is not None and result is not None and self.reader.violation is None:
-            return self._interrupted(ended_by, result, deadline)
         if result is None or self.reader.violation is not None:
             await self.end("its job did not end with a result")
             return outcome_of(self.worker, self.reader, ended_by, True, deadline, self.limits)
+        self.worker.send_signal(signal.SIGSTOP)  # until its session's next call
+        if ended_by is not None:
+            return self._interrupted(ended_by, result, deadline)
         # The turn ended with its result; the worker stays, so its own account is all there is.
         return outcome_of(self.worker, self.reader, None, False, deadline, self.limits)
 

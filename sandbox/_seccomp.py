@@ -93,6 +93,9 @@ _TIOCSTI = 0x5412
 _TIOCLINUX = 0x541C
 _PR_SET_MM = 35
 _F_SETPIPE_SZ = 1031
+_SOL_SOCKET = 1
+_SO_PASSCRED = 16
+_SO_PASSPIDFD = 76
 _S_IFMT = 0o170000
 
 
@@ -146,6 +149,20 @@ def build_filter(profile: SeccompProfile) -> sc.SyscallFilter:
         _add(filt, eperm, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
     if not profile.allow_sockets:
         _add(filt, eperm, "socket")
+        # socketpair() is left, but a socket it makes gets no name another process could reach
+        # it by (every worker of the empty network namespace shares its abstract names), nor
+        # reaches one by a name: no bind, no connect, and no SO_PASSCRED or SO_PASSPIDFD, with
+        # which the kernel binds a unix socket to a name of its own on connect or send.
+        for name in ("bind", "connect"):
+            _add(filt, eperm, name)
+        for option in (_SO_PASSCRED, _SO_PASSPIDFD):
+            _add(
+                filt,
+                eperm,
+                "setsockopt",
+                sc.Arg(1, sc.MASKED_EQ, low32, _SOL_SOCKET),
+                sc.Arg(2, sc.MASKED_EQ, low32, option),
+            )
     if not profile.allow_processes:
         # Memory that escapes RLIMIT_AS (memfd pages, SysV segments detached after filling) is
         # refused where nothing needs it; the other profiles wait for a memory cgroup.

@@ -69,8 +69,9 @@ CATALOG: dict[str, Entry] = {
         "swapon/off, raising rlimits, device mknod, TIOCSTI, PR_SET_MM, F_SETPIPE_SZ, "
         "kill(-1), setuid/setgid bits in chmod: EPERM (32-bit argument checks); kexec, module "
         "loading, reboot, iopl/ioperm, open_by_handle_at and every 32-bit or x32 system call "
-        "kill the worker. Per tool profile: `compute` also refuses socket(), new processes, "
-        "exec, memfd and SysV/POSIX IPC; `process` refuses socket(); `network` nothing more",
+        "kill the worker. Per tool profile: `compute` also refuses socket(), bind, connect, "
+        "SO_PASSCRED, new processes, exec, memfd and SysV/POSIX IPC; `process` refuses "
+        "socket(), bind, connect and SO_PASSCRED; `network` nothing more",
         "always (libseccomp)",
         "_seccomp",
     ),
@@ -171,6 +172,15 @@ CATALOG: dict[str, Entry] = {
         "a kernel with Landlock",
         "_landlock",
     ),
+    "scoped_ipc": Entry(
+        "a call reaching another's abstract unix socket (to pass it a descriptor of its own "
+        "workspace, say) or signalling another's processes, of its session or another: each "
+        "worker's Landlock domain ends both at its own edge. Without it `compute` and "
+        "`process` tools still cannot name a unix socket to be reached by (seccomp refuses "
+        "bind, connect and SO_PASSCRED), and PID namespaces keep processes apart",
+        "Landlock ABI 6 (Linux 6.12)",
+        "_landlock",
+    ),
     "pids_cgroup": Entry(
         f"fork and thread bombs: {_L.processes} processes and threads per call, "
         f"{SANDBOX_PROCESSES} for the "
@@ -206,7 +216,8 @@ class Facts(TypedDict, total=False):
     per_call_mb: int  # memory_cgroup
     first_uid: int  # identity
     opened: list[str]  # identity: the closed directories opened on the way to the interpreter
-    abi: int  # landlock
+    abi: int  # landlock, scoped_ipc
+    scopes: list[str]  # scoped_ipc: what ends at each worker's edge
     read: list[str]  # landlock: what every call may read
     size_mb: int  # private_tmp, writable_root
     writable: list[str]  # readonly_filesystem: what stays writable

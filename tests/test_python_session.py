@@ -1,7 +1,8 @@
 """``python_session`` for real: a worker each session keeps, with every layer, its state there
 from call to call and nobody else's; a cell past its deadline interrupted with the state kept,
-one that holds on killed and the next call told; a worker that breaks the frame protocol
-between calls killed; the session's end, idleness, age and the bound on live workers."""
+one that holds on killed and the next call told; a worker stopped between calls, and one that
+breaks the frame protocol killed; the session's end, idleness, age and the bound on live
+workers."""
 
 from __future__ import annotations
 
@@ -112,9 +113,32 @@ def test_a_cell_that_holds_on_is_killed_and_the_next_call_is_told(engine: Engine
         assert "nothing of the earlier one is kept" in told
 
 
-def test_a_worker_that_writes_between_calls_is_killed(engine: Engine) -> None:
+def test_between_calls_the_worker_takes_no_cpu(engine: Engine) -> None:
+    """A cell leaves a thread spinning: between the session's calls the worker is stopped, and
+    the thread goes on, with its state, in the next call."""
+    spinner = (
+        "import threading\nspins = [0]\ndef spin():\n    while True:\n        spins[0] += 1\n"
+        "threading.Thread(target=spin, daemon=True).start()"
+    )
+    with engine.connect() as client:
+        api = ToolAPI(client)
+        assert _cell(api, spinner).success
+        (pid,) = _worker_pids(engine)
+        worker = psutil.Process(pid)
+        assert wait_for(lambda: worker.status() == psutil.STATUS_STOPPED)
+        before = sum(worker.cpu_times()[:2])
+        time.sleep(1.0)
+        assert sum(worker.cpu_times()[:2]) - before < 0.05
+        counted = _cell(api, "n = spins[0]\nimport time\ntime.sleep(0.2)\nspins[0] > n")
+        assert counted.success and counted.data["display"] == [{"text/plain": "True"}]
+
+
+def test_a_worker_that_forges_frames_between_calls_ends_with_the_next_call(
+    engine: Engine,
+) -> None:
     """Its cell leaves a thread that forges a frame on every pipe it has once the call is
-    over: the supervisor reads it while no call runs, a violation."""
+    over: stopped between calls, it forges in the next call, which it breaks (a violation),
+    and the call after that starts a new worker and is told."""
     forger = (
         "import os, threading, time\n"
         "def forge():\n"
@@ -131,11 +155,15 @@ def test_a_worker_that_writes_between_calls_is_killed(engine: Engine) -> None:
         forged = _cell(api, forger)
         assert forged.success, forged.error
         (pid,) = _worker_pids(engine)
+        time.sleep(0.6)
+        assert not _gone(pid)  # stopped: it forged nothing yet
+        broken = _cell(api, "import time\ntime.sleep(1)")
+        assert not broken.success and "event frame without kind" in str(broken.error)
         assert wait_for(lambda: _gone(pid))
         after = _cell(api, "1")
         assert after.success and after.data["execution_count"] == 1
         (told,) = [event.data["message"] for event in after.events if event.kind == "status"]
-        assert "wrote a frame while no job was running" in told, told
+        assert "nothing of the earlier one is kept" in told, told
 
 
 def test_past_the_bound_a_new_session_is_turned_away_until_one_ends(engine: Engine) -> None:
