@@ -195,7 +195,7 @@ def quota_mount_ms(state_dir: str, sessions: int = 200) -> float:
     os.mkdir(path)
     started = time.perf_counter()
     for _ in range(sessions):
-        mount_session_quota(path, 1024, DEFAULT_UID_RANGE[0])
+        mount_session_quota(path, 1024)
         unmount(path)
     elapsed = (time.perf_counter() - started) / sessions * 1000
     os.rmdir(path)

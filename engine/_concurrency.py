@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from a2e_engine.sandbox._cgroups import own_path
 
-__all__ = ["CALLS_PER_CORE", "WorkerBound", "default_max_workers"]
+__all__ = ["CALLS_PER_CORE", "WorkerBound", "available_memory_mb", "default_max_workers"]
 
 #: Calls running at once per core the engine may use.
 CALLS_PER_CORE = 4
@@ -35,7 +35,7 @@ def default_max_workers(call_memory_mb: int) -> WorkerBound:
     ``call_memory_mb`` each, and at least one."""
     cores = _usable_cores()
     by_cores = CALLS_PER_CORE * cores
-    available_mb = _available_memory_mb()
+    available_mb = available_memory_mb()
     by_memory = available_mb // call_memory_mb if available_mb else by_cores
     workers = max(1, min(by_cores, by_memory))
     why = (
@@ -53,7 +53,7 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _available_memory_mb() -> int:
+def available_memory_mb() -> int:
     """``MemAvailable``, or less where this process's memory cgroup caps it (0: unknown)."""
     found = 0
     try:

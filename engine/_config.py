@@ -59,11 +59,16 @@ class Admission:
     max_pending_calls: int = 10_000
     max_sessions_per_connection: int = 16
     max_calls_per_connection: int = 1024
+    #: What the whole sandbox may hold (running calls, resident workers, every session's
+    #: workspace), in MiB; 0: nine tenths of the memory available when the engine starts
+    #: (``engine._memory_bound``).
+    sandbox_memory_mb: int = 0
 
     def __post_init__(self) -> None:
         for name, value in dataclasses.asdict(self).items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Admission.{name} must be at least 1, got {value!r}")
+            least = 0 if name == "sandbox_memory_mb" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"Admission.{name} must be at least {least}, got {value!r}")
 
 
 @dataclass(frozen=True)

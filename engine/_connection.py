@@ -35,6 +35,7 @@ from a2e.caps.tools._models import (
 from a2e_engine.engine._host import HostClosed, Refused, Send
 from a2e_engine.engine._host_session import SUPPORTED_CAPABILITIES, EngineSession, Services
 from a2e_engine.engine._identities import UidsExhausted
+from a2e_engine.engine._memory_bound import OverBound
 from a2e_engine.engine._policy import Policy
 
 __all__ = ["Connection"]
@@ -210,7 +211,7 @@ class Connection:
             policies.append(self.policy)
         try:
             opened = self.services.sessions.open(request.client, frozenset(granted), policies)
-        except (UidsExhausted, OSError) as exc:
+        except (UidsExhausted, OverBound, OSError) as exc:
             self.error(request.id, ErrorCode.OVERLOADED, f"cannot open a session: {exc}")
             return
         session = self.sessions[opened.id] = EngineSession(self.services, opened)

@@ -27,6 +27,7 @@ from a2e._messages import A2EError, ErrorCode
 from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine._audit import AuditTrail
 from a2e_engine.engine._calls import CallContext
+from a2e_engine.engine._concurrency import available_memory_mb
 from a2e_engine.engine._config import EngineConfig
 from a2e_engine.engine._connection import Connection
 from a2e_engine.engine._host import HostClosed, HostStatus, Refused, Send
@@ -38,6 +39,7 @@ from a2e_engine.engine._host_session import (
 )
 from a2e_engine.engine._identities import SessionUids, UidsExhausted
 from a2e_engine.engine._loop import EngineLoop
+from a2e_engine.engine._memory_bound import OverBound, SandboxMemory, derived_limit_mb
 from a2e_engine.engine._plugins import build_plugin
 from a2e_engine.engine._policy import Policy, PolicyFunction, as_policy
 from a2e_engine.engine._registry import ToolRegistry
@@ -47,6 +49,7 @@ from a2e_engine.engine._session_pool import SessionPool
 from a2e_engine.engine._sessions import Sessions
 from a2e_engine.engine._state_dir import StateDirectory
 from a2e_engine.sandbox import _quota as quota
+from a2e_engine.sandbox._cgroups import create_sandbox_memory, remove_cgroup_tree
 from a2e_engine.sandbox._pool import PoolConfig, WorkerPool, ZygoteSpec
 from a2e_engine.sandbox._settings import ZygoteSettings
 from a2e_engine.sandbox.layers import LayerReports
@@ -151,6 +154,9 @@ class Engine:
             undo.callback(state_dir.remove)
             state_dir.create()
             quota_off = quota.enable(state_dir.path, self.config.workspace_mb)
+            memory = self._sandbox_memory()
+            if memory.group:
+                undo.callback(remove_cgroup_tree, memory.group)
             # Beside the sessions, gone with them: only where Landlock keeps other tools out.
             cache_mb = self.config.compile_cache_mb if self.config.isolation.landlock else 0
             stores = {}
@@ -162,7 +168,7 @@ class Engine:
             undo.callback(self._loop.stop)
             pool = self.worker_pool(
                 self._zygotes,
-                self._pool_config(state_dir, quota_off, stores),
+                self._pool_config(state_dir, quota_off, memory, stores),
                 start_all=self.config.start_all_zygotes,
                 accept=self._accepts,
             )
@@ -173,7 +179,7 @@ class Engine:
             if refused is not None:
                 raise refused
             protect_supervisor(pool.layers)
-            services = self._services(state_dir, pool, audit)
+            services = self._services(state_dir, pool, audit, memory)
             ready = SessionPool(
                 services.sessions, self.worker_bound.workers, SUPPORTED_CAPABILITIES
             )
@@ -205,10 +211,23 @@ class Engine:
                 exc.errno, f"cannot open the audit log {self.config.audit_path}: {exc.strerror}"
             ) from None
 
+    def _sandbox_memory(self) -> SandboxMemory:
+        """The bound on what the sandbox holds in all, and the memory group that keeps it,
+        where one can be made (``engine._memory_bound``)."""
+        limit_mb = self.config.admission.sandbox_memory_mb or derived_limit_mb(
+            available_memory_mb()
+        )
+        group = ""
+        if limit_mb and self.config.isolation.cgroups:
+            with contextlib.suppress(OSError):  # the zygotes' memory_cgroup layer says why
+                group = create_sandbox_memory(limit_mb)
+        return SandboxMemory(limit_mb, group)
+
     def _pool_config(
         self,
         state_dir: StateDirectory,
         quota_off: str | None,
+        memory: SandboxMemory | None = None,
         stores: dict[str, SharedCompileCache] | None = None,
     ) -> PoolConfig:
         """``stores``: what the calls of a plugin share (``sandbox._sharing``), by plugin;
@@ -223,6 +242,8 @@ class Engine:
             plugin_dirs={plugin: store.dirs for plugin, store in stores.items()},
             read_roots=config.read_roots,
             receive_mounts=() if quota_off else (state_dir.path,),
+            memory_parent=memory.group if memory else "",
+            sandbox_memory_mb=memory.limit_mb if memory else 0,
         )
         return PoolConfig(
             zygote=zygote,
@@ -233,7 +254,11 @@ class Engine:
         )
 
     def _services(
-        self, state_dir: StateDirectory, pool: WorkerPool, audit: AuditTrail | None
+        self,
+        state_dir: StateDirectory,
+        pool: WorkerPool,
+        audit: AuditTrail | None,
+        memory: SandboxMemory,
     ) -> Services:
         layers = pool.layers
         uids = SessionUids(*self.config.isolation.uid_range) if layers.active("identity") else None
@@ -250,7 +275,13 @@ class Engine:
         return Services(
             calls=calls,
             policy=self.policy,
-            sessions=Sessions(state_dir.path, uids, quota_mb, end_workers=residents.end),
+            sessions=Sessions(
+                state_dir.path,
+                uids,
+                quota_mb,
+                end_workers=residents.end,
+                bound=memory.bound(held=layers.active("memory_cgroup")),
+            ),
             pending=PendingCalls(self.config.admission.max_pending_calls),
             loop=self._loop,
         )
@@ -304,7 +335,7 @@ class Engine:
                 session = await running.services.sessions.open_aside(
                     client, SUPPORTED_CAPABILITIES, policies
                 )
-        except (UidsExhausted, OSError) as exc:
+        except (UidsExhausted, OverBound, OSError) as exc:
             raise Refused(
                 A2EError(
                     code=ErrorCode.OVERLOADED,

@@ -60,7 +60,7 @@ class Session:
         os.mkdir(self.root, 0o700)
         if self.quota_mb:
             try:
-                mount_session_quota(self.root, self.quota_mb, self.uid)
+                mount_session_quota(self.root, self.quota_mb)
             except OSError:
                 os.rmdir(self.root)
                 raise

@@ -1,9 +1,10 @@
 """``Sessions``: the live sessions of an engine, opened at a handshake, ended with their
 connection once their last call is done.
 
-Each session gets an unguessable id (also its directory's name, so that workers cannot find
-other sessions' directories), a directory in the state directory (a tmpfs of its own where
-quotas are on), and, with the identity layer, a uid of its own for its calls.
+Each session gets an unguessable id, a directory in the state directory (a tmpfs of its own
+where quotas are on) named by another unguessable name, which nothing ties to the id (a
+worker sees every live session's tmpfs in its mount table: their names tell it nothing it
+could use), and, with the identity layer, a uid of its own for its calls.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from a2e_engine.engine._identities import SessionUids
+from a2e_engine.engine._memory_bound import MemoryBound
 from a2e_engine.engine._policy import Policy
 from a2e_engine.engine._session import Session
 
@@ -28,22 +30,25 @@ class Sessions:
         uids: SessionUids | None,
         quota_mb: int,
         end_workers: Callable[[str], Awaitable[None]] | None = None,
+        bound: MemoryBound | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.uids = uids  # None: calls run as the engine's own uid
         self.quota_mb = quota_mb  # each session's directory is a tmpfs of this size (0: none)
+        #: What the sandbox may hold in all: a new session past it is refused.
+        self.bound = bound or MemoryBound(0)
         #: Ends the worker a session keeps (``engine._resident_workers``), given its id.
         self.end_workers = end_workers
         self._ending: set[asyncio.Task[None]] = set()
 
     def open(self, client: str, capabilities: frozenset[str], policies: list[Policy]) -> Session:
-        """A new session with its directories; ``UidsExhausted`` or ``OSError`` if none can
-        be had now."""
+        """A new session with its directories; ``UidsExhausted``, ``OverBound`` or ``OSError``
+        if none can be had now."""
         session = self._new(client, capabilities, policies)
         try:
             session.create_dirs()
         except OSError:
-            self._release_uid(session)
+            self._release(session)
             session.remove_dirs()
             raise
         return session
@@ -58,20 +63,25 @@ class Sessions:
         try:
             await loop.run_in_executor(None, session.create_dirs)
         except BaseException:
-            self._release_uid(session)
+            self._release(session)
             await loop.run_in_executor(None, session.remove_dirs)
             raise
         return session
 
     def _new(self, client: str, capabilities: frozenset[str], policies: list[Policy]) -> Session:
-        session_id = uuid.uuid4().hex
+        self.bound.admit(self.quota_mb)
+        try:
+            uid = self.uids.take() if self.uids is not None else None
+        except BaseException:
+            self.bound.release(self.quota_mb)
+            raise
         return Session(
             client=client,
             capabilities=capabilities,
             policies=policies,
-            id=session_id,
-            root=os.path.join(self.state_dir, session_id),
-            uid=self.uids.take() if self.uids is not None else None,
+            id=uuid.uuid4().hex,
+            root=os.path.join(self.state_dir, uuid.uuid4().hex),
+            uid=uid,
             quota_mb=self.quota_mb,
         )
 
@@ -84,7 +94,7 @@ class Sessions:
                 await asyncio.wait(calls)
             await self.retire_workers(session)
             await asyncio.get_running_loop().run_in_executor(None, session.remove_dirs)
-            self._release_uid(session)  # no call of it runs, nothing of it is left
+            self._release(session)  # no call of it runs, nothing of it is left
 
         task = asyncio.get_running_loop().create_task(remove())
         self._ending.add(task)
@@ -101,6 +111,8 @@ class Sessions:
         if self._ending:
             await asyncio.wait(list(self._ending), timeout=timeout)
 
-    def _release_uid(self, session: Session) -> None:
+    def _release(self, session: Session) -> None:
+        """What the session held of the engine's: its uid, its place under the bound."""
         if self.uids is not None and session.uid is not None:
             self.uids.give_back(session.uid)
+        self.bound.release(session.quota_mb)

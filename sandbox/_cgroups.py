@@ -3,11 +3,19 @@ memory that no fork, thread, memfd or shared memory segment gets around, plus a 
 the whole sandbox.
 
 A fork bomb, a thread bomb or memory held outside ``RLIMIT_AS`` in one call must neither harm
-the host nor starve the other calls. For each controller the zygote creates one group for the
-sandbox and, below it, reusable *slot* groups with the per-call limits. Each worker joins the
-slots the zygote assigned it once its inherited fds are closed, while it is pre-forked (a join
-is slow, and off the call's path there); a slot goes to a new worker once the previous one and
-everything it started are gone. The zygote itself stays outside, so it can always fork
+the host nor starve the other calls. Nor may all of them together: the supervisor makes one
+memory group for the whole sandbox (``create_sandbox_memory``), with the engine's bound, and
+every zygote makes its sandbox group inside it. What a worker writes to a tmpfs (a session's
+workspace, its own ``/tmp``) is charged to it and stays charged after the worker exits, so
+that group holds everything the sandbox holds: running calls, resident workers and the pages
+of every workspace; the kernel keeps it under the bound, and the engine refuses new sessions
+before it gets there (``engine._memory_bound``).
+
+For each controller the zygote creates one group for the sandbox and, below it, reusable
+*slot* groups with the per-call limits. Each worker joins the slots the zygote assigned it
+once its inherited fds are closed, while it is pre-forked (a join is slow, and off the call's
+path there); a slot goes to a new worker once the previous one and everything it started are
+gone. The zygote itself stays outside, so it can always fork
 replacements. Workers see ``/sys`` read-only and cannot lift the caps. Groups that a zygote
 killed together with its supervisor left behind go when the next one starts
 (``sandbox._leftovers``).
@@ -32,15 +40,19 @@ __all__ = [
     "LAYER",
     "Slot",
     "SlotGroups",
+    "create_sandbox_memory",
     "join_cgroup",
     "kill_members",
     "made_by",
+    "memory_usage",
     "own_path",
     "remove_cgroup_tree",
 ]
 
 _ROOT = "/sys/fs/cgroup"
 _PREFIX = "a2e-sandbox-"
+#: One engine's memory group, holding its zygotes' sandbox groups.
+_ENGINE_PREFIX = "a2e-engine-"
 #: A released memory slot still charged with more than this is retired (see ``release_slot``).
 RETIRE_ABOVE_BYTES = 32 << 20
 
@@ -63,28 +75,15 @@ class SlotGroups:
 
     @classmethod
     def create(
-        cls, controller: str, sandbox_settings: dict[str, str], slot_settings: dict[str, str]
+        cls,
+        controller: str,
+        sandbox_settings: dict[str, str],
+        slot_settings: dict[str, str],
+        parent: str = "",
     ) -> SlotGroups:
-        """One controller's groups (cgroup v1 layout). Raise ``OSError`` saying why not."""
-        base = os.path.join(_ROOT, controller)
-        if not os.path.isfile(os.path.join(base, "cgroup.procs")):
-            if os.path.isfile(os.path.join(_ROOT, "cgroup.controllers")):
-                raise OSError("cgroup v2 (unified) hierarchy: only v1 is supported so far")
-            raise OSError(f"no {controller} cgroup hierarchy is mounted")
-        parent = os.path.join(base, own_path(controller).lstrip("/"))
-        for leftover in dead_owners(parent, _PREFIX):
-            # A zygote killed with its supervisor left it, maybe with a worker that outlived
-            # them (one whose tool cleared its parent-death signal): only workers join it.
-            kill_members(leftover.path)
-            remove_cgroup_tree(leftover.path)
-        path = os.path.join(parent, _PREFIX + owner_tag())
-        os.mkdir(path)
-        try:
-            for name, value in sandbox_settings.items():
-                _write(os.path.join(path, name), value)
-        except OSError:
-            os.rmdir(path)
-            raise
+        """One controller's groups (cgroup v1 layout), in ``parent`` (a group's path; by
+        default this process's own group). Raise ``OSError`` saying why not."""
+        path = _new_group(parent or _own_group(controller), _PREFIX, sandbox_settings)
         events = "memory.oom_control" if controller == "memory" else None
         return cls(path, slot_settings, events)
 
@@ -151,6 +150,7 @@ class Cgroups(Layer):
             per_call=limits.processes,
             total=SANDBOX_PROCESSES,
         )
+        parent = prep.settings.memory_parent
         _prepare(
             prep,
             "memory",
@@ -158,7 +158,9 @@ class Cgroups(Layer):
             enabled=enabled,
             sandbox={},
             slot={"memory.limit_in_bytes": str(limits.call_memory_mb << 20)},
+            parent=parent,
             per_call_mb=limits.call_memory_mb,
+            total_mb=prep.settings.sandbox_memory_mb if parent else 0,
         )
 
     def apply(self, prep: Preparation, worker: Worker) -> None:
@@ -178,12 +180,13 @@ def _prepare(
     enabled: bool,
     sandbox: dict[str, str],
     slot: dict[str, str],
+    parent: str = "",
     **facts: Unpack[Facts],
 ) -> None:
     try:
         if not enabled:
             raise OSError("disabled by configuration")
-        made = SlotGroups.create(controller, sandbox, slot)
+        made = SlotGroups.create(controller, sandbox, slot, parent)
     except OSError as exc:
         prep.report(layer, exc.strerror or str(exc))
         return
@@ -219,6 +222,48 @@ def _write(path: str, value: str) -> None:
         fh.write(value)
 
 
+def _own_group(controller: str) -> str:
+    """The directory of this process's own group of ``controller`` (v1); ``OSError`` where
+    there is no such hierarchy."""
+    base = os.path.join(_ROOT, controller)
+    if not os.path.isfile(os.path.join(base, "cgroup.procs")):
+        if os.path.isfile(os.path.join(_ROOT, "cgroup.controllers")):
+            raise OSError("cgroup v2 (unified) hierarchy: only v1 is supported so far")
+        raise OSError(f"no {controller} cgroup hierarchy is mounted")
+    return os.path.join(base, own_path(controller).lstrip("/"))
+
+
+def create_sandbox_memory(limit_mb: int) -> str:
+    """In the supervisor, before its zygotes start: the memory group every zygote's sandbox
+    group goes in, capped at ``limit_mb``, beside this process's own; its path. What dead
+    engines left there is cleared first. ``OSError`` saying why it cannot be made."""
+    limit = {"memory.limit_in_bytes": str(limit_mb << 20)}
+    return _new_group(_own_group("memory"), _ENGINE_PREFIX, limit)
+
+
+def _new_group(parent: str, prefix: str, settings: dict[str, str]) -> str:
+    """``<parent>/<prefix><owner tag>`` made with ``settings``, once what owners of the same
+    prefix that are gone left there is cleared: a zygote or an engine killed outright, maybe
+    with a worker that outlived them (one whose tool cleared its parent-death signal)."""
+    for leftover in dead_owners(parent, prefix):
+        kill_members(leftover.path)
+        remove_cgroup_tree(leftover.path)
+    path = os.path.join(parent, prefix + owner_tag())
+    os.mkdir(path)
+    try:
+        for name, value in settings.items():
+            _write(os.path.join(path, name), value)
+    except OSError:
+        os.rmdir(path)
+        raise
+    return path
+
+
+def memory_usage(path: str) -> int:
+    """What the memory group at ``path`` holds, in bytes, its descendants included."""
+    return int(_read(os.path.join(path, "memory.usage_in_bytes")))
+
+
 def own_path(controller: str) -> str:
     """This process's cgroup path for ``controller`` (v1), or in the unified hierarchy (v2)
     for ``""``."""
@@ -238,11 +283,11 @@ def made_by(layers: LayerReports) -> list[str]:
 
 
 def kill_members(path: str, wait_s: float = 2.0) -> None:
-    """SIGKILL every process in a sandbox group and its slots, and wait (a little) until the
-    kernel has taken them out, so that the slots can be removed."""
+    """SIGKILL every process in a group and the groups beneath it, and wait (a little) until
+    the kernel has taken them out, so that the groups can be removed."""
     deadline = time.monotonic() + wait_s
     while True:
-        members = [pid for group in (path, *_slots_of(path)) for pid in _pids_in(group)]
+        members = [pid for group in _tree(path) for pid in _pids_in(group)]
         if not members or time.monotonic() > deadline:
             return
         for pid in members:
@@ -260,6 +305,14 @@ def _slots_of(path: str) -> list[str]:
         return []
 
 
+def _tree(path: str) -> list[str]:
+    """``path`` and every group beneath it, the deepest last."""
+    groups = [path]
+    for group in groups:
+        groups.extend(_slots_of(group))
+    return groups
+
+
 def _pids_in(group: str) -> list[int]:
     try:
         return [int(pid) for pid in _read(os.path.join(group, "cgroup.procs")).split()]
@@ -268,13 +321,10 @@ def _pids_in(group: str) -> list[int]:
 
 
 def remove_cgroup_tree(path: str) -> None:
-    """Remove a sandbox group and its (empty) slots after the zygote exited; best effort."""
-    for child in _slots_of(path):
+    """Remove a group and the (empty) groups beneath it, the deepest first, once nothing runs
+    in them; best effort."""
+    for group in reversed(_tree(path)):
         try:
-            os.rmdir(child)
+            os.rmdir(group)
         except OSError:
             pass
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass

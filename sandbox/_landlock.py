@@ -1,5 +1,5 @@
-"""Layer ``landlock``: a call may read only what it needs to run, and write only its own
-directories.
+"""Layers ``landlock`` and ``scoped_ipc``: a call may read only what it needs to run, write only
+its own directories, and reach no other call's abstract sockets or processes.
 
 Applied in the worker once its job names the session's workspace and the call's tmp directory.
 Paths beneath the *read* rules (system directories, the Python installation, the packages of

@@ -73,15 +73,16 @@ def share_state_dir(path: str) -> None:
         raise
 
 
-def mount_session_quota(path: str, size_mb: int, uid: int | None) -> None:
-    """A tmpfs of ``size_mb`` on the (empty) session directory ``path``, owned by ``uid``."""
-    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+def mount_session_quota(path: str, size_mb: int) -> None:
+    """A tmpfs of ``size_mb`` on the (empty) session directory ``path``, root's (the session
+    makes it its uid's with ``chown``: an owner in the mount's options would show every worker
+    which uid each live session has, in its mount table)."""
     syscalls.mount(
         "tmpfs",
         path,
         "tmpfs",
         syscalls.MS_NOSUID | syscalls.MS_NODEV,
-        f"size={size_mb}m,nr_inodes={max(1024, size_mb * 64)},mode=0700{owner}",
+        f"size={size_mb}m,nr_inodes={max(1024, size_mb * 64)},mode=0700",
     )
 
 

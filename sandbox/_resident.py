@@ -7,9 +7,10 @@ the next (``sandbox._worker.serve_later_jobs``). Each job's frames end with its 
 ends the turn; a frame while no job is running, or any other broken rule, is a violation and
 the worker is killed. Between turns the worker is stopped (``SIGSTOP``, which reaches the init
 of a PID namespace from outside it): what its tool left running, a thread spinning in the
-background say, takes no CPU while no call of its session runs, and goes on with the next. Past a turn's deadline (or at a cancel) the worker is interrupted
-(SIGINT: the tool's code sees ``KeyboardInterrupt``) and, if its result does not follow within
-``INTERRUPT_GRACE_S``, killed with everything it started. ``end`` kills it for good.
+background say, takes no CPU while no call of its session runs, and goes on in the next. Past
+a turn's deadline (or at a cancel) the worker is interrupted (SIGINT: the tool's code sees
+``KeyboardInterrupt``) and, if its result does not follow within ``INTERRUPT_GRACE_S``, killed
+with everything it started. ``end`` kills it for good.
 """
 
 from __future__ import annotations

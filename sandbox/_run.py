@@ -493,7 +493,8 @@ def outcome_of(
         outcome.out_of_memory = True
         outcome.error = (
             f"out of memory: the call went past its {limits.call_memory_mb} MiB memory limit "
-            "and the kernel killed it"
+            "(or the sandbox past its bound on all calls and sessions together) and the kernel "
+            "killed it"
         )
     elif _out_of_cpu_time(outcome, limits):
         outcome.cpu_limit = True

@@ -55,16 +55,21 @@ class ZygoteSettings:
     max_frame: int = DEFAULT_MAX_FRAME
     writable_paths: tuple[str, ...] = ()  # the engine's state directory
     #: Directories the engine made for one plugin, by the plugin's name, beneath the writable
-    #: paths and outliving sessions (``run_code``'s compile cache): the jobs of that plugin,
-    #: and of no other, may write them (``sandbox._landlock``), and the zygote hands them to
-    #: the plugin as its ``plugin_dirs``. Only where Landlock is on: nothing else would keep
-    #: the other plugins' workers out.
+    #: paths and outliving sessions (``run_code``'s compile cache, which the supervisor alone
+    #: writes: ``sandbox._sharing``): the jobs of that plugin, and of no other, may read a file
+    #: there by name (``sandbox._landlock``), and the zygote hands them to the plugin as its
+    #: ``plugin_dirs``. Only where Landlock is on: nothing else would keep the other plugins'
+    #: workers out.
     plugin_dirs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: What this zygote's workers must not reach at all: other plugins' directories (the
     #: pool fills it in, ``WorkerPool._settings_for``), covered in their mount namespace.
     hidden_paths: tuple[str, ...] = ()
     read_roots: tuple[str, ...] = ()  # read by calls: must stay reachable for a session uid
     receive_mounts: tuple[str, ...] = ()  # shared mounts whose later sub-mounts workers see
+    #: The engine's memory group, where the zygote makes its sandbox group (empty: its own
+    #: group), and the bound it has (``sandbox._cgroups.create_sandbox_memory``).
+    memory_parent: str = ""
+    sandbox_memory_mb: int = 0
 
     def __post_init__(self) -> None:
         unknown = set(self.profiles) - set(PROFILES)

@@ -190,7 +190,10 @@ CATALOG: dict[str, Entry] = {
     ),
     "memory_cgroup": Entry(
         f"memory outside RLIMIT_AS (children, memfd, shared memory, tmpfs pages): "
-        f"{_L.call_memory_mb} MiB per call, an overrun killed and reported as out of memory",
+        f"{_L.call_memory_mb} MiB per call, an overrun killed and reported as out of memory; "
+        "the whole sandbox (running calls, resident workers, every workspace's pages) under "
+        "one bound derived from the host's memory, new sessions refused with overloaded "
+        "before it",
         "root, cgroup v1",
         "_cgroups",
     ),
@@ -214,6 +217,7 @@ class Facts(TypedDict, total=False):
     per_call: int  # pids_cgroup: processes and threads of one call
     total: int  # pids_cgroup: of all calls together
     per_call_mb: int  # memory_cgroup
+    total_mb: int  # memory_cgroup: what the whole sandbox may hold
     first_uid: int  # identity
     opened: list[str]  # identity: the closed directories opened on the way to the interpreter
     abi: int  # landlock, scoped_ipc
