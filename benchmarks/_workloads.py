@@ -378,6 +378,14 @@ def run_code_workloads() -> tuple[Workload, ...]:
             **shared,
             **compiled,
         ),
+        Workload(
+            "run_code_cpp_cached",
+            "/run_code: C++ a+b, one source for every request (an RL batch's test cases)",
+            _a_plus_b,
+            target=Target(calls_ratio=2.0),
+            **shared,
+            **{**compiled, "fresh_source": False},
+        ),
     )
 
 
