@@ -167,35 +167,21 @@ class CompileCache:
                 os.utime(os.path.join(self.root, key))
         return hit
 
-    def store(
-        self, key: str, built: str, patterns: tuple[str, ...], result: dict[str, Any]
-    ) -> None:
-        """Keep the outputs ``patterns`` match in ``built`` (a directory nothing else writes)
-        and ``result``: offered to the supervisor for the shared cache, written here for a
-        session's. Nothing is kept when an output is not a plain regular file at the top of
-        ``built`` or when the disk is full; for the shared cache, when it is too large to
-        offer in one frame, or the supervisor finds it does not hold."""
-        try:
-            outputs = read_outputs(built, patterns)
-        except OSError:
-            return
-        if outputs is None:
-            return
+    def store(self, key: str, outputs: Outputs, result: dict[str, Any], where: str) -> None:
+        """Keep ``outputs`` (``read_outputs`` of ``where``, the directory they were compiled
+        in) and ``result``: offered to the supervisor for the shared cache, written here for a
+        session's. Nothing is kept when the disk is full; for the shared cache, when it is too
+        large to offer in one frame, or the supervisor finds it does not hold."""
+        result = without_dir(result, where)
         if not self.shared:
             with contextlib.suppress(OSError):
-                write_entry(self.root, key, outputs, without_dir(result, built), 0o700)
+                write_entry(self.root, key, outputs, result, 0o700)
             return
-        offer(
-            "entry",
-            {
-                "key": key,
-                "result": without_dir(result, built),
-                "outputs": {
-                    name: {"mode": mode, "data": base64.b64encode(content).decode()}
-                    for name, (content, mode) in outputs.items()
-                },
-            },
-        )
+        encoded = {
+            name: {"mode": mode, "data": base64.b64encode(content).decode()}
+            for name, (content, mode) in outputs.items()
+        }
+        offer("entry", {"key": key, "result": result, "outputs": encoded})
 
 
 def read_entry(root: str, key: str) -> Hit | None:
@@ -358,7 +344,10 @@ def read_outputs(
         outputs = {}
         total = 0
         for name in names:
-            fd = os.open(name, _OPEN_FILE, dir_fd=directory)
+            try:
+                fd = os.open(name, _OPEN_FILE, dir_fd=directory)
+            except OSError:
+                return None  # a link, or gone
             try:
                 info = os.fstat(fd)
                 total += info.st_size

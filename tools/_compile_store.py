@@ -17,7 +17,8 @@ header whose build failed, or ran out of time ``MAX_ATTEMPTS`` times, goes witho
 engine's life.
 
 Everything here runs off the engine's loop: ``offer`` only queues (at most ``MAX_PENDING``
-offers; past that one is dropped, and the program is compiled again next time).
+offers; past that one is dropped, and the program is compiled again next time), so that a
+worker that floods its pipe with offers costs the loop a lock and a count each.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class SharedCompileCache:
         elif what == "entry":
             self._queue(self._keep, arguments, data)
         elif what == "header":
-            self._build_header(data)
+            self._queue(self._build_header, data)
         else:
             log.debug("dropped an offer of %.40r to the compile cache", what)
 

@@ -144,7 +144,9 @@ class Submission:
             compiled = {**self._step(argv, self.home, None, RunLimits(seconds, 0), out, err)}
             compiled["cached"] = False
             if cache is not None and compiled["return_code"] == 0:
-                cache.store(key, self.home, language.outputs, compiled)
+                made = _outputs(self.home, language)
+                if made:
+                    cache.store(key, made, compiled, self.home)
         self._payload.extend(outputs_of(self.home, language.outputs))
         return compiled
 
@@ -194,10 +196,9 @@ class Submission:
             limits = RunLimits(seconds, 0)
             compiled = {**self._step(argv, built, None, limits, out, err, readable=readable)}
             compiled["cached"] = False
-            outputs: Outputs = {}
-            if compiled["return_code"] == 0:
-                cache.store(key, built, language.outputs, compiled)
-                outputs = read_outputs(built, language.outputs) or {}
+            outputs = _outputs(built, language) if compiled["return_code"] == 0 else {}
+            if outputs:
+                cache.store(key, outputs, compiled, built)
             return compiled, outputs
         finally:
             shutil.rmtree(built, ignore_errors=True)
@@ -396,6 +397,15 @@ def _write_contents(where: str, contents: list[tuple[str, bytes]]) -> None:
         os.close(make_dirs_beneath(fd, _TMP, 0o700))
     finally:
         os.close(fd)
+
+
+def _outputs(where: str, language: Language) -> Outputs:
+    """What the compile step made in ``where``, read to be kept; none when it is not plain
+    files at the top of it (a link, a FIFO), or cannot be read."""
+    try:
+        return read_outputs(where, language.outputs) or {}
+    except OSError:
+        return {}
 
 
 def _make_dir(parent: int, parent_path: str, prefix: str) -> str:
