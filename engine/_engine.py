@@ -39,7 +39,12 @@ from a2e_engine.engine._host_session import (
 )
 from a2e_engine.engine._identities import SessionUids, UidsExhausted
 from a2e_engine.engine._loop import EngineLoop
-from a2e_engine.engine._memory_bound import OverBound, SandboxMemory, derived_limit_mb
+from a2e_engine.engine._memory_bound import (
+    OverBound,
+    PressureRelief,
+    SandboxMemory,
+    derived_limit_mb,
+)
 from a2e_engine.engine._plugins import build_plugin
 from a2e_engine.engine._policy import Policy, PolicyFunction, as_policy
 from a2e_engine.engine._registry import ToolRegistry
@@ -82,6 +87,7 @@ class _Running:
     pool: WorkerPool
     services: Services
     ready_sessions: SessionPool  # for stateless requests, filled on the first
+    relief: PressureRelief  # ends the session holding the most when memory runs short
 
 
 class Engine:
@@ -183,7 +189,8 @@ class Engine:
             ready = SessionPool(
                 services.sessions, self.worker_bound.workers, SUPPORTED_CAPABILITIES
             )
-            self._running = _Running(state_dir, pool, services, ready)
+            relief = self._pressure_relief(services)
+            self._running = _Running(state_dir, pool, services, ready, relief)
             self._undo = undo.pop_all()
         return self
 
@@ -210,6 +217,22 @@ class Engine:
             raise OSError(
                 exc.errno, f"cannot open the audit log {self.config.audit_path}: {exc.strerror}"
             ) from None
+
+    def _pressure_relief(self, services: Services) -> PressureRelief:
+        """Started on the engine's loop, stopped with the engine."""
+        sessions = services.sessions
+        residents = services.calls.residents
+        relief = PressureRelief(
+            sessions.bound,
+            lambda: list(sessions.live.values()),
+            residents.kept_bytes if residents is not None else lambda session_id: 0,
+        )
+
+        async def start() -> None:
+            relief.start()
+
+        self._loop.run(start())
+        return relief
 
     def _sandbox_memory(self) -> SandboxMemory:
         """The bound on what the sandbox holds in all, and the memory group that keeps it,
@@ -306,6 +329,7 @@ class Engine:
             connection.close()
         for session in sessions:
             session.close()
+        await running.relief.stop()
         await running.ready_sessions.close()
         if calls:
             await asyncio.wait(calls, timeout=STOP_CALLS_S)

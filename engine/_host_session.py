@@ -104,6 +104,9 @@ class EngineSession:
         self._on_closed = on_closed
         self._calls: dict[str, _Running] = {}
         self.closed = False
+        #: Why the engine ended it (``evict``), for the calls that come after.
+        self.ended_because = ""
+        session.evict = self.evict
 
     @property
     def workspace(self) -> str:
@@ -144,7 +147,8 @@ class EngineSession:
         bound on calls, or once the session is closed."""
         config = self.services.calls.config
         if self.closed:
-            raise _refusal(ErrorCode.UNKNOWN_SESSION, "the session has ended", request.id)
+            why = f": {self.ended_because}" if self.ended_because else ""
+            raise _refusal(ErrorCode.UNKNOWN_SESSION, f"the session has ended{why}", request.id)
         if request.id in self._calls:
             raise _refusal(
                 ErrorCode.DUPLICATE_REQUEST,
@@ -230,12 +234,20 @@ class EngineSession:
 
     # -- the end --
 
+    def evict(self, why: str) -> None:
+        """The engine ends the session (``engine._memory_bound.PressureRelief``): ``close``,
+        and ``why`` for its client's next call."""
+        if not self.closed:
+            self.ended_because = why
+            self.close()
+
     def close(self) -> None:
         """Cancel what still runs, and end the session once its last call is done
         (idempotent)."""
         if self.closed:
             return
         self.closed = True
+        self.session.evict = None  # a pooled session's next request sets its own
         for running in self._calls.values():
             running.cancelled.set()
         calls: list[asyncio.Task[Any]] = list(self.in_flight())

@@ -1,4 +1,5 @@
-"""What the sandbox may hold in all, and the sessions turned away before it gets there.
+"""What the sandbox may hold in all, the sessions turned away before it gets there, and the one
+ended when it gets close.
 
 Each session's workspace is a tmpfs (``sandbox._quota``): its pages are memory, and they stay
 as long as the session does, whether or not a call runs. A resident worker holds what its tool
@@ -6,30 +7,59 @@ keeps between calls. Neither is bounded by how many calls run at once (``max_wor
 without a bound of their own many sessions, each within its own quota, would fill the host's
 memory together. The bound is the engine's memory group (``sandbox._cgroups
 .create_sandbox_memory``), which holds every worker of every zygote and every page they wrote
-to a tmpfs: the kernel keeps it under ``limit_mb`` (past it, the largest process inside is
-killed, never a process of the host), and a new session is refused with ``overloaded`` once
-it holds more than ``HIGH_WATER`` of it, so that the sessions already open keep room to work.
+to a tmpfs: the kernel keeps it under ``limit_mb``, so the host never runs short.
 
-Without that group (no memory cgroup here, or ``--no-cgroups``) the same bound is kept by
-reservation: each session with a tmpfs reserves its whole quota, and one that would take the
-reservations past ``limit_mb`` is refused.
+Within it, one tenant must not take another's share. Reserving each session's whole quota
+would leave room for a handful of sessions (the running calls' memory is most of the host's),
+so sessions are admitted by what the sandbox holds, and pressure is relieved the way a kubelet
+evicts: past ``HIGH_WATER`` of the bound a new session, stateful or a REST request's, is
+refused with ``overloaded``; past ``PRESSURE`` the session that holds the most (its
+workspace's pages and its resident worker's memory) is ended, its client told why, before the
+kernel would have to kill whatever process is largest, another tenant's kept state perhaps.
+
+Without that group (no memory cgroup here, or ``--no-cgroups``) nothing measures what the
+sandbox holds: the bound is kept by reservation instead, each session with a tmpfs reserving
+its whole quota, and one that would take the reservations past ``limit_mb`` is refused.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from a2e_engine.sandbox._cgroups import memory_usage
 
-__all__ = ["HIGH_WATER", "MemoryBound", "OverBound", "SandboxMemory", "derived_limit_mb"]
+if TYPE_CHECKING:
+    from a2e_engine.engine._session import Session
+
+__all__ = [
+    "HIGH_WATER",
+    "PRESSURE",
+    "MemoryBound",
+    "OverBound",
+    "PressureRelief",
+    "SandboxMemory",
+    "derived_limit_mb",
+]
+
+log = logging.getLogger("a2e.engine")
 
 #: The share of the bound past which new sessions are turned away.
 HIGH_WATER = 0.8
+#: The share of the bound past which the session holding the most is ended.
+PRESSURE = 0.9
 #: The share of the host's available memory the sandbox may hold by default.
 SHARE_OF_MEMORY = 0.9
+#: How often the pressure is looked at.
+RELIEF_EVERY_S = 0.2
+#: How long an ended session may take to give its memory back before the next is ended.
+RELIEF_GRACE_S = 5.0
 
 
 class OverBound(RuntimeError):
@@ -51,21 +81,34 @@ class MemoryBound:
         self._reserved_mb = 0
         self._lock = threading.Lock()
 
+    def held_mb(self) -> int:
+        """What the group holds now, in MiB (0 without one, or when it cannot be read)."""
+        if self.usage is None:
+            return 0
+        try:
+            return self.usage() >> 20
+        except (OSError, ValueError):
+            return 0
+
+    def check(self) -> None:
+        """``OverBound`` when the sandbox holds past the high-water mark: no new session, nor
+        a request in a session prepared ahead, until it holds less."""
+        if not self.limit_mb or self.usage is None:
+            return
+        held_mb = self.held_mb()
+        if held_mb > self.limit_mb * HIGH_WATER:
+            raise OverBound(
+                f"the sandbox holds {held_mb} MiB of the {self.limit_mb} MiB it may; "
+                "no new session until sessions end"
+            )
+
     def admit(self, quota_mb: int) -> None:
         """Take a new session whose workspace holds up to ``quota_mb``, or ``OverBound`` saying
         why not. Give it back with ``release`` when the session ends."""
         if not self.limit_mb:
             return
         if self.usage is not None:
-            try:
-                held_mb = self.usage() >> 20
-            except (OSError, ValueError):
-                held_mb = 0
-            if held_mb > self.limit_mb * HIGH_WATER:
-                raise OverBound(
-                    f"the sandbox holds {held_mb} MiB of the {self.limit_mb} MiB it may; "
-                    "no new session until sessions end"
-                )
+            self.check()
             return
         with self._lock:
             if self._reserved_mb + quota_mb > self.limit_mb:
@@ -81,6 +124,66 @@ class MemoryBound:
         if self.limit_mb and self.usage is None:
             with self._lock:
                 self._reserved_mb = max(0, self._reserved_mb - quota_mb)
+
+
+class PressureRelief:
+    """On the engine's loop, while it runs: past ``PRESSURE`` of the bound, end the session
+    that holds the most, one at a time (the next only once the last one's memory came back, or
+    ``RELIEF_GRACE_S`` passed). ``sessions`` gives the live sessions; ``kept_bytes`` what a
+    session's resident worker holds, by the session's id."""
+
+    def __init__(
+        self,
+        bound: MemoryBound,
+        sessions: Callable[[], Iterable[Session]],
+        kept_bytes: Callable[[str], int],
+    ) -> None:
+        self.bound = bound
+        self.sessions = sessions
+        self.kept_bytes = kept_bytes
+        self.ended: list[str] = []  # why each session it ended was, for the log and tests
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self.bound.limit_mb and self.bound.usage is not None:
+            self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        waiting_until = 0.0
+        while True:
+            await asyncio.sleep(RELIEF_EVERY_S)
+            pressed = self.bound.held_mb() > self.bound.limit_mb * PRESSURE
+            if not pressed or loop.time() < waiting_until:
+                continue
+            waiting_until = loop.time() + RELIEF_GRACE_S if self.relieve() else 0.0
+
+    def relieve(self) -> bool:
+        """End the session that holds the most, if any holds anything; whether one was."""
+        held = [(self._held(s), s) for s in self.sessions() if s.evict is not None]
+        held = [(size, session) for size, session in held if size > 0]
+        if not held:
+            return False
+        size, session = max(held, key=lambda pair: pair[0])
+        why = (
+            f"the sandbox ran short of memory ({self.bound.held_mb()} MiB of the "
+            f"{self.bound.limit_mb} MiB it may hold) and this session held the most "
+            f"({size >> 20} MiB)"
+        )
+        log.warning("ending session %s: %s", session.id[:8], why)
+        self.ended.append(why)
+        assert session.evict is not None
+        session.evict(why)
+        return True
+
+    def _held(self, session: Session) -> int:
+        return session.held_bytes() + self.kept_bytes(session.id)
 
 
 @dataclass(frozen=True)

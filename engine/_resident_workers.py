@@ -18,6 +18,8 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
+import psutil
+
 from a2e.caps.tools._endings import CallEnding
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.engine._config import ResidentLimits
@@ -54,6 +56,17 @@ class ResidentWorkers:
         self._kept: dict[str, _Kept] = {}
         self._starting = 0  # workers being started, counted against the limit
         self._reaper: asyncio.Task[None] | None = None
+
+    def kept_bytes(self, session_id: str) -> int:
+        """What the worker ``session_id`` keeps holds in memory now (0: it has none)."""
+        kept = self._kept.get(session_id)
+        if kept is None or not _alive(kept.worker):
+            return 0
+        assert kept.worker is not None
+        try:
+            return int(psutil.Process(kept.worker.worker.pid).memory_info().rss)
+        except psutil.Error:
+            return 0
 
     @property
     def live(self) -> int:

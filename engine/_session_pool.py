@@ -55,8 +55,10 @@ class SessionPool:
 
     async def take(self, client: str, policies: list[Policy]) -> Session:
         """A ready session; with none ready, the first one wiped within ``RECYCLE_WAIT_S``, or
-        one made now; ``UidsExhausted`` or ``OSError`` when none can be had. The pool refills
-        behind it."""
+        one made now; ``UidsExhausted``, ``OverBound`` or ``OSError`` when none can be had
+        (a request past the sandbox's memory bound is refused too, as a new session is).
+        The pool refills behind it."""
+        self.sessions.bound.check()
         if not self._ready and self._recycling:  # one being wiped comes back in a moment
             await asyncio.wait(
                 self._recycling, timeout=RECYCLE_WAIT_S, return_when=asyncio.FIRST_COMPLETED
