@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -30,6 +31,12 @@ class Session:
 
     The workspace is the working directory of every call of the session: what one call writes
     there, the next one reads. It is created with the session and removed with it.
+
+    ``root`` (where the workspace and tmp lie, the session's tmpfs where quotas are on) sits in
+    a directory of its own, ``guard``, of mode 0700 and the session's uid: every worker sees
+    every session's mount point in its mount table, and a mount point it could reach it could
+    ``statfs``, and so read another session's usage as it changes (a channel between them).
+    Behind the guard, no other session uid can reach it at all.
     """
 
     client: str
@@ -39,6 +46,12 @@ class Session:
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     uid: int | None = None  # the uid its calls run as (also its gid); None: the engine's own
     quota_mb: int = 0  # its directory is a tmpfs of this size (sandbox._quota); 0: a plain one
+    #: Ends it, saying why to its client (set by the host session that serves it).
+    evict: Callable[[str], None] | None = None
+
+    @property
+    def guard(self) -> str:
+        return os.path.dirname(self.root)
 
     @property
     def workspace(self) -> str:
@@ -57,13 +70,15 @@ class Session:
     # worker of the session has run) and closed when the session is wiped or removed.
 
     def create_dirs(self) -> None:
-        os.mkdir(self.root, 0o700)
+        os.mkdir(self.guard, 0o700)
+        guard_fd = os.open(self.guard, _DIR_FLAGS)
+        try:
+            self._own(".", guard_fd)
+            os.mkdir(os.path.basename(self.root), 0o700, dir_fd=guard_fd)
+        finally:
+            os.close(guard_fd)
         if self.quota_mb:
-            try:
-                mount_session_quota(self.root, self.quota_mb)
-            except OSError:
-                os.rmdir(self.root)
-                raise
+            mount_session_quota(self.root, self.quota_mb)  # remove_dirs clears a failure
         root_fd = os.open(self.root, _DIR_FLAGS)
         try:
             self._own(".", root_fd)
@@ -155,6 +170,16 @@ class Session:
         finally:
             os.close(root_fd)
 
+    def held_bytes(self) -> int:
+        """What its workspace's tmpfs holds now (0 without one)."""
+        if not self.quota_mb:
+            return 0
+        try:
+            fs = os.statvfs(self.root)
+        except OSError:
+            return 0
+        return (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+
     def remove_dirs(self) -> None:
         if self._tmp_fd >= 0:
             os.close(self._tmp_fd)
@@ -162,4 +187,4 @@ class Session:
         if self.quota_mb:
             with contextlib.suppress(OSError):
                 unmount(self.root)  # its files go with the tmpfs
-        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.guard, ignore_errors=True)

@@ -2,9 +2,10 @@
 connection once their last call is done.
 
 Each session gets an unguessable id, a directory in the state directory (a tmpfs of its own
-where quotas are on) named by another unguessable name, which nothing ties to the id (a
-worker sees every live session's tmpfs in its mount table: their names tell it nothing it
-could use), and, with the identity layer, a uid of its own for its calls.
+where quotas are on, behind a directory of the session's uid: ``Session.guard``) named by
+another unguessable name, which nothing ties to the id (a worker sees every live session's
+tmpfs in its mount table, and can reach none but its own), and, with the identity layer, a
+uid of its own for its calls.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class Sessions:
         self.quota_mb = quota_mb  # each session's directory is a tmpfs of this size (0: none)
         #: What the sandbox may hold in all: a new session past it is refused.
         self.bound = bound or MemoryBound(0)
+        #: Every session opened and not yet removed, by id.
+        self.live: dict[str, Session] = {}
         #: Ends the worker a session keeps (``engine._resident_workers``), given its id.
         self.end_workers = end_workers
         self._ending: set[asyncio.Task[None]] = set()
@@ -75,15 +78,17 @@ class Sessions:
         except BaseException:
             self.bound.release(self.quota_mb)
             raise
-        return Session(
+        session = Session(
             client=client,
             capabilities=capabilities,
             policies=policies,
             id=uuid.uuid4().hex,
-            root=os.path.join(self.state_dir, uuid.uuid4().hex),
+            root=os.path.join(self.state_dir, uuid.uuid4().hex, "session"),
             uid=uid,
             quota_mb=self.quota_mb,
         )
+        self.live[session.id] = session
+        return session
 
     def end(self, session: Session, after: Iterable[asyncio.Task[Any]] = ()) -> None:
         """On the engine's loop: remove the session's directories once ``after`` are done."""
@@ -116,3 +121,4 @@ class Sessions:
         if self.uids is not None and session.uid is not None:
             self.uids.give_back(session.uid)
         self.bound.release(session.quota_mb)
+        self.live.pop(session.id, None)

@@ -143,7 +143,7 @@ def test_stateless_sessions_are_prepared_ahead_and_held_by_one_request_at_a_time
                 assert result.success, result
             finally:
                 session.close()
-            return os.path.basename(session.session.root)
+            return os.path.basename(session.session.guard)
 
         first = engine.run(one(0), timeout=60)
         # The pool fills behind the first: as many ready as calls may run at once.

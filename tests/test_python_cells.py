@@ -184,7 +184,9 @@ def test_files_in_and_out(tools: ToolAPI) -> None:
     }
     assert not os.path.exists("/mnt/out.txt")
     workspace = ast.literal_eval(data["cells"][-1]["display"][0]["text/plain"])
-    state_dir = os.path.dirname(os.path.dirname(workspace))  # <state>/<session>/workspace
+    state_dir = os.path.dirname(
+        os.path.dirname(os.path.dirname(workspace))
+    )  # <state>/<guard>/session/workspace
     for path in ("../escape.txt", f"{state_dir}/escape.txt"):
         refused = tools.call(
             tool_name="python_cells",

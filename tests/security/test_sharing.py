@@ -344,6 +344,50 @@ def test_the_mount_table_names_no_other_session(service: ServiceProcess) -> None
         victim.client.close()
 
 
+#: Run in /run_code: every other session's tmpfs the mount table lists, and what statfs tells
+#: of it (how full it is: a channel, if another session can change it and this one read it).
+STATFS_OTHERS = """
+import os
+cwd = os.getcwd()
+state = cwd
+while os.path.basename(state) != "workspace":
+    state = os.path.dirname(state)
+state = os.path.dirname(os.path.dirname(os.path.dirname(state)))  # <state>/<guard>/session
+others = []
+with open("/proc/self/mountinfo") as table:
+    for line in table:
+        point = line.split()[4]
+        if point.startswith(state + "/") and not cwd.startswith(point + "/"):
+            others.append(point)
+print("OTHERS", len(others))
+for point in others:
+    try:
+        fs = os.statvfs(point)
+        print("READ", point, (fs.f_blocks - fs.f_bfree) * fs.f_frsize)
+    except OSError as exc:
+        print("refused", type(exc).__name__)
+"""
+
+
+@attack(
+    "read how full another session's workspace is, as it changes (statfs of its mount point)",
+    full="identity: each session's tmpfs lies behind a directory of its own uid, mode 0700",
+    reduced="not run: the service runs with every layer",
+)
+def test_no_session_can_reach_another_sessions_mount_point(service: ServiceProcess) -> None:
+    victim = _session(service)
+    try:
+        wrote = victim.call(
+            "python_session", {"code": "open('big', 'wb').write(b'x' * (8 << 20))"}, timeout=30
+        )
+        assert wrote.success, wrote.error
+        printed = _printed(_run_code(service, STATFS_OTHERS))
+        assert int(printed.split("OTHERS")[1].split()[0]) >= 1, printed
+        assert "READ" not in printed and "refused PermissionError" in printed, printed
+    finally:
+        victim.client.close()
+
+
 @attack(
     "burn CPU between a resident session's calls",
     full="the resident worker is stopped between its session's calls",
