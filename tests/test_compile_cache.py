@@ -92,7 +92,7 @@ def test_a_program_compiled_in_one_session_is_a_hit_in_another(engine: Engine) -
     entry = os.path.join(_entries(engine), key)
     assert os.path.isdir(entry) and not os.path.islink(entry)
     # Not in either session's workspace: nothing of it there for another tool to change.
-    assert not glob.glob(os.path.join(engine.state_dir, "*", "workspace", ".a2e", "compiled"))
+    assert not glob.glob(os.path.join(engine.state_dir, "*", "*", "workspace", ".a2e", "compiled"))
 
 
 @needs_landlock
@@ -296,6 +296,20 @@ def test_the_least_recently_used_entries_go_past_the_bound(tmp_path: Path) -> No
     assert 72_000 < cache.total == measured < 73_000
     _keep(cache, "9" * 64, 30_000)  # larger than a quarter of the bound: not kept
     assert read_entry(cache.entries, "9" * 64) is None
+    cache.close()
+
+
+def test_a_flood_of_programs_sent_once_does_not_push_out_those_reused(tmp_path: Path) -> None:
+    """One tenant sends many programs once each (large, cheap to compile); the entry other
+    calls hit stays: only entries never hit are evicted while there are any."""
+    cache = _shared(tmp_path, max_bytes=100_000)
+    reused = "a" * 64
+    _keep(cache, reused, 20_000)
+    cache.used(reused)
+    for number in range(20):
+        _keep(cache, f"{number:064x}", 20_000)
+    assert read_entry(cache.entries, reused) is not None
+    assert cache.total <= 100_000
     cache.close()
 
 

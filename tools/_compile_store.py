@@ -6,9 +6,10 @@ holds: the key it works out itself from the call's own arguments (so that a work
 it ran, can put nothing under the key of a program it was not sent), outputs whose names the
 language's compile step makes, sizes within the bound, a successful result. It writes every
 entry itself, owned by the engine's uid (directories 0711: a session uid reaches a file by its
-name, lists nothing; files 0444), and evicts the least recently used (hits are reported:
-``used``) down to nine tenths of ``max_bytes`` once past it. An entry larger than a quarter of
-the bound is not kept.
+name, lists nothing; files 0444), and evicts down to nine tenths of ``max_bytes`` once past it:
+the least recently used of the entries never hit first, then of those hit (hits are reported:
+``used``), so that a tenant who floods the cache with programs sent once cannot push out those
+other calls reuse. An entry larger than a quarter of the bound is not kept.
 
 Precompiled headers are built here too, when a worker asks for one (``header``) that its
 language precompiles: ``g++`` on the system's header alone, in a staging directory renamed into
@@ -34,6 +35,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -57,6 +59,8 @@ log = logging.getLogger("a2e.compile_cache")
 
 #: Offers waiting to be checked and written; past this many, one is dropped.
 MAX_PENDING = 8
+#: What share of the bound entries that were hit may hold (the rest is for new ones).
+HIT_SHARE = 0.8
 #: How long one precompiled header may take to build.
 BUILD_TIMEOUT_S = 300.0
 #: Entry directories: a session uid passes through, to a file it names.
@@ -73,7 +77,10 @@ class SharedCompileCache:
         self.headers = PrecompiledHeaders(headers)
         self.max_bytes = max_bytes
         #: Entries kept, least recently used first, with their sizes.
-        self._kept: collections.OrderedDict[str, int] = collections.OrderedDict()
+        #: Entries not hit since they were kept, and those hit, each least recently used
+        #: first, with their sizes (a segmented LRU: ``_shrink``).
+        self._new: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._hit: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._total = 0
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a2e-compile-cache")
         self._pending = 0
@@ -155,19 +162,26 @@ class SharedCompileCache:
         self.keep(*checked)
 
     def used(self, key: str) -> None:
-        """``key`` was a hit: the last to be evicted."""
-        if key in self._kept:
-            self._kept.move_to_end(key)
+        """``key`` was a hit: among the hit entries, the last to be evicted. Those past
+        ``HIT_SHARE`` of the bound go back among the new ones, the least recently used first."""
+        size = self._new.pop(key, None)
+        if size is not None:
+            self._hit[key] = size
+        elif key in self._hit:
+            self._hit.move_to_end(key)
+        while sum(self._hit.values()) > self.max_bytes * HIT_SHARE:
+            demoted, size = self._hit.popitem(last=False)
+            self._new[demoted] = size
 
     def keep(self, key: str, outputs: dict[str, tuple[bytes, int]], result: dict[str, Any]) -> None:
         """Write the entry (checked already); past the bound, evict down to nine tenths of it.
         On the writer's thread (or a test's own)."""
-        if key in self._kept:
+        if key in self._new or key in self._hit:
             return  # another call's came first
         if sum(len(content) for content, _ in outputs.values()) > self.max_bytes // 4:
             return
         size = write_entry(self.entries, key, outputs, result, _ENTRY_MODE)
-        self._kept[key] = size
+        self._new[key] = size
         self._total += size
         if self._total > self.max_bytes:
             self._shrink(self.max_bytes * 9 // 10, keep=key)
@@ -214,14 +228,17 @@ class SharedCompileCache:
         return key, outputs, result
 
     def _shrink(self, target: int, keep: str) -> None:
-        """Evict the least recently used entries (never ``keep``) until at most ``target``
-        bytes are kept."""
-        for key in list(self._kept):
-            if self._total <= target:
-                return
-            if key != keep:
-                self._total -= self._kept.pop(key)
-                evict(self.entries, key)
+        """Evict entries (never ``keep``) until at most ``target`` bytes are kept: first the
+        least recently used of those never hit, then of those hit. A tenant that floods the
+        cache with programs nobody sends twice so churns through the new entries alone, and
+        the ones other calls reuse stay (a segmented LRU)."""
+        for segment in (self._new, self._hit):
+            for key in list(segment):
+                if self._total <= target:
+                    return
+                if key != keep:
+                    self._total -= segment.pop(key)
+                    evict(self.entries, key)
 
     # -- precompiled headers --
 
@@ -268,19 +285,19 @@ class SharedCompileCache:
                     start_new_session=True,
                 )
             try:
-                code = self._building.wait(timeout=BUILD_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                code = None
+                # Waited for, not reaped: its process group is then certainly its own when
+                # whatever it left running is killed.
+                _exited(self._building.pid, BUILD_TIMEOUT_S)
             finally:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self._building.pid, 9)  # whatever it left running
-                self._building.wait()
+                    os.killpg(self._building.pid, 9)
+                code = self._building.wait()
                 with self._lock:
                     self._building = None
             if code != 0:
-                if code is not None:
+                if code > 0:
                     self._attempts[where] = self.MAX_ATTEMPTS  # it will not work here
-                return
+                return  # killed: out of time, or the engine stops
             os.unlink(wrapper)
             shutil.rmtree(os.path.join(staging, ".tmp"), ignore_errors=True)
             for path, dirs, files in os.walk(staging):
@@ -295,6 +312,16 @@ class SharedCompileCache:
         finally:
             if os.path.lexists(staging):
                 remove_tree(staging)  # what did not go in place
+
+
+def _exited(pid: int, seconds: float) -> bool:
+    """Whether the child ``pid`` exited within ``seconds``, leaving it unreaped."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _made_by(language: Language, name: str) -> bool:
