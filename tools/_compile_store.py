@@ -76,12 +76,12 @@ class SharedCompileCache:
         self.entries = entries
         self.headers = PrecompiledHeaders(headers)
         self.max_bytes = max_bytes
-        #: Entries kept, least recently used first, with their sizes.
         #: Entries not hit since they were kept, and those hit, each least recently used
         #: first, with their sizes (a segmented LRU: ``_shrink``).
         self._new: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._hit: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._total = 0
+        self._hit_total = 0
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a2e-compile-cache")
         self._pending = 0
         self._lock = threading.Lock()
@@ -142,6 +142,8 @@ class SharedCompileCache:
     def _run(self, work: Callable[..., None], *args: Any) -> None:
         try:
             work(*args)
+        except OSError as exc:  # a full disk, say: not kept
+            log.warning("the compile cache could not keep an offer: %s", exc)
         except Exception:
             log.exception("the compile cache could not take an offer")
         finally:
@@ -167,10 +169,12 @@ class SharedCompileCache:
         size = self._new.pop(key, None)
         if size is not None:
             self._hit[key] = size
+            self._hit_total += size
         elif key in self._hit:
             self._hit.move_to_end(key)
-        while sum(self._hit.values()) > self.max_bytes * HIT_SHARE:
+        while self._hit_total > self.max_bytes * HIT_SHARE:
             demoted, size = self._hit.popitem(last=False)
+            self._hit_total -= size
             self._new[demoted] = size
 
     def keep(self, key: str, outputs: dict[str, tuple[bytes, int]], result: dict[str, Any]) -> None:
@@ -237,7 +241,10 @@ class SharedCompileCache:
                 if self._total <= target:
                     return
                 if key != keep:
-                    self._total -= segment.pop(key)
+                    size = segment.pop(key)
+                    self._total -= size
+                    if segment is self._hit:
+                        self._hit_total -= size
                     evict(self.entries, key)
 
     # -- precompiled headers --
