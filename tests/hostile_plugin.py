@@ -203,10 +203,49 @@ class HostileNetworkTools(ToolPlugin):
     sandbox_profile = SandboxProfile.NETWORK
 
     def _list_tools(self) -> list[ToolDefinition]:
-        return [_tool("daemon_server", _param("port_file", required=True))]
+        return [
+            _tool("daemon_server", _param("port_file", required=True)),
+            _tool(
+                "abstract_socket",
+                _param("name", required=True),
+                _param("role", required=True),
+                _param("seconds", "number"),
+            ),
+        ]
 
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self._daemon_server(**arguments)
+        return getattr(self, f"_{tool_name}")(**arguments)  # type: ignore[no-any-return]
+
+    def _abstract_socket(self, name: str, role: str, seconds: float = 5) -> dict[str, Any]:
+        """``listen``: bind the abstract unix socket ``name`` and wait ``seconds`` for a
+        datagram carrying a descriptor; ``send``: send one, with this call's workspace, to it.
+        What happened, or the error that stopped it."""
+        import array
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        address = b"\0" + name.encode()
+        try:
+            if role == "listen":
+                sock.bind(address)
+                sock.settimeout(seconds)
+                _, extra, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(8))
+                return {"received": sum(len(data) // 4 for _, _, data in extra)}
+            workspace = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+            fds = array.array("i", [workspace])
+            deadline = time.monotonic() + seconds
+            while True:
+                try:
+                    sock.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], 0, address)
+                    return {"sent": True}
+                except ConnectionRefusedError:  # not listening yet
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        except OSError as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            sock.close()
 
     def _daemon_server(self, port_file: str) -> dict[str, Any]:
         """A daemonised TCP server on 127.0.0.1 (fork, setsid, fork) that would serve forever."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -146,3 +148,31 @@ def test_the_network_a_compute_tool_sees(sandbox: Sandbox, attacker: Attacker) -
     result = attacker.attack(code)
     assert result.success, result.error
     _assert_empty_namespace(sandbox, *result.data["value"])
+
+
+@attack(
+    "a network tool passes another session a descriptor through an abstract unix socket",
+    full="scoped_ipc: Landlock scopes abstract sockets to each worker (seccomp lets network "
+    "tools bind and connect)",
+    reduced="not contained: without Landlock, network tools share the host's abstract names",
+)
+def test_abstract_socket_between_network_tools(attacker: Attacker, sandbox: Sandbox) -> None:
+    name = f"a2e-attack-{uuid.uuid4().hex[:8]}"
+    heard: dict[str, object] = {}
+
+    def listen() -> None:
+        arguments = {"name": name, "role": "listen", "seconds": 4}
+        heard["result"] = sandbox.victim.call(
+            tool_name="abstract_socket", arguments=arguments, timeout=20
+        )
+
+    listening = threading.Thread(target=listen)
+    listening.start()
+    time.sleep(1.0)
+    sent = attacker.attack(tool="abstract_socket", name=name, role="send", seconds=2)
+    listening.join(timeout=30)
+    received = heard["result"].data  # type: ignore[attr-defined]
+    if sandbox.has("scoped_ipc"):
+        assert "error" in sent.data and "error" in received, (sent.data, received)
+    else:
+        assert sent.data == {"sent": True} and received == {"received": 1}, (sent, received)
