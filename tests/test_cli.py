@@ -90,6 +90,11 @@ def test_doctor_lists_every_layer_and_fails_on_a_missing_required_one() -> None:
     assert python["layers"]["seccomp"]["profiles"] == ["compute"]  # each zygote's own report
     assert len({zygote["pid"] for zygote in zygotes.values()}) == len(zygotes)
     assert "every worker is a fork of its plugin's" in out
+    if os.geteuid() == 0:  # the new layer and the whole sandbox's memory bound, said
+        assert report["layers"]["scoped_ipc"]["active"] == (
+            report["layers"]["landlock"]["abi"] >= 6
+        )
+        assert report["sandbox_memory_mb"] > 0 and "the whole sandbox: at most" in out
     proc = a2e("doctor", "--no-namespaces", "--require", "pid_namespace", check=False)
     assert proc.returncode == 1
     assert "missing required layers: pid_namespace (disabled by configuration)" in proc.stdout

@@ -10,6 +10,7 @@ import json
 import os
 import textwrap
 
+from a2e_engine.engine._memory_bound import HIGH_WATER, PRESSURE
 from a2e_engine.engine.cli._arguments import Subcommands
 from a2e_engine.engine.cli._engine_options import add_engine_options, engine_from_args, started
 from a2e_engine.sandbox.layers import CATALOG, LayerReports, missing_layers
@@ -44,6 +45,7 @@ def run_doctor(args: argparse.Namespace) -> int:
             "languages": languages,
             "zygotes": zygotes,
             "max_workers": {"workers": bound.workers, "why": bound.why},
+            "sandbox_memory_mb": layers.fact("memory_cgroup", "total_mb") or 0,
             "resident_workers": {"live": live, **dataclasses.asdict(engine.config.resident)},
         }
         print(json.dumps(report, indent=2))
@@ -62,6 +64,7 @@ def run_doctor(args: argparse.Namespace) -> int:
         f"/tmp {limits.tmp_mb} MiB; per session: {engine.config.workspace_mb} MiB on disk"
     )
     print(f"calls at once: {bound.workers} ({bound.why}); the rest queue")
+    print(_sandbox_memory(layers))
     resident = engine.config.resident
     print(
         f"stateful sessions (python_session): {live} live, at most {resident.limit} at once, "
@@ -93,3 +96,18 @@ def run_doctor(args: argparse.Namespace) -> int:
 def _uncapped(layers: LayerReports) -> str:
     profiles = layers.fact("rlimits", "address_space_uncapped") or []
     return f" (but {' and '.join(profiles)}: the memory cgroup caps them)" if profiles else ""
+
+
+def _sandbox_memory(layers: LayerReports) -> str:
+    """What the whole sandbox may hold, and what happens near it (``engine._memory_bound``)."""
+    total = layers.fact("memory_cgroup", "total_mb")
+    if not total:
+        return (
+            "the whole sandbox: no memory group here; each session's workspace quota is "
+            "reserved against the bound instead"
+        )
+    return (
+        f"the whole sandbox: at most {total} MiB (running calls, resident workers, every "
+        f"workspace); new sessions refused past {HIGH_WATER:.0%}, the session holding the most "
+        f"ended past {PRESSURE:.0%}"
+    )
