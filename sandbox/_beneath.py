@@ -235,11 +235,19 @@ def read_beneath(root: int, path: str, most: int) -> bytes | None:
     """At most ``most`` bytes of the regular file ``path`` beneath ``root``, never through a
     link; ``None`` when it is not a regular file (a FIFO or a device a program left there
     must not hold the caller up)."""
+    read = _read_regular(root, path, most)
+    return read[0] if read is not None else None
+
+
+def _read_regular(root: int, path: str, most: int | None) -> tuple[bytes, int] | None:
+    """At most ``most`` bytes (``None``: all) of the regular file ``path`` beneath ``root``,
+    and its permission bits; ``None`` when it is not a regular file."""
     fd = open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return None
-        return read_up_to(fd, most)
+        return read_up_to(fd, info.st_size if most is None else most), stat.S_IMODE(info.st_mode)
     finally:
         os.close(fd)
 
@@ -260,12 +268,6 @@ def copy_beneath(source: int, target: int, path: str) -> None:
     """The regular file ``path`` beneath ``source`` copied, with its permission bits, to the
     same path beneath ``target`` (both directory descriptors), never through a link; anything
     but a regular file is left out."""
-    fd = open_beneath(source, path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return
-        data = read_up_to(fd, info.st_size)
-    finally:
-        os.close(fd)
-    write_beneath(target, path, data, stat.S_IMODE(info.st_mode))
+    read = _read_regular(source, path, None)
+    if read is not None:
+        write_beneath(target, path, *read)

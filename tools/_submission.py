@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from a2e_engine.sandbox._beneath import copy_beneath, make_dirs_beneath, open_dir, write_beneath
+from a2e_engine.sandbox._beneath import copy_beneath, make_dirs_beneath, open_dir
 from a2e_engine.sandbox._landlock import confine_writes
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._run_root import program_writable
@@ -185,7 +185,11 @@ class Submission:
         language = self.language
         built = tempfile.mkdtemp(prefix="build-")
         try:
-            _write_contents(built, [c for c in self._contents if not os.path.isabs(c[0])])
+            fd = open_dir(built)
+            try:
+                _write_contents(fd, [c for c in self._contents if not os.path.isabs(c[0])])
+            finally:
+                os.close(fd)
             # Not a read root the workspace lies beneath: the compile must not read it.
             workspace = os.path.realpath(self.workspace)
             roots = [r for r in self.read_roots if not under(workspace, os.path.realpath(r))]
@@ -222,9 +226,7 @@ class Submission:
         if self._filled:
             return
         self._filled = True
-        for path, data in self._contents:
-            write_decoded(self._home_fd, path, data)
-        os.close(make_dirs_beneath(self._home_fd, _TMP, 0o700))
+        _write_contents(self._home_fd, self._contents)
 
     def fresh_directory(self) -> str:
         """A new directory holding what a run starts from (remove it once done)."""
@@ -388,15 +390,12 @@ def _toolchain_roots(language: Language) -> list[str]:
     return roots
 
 
-def _write_contents(where: str, contents: list[tuple[str, bytes]]) -> None:
-    """Write each (relative path, content) beneath ``where`` and make its ``TMPDIR``."""
-    fd = open_dir(where)
-    try:
-        for path, data in contents:
-            write_beneath(fd, path, data)
-        os.close(make_dirs_beneath(fd, _TMP, 0o700))
-    finally:
-        os.close(fd)
+def _write_contents(where: int, contents: list[tuple[str, bytes]]) -> None:
+    """Write each (path, content) of ``decoded_files`` for the directory ``where`` (a
+    descriptor), never through a link, and make its ``TMPDIR``."""
+    for path, data in contents:
+        write_decoded(where, path, data)
+    os.close(make_dirs_beneath(where, _TMP, 0o700))
 
 
 def _outputs(where: str, language: Language) -> Outputs:
