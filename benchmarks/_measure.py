@@ -17,7 +17,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Figures", "closed_loop", "median_figures", "open_loop"]
+__all__ = ["Figures", "closed_loop", "concurrency_levels", "median_figures", "open_loop"]
+
+#: The most callers a level may have.
+MAX_CONCURRENCY = 64
+
+
+def concurrency_levels(text: str) -> list[int]:
+    """``--concurrency``'s comma-separated levels; ``ValueError`` saying what is wrong."""
+    try:
+        levels = [int(level) for level in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{text!r} is not a list of integers") from None
+    if any(c < 1 or c > MAX_CONCURRENCY for c in levels):
+        raise ValueError(f"each level must be 1-{MAX_CONCURRENCY}")
+    return levels
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,13 @@ from functools import partial
 from typing import Any, TypeVar
 
 from a2e_engine.benchmarks._calling import Call, Opened, System, failure_reason
-from a2e_engine.benchmarks._measure import Figures, closed_loop, median_figures, open_loop
+from a2e_engine.benchmarks._measure import (
+    Figures,
+    closed_loop,
+    concurrency_levels,
+    median_figures,
+    open_loop,
+)
 from a2e_engine.benchmarks._resources import CpuMeter, TreeCpuMeter, memory_by_role
 from a2e_engine.benchmarks._run_code_systems import RunCodeClient, sandboxfusion
 from a2e_engine.benchmarks._shared_servers import kept_across_workloads
@@ -635,6 +641,12 @@ def _extras_lines(workload: dict[str, Any], labels: dict[str, str]) -> list[str]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--breakdown" in argv:
+        from a2e_engine.benchmarks import breakdown
+
+        argv.remove("--breakdown")
+        return breakdown.main(argv)
     parser = argparse.ArgumentParser(
         prog="a2e bench",
         description="Measure what a sandboxed call costs on this engine and on the alternatives, "
@@ -670,6 +682,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     parser.add_argument("--chart", metavar="PATH", help="also draw a PNG chart (matplotlib)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="instead: where one request's CPU goes, by process and by stage "
+        "(a2e bench --breakdown --help)",
+    )
     parser.add_argument(
         "--soak",
         nargs="?",
@@ -708,11 +726,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--systems: unknown {sorted(unknown)}")
     if args.concurrency:
         try:
-            options.concurrency = [int(level) for level in args.concurrency.split(",")]
-        except ValueError:
-            parser.error(f"--concurrency: {args.concurrency!r} is not a list of integers")
-        if any(c < 1 or c > 64 for c in options.concurrency):
-            parser.error("--concurrency: each level must be 1-64")
+            options.concurrency = concurrency_levels(args.concurrency)
+        except ValueError as exc:
+            parser.error(f"--concurrency: {exc}")
     if args.seconds is not None:
         if args.seconds <= 0:
             parser.error("--seconds must be positive")

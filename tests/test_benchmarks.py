@@ -548,3 +548,86 @@ def test_the_target_table_marks_each_ratio_that_misses() -> None:
     assert cpu == ["CPU/call", "0.30x", "0.50x*"], cpu
     (sleeping,) = [line for line in lines if line.startswith("sleep ")]
     assert sleeping.split()[1:4] == ["calls/s", "0.50x", "0.96x"], sleeping  # c=1: no target
+
+
+def test_a2e_bench_breakdown_splits_a_request_by_process_and_stage(tmp_path: Path) -> None:
+    """The profile of a request's CPU: a real ``a2e serve --http`` driven over 127.0.0.1; the
+    whole tree is split into the server, the zygotes, the workers and the programs, and the
+    server's share into its stages, which add up to it. With perf here, the kernel pass too."""
+    report_path = tmp_path / "breakdown.json"
+    kernel = [] if breakdown_kernel_unavailable() else ["--kernel"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--breakdown",
+         "--paths", "run_code_python,rest_python_eval", "--requests", "30",
+         "--concurrency", "1", "--json", str(report_path), *kernel],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "### run_code_python" in proc.stdout and "server: session" in proc.stdout
+    report = json.loads(report_path.read_text())
+    for name, programs in (("run_code_python", True), ("rest_python_eval", False)):
+        figures = report["paths"][name]["1"]
+        assert figures["whole_tree_ms"] > figures["server_ms"] > 0
+        assert figures["zygotes_ms"] > 0 and figures["workers_ms"] > 0
+        assert (figures["programs_ms"] > 0) is programs
+        parts = figures["server_ms"] + figures["zygotes_ms"] + figures["workers_and_programs_ms"]
+        assert parts == pytest.approx(figures["whole_tree_ms"], abs=0.01)
+        stages = figures["server_stages_ms"]
+        assert sum(stages.values()) == pytest.approx(figures["server_ms"], rel=0.02)
+        assert figures["floor_ms"] > 0
+        if kernel:
+            phases = figures["kernel"]["worker_phases_ms"]
+            assert phases["hardening"] > 0 and phases["job"] > 0 and phases["exit"] > 0, figures
+
+
+def breakdown_kernel_unavailable() -> str:
+    from a2e_engine.benchmarks._kernel_profile import available
+
+    return available()
+
+
+#: ``perf script`` of a server (100), its zygote (101), a worker (102) and its program (103).
+PERF_SCRIPT = """\
+    0/0         0.000000: PERF_RECORD_FORK(100:100):(1:1)
+  100/100       0.500000: PERF_RECORD_FORK(101:101):(100:100)
+  101/101       1.000000: PERF_RECORD_FORK(102:102):(101:101)
+  102/102       1.000400:                             cpu-clock:
+        ffffffff81 do_wp_page
+        ffffffff82 exc_page_fault
+  102/102       1.001000: syscalls:sys_enter_sched_setscheduler: pid: 0x0
+  102/102       1.001300:                             cpu-clock:
+                  1b91e1 _PyEval_EvalFrameDefault
+  102/102       1.002000:               syscalls:sys_enter_read: fd: 0x7
+  102/102       1.050000:                             cpu-clock:
+                  1b91e1 _PyEval_EvalFrameDefault
+  102/102       1.050500: PERF_RECORD_FORK(103:103):(102:102)
+  102/102       1.050600:                             cpu-clock:
+        ffffffff83 copy_page_range
+        ffffffff84 dup_mm
+  103/103       1.051000:                             cpu-clock:
+        ffffffff85 unmap_page_range
+        ffffffff86 exit_mmap
+        ffffffff87 do_exit
+  102/102       1.052000:         syscalls:sys_enter_exit_group: error_code: 0x0
+  102/102       1.052500:                             cpu-clock:
+        ffffffff85 unmap_page_range
+        ffffffff86 exit_mmap
+        ffffffff87 do_exit
+  101/101       1.053000:                             cpu-clock:
+        ffffffff88 do_syscall_64
+        ffffffff89 __x64_sys_wait4
+  999/999       1.054000:                             cpu-clock:
+                  1b91e1 _PyEval_EvalFrameDefault
+"""
+
+
+def test_the_kernel_profile_charges_each_sample_to_its_role_and_phase() -> None:
+    from a2e_engine.benchmarks._kernel_profile import KernelProfile, _read
+
+    profile = KernelProfile()
+    _read(PERF_SCRIPT, 100, profile)
+    assert dict(profile.by_role) == {"worker": 5, "program": 1, "zygote": 1}  # 999: not ours
+    assert profile.by_phase == {"hardening": 1, "ready": 1, "job": 2, "exit": 1}
+    assert profile.shares("program") == {"exit: teardown": 1.0}
+    assert profile.shares("zygote") == {"syscall: wait4": 1.0}
+    assert profile.shares("worker")["fork: copying page tables"] == 0.2
