@@ -5,17 +5,15 @@ programs they ran), user and kernel, and within the server by stage of the reque
         [--concurrency 1,4] [--json PATH]
     a2e bench --breakdown [the same options]
 
-It starts ``a2e serve --http`` on 127.0.0.1 with a stage sampler in its process
-(``benchmarks._stage_sampler``, ``benchmarks._profiled_serve``), sends each path's requests
-from ``--concurrency`` threads of one kept-alive client, and reads, before and after:
+It starts ``a2e serve --http`` on 127.0.0.1, sends each path's requests from
+``--concurrency`` threads of one kept-alive client, and reads, before and after:
 
-- every process of the server's tree (psutil): the server's own CPU (its sampler thread left
-  out), its zygotes' own, and the rest: the workers and what they ran, charged when they are
-  reaped. A program's own CPU is what ``run_code`` says it took (``run_result.cpu_time``);
-  the workers' is the rest.
-- the sampler's account of the server's threads, by stage (HTTP and body, the front-end's
-  request and response, the session, gate and validation, pool and supply, the job and its
-  frames, the event loop).
+- every process of the server's tree (psutil): the server's own CPU, its zygotes' own, and
+  the rest: the workers and what they ran, charged when they are reaped. A program's own CPU
+  is what ``run_code`` says it took (``run_result.cpu_time``); the workers' is the rest.
+- py-spy's samples of the server's running threads, by stage (``benchmarks._stages``: HTTP
+  and body, the front-end's request and response, the session, gate and validation, pool and
+  supply, the job and its frames, the event loop).
 
 The whole tree is measured, so this is what a request costs the machine, as SandboxFusion's
 server is charged in ``a2e bench``. The client's own CPU is not in it.
@@ -24,7 +22,6 @@ server is charged in ``a2e bench``. The client's own CPU is not in it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import subprocess
@@ -32,18 +29,18 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
 
-from a2e_engine.benchmarks._calling import BENCH_ENGINE_FLAGS
+from a2e_engine.benchmarks._calling import BENCH_ENGINE_FLAGS, http_service
 from a2e_engine.benchmarks._kernel_profile import ROLES, KernelProfile, available, recorded
 from a2e_engine.benchmarks._measure import closed_loop, concurrency_levels
 from a2e_engine.benchmarks._run_code_systems import RunCodeClient
-from a2e_engine.benchmarks._shared_servers import server_process
-from a2e_engine.benchmarks._stage_sampler import STAGES, WRITE_EVERY_S
+from a2e_engine.benchmarks._stages import STAGES, StageSamples, sampled
+from a2e_engine.benchmarks._stages import available as sampling_unavailable
 from a2e_engine.benchmarks.bounds import COW_PAGES
 
 __all__ = ["PATHS", "main", "measure"]
@@ -86,11 +83,9 @@ class _Process:
 class _Reading:
     processes: dict[tuple[int, float], _Process] = field(default_factory=dict)
     parents: dict[tuple[int, float], int] = field(default_factory=dict)
-    sampler_cpu: float = 0.0
-    stages: dict[str, Any] = field(default_factory=dict)
 
 
-def _read(root: int, snapshot_path: str) -> _Reading:
+def _read(root: int) -> _Reading:
     reading = _Reading()
     try:
         top = psutil.Process(root)
@@ -108,27 +103,12 @@ def _read(root: int, snapshot_path: str) -> _Reading:
             times.user, times.system, times.children_user + times.children_system
         )
         reading.parents[key] = parent
-    with open(snapshot_path) as snapshot:
-        reading.stages = json.load(snapshot)
-    sampler = reading.stages.get("sampler_tid")
-    with contextlib.suppress(psutil.Error):
-        for thread in top.threads():
-            if thread.id == sampler:
-                reading.sampler_cpu = thread.user_time + thread.system_time
     return reading
 
 
-def _fresh_snapshot(path: str, after: float) -> None:
-    """Wait until the sampler has written a snapshot begun after ``after``."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if os.path.exists(path) and os.stat(path).st_mtime > after + WRITE_EVERY_S:
-            return
-        time.sleep(WRITE_EVERY_S / 2)
-    raise RuntimeError("the server's stage sampler wrote no snapshot for 10 s")
-
-
-def _difference(before: _Reading, after: _Reading, root: int, requests: int) -> dict[str, Any]:
+def _difference(
+    before: _Reading, after: _Reading, root: int, requests: int, stages: StageSamples
+) -> dict[str, Any]:
     """Milliseconds of CPU per request, by process role and by server stage."""
 
     def ms(seconds: float) -> float:
@@ -152,37 +132,32 @@ def _difference(before: _Reading, after: _Reading, root: int, requests: int) -> 
     for key, was in before.processes.items():
         if key not in after.processes:  # gone without a reaper in the tree (not expected)
             total -= was.own_user + was.own_system + was.reaped
-    sampler = after.sampler_cpu - before.sampler_cpu
-    roles["server_user"] -= sampler  # the sampler's thread is the profile's, not the server's
     server = roles["server_user"] + roles["server_system"]
     zygotes = roles["zygotes_user"] + roles["zygotes_system"]
-    stage_samples: dict[str, float] = {}
-    module_samples: dict[str, float] = {}
-    for kind, into in (("by_stage", stage_samples), ("by_module", module_samples)):
-        for name, value in after.stages[kind].items():
-            into[name] = value - before.stages[kind].get(name, 0)
-    sampled = sum(stage_samples.values()) or 1.0
-    stages = {
-        stage: round(server * 1000 / requests * stage_samples.get(stage, 0) / sampled, 3)
-        for stage in [*STAGES, "other"]
-    }
-    top_modules = sorted(module_samples.items(), key=lambda item: -item[1])[:15]
+    sampled = sum(stages.by_stage.values()) or 1
+
+    def share(count: int) -> float:
+        return round(server * 1000 / requests * count / sampled, 3)
+
     return {
-        "whole_tree_ms": ms(total - sampler),
+        "whole_tree_ms": ms(total),
         "server_ms": ms(server),
         "server_user_ms": ms(roles["server_user"]),
         "server_system_ms": ms(roles["server_system"]),
         "zygotes_ms": ms(zygotes),
         "zygotes_system_ms": ms(roles["zygotes_system"]),
-        "workers_and_programs_ms": ms(total - sampler - server - zygotes),
-        "server_stages_ms": stages,
+        "workers_and_programs_ms": ms(total - server - zygotes),
+        "server_stages_ms": {stage: share(stages.by_stage[stage]) for stage in [*STAGES, "other"]},
         "server_top_modules_ms": {
-            name: round(server * 1000 / requests * value / sampled, 3)
-            for name, value in top_modules
+            module: share(count) for module, count in stages.by_module.most_common(TOP_MODULES)
         },
-        "samples": after.stages["samples"] - before.stages["samples"],
+        "samples": sum(stages.by_stage.values()),
         "serving_zygote": serving,
     }
+
+
+#: The server's modules listed by what they cost, at most this many.
+TOP_MODULES = 15
 
 
 def _send(
@@ -207,20 +182,6 @@ def _send(
     return figures.calls_per_s, program_cpu[0]
 
 
-@contextlib.contextmanager
-def _profiled_server(snapshot_path: str) -> Iterator[tuple[str, int]]:
-    command = [
-        sys.executable, "-m", "a2e_engine.benchmarks._profiled_serve", snapshot_path,
-        "serve", "--http", "127.0.0.1:0", *BENCH_ENGINE_FLAGS,
-    ]  # fmt: skip
-
-    def url_in(line: str) -> str:
-        return line.split()[3] if line.startswith("a2e: serving on ") else ""
-
-    with server_process(command, url_in, "a2e serve --http (profiled)", grace_s=60) as served:
-        yield served
-
-
 def measure(
     paths: Sequence[str], requests: int, levels: Sequence[int], kernel: bool
 ) -> dict[str, Any]:
@@ -229,15 +190,14 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="a2e-breakdown-") as scratch:
         floor = _bare_bounds(scratch)
         report: dict[str, Any] = {"requests": requests, "floor": floor, "paths": {}}
-        snapshot_path = os.path.join(scratch, "stages.json")
-        with _profiled_server(snapshot_path) as (url, root):
+        with http_service(*BENCH_ENGINE_FLAGS) as (url, root):
             client = RunCodeClient(url)
             for name in paths:
                 path = PATHS[name]
                 _send(client, path, WARM_UP, max(levels))
                 report["paths"][name] = {}
                 for c in levels:
-                    figures = _measured(client, path, requests, c, root, snapshot_path)
+                    figures = _measured(client, path, requests, c, root, scratch)
                     zygote_mib = _anonymous_mib(figures["serving_zygote"])
                     figures["zygote_anonymous_mib"] = round(zygote_mib, 1)
                     figures["floor_ms"] = round(_floor_ms(floor, zygote_mib) * path.processes, 3)
@@ -294,19 +254,23 @@ def _anonymous_mib(pid: int) -> float:
 
 
 def _measured(
-    client: RunCodeClient, path: Path, requests: int, c: int, root: int, snapshot_path: str
+    client: RunCodeClient, path: Path, requests: int, c: int, root: int, scratch: str
 ) -> dict[str, Any]:
-    _fresh_snapshot(snapshot_path, time.time())
-    before = _read(root, snapshot_path)
-    per_s, program_cpu = _send(client, path, requests, c)
-    _fresh_snapshot(snapshot_path, time.time())
-    after = _read(root, snapshot_path)
-    figures = _difference(before, after, root, requests)
+    with sampled(root, scratch) as stages:
+        before = _read(root)
+        per_s, program_cpu = _send(client, path, requests, c)
+        time.sleep(REAPED_S)
+        after = _read(root)
+    figures = _difference(before, after, root, requests, stages)
     programs = round(program_cpu * 1000 / requests, 3)
     figures["programs_ms"] = programs
     figures["workers_ms"] = round(figures["workers_and_programs_ms"] - programs, 3)
     figures["requests_per_s"] = round(per_s, 1)
     return figures
+
+
+#: How long the last workers have to exit and be reaped (and so counted) after the last answer.
+REAPED_S = 0.3
 
 
 def _kernel_figures(profile: KernelProfile, figures: dict[str, Any]) -> dict[str, Any]:
@@ -400,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     args = parser.parse_args(argv)
+    if sampling_unavailable():
+        parser.error(sampling_unavailable())
     if args.kernel and available():
         parser.error(f"--kernel: {available()}")
     paths = args.paths.split(",")

@@ -580,6 +580,31 @@ def test_a2e_bench_breakdown_splits_a_request_by_process_and_stage(tmp_path: Pat
             assert phases["hardening"] > 0 and phases["job"] > 0 and phases["exit"] > 0, figures
 
 
+def test_py_spy_samples_are_charged_to_the_stage_of_the_code_that_ran() -> None:
+    """A general-purpose module's frame is charged to its caller; the checkout's paths and an
+    installed wheel's name the same modules."""
+    from a2e_engine.benchmarks._stages import StageSamples
+
+    samples = StageSamples()
+    samples.add_raw(
+        "run (threading.py:982);_run_once (asyncio/base_events.py:1922) 7\n"
+        "_run (asyncio/events.py:80);run_code (engine/service/_sandbox_fusion.py:290);"
+        "model_validate (pydantic/main.py:732) 3\n"
+        "_run (asyncio/events.py:80);start (a2e_engine/engine/_calls.py:120);"
+        "dumps (json/__init__.py:231) 2\n"
+        "_run (asyncio/events.py:80);spawn (sandbox/_zygote_link.py:170) 1\n"
+        "a line py-spy garbled\n"
+    )
+    assert samples.by_stage == {
+        "event loop": 7,
+        "front-end request and response": 3,
+        "gate, validation, retry, audit": 2,
+        "pool, slots and supply": 1,
+    }
+    assert samples.by_module["a2e_engine.engine.service._sandbox_fusion"] == 3
+    assert samples.by_module["a2e_engine.engine._calls"] == 2
+
+
 def breakdown_kernel_unavailable() -> str:
     from a2e_engine.benchmarks._kernel_profile import available
 
