@@ -160,9 +160,10 @@ def next_payload(payloads: list[Payload]) -> Callable[[], tuple[int, Payload]]:
     return take
 
 
-#: How the benchmarks' engine servers run: the bench's tools, no installed plugins.
+#: How the benchmarks' engine servers run: the bench's tools, no installed plugins, as many
+#: calls at once as the engine sizes for this host (``engine._concurrency``).
 BENCH_ENGINE_FLAGS = (
-    "--no-entry-points", "--prefork", "4", "--max-workers", "8",
+    "--no-entry-points", "--prefork", "4",
     "--plugin", "a2e_engine.benchmarks._workloads:BenchTools",
 )  # fmt: skip
 

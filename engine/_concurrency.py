@@ -1,12 +1,23 @@
-"""How many calls run at once by default: ``max_workers`` sized for calls that wait.
+"""How many calls run at once by default: sized for calls that wait, admitted by what they use.
 
 A call that sleeps, waits on a socket or on a child holds a worker and no core: with as many
 workers as cores, eight calls of ``time.sleep(0.1)`` on two cores take four rounds instead of
-one. So the bound is several calls per core (``CALLS_PER_CORE``), as far as memory allows every
-running call its whole memory limit (``Limits.call_memory_mb``, the memory cgroup's cap per
-call): the rest queue, each within its own timeout, and past ``max_pending_calls`` a call is
-refused (``overloaded``, 429 over HTTP). CPU-bound calls beyond the cores share them, as they
-would under any other sandbox that runs what it is given.
+one. So two bounds:
+
+- ``busy``: ``CALLS_PER_CORE`` calls per core start at once whatever they do, as far as memory
+  allows each its whole memory limit (``Limits.call_memory_mb``, the memory cgroup's cap per
+  call). CPU-bound calls beyond the cores share them, as they would under any other sandbox
+  that runs what it is given.
+- ``workers``: past ``busy``, a call starts only while fewer than ``busy`` of the running calls
+  compute and the sandbox's memory is below its high-water mark (``sandbox._slots``: admitted
+  by what the running calls use, not by the limits they could reach), up to
+  ``WAITING_PER_CORE`` calls per core, as far as memory holds ``HELD_WHILE_WAITING_MB`` for
+  each. What they then hold together is capped by the sandbox's memory group
+  (``engine._memory_bound``); without one, no call starts past ``busy``.
+
+The rest queue, each within its own timeout, and past ``max_pending_calls`` a call is refused
+(``overloaded``, 429 over HTTP). ``max_workers`` given in the configuration is both bounds: that
+many calls run at once, whatever they do, and no more.
 """
 
 from __future__ import annotations
@@ -16,34 +27,55 @@ from dataclasses import dataclass
 
 from a2e_engine.sandbox._cgroups import own_path
 
-__all__ = ["CALLS_PER_CORE", "WorkerBound", "available_memory_mb", "default_max_workers"]
+__all__ = [
+    "CALLS_PER_CORE",
+    "WAITING_PER_CORE",
+    "WorkerBound",
+    "available_memory_mb",
+    "default_max_workers",
+]
 
-#: Calls running at once per core the engine may use.
+#: Calls that start at once per core the engine may use, whatever they do.
 CALLS_PER_CORE = 4
+#: Calls that may hold a worker at once per core, while those beyond the first bound wait.
+WAITING_PER_CORE = 16
+#: What a call that waits holds, about: its worker and a program of its own (the resident
+#: memory of a warm Python fork and a small program, with room to spare).
+HELD_WHILE_WAITING_MB = 64
 
 
 @dataclass(frozen=True)
 class WorkerBound:
-    """``max_workers`` and the reason for it, as ``a2e doctor`` and ``/readyz`` say it."""
+    """How many calls may hold a worker at once, how many of them start whatever they do
+    (``busy``), and the reason, as ``a2e doctor`` and ``/readyz`` say it."""
 
     workers: int
     why: str
+    busy: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.busy:
+            object.__setattr__(self, "busy", self.workers)
 
 
 def default_max_workers(call_memory_mb: int) -> WorkerBound:
     """``CALLS_PER_CORE`` calls per usable core, no more than the available memory holds at
-    ``call_memory_mb`` each, and at least one."""
+    ``call_memory_mb`` each, and at least one, start whatever they do; up to
+    ``WAITING_PER_CORE`` per core hold a worker while the others wait, no more than the
+    available memory holds at ``HELD_WHILE_WAITING_MB`` each."""
     cores = _usable_cores()
-    by_cores = CALLS_PER_CORE * cores
     available_mb = available_memory_mb()
-    by_memory = available_mb // call_memory_mb if available_mb else by_cores
-    workers = max(1, min(by_cores, by_memory))
+    by_memory = available_mb // call_memory_mb if available_mb else CALLS_PER_CORE * cores
+    busy = max(1, min(CALLS_PER_CORE * cores, by_memory))
+    waiting = available_mb // HELD_WHILE_WAITING_MB if available_mb else busy
+    workers = max(busy, min(WAITING_PER_CORE * cores, waiting))
     why = (
         f"{CALLS_PER_CORE} per core on {cores} core{'s' if cores != 1 else ''}, "
         f"memory for {by_memory} calls of {call_memory_mb} MiB"
         + (f" ({available_mb} MiB available)" if available_mb else " (available memory unknown)")
+        + f"; up to {workers} while calls wait"
     )
-    return WorkerBound(workers, why)
+    return WorkerBound(workers, why, busy)
 
 
 def _usable_cores() -> int:

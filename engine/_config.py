@@ -82,8 +82,10 @@ class EngineConfig:
     for stateful tools such as ``python_session``, ``ResidentLimits``).
 
     ``max_workers`` bounds the calls running at once (the rest queue, each within its own
-    timeout); ``None`` sizes it for calls that wait, from the cores and the memory
-    (``engine._concurrency``); ``prefork`` is how many hardened workers wait per sandbox profile
+    timeout), and ``busy_workers`` how many of them start whatever they do: past it, a call
+    starts only while the running ones leave room, by the CPU and the memory they use
+    (``engine._concurrency``). ``None`` sizes both for this host; ``max_workers`` given alone
+    is both. ``prefork`` is how many hardened workers wait per sandbox profile
     in each zygote (a plugin's, or a group's: ``ToolPlugin.zygote_group``); the first plugin's
     zygote starts with the engine, the others on their first call, or all at once with
     ``start_all_zygotes``. ``max_timeout`` caps any call's ``timeout``; ``max_result_events``
@@ -109,6 +111,7 @@ class EngineConfig:
     """
 
     max_workers: int | None = None
+    busy_workers: int | None = None
     prefork: int = PoolConfig.prefork
     start_all_zygotes: bool = False
     max_timeout: int = 300
@@ -131,13 +134,22 @@ class EngineConfig:
     compile_cache_mb: int = 512
 
     def worker_bound(self) -> WorkerBound:
-        """``max_workers`` as given, or sized for this host; with the reason."""
+        """``max_workers`` and ``busy_workers`` as given, or sized for this host; with the
+        reason."""
         if self.max_workers is not None:
-            return WorkerBound(self.max_workers, "as configured")
-        return default_max_workers(self.limits.call_memory_mb)
+            busy = min(self.busy_workers or self.max_workers, self.max_workers)
+            return WorkerBound(self.max_workers, "as configured", busy)
+        sized = default_max_workers(self.limits.call_memory_mb)
+        if self.busy_workers is None:
+            return sized
+        workers = max(sized.workers, self.busy_workers)
+        why = f"{sized.why}; {self.busy_workers} whatever they do, as configured"
+        return WorkerBound(workers, why, self.busy_workers)
 
     def __post_init__(self) -> None:
         check_workers(self.max_workers, self.prefork)
+        if self.busy_workers is not None and self.busy_workers < 1:
+            raise ValueError("EngineConfig.busy_workers must be at least 1")
         if self.compile_cache_mb < 0:
             raise ValueError("EngineConfig.compile_cache_mb must be >= 0 (0: no shared cache)")
         if self.max_timeout < 1:

@@ -186,9 +186,8 @@ class Engine:
                 raise refused
             protect_supervisor(pool.layers)
             services = self._services(state_dir, pool, audit, memory)
-            ready = SessionPool(
-                services.sessions, self.worker_bound.workers, SUPPORTED_CAPABILITIES
-            )
+            pool.memory_room = services.sessions.bound.has_room
+            ready = SessionPool(services.sessions, self.worker_bound.busy, SUPPORTED_CAPABILITIES)
             relief = self._pressure_relief(services)
             self._running = _Running(state_dir, pool, services, ready, relief)
             self._undo = undo.pop_all()
@@ -271,6 +270,7 @@ class Engine:
         return PoolConfig(
             zygote=zygote,
             max_workers=self.worker_bound.workers,
+            busy_workers=self.worker_bound.busy,
             prefork=config.prefork,
             output=config.output,
             stores=stores,

@@ -102,6 +102,14 @@ class MemoryBound:
                 "no new session until sessions end"
             )
 
+    def has_room(self) -> bool:
+        """Whether a call may start beyond those that start whatever they use
+        (``sandbox._slots``): only where the group's usage is known, and below the high-water
+        mark."""
+        if self.usage is None:
+            return False
+        return not self.limit_mb or self.held_mb() <= self.limit_mb * HIGH_WATER
+
     def admit(self, quota_mb: int) -> None:
         """Take a new session whose workspace holds up to ``quota_mb``, or ``OverBound`` saying
         why not. Give it back with ``release`` when the session ends."""

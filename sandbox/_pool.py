@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from a2e.caps.tools._endings import CallEnding
+from a2e_engine.sandbox._busy import computing
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._limits import OutputCaps
 from a2e_engine.sandbox._messages import Job
@@ -81,6 +82,9 @@ class PoolConfig:
 
     zygote: ZygoteSettings = field(default_factory=ZygoteSettings)
     max_workers: int = 4
+    #: Calls that start at once whatever they do; past it, only while the running calls
+    #: leave room (``sandbox._slots``). ``None``: ``max_workers``, every one of them.
+    busy_workers: int | None = None
     prefork: int = 2
     output: OutputCaps = field(default_factory=OutputCaps)
     start_timeout: float = 60.0
@@ -130,6 +134,11 @@ class WorkerPool:
         self._first = self._lines[zygotes[0].name]
         self._start_all = start_all
         self._slots: WorkerSlots | None = None
+        #: The workers of the calls holding a slot, by pid.
+        self._running: set[int] = set()
+        #: Whether the sandbox's memory has room for a call beyond ``busy_workers`` (the
+        #: engine's memory bound sets it; without one, there is none).
+        self.memory_room: Callable[[], bool] = lambda: False
         #: The supervisor's own layers, beside the zygotes' (the caller may add its own).
         self.supervisor_layers: dict[str, LayerReport] = report_layers()
 
@@ -216,7 +225,9 @@ class WorkerPool:
     async def start(self) -> None:
         """Start the first zygote (which reports the layers), or every one with
         ``start_all``; the others start on their first job."""
-        self._slots = WorkerSlots(self.config.max_workers)
+        self._slots = WorkerSlots(
+            self.config.max_workers, self.config.busy_workers, room=self._room
+        )
         await self._first.ensure_started()
         if self._start_all:
             await asyncio.gather(*(line.ensure_started() for line in self._lines.values()))
@@ -225,6 +236,12 @@ class WorkerPool:
 
     async def stop(self) -> None:
         await asyncio.gather(*(line.stop() for line in self._lines.values()))
+
+    def _room(self) -> bool:
+        """Whether a call may start beside ``busy_workers`` or more running ones: fewer than
+        that many compute (``sandbox._busy``), and ``memory_room`` says the sandbox has room."""
+        assert self._slots is not None
+        return computing(self._running) < self._slots.busy and self.memory_room()
 
     # -- running a job --
 
@@ -240,10 +257,12 @@ class WorkerPool:
             return supply
         if not await self._slots.acquire(deadline, stop):
             return self._not_started(stop, deadline, queued_at, "waiting for a free worker slot")
+        worker: WorkerHandle | Outcome | None = None
         try:
             worker = await self._take(supply, job, deadline, stop, queued_at)
             if isinstance(worker, Outcome):
                 return worker
+            self._running.add(worker.pid)
             queued_ms = int((loop.time() - queued_at) * 1000)
             limits = self.config.zygote.limits
             shared = self._share_sink(job)
@@ -253,6 +272,8 @@ class WorkerPool:
             outcome.queued_ms = queued_ms
             return outcome
         finally:
+            if isinstance(worker, WorkerHandle):
+                self._running.discard(worker.pid)
             self._slots.release()
 
     async def run_resident(
@@ -285,7 +306,12 @@ class WorkerPool:
                 job = cast(Job, {**job, "resident": True})
             assert resident is not None
             queued_ms = int((loop.time() - queued_at) * 1000)
-            outcome = await resident.run(job, deadline, on_event, stop)
+            running = resident.worker.pid
+            self._running.add(running)
+            try:
+                outcome = await resident.run(job, deadline, on_event, stop)
+            finally:
+                self._running.discard(running)
             outcome.queued_ms = queued_ms
             return resident, outcome
         finally:

@@ -57,6 +57,12 @@ class HostileTools(ToolPlugin):
             _tool("deferred_helper", defer=True, tags=("test", "rare")),
             _tool("network_view"),
             _tool("hold_memory", _param("mb", "integer", required=True)),
+            _tool("spin", _param("seconds", "number", required=True)),
+            _tool(
+                "hold_and_sleep",
+                _param("mb", "integer", required=True),
+                _param("seconds", "number", required=True),
+            ),
             _tool("background_holder"),
             _tool("connect_tcp", _param("port", "integer", required=True)),
             _tool("run_program", _param("argv", "array", required=True)),
@@ -164,6 +170,21 @@ class HostileTools(ToolPlugin):
                 held.append(os.memfd_create("hog"))
             os.write(held[-1], chunk)
         return {"held_mb": mb}
+
+    def _spin(self, seconds: float) -> dict[str, Any]:
+        """A call that computes: on the CPU until ``seconds`` have passed."""
+        self.emit("status", {"message": "spinning"})
+        until, turns = time.monotonic() + seconds, 0
+        while time.monotonic() < until:
+            turns += 1
+        return {"turns": turns}
+
+    def _hold_and_sleep(self, mb: int, seconds: float) -> dict[str, Any]:
+        """A call that holds memory and no CPU: ``mb`` MiB written, then asleep."""
+        held = self._hold_memory(mb)
+        self.emit("status", {"message": "holding"})
+        time.sleep(seconds)
+        return held
 
     def _big_result(self, mb: int) -> dict[str, Any]:
         """A result larger than a frame may be."""

@@ -100,6 +100,7 @@ def test_no_export_is_shadowed_by_a_submodule_of_its_name() -> None:
 COMMANDS = {
     "benchmarks/bench.py",
     "benchmarks/bounds.py",
+    "benchmarks/breakdown.py",
     "benchmarks/compare.py",
     "benchmarks/layer_costs.py",
     "benchmarks/layer_throughput.py",

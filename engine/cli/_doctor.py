@@ -44,7 +44,7 @@ def run_doctor(args: argparse.Namespace) -> int:
             "missing": missing,
             "languages": languages,
             "zygotes": zygotes,
-            "max_workers": {"workers": bound.workers, "why": bound.why},
+            "max_workers": {"workers": bound.workers, "busy": bound.busy, "why": bound.why},
             "sandbox_memory_mb": layers.fact("memory_cgroup", "total_mb") or 0,
             "resident_workers": {"live": live, **dataclasses.asdict(engine.config.resident)},
         }
@@ -63,7 +63,12 @@ def run_doctor(args: argparse.Namespace) -> int:
         f"{limits.processes} processes and threads, {limits.call_memory_mb} MiB in all, "
         f"/tmp {limits.tmp_mb} MiB; per session: {engine.config.workspace_mb} MiB on disk"
     )
-    print(f"calls at once: {bound.workers} ({bound.why}); the rest queue")
+    print(
+        f"calls at once: {bound.busy} whatever they do, up to {bound.workers} while calls wait "
+        f"on something ({bound.why}); the rest queue"
+        if bound.busy < bound.workers
+        else f"calls at once: {bound.workers} ({bound.why}); the rest queue"
+    )
     print(_sandbox_memory(layers))
     resident = engine.config.resident
     print(
