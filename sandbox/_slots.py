@@ -50,12 +50,14 @@ class WorkerSlots:
     async def acquire(self, deadline: Deadline, stop: StopSignal) -> bool:
         """True once a slot is ours (``release`` it); False if the deadline or the stop came
         first."""
-        if not self._turns and not stop.is_set() and self._may_start():
+        if stop.is_set():
+            return False
+        if not self._turns and self._may_start():
             self.in_flight += 1
             return True
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._turns.append(turn)
-        self._schedule_recheck()
+        self._admit()  # the calls ahead of it may all have given up their turns
         try:
             got = await race(deadline.at, turn, stop=stop)
         finally:
