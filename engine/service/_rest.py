@@ -40,7 +40,6 @@ from a2e_engine.engine._host import HostSession, Refused
 from a2e_engine.engine.service._bodies import STRICT, BadRequest, read_model, read_query
 from a2e_engine.engine.service._responses import (
     json_response,
-    result_or_gone,
     with_the_request_ended,
 )
 from a2e_engine.engine.service._state import ServiceState
@@ -142,39 +141,26 @@ def rest_routes(state: ServiceState) -> list[Route]:
         except BadRequest as exc:
             state.metrics.reject(exc.error)
             return exc.response()
+        if not streaming:
+            answer = await state.call_once(request, "rest", call)
+            if isinstance(answer, Response):
+                return answer
+            return json_response(answer.model_dump_wire(), RESULT_STATUS.get(answer.reason, 200))
         try:
             session = await host.open_session("rest", stateless=True)
         except Refused as exc:
             return state.refusal(exc)
-        if streaming:
-            # Closed after the response however it ends, even if the stream never started.
-            return StreamingResponse(
-                _server_sent_events(state, session, call),
-                media_type="text/event-stream",
-                background=BackgroundTask(session.close),
-            )
-        try:
-            return await _answer(request, state, session, call)
-        except Refused as exc:
-            return state.refusal(exc)
-        finally:
-            session.close()
+        # Closed after the response however it ends, even if the stream never started.
+        return StreamingResponse(
+            _server_sent_events(state, session, call),
+            media_type="text/event-stream",
+            background=BackgroundTask(session.close),
+        )
 
     return [
         Route("/v1/tools", list_tools, methods=["GET"]),
         Route("/v1/tools/{tool_name:any_name}", call_tool, methods=["POST"]),
     ]
-
-
-async def _answer(
-    request: Request, state: ServiceState, session: HostSession, call: ToolCallRequest
-) -> Response:
-    result = await result_or_gone(request, session, call)
-    if result is None:
-        return Response(status_code=499)  # nobody is there to read it
-    state.metrics.observe(result)
-    status = RESULT_STATUS.get(result.reason, 200)
-    return json_response(result.model_dump_wire(), status)
 
 
 def _server_sent_event(state: ServiceState, message: ToolEvent | ToolResult) -> str:

@@ -42,9 +42,8 @@ from starlette.routing import Route
 from a2e._codec import describe_validation_error
 from a2e.caps.tools._models import ToolCallRequest, ToolResult
 from a2e.caps.tools._reasons import FailureReason
-from a2e_engine.engine._host import Refused
 from a2e_engine.engine.service._bodies import STRICT, BadRequest, read_model
-from a2e_engine.engine.service._responses import json_response, result_or_gone
+from a2e_engine.engine.service._responses import json_response
 from a2e_engine.engine.service._state import ServiceState
 from a2e_engine.tools._python_cells import MAX_CELLS
 
@@ -261,7 +260,7 @@ def _jupyter_response(result: ToolResult) -> RunJupyterResponse:
 
 
 def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
-    host, config = state.host, state.config
+    config = state.config
 
     async def call_tool(
         request: Request, tool_name: str, arguments: dict[str, Any], seconds: float
@@ -273,20 +272,7 @@ def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
             arguments=arguments,
             timeout=min(seconds, LONGEST_CALL_S),  # type: ignore[arg-type]  # rounded up by the model
         )
-        try:
-            session = await host.open_session("sandbox-fusion", stateless=True)
-        except Refused as exc:
-            return state.refusal(exc)
-        try:
-            result = await result_or_gone(request, session, call)
-        except Refused as exc:
-            return state.refusal(exc)
-        finally:
-            session.close()
-        if result is None:
-            return Response(status_code=499)  # nobody is there to read it
-        state.metrics.observe(result)
-        return result
+        return await state.call_once(request, "sandbox-fusion", call)
 
     async def read_request(request: Request, model: type[Body]) -> Body | Response:
         try:

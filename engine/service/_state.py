@@ -1,18 +1,20 @@
 """``ServiceState``: what every part of one service shares: its host, its settings, its
-metrics, and whether it is draining."""
+metrics, and whether it is draining; and the one way a request that keeps nothing calls a tool
+(``call_once``), for REST, ``/run_code`` and ``/run_jupyter`` alike."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from starlette.requests import Request
 from starlette.responses import Response
 
 from a2e._messages import A2EError, A2EMessage, ErrorCode
-from a2e.caps.tools._models import ToolCallResponse
+from a2e.caps.tools._models import ToolCallRequest, ToolCallResponse, ToolResult
 from a2e_engine.engine._host import Host, Refused
 from a2e_engine.engine.service._config import ServiceConfig
 from a2e_engine.engine.service._metrics import ServiceMetrics
-from a2e_engine.engine.service._responses import refusal_response
+from a2e_engine.engine.service._responses import refusal_response, result_or_gone
 
 __all__ = ["ServiceState"]
 
@@ -49,3 +51,25 @@ class ServiceState:
         """The HTTP answer to a refusal, counted."""
         self.count_refusal(refused)
         return refusal_response(refused)
+
+    async def call_once(
+        self, request: Request, front_end: str, call: ToolCallRequest
+    ) -> ToolResult | Response:
+        """``call`` in a session of its own for the length of ``request`` (one prepared ahead:
+        ``Host.open_session(stateless=True)``), counted: its result, or the response that
+        says why there is none (a refusal; 499 when the client went away first, its call
+        cancelled)."""
+        try:
+            session = await self.host.open_session(front_end, stateless=True)
+        except Refused as exc:
+            return self.refusal(exc)
+        try:
+            result = await result_or_gone(request, session, call)
+        except Refused as exc:
+            return self.refusal(exc)
+        finally:
+            session.close()
+        if result is None:
+            return Response(status_code=499)  # nobody is there to read it
+        self.metrics.observe(result)
+        return result
