@@ -66,8 +66,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     ),
     "pool, slots and supply": (
         "a2e_engine.sandbox._pool", "a2e_engine.sandbox._slots",
-        "a2e_engine.sandbox._supply", "a2e_engine.sandbox._zygote_link",
-        "a2e_engine.sandbox._zygote_line", "a2e_engine.sandbox._launch",
+        "a2e_engine.sandbox._supply", "a2e_engine.sandbox._zygote_control",
+        "a2e_engine.sandbox._plugin_zygote", "a2e_engine.sandbox._launch",
         "a2e_engine.sandbox._waiting", "a2e_engine.sandbox._limits",
     ),
     "job, frames and outcome": (

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2e_engine.engine._concurrency import WorkerBound, default_max_workers
+from a2e_engine.engine._version import engine_version
 from a2e_engine.sandbox._limits import Limits, OutputCaps
 from a2e_engine.sandbox._pool import PoolConfig, check_workers
 from a2e_engine.sandbox._settings import Isolation
@@ -126,7 +127,7 @@ class EngineConfig:
     state_dir: str | None = None
     token: str | None = None
     audit_path: str | None = None
-    server_name: str = "a2e-engine/0.1.0"
+    server_name: str = field(default_factory=lambda: f"a2e-engine/{engine_version()}")
     require: tuple[str, ...] = ()
     tool_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     workspace_mb: int = 1024

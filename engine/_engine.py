@@ -80,7 +80,7 @@ def _builtin_plugins(settings: dict[str, dict[str, Any]]) -> list[ToolPlugin]:
 
 
 @dataclass(frozen=True)
-class _Running:
+class _Started:
     """The parts of a started engine."""
 
     state_dir: StateDirectory
@@ -123,7 +123,7 @@ class Engine:
         ] or [ZygoteSpec("no plugins", self._serialise_plugins([]), ())]  # still a sandbox
         self._audit_logger = audit_logger
         self._loop = EngineLoop()
-        self._running: _Running | None = None
+        self._running: _Started | None = None
         self._undo: contextlib.ExitStack | None = None
         self._connections: set[Connection] = set()
         self._sessions: set[EngineSession] = set()  # opened by open_session
@@ -189,7 +189,7 @@ class Engine:
             pool.memory_room = services.sessions.bound.has_room
             ready = SessionPool(services.sessions, self.worker_bound.busy, SUPPORTED_CAPABILITIES)
             relief = self._pressure_relief(services)
-            self._running = _Running(state_dir, pool, services, ready, relief)
+            self._running = _Started(state_dir, pool, services, ready, relief)
             self._undo = undo.pop_all()
         return self
 
@@ -319,7 +319,7 @@ class Engine:
                 with contextlib.suppress(Exception):
                     self._loop.run(self._end_connections(running), timeout=2 * STOP_CALLS_S + 5)
 
-    async def _end_connections(self, running: _Running) -> None:
+    async def _end_connections(self, running: _Started) -> None:
         with self._connections_lock:
             connections = list(self._connections)
             sessions = list(self._sessions)

@@ -76,7 +76,7 @@ class Services:
 
 
 @dataclass
-class _Running:
+class _RunningCall:
     task: asyncio.Task[ToolResult]
     cancelled: StopSignal
 
@@ -102,7 +102,7 @@ class EngineSession:
         self._end = end
         self.session_id = session.id
         self._on_closed = on_closed
-        self._calls: dict[str, _Running] = {}
+        self._calls: dict[str, _RunningCall] = {}
         self.closed = False
         #: Why the engine ended it (``evict``), for the calls that come after.
         self.ended_because = ""
@@ -176,7 +176,7 @@ class EngineSession:
         deadline = Deadline.after(min(request.timeout, config.max_timeout), loop)
         cancelled = StopSignal()
         task = loop.create_task(self._run(request, deadline, on_event, cancelled))
-        self._calls[request.id] = _Running(task, cancelled)
+        self._calls[request.id] = _RunningCall(task, cancelled)
         return task
 
     async def _run(

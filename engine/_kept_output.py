@@ -40,7 +40,7 @@ _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _UNSAFE = re.compile(r"[^\w.-]")
 
 
-class Refused(Exception):
+class NotKept(Exception):
     """A path a result names that is not one of this session's output files."""
 
 
@@ -107,8 +107,8 @@ class OutputKeeper:
             else:
                 try:
                     self._outcomes[named] = (self._copy(named, self.into), "")
-                except (Refused, OSError) as exc:
-                    why = str(exc) if isinstance(exc, Refused) else _os_error(exc)
+                except (NotKept, OSError) as exc:
+                    why = str(exc) if isinstance(exc, NotKept) else _os_error(exc)
                     self._outcomes[named] = ("", f"not kept: {why}")
                     self.problems.append(f"{stream}: {named}: not copied: {why}")
         return self._outcomes[named]
@@ -132,11 +132,11 @@ class OutputKeeper:
     def _open_saved(self, named: str) -> int:
         """A descriptor of the file ``named`` if it is one of this session's saved streams."""
         if self.workspace is None:
-            raise Refused("the call's session had already ended")
+            raise NotKept("the call's session had already ended")
         spool = os.path.join(self.workspace, SPOOL_DIR)
         directory, name = os.path.split(named)
         if directory != spool or name in ("", ".", ".."):
-            raise Refused(f"not a file of this session's {SPOOL_DIR}")
+            raise NotKept(f"not a file of this session's {SPOOL_DIR}")
         session_root, workspace = os.path.split(self.workspace)
         steps = [(step, _DIR) for step in (workspace, *SPOOL_DIR.split(os.sep))]
         fd = os.open(session_root, _DIR)
@@ -147,9 +147,9 @@ class OutputKeeper:
                 fd = child
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
-                raise Refused("not a regular file")
+                raise NotKept("not a regular file")
             if info.st_nlink != 1:
-                raise Refused("a link to a file elsewhere (it has other names)")
+                raise NotKept("a link to a file elsewhere (it has other names)")
             return fd
         except BaseException:
             os.close(fd)
@@ -164,7 +164,7 @@ def _open_in(parent: int, name: str, flags: int) -> int:
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
             raise
         link = stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
-        raise Refused(f"{name} is {'a symbolic link' if link else 'not a directory'}") from None
+        raise NotKept(f"{name} is {'a symbolic link' if link else 'not a directory'}") from None
 
 
 def _new_file(directory: str, name: str) -> tuple[str, int]:

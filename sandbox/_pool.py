@@ -2,8 +2,8 @@
 
 It puts together what runs a job in a fresh worker, each part in a module of its own: a zygote
 per plugin (or per group of plugins that share one), each with its supply of pre-forked
-workers (``sandbox._zygote_line``), the line to each zygote and its restarts
-(``sandbox._zygote_link``), the slots that bound the calls running at once across all of them
+workers (``sandbox._plugin_zygote``), the line to each zygote and its restarts
+(``sandbox._zygote_control``), the slots that bound the calls running at once across all of them
 (``sandbox._slots``), one job through one worker to its ``Outcome`` (``sandbox._run``), or the
 jobs of one session through its kept worker (``sandbox._resident``). It never unpickles
 anything: zygote and workers speak JSON only.
@@ -27,6 +27,7 @@ from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._limits import OutputCaps
 from a2e_engine.sandbox._messages import Job
 from a2e_engine.sandbox._paths import beneath
+from a2e_engine.sandbox._plugin_zygote import PluginZygote, ZygoteSpec
 from a2e_engine.sandbox._resident import ResidentWorker
 from a2e_engine.sandbox._run import (
     EventSink,
@@ -42,8 +43,7 @@ from a2e_engine.sandbox._sharing import SharedStore
 from a2e_engine.sandbox._slots import WorkerSlots
 from a2e_engine.sandbox._supply import WorkerSupply
 from a2e_engine.sandbox._waiting import StopSignal
-from a2e_engine.sandbox._zygote_line import ZygoteLine, ZygoteSpec
-from a2e_engine.sandbox._zygote_link import LinkFactory, SandboxUnavailable, ZygoteLink
+from a2e_engine.sandbox._zygote_control import ControlFactory, SandboxUnavailable, ZygoteControl
 from a2e_engine.sandbox.layers import LayerReport, LayerReports, merge_reports
 
 __all__ = [
@@ -107,11 +107,11 @@ class WorkerPool:
         *,
         start_all: bool = False,
         accept: Callable[[LayerReports], str | None] | None = None,
-        link: LinkFactory = ZygoteLink,
+        control: ControlFactory = ZygoteControl,
     ) -> None:
         """``accept`` says why a zygote that starts after ``start`` may not run its plugin's
         calls, given its layers (``None``: it may); those started by ``start`` are for the
-        caller to judge from ``layers``. ``link`` makes the line to each zygote: the seam where
+        caller to judge from ``layers``. ``control`` makes the line to each zygote: the seam where
         tests put one without processes (tests/fakes.py), as httpx's ``MockTransport`` takes
         the place of its transport."""
         if not zygotes:
@@ -120,14 +120,14 @@ class WorkerPool:
         self._caps = self.config.output
         self._accept = accept
         self._lines = {
-            spec.name: ZygoteLine(
+            spec.name: PluginZygote(
                 spec,
                 self._settings_for(spec),
                 self.config.prefork,
                 self.config.max_workers,
                 self._caps.max_frame,
                 self.config.start_timeout,
-                link,
+                control,
             )
             for spec in zygotes
         }
@@ -206,11 +206,11 @@ class WorkerPool:
         """On the pool's loop."""
         slots = self._slots
         started = [line for line in self._lines.values() if line.started]
-        broken = next((line.link.broken for line in started if line.link.broken), None)
+        broken = next((line.control.broken for line in started if line.control.broken), None)
         return PoolStatus(
-            zygote_up=bool(started) and all(line.link.up for line in started),
+            zygote_up=bool(started) and all(line.control.up for line in started),
             broken=broken,
-            zygote_restarts=sum(max(0, line.link.starts - 1) for line in started),
+            zygote_restarts=sum(max(0, line.control.starts - 1) for line in started),
             workers_waiting=sum(len(line.idle_pids()) for line in started),
             calls_running=slots.in_flight if slots else 0,
             calls_queued=slots.waiting if slots else 0,

@@ -20,7 +20,7 @@ from a2e_engine.sandbox._frames import FrameDecoder
 from a2e_engine.sandbox._messages import AboutWorkers, SetupError, check_worker_frame
 from a2e_engine.sandbox._run import ZYGOTE_DIED, WorkerExit, WorkerHandle
 from a2e_engine.sandbox._waiting import StopSignal, race
-from a2e_engine.sandbox._zygote_link import SandboxUnavailable
+from a2e_engine.sandbox._zygote_control import SandboxUnavailable
 
 __all__ = ["WorkerSupply"]
 

@@ -1,6 +1,6 @@
 """A sandbox without processes, for tests of what lies above it.
 
-``ThreadZygote`` stands where ``sandbox._zygote_link.ZygoteLink`` stands (the supervisor's line
+``ThreadZygote`` stands where ``sandbox._zygote_control.ZygoteControl`` stands (the supervisor's line
 to a zygote process; httpx's ``MockTransport`` stands where its transport does): it "forks"
 each worker as a thread of the test process. Everything else is the engine's own: the
 connection, the session, the call, the pool's slots and supply, the job frame written to a
@@ -33,7 +33,7 @@ from a2e_engine.sandbox._pool import WorkerPool
 from a2e_engine.sandbox._run import report_layers
 from a2e_engine.sandbox._settings import ZygoteSettings
 from a2e_engine.sandbox._worker import execute_job, serve_later_jobs
-from a2e_engine.sandbox._zygote_link import SandboxUnavailable, ZygoteListener
+from a2e_engine.sandbox._zygote_control import SandboxUnavailable, ZygoteListener
 from a2e_engine.sandbox.layers import CATALOG, LayerReport
 
 __all__ = ["FakeEngine", "ThreadZygote"]
@@ -44,7 +44,7 @@ FIRST_PID = 1 << 30
 
 
 class ThreadZygote:
-    """``ZygoteLink``'s surface (start, stop, up, spawn, broken, starts, called)."""
+    """``ZygoteControl``'s surface (start, stop, up, spawn, broken, starts, called)."""
 
     def __init__(
         self,
@@ -147,7 +147,7 @@ class ThreadZygote:
 
 class FakePool(WorkerPool):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs, link=ThreadZygote)
+        super().__init__(*args, **kwargs, control=ThreadZygote)
 
 
 class FakeEngine(Engine):

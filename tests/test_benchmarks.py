@@ -592,7 +592,7 @@ def test_py_spy_samples_are_charged_to_the_stage_of_the_code_that_ran() -> None:
         "model_validate (pydantic/main.py:732) 3\n"
         "_run (asyncio/events.py:80);start (a2e_engine/engine/_calls.py:120);"
         "dumps (json/__init__.py:231) 2\n"
-        "_run (asyncio/events.py:80);spawn (sandbox/_zygote_link.py:170) 1\n"
+        "_run (asyncio/events.py:80);spawn (sandbox/_zygote_control.py:170) 1\n"
         "a line py-spy garbled\n"
     )
     assert samples.by_stage == {

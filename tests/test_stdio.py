@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -42,8 +43,9 @@ def client(server: StdioTransport) -> Iterator[A2EClient]:
 
 
 def test_handshake_gives_a_session(client: A2EClient) -> None:
+    """The server names itself with the version that is installed (the package's metadata)."""
     assert client.session_id and client.capabilities == ["tools"]
-    assert client.server.startswith("a2e-engine")
+    assert client.server == f"a2e-engine/{metadata.version('a2e-engine')}"
 
 
 def test_calls_over_stdio(client: A2EClient) -> None:

@@ -1,4 +1,4 @@
-"""``ZygoteLink``: the supervisor's line to its zygote, and the zygote's restarts.
+"""``ZygoteControl``: the supervisor's line to its zygote, and the zygote's restarts.
 
 It starts the zygote (a fresh interpreter, ``sandbox._launch``), reads its control messages on
 the event loop (checked, ``sandbox._messages``) and hands them on, sends it ``spawn`` and
@@ -31,7 +31,7 @@ from a2e_engine.sandbox._messages import (
 )
 from a2e_engine.sandbox.layers import LayerReports
 
-__all__ = ["Link", "LinkFactory", "SandboxUnavailable", "ZygoteLink", "ZygoteListener"]
+__all__ = ["Control", "ControlFactory", "SandboxUnavailable", "ZygoteControl", "ZygoteListener"]
 
 log = logging.getLogger("a2e.sandbox")
 
@@ -63,8 +63,8 @@ class ZygoteListener(Protocol):
         """No zygote will be started again."""
 
 
-class Link(Protocol):
-    """What a zygote line asks of its link (``ZygoteLink``, or a test's stand-in)."""
+class Control(Protocol):
+    """What a ``PluginZygote`` asks of its control (``ZygoteControl``, or a test's stand-in)."""
 
     called: str  # how messages name it
     broken: str | None  # why no zygote will be started again
@@ -80,11 +80,11 @@ class Link(Protocol):
     def spawn(self, profile: str, count: int) -> bool: ...
 
 
-#: A link made from the zygote's settings and plugins, its listener, start timeout and name.
-LinkFactory = Callable[[str, bytes, ZygoteListener, float, str], Link]
+#: A control made from the zygote's settings and plugins, its listener, start timeout and name.
+ControlFactory = Callable[[str, bytes, ZygoteListener, float, str], Control]
 
 
-class ZygoteLink:
+class ZygoteControl:
     def __init__(
         self,
         settings_json: str,

@@ -1,4 +1,4 @@
-"""``ZygoteLine``: one zygote of the pool, the plugins whose workers it forks, and their supply.
+"""``PluginZygote``: one zygote of the pool, the plugins whose workers it forks, and their supply.
 
 Each plugin (or group of plugins that declare they may share one) gets a zygote of its own,
 holding that plugin alone and what it imported: a worker of one plugin cannot read another
@@ -20,10 +20,10 @@ from typing import Any
 from a2e_engine.sandbox._footprint import check_footprint
 from a2e_engine.sandbox._messages import AboutWorkers, Ready
 from a2e_engine.sandbox._supply import WorkerSupply
-from a2e_engine.sandbox._zygote_link import LinkFactory, SandboxUnavailable, ZygoteLink
+from a2e_engine.sandbox._zygote_control import ControlFactory, SandboxUnavailable, ZygoteControl
 from a2e_engine.sandbox.layers import LayerReports
 
-__all__ = ["ZygoteLine", "ZygoteSpec"]
+__all__ = ["PluginZygote", "ZygoteSpec"]
 
 log = logging.getLogger("a2e.sandbox")
 
@@ -42,7 +42,7 @@ class ZygoteSpec:
     plugins: tuple[str, ...] = ()  # their names, for reports
 
 
-class ZygoteLine:
+class PluginZygote:
     def __init__(
         self,
         spec: ZygoteSpec,
@@ -51,13 +51,13 @@ class ZygoteLine:
         max_workers: int,
         max_frame: int,
         start_timeout: float,
-        link: LinkFactory = ZygoteLink,
+        control: ControlFactory = ZygoteControl,
     ) -> None:
         self.spec = spec
         self._prefork, self._max_workers, self._max_frame = prefork, max_workers, max_frame
-        self.link = link(settings_json, spec.plugins_blob, self, start_timeout, spec.name)
+        self.control = control(settings_json, spec.plugins_blob, self, start_timeout, spec.name)
         self.supply: WorkerSupply | None = None
-        self.started = False  # its zygote came up (restarts after a death are the link's)
+        self.started = False  # its zygote came up (restarts after a death are its control's)
         self._starting: asyncio.Task[None] | None = None  # the one start under way
         self._failure: SandboxUnavailable | None = None  # why the last start failed
         self._retry_at = 0.0  # and when the next call may try again
@@ -95,16 +95,16 @@ class ZygoteLine:
             self._prefork,
             self._max_workers,
             self._max_frame,
-            spawn=self.link.spawn,
-            broken=lambda: self.link.broken,
+            spawn=self.control.spawn,
+            broken=lambda: self.control.broken,
             loop=loop,
         )
         try:
-            await self.link.start()
+            await self.control.start()
         except SandboxUnavailable as exc:
             failure = exc
         except TimeoutError:
-            failure = SandboxUnavailable(f"{self.link.called} did not start")
+            failure = SandboxUnavailable(f"{self.control.called} did not start")
         else:
             self._failure, self.started = None, True
             return
@@ -124,12 +124,12 @@ class ZygoteLine:
             self.supply.stopping = True
             self.supply.kill_all()
             self.supply.drop_all()
-        await self.link.stop()
+        await self.control.stop()
 
     def idle_pids(self) -> set[int]:
         return self.supply.idle_pids() if self.supply else set()
 
-    # -- what its zygote says (sandbox._zygote_link.ZygoteListener) --
+    # -- what its zygote says (sandbox._zygote_control.ZygoteListener) --
 
     def refusal(self, hello: Ready) -> str | None:
         return self.accept(LayerReports(hello["layers"])) if self.accept is not None else None
