@@ -5,7 +5,7 @@ The command gets a process group of its own, killed as a whole once the command 
 a limit is passed: background jobs do not hold the call up, and what is already written is
 collected. Output is decoded as UTF-8 (invalid bytes replaced) into the ``EventStream``s. The
 command is reaped with ``wait4``, which gives its CPU time; its peak memory and the memory limit
-are on what it held resident (``tools._resident``).
+are on what it held resident (``tools._resident_memory``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from a2e_engine.tools._resident import own_resident_kb, peak_resident_kb
+from a2e_engine.tools._resident_memory import own_resident_kb, peak_resident_kb
 
 __all__ = ["Child", "ChildStdio", "Finished", "TextSink", "run_captured", "watch"]
 
@@ -45,7 +45,7 @@ class Finished:
     exit_code: int | None  # None: a limit was passed and it was killed; negative: a signal
     seconds: float  # wall-clock, from start to exit (or to the kill)
     cpu_seconds: float = 0.0  # user + system, of the command and descendants it waited for
-    peak_kb: int = 0  # the most it held resident (tools._resident)
+    peak_kb: int = 0  # the most it held resident (tools._resident_memory)
     timed_out: bool = False
     memory_exceeded: bool = False
 
