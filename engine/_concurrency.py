@@ -15,6 +15,12 @@ one. So two bounds:
   each. What they then hold together is capped by the sandbox's memory group
   (``engine._memory_bound``); without one, no call starts past ``busy``.
 
+A call admitted while others slept may compute later, and so may they: then more than ``busy``
+compute at once and share the cores until they end, as they would with ``max_workers`` set that
+high. What they hold together stays under the sandbox's memory group; past it the kernel ends
+the largest process there, and past ``engine._memory_bound.PRESSURE`` the engine ends the
+session holding the most.
+
 The rest queue, each within its own timeout, and past ``max_pending_calls`` a call is refused
 (``overloaded``, 429 over HTTP). ``max_workers`` given in the configuration is both bounds: that
 many calls run at once, whatever they do, and no more.

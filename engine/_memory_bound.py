@@ -108,7 +108,11 @@ class MemoryBound:
         mark."""
         if self.usage is None:
             return False
-        return not self.limit_mb or self.held_mb() <= self.limit_mb * HIGH_WATER
+        try:
+            held_mb = self.usage() >> 20
+        except (OSError, ValueError):
+            return False  # not known: no room is assumed
+        return not self.limit_mb or held_mb <= self.limit_mb * HIGH_WATER
 
     def admit(self, quota_mb: int) -> None:
         """Take a new session whose workspace holds up to ``quota_mb``, or ``OverBound`` saying

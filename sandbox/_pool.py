@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from a2e.caps.tools._endings import CallEnding
-from a2e_engine.sandbox._busy import computing
+from a2e_engine.sandbox._busy import computing, pid_of
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._limits import OutputCaps
 from a2e_engine.sandbox._messages import Job
@@ -134,8 +134,9 @@ class WorkerPool:
         self._first = self._lines[zygotes[0].name]
         self._start_all = start_all
         self._slots: WorkerSlots | None = None
-        #: The workers of the calls holding a slot, by pid.
-        self._running: set[int] = set()
+        #: The workers of the calls holding a slot: their pids as this process sees them
+        #: (``sandbox._busy.pid_of``), by the pid their zygote reported.
+        self._running: dict[int, int] = {}
         #: Whether the sandbox's memory has room for a call beyond ``busy_workers`` (the
         #: engine's memory bound sets it; without one, there is none).
         self.memory_room: Callable[[], bool] = lambda: False
@@ -239,9 +240,13 @@ class WorkerPool:
 
     def _room(self) -> bool:
         """Whether a call may start beside ``busy_workers`` or more running ones: fewer than
-        that many compute (``sandbox._busy``), and ``memory_room`` says the sandbox has room."""
+        that many compute (``sandbox._busy``; a call that holds a slot and has no worker yet
+        counts as computing), and ``memory_room`` says the sandbox has room."""
         assert self._slots is not None
-        return computing(self._running) < self._slots.busy and self.memory_room()
+        starting = self._slots.in_flight - len(self._running)
+        return (
+            starting + computing(self._running.values()) < self._slots.busy and self.memory_room()
+        )
 
     # -- running a job --
 
@@ -262,7 +267,7 @@ class WorkerPool:
             worker = await self._take(supply, job, deadline, stop, queued_at)
             if isinstance(worker, Outcome):
                 return worker
-            self._running.add(worker.pid)
+            self._running[worker.pid] = pid_of(worker.pidfd) or worker.pid
             queued_ms = int((loop.time() - queued_at) * 1000)
             limits = self.config.zygote.limits
             shared = self._share_sink(job)
@@ -273,7 +278,7 @@ class WorkerPool:
             return outcome
         finally:
             if isinstance(worker, WorkerHandle):
-                self._running.discard(worker.pid)
+                self._running.pop(worker.pid, None)
             self._slots.release()
 
     async def run_resident(
@@ -306,12 +311,12 @@ class WorkerPool:
                 job = cast(Job, {**job, "resident": True})
             assert resident is not None
             queued_ms = int((loop.time() - queued_at) * 1000)
-            running = resident.worker.pid
-            self._running.add(running)
+            running = resident.worker
+            self._running[running.pid] = pid_of(running.pidfd) or running.pid
             try:
                 outcome = await resident.run(job, deadline, on_event, stop)
             finally:
-                self._running.discard(running)
+                self._running.pop(running.pid, None)
             outcome.queued_ms = queued_ms
             return resident, outcome
         finally:

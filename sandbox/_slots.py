@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 from collections.abc import Callable
 
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._waiting import StopSignal, race
 
 __all__ = ["RECHECK_S", "WorkerSlots"]
+
+log = logging.getLogger("a2e.sandbox")
 
 #: How often waiting calls look again for room beside the running ones.
 RECHECK_S = 0.05
@@ -45,7 +48,13 @@ class WorkerSlots:
     def _may_start(self) -> bool:
         if self.in_flight < self.busy:
             return True
-        return self.in_flight < self.count and self.room()
+        if self.in_flight >= self.count:
+            return False
+        try:
+            return self.room()
+        except Exception:  # no room that cannot be judged: the calls wait for a release
+            log.exception("judging room for one more call failed")
+            return False
 
     async def acquire(self, deadline: Deadline, stop: StopSignal) -> bool:
         """True once a slot is ours (``release`` it); False if the deadline or the stop came
@@ -60,9 +69,11 @@ class WorkerSlots:
         self._admit()  # the calls ahead of it may all have given up their turns
         try:
             got = await race(deadline.at, turn, stop=stop)
-        finally:
-            if not turn.done():
-                turn.cancel()
+        except BaseException:  # the waiting task itself cancelled
+            if not turn.cancel():  # it had been given the slot
+                self.release()
+            raise
+        turn.cancel()
         if not got:
             if turn.done() and not turn.cancelled():
                 self.release()  # given to us as the deadline or the stop came

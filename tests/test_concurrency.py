@@ -8,6 +8,8 @@ doctor``."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -21,7 +23,10 @@ from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Admission, Engine, EngineConfig
 from a2e_engine.engine._concurrency import CALLS_PER_CORE, WAITING_PER_CORE, default_max_workers
 from a2e_engine.engine._memory_bound import HIGH_WATER
-from a2e_engine.sandbox._busy import computing
+from a2e_engine.sandbox._busy import computing, pid_of
+from a2e_engine.sandbox._deadline import Deadline
+from a2e_engine.sandbox._slots import WorkerSlots
+from a2e_engine.sandbox._waiting import StopSignal
 from tests.hostile_plugin import HostileTools
 from tests.waiting import wait_for
 
@@ -114,31 +119,70 @@ def _ended(call: Any) -> bool:
 
 
 def test_calls_that_compute_are_held_to_the_busy_bound_and_hold_back_the_rest() -> None:
-    """Two calls on the CPU fill ``busy_workers=2``: the next ones wait, a sleeping one too,
-    though ``max_workers`` has room; once the computing calls end, the others start."""
+    """Four spinning calls and a sleeping one sent at once, ``busy_workers=2``: two start, and
+    the others wait, the sleeping one too, though ``max_workers`` has room (a call that has a
+    slot and no worker yet counts as computing, so a burst is not let in before its first
+    calls are seen on the CPU); once the spinning calls that run end, the others start."""
     config = EngineConfig(prefork=1, max_workers=6, busy_workers=2)
     with Engine(plugins=[HostileTools()], config=config) as engine:
         tools = ToolAPI(engine.connect())
         started = threading.Semaphore(0)
-        spinning = [_started(tools, "spin", {"seconds": 30}, started) for _ in range(2)]
-        for _ in range(2):
-            assert started.acquire(timeout=60), "a spinning call did not start"
-        held = [_started(tools, "spin", {"seconds": 30}, started)]
-        held.append(_started(tools, "sleep", {"seconds": 30}, started))
+        calls = [_started(tools, "spin", {"seconds": 30}, started) for _ in range(4)]
+        calls.append(_started(tools, "sleep", {"seconds": 30}, started))
         try:
-            assert wait_for(lambda: engine.status().calls_queued == 2)
-            # Looked at again every RECHECK_S: still no room while two compute.
-            assert not started.acquire(timeout=1.0), "a call started past the busy bound"
-            status = engine.status()
-            assert (status.calls_running, status.calls_queued) == (2, 2), status
-            for call in spinning:
-                call.cancel()
             for _ in range(2):
-                assert started.acquire(timeout=60), "a held call did not start"
-        finally:
-            for call in spinning + held:
+                assert started.acquire(timeout=60), "a spinning call did not start"
+            # Looked at again every RECHECK_S: still no room while two compute.
+            assert not started.acquire(timeout=1.5), "a call started past the busy bound"
+            status = engine.status()
+            assert (status.calls_running, status.calls_queued) == (2, 3), status
+            assert not [call for call in calls if _ended(call)]
+            for call in calls[:4]:
                 call.cancel()
-        assert all(call.result().reason == "cancelled" for call in spinning + held)
+            assert started.acquire(timeout=60), "the sleeping call did not start"
+        finally:
+            for call in calls:
+                call.cancel()
+        assert all(call.result().reason == "cancelled" for call in calls)
+
+
+def test_a_turn_given_to_a_waiter_cancelled_meanwhile_is_given_back() -> None:
+    """``WorkerSlots``: a slot handed to a waiting call whose task is cancelled before it
+    resumes is released, not lost; so is one of a call whose deadline passes as it waits."""
+
+    async def scenario() -> tuple[int, int]:
+        slots = WorkerSlots(1)
+        stop = StopSignal()
+        loop = asyncio.get_running_loop()
+        assert await slots.acquire(Deadline.after(10, loop), stop)
+        waiter = loop.create_task(slots.acquire(Deadline.after(10, loop), stop))
+        await asyncio.sleep(0)  # it waits for its turn
+        slots.release()  # its turn is given...
+        waiter.cancel()  # ...and its task cancelled before it runs again
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiter
+        after_cancel = slots.in_flight
+        assert await slots.acquire(Deadline.after(10, loop), stop)
+        late = await slots.acquire(Deadline.after(0.05, loop), stop)  # times out waiting
+        assert not late
+        slots.release()
+        return after_cancel, slots.in_flight
+
+    assert asyncio.run(scenario()) == (0, 0)
+
+
+def test_the_pid_of_a_pidfd_is_read_as_this_process_sees_it() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        fd = os.pidfd_open(child.pid)
+        try:
+            assert pid_of(fd) == child.pid
+        finally:
+            os.close(fd)
+    finally:
+        child.kill()
+        child.wait()
+    assert pid_of(-1) is None
 
 
 def test_memory_past_its_high_water_mark_holds_waiting_calls_back() -> None:
