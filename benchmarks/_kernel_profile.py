@@ -7,8 +7,8 @@ they fall in:
 - **hardening**: from its fork until it returns to normal priority (``sched_setscheduler``,
   ``sandbox._forking``), at idle priority, before any job is given;
 - **ready**: capabilities and seccomp, until its first ``read`` after that (of the job's frame:
-  it waits in it, at no CPU), or the first of its samples after a pause (the wait) where perf
-  did not report that ``read``, as it sometimes does not;
+  it waits in it, at no CPU), or the first of its samples after a pause (the wait) where no
+  ``read`` was seen;
 - **job**: the tool, the frames, the result, until ``exit_group``;
 - **exit**: the kernel tearing the process down.
 
@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 
 __all__ = ["KernelProfile", "available", "recorded"]
 
-#: Samples per second per CPU.
-FREQUENCY = 1999
+#: Nanoseconds of CPU between two samples (2,000 a second per CPU). A period, not
+#: ``perf record -F``: with a frequency, perf samples the tracepoints too, and most of the
+#: marks below would be missed.
+PERIOD_NS = 500_000
 #: The tracepoints that mark a worker's phases.
 MARKS = (
     "syscalls:sys_enter_sched_setscheduler",
@@ -43,7 +45,7 @@ MARKS = (
     "syscalls:sys_enter_exit_group",
 )
 #: A pause between two samples of a ready worker longer than this is its wait for a job.
-WAIT_S = 3 / FREQUENCY
+WAIT_S = 3 * PERIOD_NS / 1e9
 ROLES = ("server", "zygote", "worker", "program")
 PHASES = ("hardening", "ready", "job", "exit")
 
@@ -93,7 +95,7 @@ def recorded(root: int, scratch: str) -> Iterator[KernelProfile]:
         os.mkfifo(fifo, 0o600)
     marks = [arg for mark in MARKS for arg in ("-e", mark)]
     command = [
-        "perf", "record", "-a", "-g", "-F", str(FREQUENCY), "-e", "cpu-clock", *marks,
+        "perf", "record", "-a", "-g", "-e", f"cpu-clock/period={PERIOD_NS}/", *marks,
         "-D", "-1", "--control", f"fifo:{control},{ack}", "-o", data,
     ]  # fmt: skip
     recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
