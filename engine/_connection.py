@@ -3,6 +3,10 @@
 Everything protocol-level happens here: the handshake and its sessions, list and search, calls
 (each its own task, so many run at once and replies go out as each finishes), cancellation, and
 ``error`` replies that name the problem. Nothing a peer sends can raise out of ``receive``.
+
+A handshake's session is opened as every session is (``Sessions.open``: its directories
+and its quota's mount made off the loop, which other connections' calls share), and what the
+peer sends meanwhile waits its turn, in order, behind it.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ __all__ = ["Connection"]
 
 log = logging.getLogger("a2e.host")
 
+#: Messages kept, in order, while a handshake's session is being opened; past it, refused.
+MAX_BEHIND = 1024
+
 
 @dataclass
 class _Call:
@@ -69,6 +76,9 @@ class Connection:
         self.sessions: dict[str, EngineSession] = {}
         self.calls: dict[str, _Call] = {}
         self.closed = False
+        #: A handshake whose session is being opened, and what came after it meanwhile.
+        self._opening: asyncio.Task[None] | None = None
+        self._behind: list[A2EMessage | ProtocolError] = []
 
     # -- the host protocol: from any thread --
 
@@ -149,6 +159,17 @@ class Connection:
         """On the engine's loop; never raises."""
         if self.closed:
             return
+        if self._opening is not None:
+            if len(self._behind) < MAX_BEHIND:
+                self._behind.append(message)
+            elif not isinstance(message, ProtocolError):
+                self.error(
+                    getattr(message, "id", ""),
+                    ErrorCode.OVERLOADED,
+                    f"more than {MAX_BEHIND} messages came before the handshake was answered",
+                    retryable=True,
+                )
+            return
         try:
             if isinstance(message, ProtocolError):
                 self.send(message.to_message())
@@ -172,6 +193,8 @@ class Connection:
             self.error(req_id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
 
     async def _finish(self) -> None:
+        while self._opening is not None:  # its session, and what waited behind it
+            await asyncio.wait([self._opening])
         calls = self.in_flight()
         if calls:
             await asyncio.wait(calls)
@@ -198,7 +221,7 @@ class Connection:
             self.error(request.id, ErrorCode.UNAUTHORIZED, "handshake token missing or wrong")
             return
         limit = self.config.admission.max_sessions_per_connection
-        if len(self.sessions) >= limit:
+        if len(self.sessions) >= limit:  # none is being opened: messages wait behind that
             self.error(
                 request.id,
                 ErrorCode.OVERLOADED,
@@ -209,20 +232,48 @@ class Connection:
         policies: list[Policy] = [self.services.policy]
         if self.policy is not None:
             policies.append(self.policy)
+        self._opening = asyncio.get_running_loop().create_task(
+            self._open(request, granted, policies)
+        )
+
+    async def _open(
+        self, request: HandshakeRequest, granted: list[str], policies: list[Policy]
+    ) -> None:
+        """The handshake's session, then what waited behind it."""
         try:
-            opened = self.services.sessions.open(request.client, frozenset(granted), policies)
+            opened = await self.services.sessions.open(
+                request.client, frozenset(granted), policies
+            )
         except (UidsExhausted, OverBound, OSError) as exc:
             self.error(request.id, ErrorCode.OVERLOADED, f"cannot open a session: {exc}")
-            return
-        session = self.sessions[opened.id] = EngineSession(self.services, opened)
-        self.send(
-            HandshakeResponse(
-                req_id=request.id,
-                session_id=session.session_id,
-                capabilities=granted,
-                server=self.config.server_name,
-            )
-        )
+        except Exception as exc:  # the engine's own bug: logged, and still answered
+            log.exception("connection %s: opening a session failed", self.name)
+            self.error(request.id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
+        else:
+            session = EngineSession(self.services, opened)
+            if self.closed:  # the connection ended while its session was being made
+                session.close()
+            else:
+                self.sessions[opened.id] = session
+                self.send(
+                    HandshakeResponse(
+                        req_id=request.id,
+                        session_id=session.session_id,
+                        capabilities=granted,
+                        server=self.config.server_name,
+                    )
+                )
+        finally:
+            self._opening = None
+            self._take_up_behind()
+
+    def _take_up_behind(self) -> None:
+        """What came while a handshake's session was being opened, in order, until another
+        handshake begins (what follows it waits again)."""
+        while self._behind and self._opening is None and not self.closed:
+            self._receive(self._behind.pop(0))
+        if self.closed:
+            self._behind.clear()
 
     def _session_for(self, req_id: str, session_id: str) -> EngineSession | None:
         if session_id:

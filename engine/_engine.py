@@ -356,7 +356,7 @@ class Engine:
             if stateless:
                 session = await running.ready_sessions.take(client, policies)
             else:
-                session = await running.services.sessions.open_aside(
+                session = await running.services.sessions.open(
                     client, SUPPORTED_CAPABILITIES, policies
                 )
         except (UidsExhausted, OverBound, OSError) as exc:

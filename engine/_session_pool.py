@@ -65,7 +65,7 @@ class SessionPool:
             )
         session = self._ready.popleft() if self._ready else None
         if session is None:
-            session = await self.sessions.open_aside(client, self.capabilities, [])
+            session = await self.sessions.open(client, self.capabilities, [])
         self._leased += 1
         session.client = client
         session.policies = list(policies)
@@ -87,7 +87,7 @@ class SessionPool:
         try:
             while not self.closed and self._short():
                 try:
-                    session = await self.sessions.open_aside("pool", self.capabilities, [])
+                    session = await self.sessions.open("pool", self.capabilities, [])
                 except Exception as exc:  # no uid or no room now: the next take makes one
                     log.warning("the session pool could not prepare a session: %s", exc)
                     return

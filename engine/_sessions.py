@@ -44,23 +44,12 @@ class Sessions:
         self.end_workers = end_workers
         self._ending: set[asyncio.Task[None]] = set()
 
-    def open(self, client: str, capabilities: frozenset[str], policies: list[Policy]) -> Session:
-        """A new session with its directories; ``UidsExhausted``, ``OverBound`` or ``OSError``
-        if none can be had now."""
-        session = self._new(client, capabilities, policies)
-        try:
-            session.create_dirs()
-        except OSError:
-            self._release(session)
-            session.remove_dirs()
-            raise
-        return session
-
-    async def open_aside(
+    async def open(
         self, client: str, capabilities: frozenset[str], policies: list[Policy]
     ) -> Session:
-        """``open``, on the engine's loop, with the directories made in a thread of its
-        chores (a mount and its propagation take a while, and the loop must not wait)."""
+        """A new session with its directories, made in a thread of the loop's chores (a mount
+        and its propagation take a while, and the loop must not wait); ``UidsExhausted``,
+        ``OverBound`` or ``OSError`` if none can be had now."""
         session = self._new(client, capabilities, policies)
         loop = asyncio.get_running_loop()
         try:

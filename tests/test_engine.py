@@ -14,12 +14,23 @@ from typing import Any
 
 import pytest
 
+from a2e._messages import A2EError, A2EMessage, HandshakeRequest, HandshakeResponse
 from a2e.caps.tools._client import ToolAPI
-from a2e.caps.tools._models import ToolDefinition, ToolEvent, ToolParameter
+from a2e.caps.tools._models import (
+    ToolCallRequest,
+    ToolCallResponse,
+    ToolDefinition,
+    ToolEvent,
+    ToolListRequest,
+    ToolListResponse,
+    ToolParameter,
+)
 from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig, Isolation, ToolPolicy
+from a2e_engine.engine._connection import MAX_BEHIND
+from a2e_engine.engine._session import Session
 from tests.fakes import FakeEngine
-from tests.waiting import running
+from tests.waiting import running, wait_for
 
 
 def test_the_readme_example(engine: Engine) -> None:
@@ -628,3 +639,72 @@ def test_the_fake_sandbox_runs_calls_without_a_process(fake_engine: Engine) -> N
     assert not fake_engine.layers.active("seccomp")
     assert "fake sandbox" in fake_engine.layers.reason("seccomp")
     assert fake_engine.layers.active("frames")  # the supervisor's own: real here too
+
+
+def test_a_handshake_opens_its_session_off_the_loop_and_what_follows_waits_behind_it(
+    fake_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a connection's session is being made (its directories, its quota's mount), the
+    loop serves everyone else; what that connection sent after its handshake is answered
+    after it, in order, not refused for want of a session."""
+    tools = ToolAPI(fake_engine.connect(client_name="bystander"))
+    making = threading.Event()
+    let_go = threading.Event()
+    original = Session.create_dirs
+
+    def slow_create_dirs(session: Session) -> None:
+        making.set()
+        let_go.wait(30)
+        original(session)
+
+    monkeypatch.setattr(Session, "create_dirs", slow_create_dirs)
+    sent: list[A2EMessage] = []
+    connection = fake_engine.open_connection(sent.append, name="pipelined")
+    try:
+        connection.receive(HandshakeRequest(client="pipelined", capabilities=["tools"]))
+        connection.receive(ToolListRequest(query="python"))
+        connection.receive(ToolCallRequest(tool_name="sleep", arguments={"seconds": 0}))
+        assert making.wait(30)
+        during = tools.call(tool_name="sleep", arguments={"seconds": 0})
+        assert during.success, during.error
+        assert sent == []
+        let_go.set()
+        assert wait_for(lambda: len(sent) == 3)
+        handshake, listing, call = sent
+        assert isinstance(handshake, HandshakeResponse), handshake
+        assert isinstance(listing, ToolListResponse), listing
+        assert isinstance(call, ToolCallResponse) and call.data.success, call
+    finally:
+        let_go.set()
+        connection.close()
+        tools.client.close()
+
+
+def test_what_a_peer_sends_while_its_handshake_is_answered_is_bounded(
+    fake_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``MAX_BEHIND`` messages waiting behind a handshake, the next are refused
+    (``overloaded``, retryable) at once; those kept are answered once the session is open."""
+    let_go = threading.Event()
+    original = Session.create_dirs
+
+    def slow_create_dirs(session: Session) -> None:
+        let_go.wait(30)
+        original(session)
+
+    monkeypatch.setattr(Session, "create_dirs", slow_create_dirs)
+    sent: list[A2EMessage] = []
+    connection = fake_engine.open_connection(sent.append, name="flood")
+    try:
+        connection.receive(HandshakeRequest(client="flood", capabilities=["tools"]))
+        for _ in range(MAX_BEHIND + 5):
+            connection.receive(ToolListRequest(query="python"))
+        assert wait_for(lambda: len(sent) == 5)
+        assert all(isinstance(m, A2EError) and m.code == "overloaded" for m in sent), sent[0]
+        let_go.set()
+        assert wait_for(lambda: len(sent) == 5 + 1 + MAX_BEHIND)
+        assert isinstance(sent[5], HandshakeResponse)
+        assert all(isinstance(m, ToolListResponse) for m in sent[6:])
+    finally:
+        let_go.set()
+        connection.close()
