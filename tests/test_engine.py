@@ -641,6 +641,22 @@ def test_the_fake_sandbox_runs_calls_without_a_process(fake_engine: Engine) -> N
     assert fake_engine.layers.active("frames")  # the supervisor's own: real here too
 
 
+class _HeldSessionDirs:
+    """Sessions whose directories are made only once ``let_go`` is set; ``making`` is set
+    when one is being made."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.making, self.let_go = threading.Event(), threading.Event()
+        original = Session.create_dirs
+
+        def held(session: Session) -> None:
+            self.making.set()
+            self.let_go.wait(30)
+            original(session)
+
+        monkeypatch.setattr(Session, "create_dirs", held)
+
+
 def test_a_handshake_opens_its_session_off_the_loop_and_what_follows_waits_behind_it(
     fake_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -648,16 +664,8 @@ def test_a_handshake_opens_its_session_off_the_loop_and_what_follows_waits_behin
     loop serves everyone else; what that connection sent after its handshake is answered
     after it, in order, not refused for want of a session."""
     tools = ToolAPI(fake_engine.connect(client_name="bystander"))
-    making = threading.Event()
-    let_go = threading.Event()
-    original = Session.create_dirs
-
-    def slow_create_dirs(session: Session) -> None:
-        making.set()
-        let_go.wait(30)
-        original(session)
-
-    monkeypatch.setattr(Session, "create_dirs", slow_create_dirs)
+    held = _HeldSessionDirs(monkeypatch)
+    making, let_go = held.making, held.let_go
     sent: list[A2EMessage] = []
     connection = fake_engine.open_connection(sent.append, name="pipelined")
     try:
@@ -685,14 +693,7 @@ def test_what_a_peer_sends_while_its_handshake_is_answered_is_bounded(
 ) -> None:
     """Past ``MAX_BEHIND`` messages waiting behind a handshake, the next are refused
     (``overloaded``, retryable) at once; those kept are answered once the session is open."""
-    let_go = threading.Event()
-    original = Session.create_dirs
-
-    def slow_create_dirs(session: Session) -> None:
-        let_go.wait(30)
-        original(session)
-
-    monkeypatch.setattr(Session, "create_dirs", slow_create_dirs)
+    let_go = _HeldSessionDirs(monkeypatch).let_go
     sent: list[A2EMessage] = []
     connection = fake_engine.open_connection(sent.append, name="flood")
     try:
