@@ -16,7 +16,6 @@ import concurrent.futures
 import hmac
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from a2e._codec import ProtocolError
 from a2e._messages import (
@@ -50,12 +49,6 @@ log = logging.getLogger("a2e.host")
 MAX_BEHIND = 1024
 
 
-@dataclass
-class _Call:
-    session: EngineSession
-    task: asyncio.Task[ToolResult]
-
-
 class Connection:
     """Implements ``engine._host.HostConnection``; the ``_`` methods run on the engine's loop."""
 
@@ -74,7 +67,6 @@ class Connection:
         self.name = name
         self._on_closed = on_closed
         self.sessions: dict[str, EngineSession] = {}
-        self.calls: dict[str, _Call] = {}
         self.closed = False
         #: A handshake whose session is being opened, and what came after it meanwhile.
         self._opening: asyncio.Task[None] | None = None
@@ -105,7 +97,12 @@ class Connection:
             raise HostClosed(str(exc)) from None
 
     def in_flight(self) -> list[asyncio.Task[ToolResult]]:
-        return [call.task for call in self.calls.values()]
+        return [task for session in self.sessions.values() for task in session.in_flight()]
+
+    def _running(self, call_id: str) -> EngineSession | None:
+        """The session of this connection where ``call_id`` runs: request ids are the
+        connection's, whichever of its sessions a call is in."""
+        return next((s for s in self.sessions.values() if s.running(call_id)), None)
 
     # -- plumbing --
 
@@ -241,9 +238,7 @@ class Connection:
     ) -> None:
         """The handshake's session, then what waited behind it."""
         try:
-            opened = await self.services.sessions.open(
-                request.client, frozenset(granted), policies
-            )
+            opened = await self.services.sessions.open(request.client, frozenset(granted), policies)
         except (UidsExhausted, OverBound, OSError) as exc:
             self.error(request.id, ErrorCode.OVERLOADED, f"cannot open a session: {exc}")
         except Exception as exc:  # the engine's own bug: logged, and still answered
@@ -307,7 +302,7 @@ class Connection:
         session = self._session_for(request.id, request.session_id)
         if session is None:
             return
-        if request.id in self.calls:
+        if self._running(request.id) is not None:
             self.error(
                 request.id,
                 ErrorCode.DUPLICATE_REQUEST,
@@ -315,7 +310,7 @@ class Connection:
             )
             return
         limit = self.config.admission.max_calls_per_connection
-        if len(self.calls) >= limit:
+        if len(self.in_flight()) >= limit:
             self.error(
                 request.id,
                 ErrorCode.OVERLOADED,
@@ -328,12 +323,10 @@ class Connection:
         except Refused as exc:
             self.send(exc.error)
             return
-        self.calls[request.id] = _Call(session, task)
         task.add_done_callback(lambda done: self._answer(request, done))
 
     def _answer(self, request: ToolCallRequest, task: asyncio.Task[ToolResult]) -> None:
         """The call's response, after every event it sent."""
-        self.calls.pop(request.id, None)
         if task.cancelled():
             self.error(request.id, ErrorCode.INTERNAL, "internal error: the call was cancelled")
             return
@@ -348,12 +341,12 @@ class Connection:
         self.send(ToolCallResponse(req_id=request.id, data=task.result()))
 
     def _cancel(self, request: ToolCancelRequest) -> None:
-        call = self.calls.get(request.req_id)
-        if call is None or (request.session_id and call.session.session_id != request.session_id):
+        session = self._running(request.req_id)
+        if session is None or (request.session_id and session.session_id != request.session_id):
             self.error(
                 request.id,
                 ErrorCode.UNKNOWN_REQUEST,
                 f"no call {request.req_id!r} in flight on this connection",
             )
             return
-        call.session.cancel(request.req_id)
+        session.cancel(request.req_id)

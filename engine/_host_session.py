@@ -115,6 +115,10 @@ class EngineSession:
     def in_flight(self) -> list[asyncio.Task[ToolResult]]:
         return [running.task for running in self._calls.values()]
 
+    def running(self, call_id: str) -> bool:
+        """Whether a call of that id runs in this session."""
+        return call_id in self._calls
+
     # -- list --
 
     def tools(self, request: ToolListRequest) -> ToolListResponse:

@@ -19,6 +19,7 @@ from a2e.caps.tools._client import ToolAPI
 from a2e.caps.tools._models import (
     ToolCallRequest,
     ToolCallResponse,
+    ToolCancelRequest,
     ToolDefinition,
     ToolEvent,
     ToolListRequest,
@@ -708,4 +709,35 @@ def test_what_a_peer_sends_while_its_handshake_is_answered_is_bounded(
         assert all(isinstance(m, ToolListResponse) for m in sent[6:])
     finally:
         let_go.set()
+        connection.close()
+
+
+def test_request_ids_are_the_connections_whichever_of_its_sessions_a_call_is_in(
+    engine: Engine,
+) -> None:
+    """Two sessions on one connection: a call id in flight in one is refused in the other
+    (``duplicate_request``), and a cancel that names only the call finds it in its session
+    (real workers: a cancelled one is killed at once)."""
+    sent: list[A2EMessage] = []
+    connection = engine.open_connection(sent.append, name="two sessions")
+    try:
+        for name in ("first", "second"):
+            connection.receive(HandshakeRequest(client=name, capabilities=["tools"]))
+        assert wait_for(lambda: len(sent) == 2)
+        first, second = (m.session_id for m in sent if isinstance(m, HandshakeResponse))
+        sleeping = ToolCallRequest(session_id=first, tool_name="sleep", arguments={"seconds": 20})
+        connection.receive(sleeping)
+        connection.receive(
+            ToolCallRequest(
+                id=sleeping.id, session_id=second, tool_name="sleep", arguments={"seconds": 0}
+            )
+        )
+        assert wait_for(lambda: len(sent) == 3)
+        assert isinstance(sent[2], A2EError) and sent[2].code == "duplicate_request", sent[2]
+        connection.receive(ToolCancelRequest(req_id=sleeping.id))
+        assert wait_for(lambda: len(sent) == 4)
+        cancelled = sent[3]
+        assert isinstance(cancelled, ToolCallResponse) and cancelled.req_id == sleeping.id
+        assert cancelled.data.reason == "cancelled", cancelled
+    finally:
         connection.close()
