@@ -371,3 +371,27 @@ def test_keep_output_copies_only_the_sessions_own_output_files(
     assert "stdout_path" not in data and data["stdout_note"].startswith(f"not kept: {why}")
     (mark,) = _markers(data["stdout"])
     assert f"omitted; not kept: {why}" in mark and not _names_a_path(mark), mark
+
+
+def test_flags_set_the_fields_they_name_over_the_file_and_leave_the_rest(tmp_path: Path) -> None:
+    """One declared mapping from flags to fields: a flag given overrides the file's value,
+    a part's other fields stay the file's, a flag not given leaves the file's; the HTTP service
+    checks the token itself, so its engine asks none in the handshake."""
+    from a2e_engine.engine.cli._app import build_parser
+    from a2e_engine.engine.cli._engine_options import engine_from_args
+
+    config = tmp_path / "engine.toml"
+    config.write_text(
+        "[engine]\nprefork = 3\nmax_workers = 9\n"
+        "[engine.limits]\nmemory_mb = 512\ncpu_seconds = 7\n"
+        "[engine.isolation]\nlandlock = false\n"
+    )
+    flags = ["--memory-mb", "300", "--no-cgroups", "--busy-workers", "2", "--token", "t0k"]
+    args = build_parser().parse_args(["list", "--config", str(config), *flags])
+    engine = engine_from_args(args)
+    limits, isolation = engine.config.limits, engine.config.isolation
+    assert (limits.memory_mb, limits.cpu_seconds) == (300, 7)
+    assert (isolation.landlock, isolation.cgroups, isolation.namespaces) == (False, False, True)
+    assert (engine.config.prefork, engine.config.max_workers) == (3, 9)
+    assert engine.worker_bound.busy == 2 and engine.config.token == "t0k"
+    assert engine_from_args(args, handshake_token=False).config.token is None

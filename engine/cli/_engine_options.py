@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from a2e.caps.tools._plugin import ToolPlugin
-from a2e_engine.engine._config import EngineConfig, Isolation
+from a2e_engine.engine._config import EngineConfig
 from a2e_engine.engine._config_file import ConfigError, ConfigFile, load_config_file
 from a2e_engine.engine._engine import Engine
 from a2e_engine.engine._plugins import PluginError, entry_point_plugins, load_plugin
@@ -56,8 +56,15 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--max-workers",
         type=at_least(1),
         metavar="N",
-        help="calls running at once (default: 4 per core, as far as memory holds each call's "
-        "limit; a2e doctor says how many)",
+        help="calls running at once (default: sized to the host; a2e doctor says how many); "
+        "given alone, that many start whatever they do",
+    )
+    group.add_argument(
+        "--busy-workers",
+        type=at_least(1),
+        metavar="N",
+        help="of them, how many start whatever they do; past them, calls start while the "
+        "running ones leave room by the CPU and memory they use (default: 4 per core)",
     )
     group.add_argument(
         "--prefork",
@@ -120,22 +127,61 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def engine_from_args(args: argparse.Namespace, reporting: bool = False) -> Engine:
+#: Each engine flag (its ``argparse`` name) and the configuration field it sets, a part's by
+#: its path (``limits.memory_mb``): given, it overrides the file; not given, it leaves it.
+FLAG_FIELDS: dict[str, str] = {
+    "max_workers": "max_workers",
+    "busy_workers": "busy_workers",
+    "prefork": "prefork",
+    "max_timeout": "max_timeout",
+    "token": "token",
+    "audit": "audit_path",
+    "memory_mb": "limits.memory_mb",
+}
+#: The flags that switch an optional layer off, and the field each sets to False.
+SWITCHED_OFF: dict[str, str] = {
+    "no_namespaces": "isolation.namespaces",
+    "no_landlock": "isolation.landlock",
+    "no_writable_root": "isolation.writable_root",
+    "no_cgroups": "isolation.cgroups",
+    "no_uid_drop": "isolation.identity",
+}
+
+
+def _set(settings: dict[str, Any], path: str, value: Any) -> None:
+    """``settings`` (``EngineConfig``'s keyword arguments) with the field at ``path`` set; a
+    part (``limits``, ``isolation``) is copied with it, from the file's or the default."""
+    name, _, inner = path.partition(".")
+    if not inner:
+        settings[name] = value
+        return
+    part = settings.get(name) or getattr(EngineConfig(), name)
+    settings[name] = dataclasses.replace(part, **{inner: value})
+
+
+def engine_from_args(
+    args: argparse.Namespace, reporting: bool = False, handshake_token: bool = True
+) -> Engine:
     """The configuration file (``--config``) as the base, the flags given on top of it;
     ``reporting`` (``a2e doctor``): nothing required, and every plugin's zygote started so
-    that each can be reported."""
+    that each can be reported. Without ``handshake_token``, the engine asks for no token in
+    the handshake (a service that checks it on every request, ``a2e serve --http``)."""
     try:
         file = load_config_file(args.config) if args.config else ConfigFile()
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    flags: dict[str, Any] = {
-        "max_workers": args.max_workers,
-        "prefork": args.prefork,
-        "max_timeout": args.max_timeout,
-        "token": args.token,
-        "audit_path": args.audit,
-    }
-    settings = {**file.engine, **{k: v for k, v in flags.items() if v is not None}}
+    settings = dict(file.engine)
+    for flag, path in FLAG_FIELDS.items():
+        value = getattr(args, flag)
+        if value is not None and not (flag == "token" and not handshake_token):
+            _set(settings, path, value)
+    for flag, path in SWITCHED_OFF.items():
+        if getattr(args, flag):
+            _set(settings, path, False)
+    if not handshake_token:
+        settings.pop("token", None)
+    if args.allow_unprotected_root:
+        settings["allow_unprotected_root"] = True
     if args.read_root:
         settings["read_roots"] = (*settings.get("read_roots", ()), *args.read_root)
     if reporting:
@@ -143,26 +189,7 @@ def engine_from_args(args: argparse.Namespace, reporting: bool = False) -> Engin
         settings["start_all_zygotes"] = True
     elif args.require:
         settings["require"] = (*settings.get("require", ()), *args.require)
-    switched_off = {
-        key: False
-        for flag, key in (
-            ("no_namespaces", "namespaces"),
-            ("no_landlock", "landlock"),
-            ("no_writable_root", "writable_root"),
-            ("no_cgroups", "cgroups"),
-            ("no_uid_drop", "identity"),
-        )
-        if getattr(args, flag)
-    }
-    if switched_off:
-        isolation = settings.get("isolation", Isolation())
-        settings["isolation"] = dataclasses.replace(isolation, **switched_off)
-    if args.allow_unprotected_root:
-        settings["allow_unprotected_root"] = True
     try:
-        if args.memory_mb is not None:
-            limits = settings.get("limits", Limits())
-            settings["limits"] = dataclasses.replace(limits, memory_mb=args.memory_mb)
         plugins = [load_plugin(spec, options) for spec, options in file.plugins]
         plugins += [load_plugin(spec) for spec in args.plugin]
         found: list[ToolPlugin] = []

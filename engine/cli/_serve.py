@@ -214,8 +214,7 @@ def _serve_http(args: argparse.Namespace) -> int:
     from a2e_engine.engine.service import HttpService, ServiceError
 
     # The service checks the token on every request, before any message reaches the engine.
-    engine_args = argparse.Namespace(**{**vars(args), "token": None})
-    local = engine_from_args(engine_args)
+    local = engine_from_args(args, handshake_token=False)
     engine: Engine | RayEngine = local
     if args.ray or args.ray_resource:
         engine = _on_ray(local, args.ray, args.ray_resource)
