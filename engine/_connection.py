@@ -218,7 +218,7 @@ class Connection:
             self.error(request.id, ErrorCode.UNAUTHORIZED, "handshake token missing or wrong")
             return
         limit = self.config.admission.max_sessions_per_connection
-        if len(self.sessions) >= limit:  # none is being opened: messages wait behind that
+        if len(self.sessions) >= limit:  # handshakes are taken one at a time: all are here
             self.error(
                 request.id,
                 ErrorCode.OVERLOADED,

@@ -164,8 +164,8 @@ def engine_from_args(
 ) -> Engine:
     """The configuration file (``--config``) as the base, the flags given on top of it;
     ``reporting`` (``a2e doctor``): nothing required, and every plugin's zygote started so
-    that each can be reported. Without ``handshake_token``, the engine asks for no token in
-    the handshake (a service that checks it on every request, ``a2e serve --http``)."""
+    that each can be reported. Without ``handshake_token``, ``--token`` is not asked in the
+    engine's handshakes (a service that checks it on every request, ``a2e serve --http``)."""
     try:
         file = load_config_file(args.config) if args.config else ConfigFile()
     except ConfigError as exc:
@@ -178,8 +178,6 @@ def engine_from_args(
     for flag, path in SWITCHED_OFF.items():
         if getattr(args, flag):
             _set(settings, path, False)
-    if not handshake_token:
-        settings.pop("token", None)
     if args.allow_unprotected_root:
         settings["allow_unprotected_root"] = True
     if args.read_root:
