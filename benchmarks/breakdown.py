@@ -2,7 +2,7 @@
 programs they ran), user and kernel, and within the server by stage of the request.
 
     python -m a2e_engine.benchmarks.breakdown [--paths run_code_python,...] [--requests 300]
-        [--concurrency 1,4] [--json PATH]
+        [--concurrency 1,4] [--kernel] [--json PATH]
     a2e bench --breakdown [the same options]
 
 It starts ``a2e serve --http`` on 127.0.0.1, sends each path's requests from
@@ -11,9 +11,14 @@ It starts ``a2e serve --http`` on 127.0.0.1, sends each path's requests from
 - every process of the server's tree (psutil): the server's own CPU, its zygotes' own, and
   the rest: the workers and what they ran, charged when they are reaped. A program's own CPU
   is what ``run_code`` says it took (``run_result.cpu_time``); the workers' is the rest.
-- py-spy's samples of the server's running threads, by stage (``benchmarks._stages``: HTTP
-  and body, the front-end's request and response, the session, gate and validation, pool and
-  supply, the job and its frames, the event loop).
+- py-spy's samples of the server's thread that holds the GIL, by stage
+  (``benchmarks._stages``: HTTP and body, the front-end's request and response, the session,
+  gate and validation, pool and supply, the job and its frames, the event loop);
+- with ``--kernel``, a second pass as long under ``perf record -a``: what each process did,
+  and a worker's phases (``benchmarks._kernel_profile``).
+
+Beside them, the floor: what a fresh process of the serving zygote's size costs at the least
+(``benchmarks.bounds``, run from a bare interpreter), times the fresh processes the path needs.
 
 The whole tree is measured, so this is what a request costs the machine, as SandboxFusion's
 server is charged in ``a2e bench``. The client's own CPU is not in it.
@@ -209,7 +214,7 @@ def measure(
     return report
 
 
-#: Forks from this process that measure the floor (``benchmarks.bounds``).
+#: Forks that ``benchmarks.bounds`` measures the floor with.
 FLOOR_FORKS = 100
 
 
