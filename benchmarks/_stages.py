@@ -82,10 +82,10 @@ STAGES: dict[str, tuple[str, ...]] = {
 GENERAL_PURPOSE = (
     "json", "pydantic", "pydantic_core", "typing", "typing_extensions", "enum", "functools",
     "contextlib", "dataclasses", "abc", "collections", "copy", "uuid", "weakref", "logging",
-    "os", "posixpath", "genericpath", "codecs", "encodings", "re", "sre_", "string", "base64",
+    "os", "posixpath", "genericpath", "codecs", "encodings", "re", "string", "base64",
     "hashlib", "hmac", "secrets", "random", "traceback", "linecache", "inspect", "types",
     "operator", "datetime", "time", "annotated_types", "a2e._jsonwire", "psutil", "socket",
-    "ipaddress", "struct", "signal", "stat", "shutil", "tempfile", "io", "<",
+    "ipaddress", "struct", "signal", "stat", "shutil", "tempfile", "io",
 )  # fmt: skip
 
 #: The engine's folders, as a checkout's paths name them (installed: ``a2e_engine/...``).
@@ -98,12 +98,14 @@ _PREFIXES = sorted(
 
 
 def _matches(module: str, prefix: str) -> bool:
-    return module == prefix or module.startswith((prefix + ".", prefix + "_"))
+    """``module`` is ``prefix`` or inside it (``_session`` does not take in ``_session_pool``)."""
+    return module == prefix or module.startswith(prefix + ".")
 
 
 def stage_of_module(module: str) -> str | None:
-    """The stage ``module``'s code belongs to; ``None`` for a general-purpose module."""
-    if any(_matches(module, general) for general in GENERAL_PURPOSE):
+    """The stage ``module``'s code belongs to; ``None`` for a general-purpose module (a frozen
+    one, ``<frozen posixpath>``, included)."""
+    if module.startswith("<") or any(_matches(module, general) for general in GENERAL_PURPOSE):
         return None
     for prefix, stage in _PREFIXES:
         if _matches(module, prefix):

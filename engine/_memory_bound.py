@@ -83,12 +83,16 @@ class MemoryBound:
 
     def held_mb(self) -> int:
         """What the group holds now, in MiB (0 without one, or when it cannot be read)."""
+        return self._reading() or 0
+
+    def _reading(self) -> int | None:
+        """What the group holds now, in MiB; ``None`` without one or when it cannot be read."""
         if self.usage is None:
-            return 0
+            return None
         try:
             return self.usage() >> 20
         except (OSError, ValueError):
-            return 0
+            return None
 
     def check(self) -> None:
         """``OverBound`` when the sandbox holds past the high-water mark: no new session, nor
@@ -106,11 +110,8 @@ class MemoryBound:
         """Whether a call may start beyond those that start whatever they use
         (``sandbox._slots``): only where the group's usage is known, and below the high-water
         mark."""
-        if self.usage is None:
-            return False
-        try:
-            held_mb = self.usage() >> 20
-        except (OSError, ValueError):
+        held_mb = self._reading()
+        if held_mb is None:
             return False  # not known: no room is assumed
         return not self.limit_mb or held_mb <= self.limit_mb * HIGH_WATER
 

@@ -62,16 +62,7 @@ def test_waiting_calls_all_run_at_once_up_to_the_bound_and_the_next_queues() -> 
         assert engine.status().max_workers_why == engine.worker_bound.why
         tools = ToolAPI(engine.connect())
         asleep = threading.Semaphore(0)
-        calls = [
-            tools.start(
-                tool_name="sleep",
-                arguments={"seconds": 30},
-                timeout=60,
-                streaming=True,
-                on_event=lambda _: asleep.release(),
-            )
-            for _ in range(bound + 1)
-        ]
+        calls = [_started(tools, "sleep", {"seconds": 30}, asleep) for _ in range(bound + 1)]
         try:
             for _ in range(bound):
                 assert asleep.acquire(timeout=60), "a call did not start"

@@ -155,7 +155,11 @@ def _set(settings: dict[str, Any], path: str, value: Any) -> None:
     if not inner:
         settings[name] = value
         return
-    part = settings.get(name) or getattr(EngineConfig(), name)
+    part = settings.get(name)
+    if part is None:
+        default = EngineConfig.__dataclass_fields__[name].default_factory
+        assert callable(default), f"{name} is not a part of EngineConfig"
+        part = default()
     settings[name] = dataclasses.replace(part, **{inner: value})
 
 
