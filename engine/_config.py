@@ -139,7 +139,10 @@ class EngineConfig:
         reason."""
         if self.max_workers is not None:
             busy = min(self.busy_workers or self.max_workers, self.max_workers)
-            return WorkerBound(self.max_workers, "as configured", busy)
+            why = "as configured"
+            if busy < self.max_workers:
+                why += f"; up to {self.max_workers} while calls wait"
+            return WorkerBound(self.max_workers, why, busy)
         sized = default_max_workers(self.limits.call_memory_mb)
         if self.busy_workers is None:
             return sized

@@ -64,8 +64,7 @@ def run_doctor(args: argparse.Namespace) -> int:
         f"/tmp {limits.tmp_mb} MiB; per session: {engine.config.workspace_mb} MiB on disk"
     )
     print(
-        f"calls at once: {bound.busy} whatever they do, up to {bound.workers} while calls wait "
-        f"on something ({bound.why}); the rest queue"
+        f"calls at once: {bound.busy} whatever they do ({bound.why}); the rest queue"
         if bound.busy < bound.workers
         else f"calls at once: {bound.workers} ({bound.why}); the rest queue"
     )
