@@ -33,8 +33,8 @@ __all__ = ["STAGES", "StageSamples", "available", "sampled", "stage_of_module"]
 
 #: Samples per second.
 RATE = 1000
-#: How long py-spy has to attach, and to write its samples when told to stop.
-ATTACH_TIMEOUT_S = 30
+#: How long py-spy may take to write its samples and end once asked.
+STOP_TIMEOUT_S = 30
 
 #: The stages of one request through the supervisor, in the order it meets them, each with the
 #: modules whose code is that stage (the longest matching prefix wins).
@@ -182,12 +182,26 @@ def sampled(pid: int, scratch: str) -> Iterator[StageSamples]:
         threading.Thread(target=lambda: said.extend(spy.stdout or ()), daemon=True).start()
         yield samples
     finally:
-        spy.send_signal(signal.SIGINT)
-        spy.wait(ATTACH_TIMEOUT_S)
+        _stop(spy)
     if not os.path.exists(output):
         raise RuntimeError(f"py-spy wrote no samples: {' '.join(''.join(said).split())[-300:]}")
     with open(output, errors="replace") as raw:  # a frame read mid-change may be garbled
         samples.add_raw(raw.read())
+
+
+def _stop(spy: subprocess.Popen[str]) -> None:
+    """py-spy asked to write its samples and end (SIGINT); one that has not ended in
+    ``STOP_TIMEOUT_S`` (it has been seen stuck reading a busy process) is killed, and the run
+    fails in a sentence rather than waiting on it."""
+    spy.send_signal(signal.SIGINT)
+    try:
+        spy.wait(STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+        spy.wait()
+        raise RuntimeError(
+            f"py-spy did not stop within {STOP_TIMEOUT_S} s of being asked; run it again"
+        ) from None
 
 
 def _attached(lines: IO[str], said: list[str]) -> None:
