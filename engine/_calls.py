@@ -20,7 +20,6 @@ from typing import Any, NamedTuple, TypeVar
 
 from a2e import _jsonwire as jsonwire
 from a2e._messages import A2ECapability
-from a2e.caps.tools._endings import CallEnding
 from a2e.caps.tools._models import (
     EventKind,
     FailureReason,
@@ -30,6 +29,7 @@ from a2e.caps.tools._models import (
     ToolResult,
     ToolUsage,
 )
+from a2e.caps.tools._reasons import ENDED_BY_WHAT_RAN
 from a2e_engine.engine._audit import AuditTrail
 from a2e_engine.engine._config import EngineConfig
 from a2e_engine.engine._policy import check_policies
@@ -43,7 +43,7 @@ from a2e_engine.sandbox._messages import Job
 from a2e_engine.sandbox._pool import StopSignal, WorkerPool
 from a2e_engine.sandbox._run import Outcome
 
-__all__ = ["CallContext", "failure_reason", "run_call"]
+__all__ = ["CallContext", "run_call"]
 
 log = logging.getLogger("a2e.engine")
 T = TypeVar("T")
@@ -294,7 +294,7 @@ async def run_call(
                 )
                 return outcome
             outcome = await ctx.pool.run(job, deadline, events.on_event, cancelled)
-            if outcome.status is CallEnding.CRASHED and not tool.plugin.retry_crashes:
+            if outcome.reason in ENDED_BY_WHAT_RAN and not tool.plugin.retry_crashes:
                 outcome.retryable = False
             return outcome
         finally:
@@ -312,8 +312,8 @@ async def run_call(
     else:
         outcome = await attempt()
     result = _to_result(tool.name, outcome, events, attempts, started)
-    result = _accepted(tool, request.arguments, secrets, result, outcome.status)
-    _audit(ctx, session, request, result, outcome=outcome.status.value)
+    result = _accepted(tool, request.arguments, secrets, result)
+    _audit(ctx, session, request, result, outcome=outcome.reason or "ok")
     return result
 
 
@@ -344,13 +344,12 @@ def _accepted(
     arguments: dict[str, Any],
     secrets: dict[str, str],
     result: ToolResult,
-    ended: CallEnding,
 ) -> ToolResult:
     """The plugin's last word on the result (``ToolPlugin.accept_result``); a hook that breaks
     fails the call rather than passing on what it could not check."""
 
     def ask() -> ToolResult:
-        accepted = tool.plugin.accept_result(tool.name, arguments, secrets, result, ended)
+        accepted = tool.plugin.accept_result(tool.name, arguments, secrets, result)
         if not isinstance(accepted, ToolResult):
             raise TypeError(f"accept_result returned {type(accepted).__name__}, not ToolResult")
         return accepted
@@ -396,7 +395,7 @@ def _to_result(
         if isinstance(data, dict) and data.get("truncated") is True:
             truncated = True
         return ToolResult(success=True, data=data, truncated=truncated, **common)
-    error = outcome.error or f"the call ended with status {outcome.status.value}"
+    error = outcome.error or f"the call failed ({outcome.reason})"
     if attempts > 1:
         error = f"{error} (after {attempts} attempts)"
     data = outcome.data if outcome.data is not None else events.partial_output()
@@ -406,37 +405,9 @@ def _to_result(
         truncated=truncated,
         error=error,
         error_code=ToolErrorCode.TOOL_ERROR,
-        reason=failure_reason(outcome),
+        reason=outcome.reason,
         **common,
     )
-
-
-#: How a worker run that failed reads as a ``FailureReason``, unless its facts say more.
-_REASON_OF_STATUS = {
-    CallEnding.FAILED: FailureReason.TOOL_FAILED,
-    CallEnding.TIMEOUT: FailureReason.TIMEOUT,
-    CallEnding.CANCELLED: FailureReason.CANCELLED,
-    CallEnding.CRASHED: FailureReason.WORKER_CRASHED,
-    CallEnding.VIOLATION: FailureReason.WORKER_VIOLATION,
-    CallEnding.SETUP_FAILED: FailureReason.SANDBOX_UNAVAILABLE,
-    CallEnding.UNAVAILABLE: FailureReason.SANDBOX_UNAVAILABLE,
-}
-
-
-def failure_reason(outcome: Outcome) -> FailureReason:
-    """Why the run failed: what the tool said of itself, else the limit it hit, else how it
-    ended."""
-    if outcome.status is CallEnding.FAILED and outcome.reason is not None:
-        return FailureReason(outcome.reason)
-    if outcome.out_of_memory:
-        return FailureReason.OUT_OF_MEMORY
-    if outcome.cpu_limit:
-        return FailureReason.CPU_LIMIT
-    if outcome.over_limit:
-        return FailureReason.OUTPUT_LIMIT
-    if outcome.status is CallEnding.CRASHED and outcome.signal == "SIGXFSZ":
-        return FailureReason.OUTPUT_LIMIT  # a file past RLIMIT_FSIZE
-    return _REASON_OF_STATUS.get(outcome.status, FailureReason.TOOL_FAILED)
 
 
 def _audit(

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import psutil
 
-from a2e.caps.tools._endings import CallEnding
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.engine._config import ResidentLimits
 from a2e_engine.sandbox._deadline import Deadline
@@ -89,10 +88,9 @@ class ResidentWorkers:
             starting = not _alive(kept.worker)
             if starting and self.live + self._starting >= self.limits.limit:
                 return Outcome(
-                    CallEnding.FAILED,
+                    FailureReason.OVERLOADED,
                     error=f"all {self.limits.limit} sessions that may keep a worker have one; "
                     "end a session (or raise resident_workers) and try again",
-                    reason=FailureReason.OVERLOADED,
                     retryable=False,
                 )
             self._starting += starting

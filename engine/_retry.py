@@ -1,7 +1,8 @@
 """The retry policy of idempotent tools, composed from tenacity's strategy objects.
 
 Read it as a sentence: retry *if the attempt failed with a retryable tool_error* (a crash, a
-broken frame, a failed sandbox set-up, or an exception that is not deterministic), waiting
+broken frame, a failed sandbox set-up, or an exception that is not deterministic; not a
+timeout, a cancel or an overload, ``NOT_RETRIED``), waiting
 *exponentially longer* between attempts, and stop *after N attempts*, *when the next attempt
 could not start before the call's deadline*, or *when the call was cancelled*.
 """
@@ -21,23 +22,12 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from a2e.caps.tools._endings import CallEnding
+from a2e.caps.tools._reasons import NOT_RETRIED
 from a2e_engine.engine._config import RetryPolicy
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._run import Outcome
 
-__all__ = ["RETRYABLE", "run_with_retries"]
-
-#: Outcomes worth another attempt. A timeout used up the deadline and a cancel is the caller's
-#: wish; neither is retried.
-RETRYABLE = frozenset(
-    {
-        CallEnding.FAILED,
-        CallEnding.CRASHED,
-        CallEnding.VIOLATION,
-        CallEnding.SETUP_FAILED,
-    }
-)
+__all__ = ["run_with_retries"]
 
 
 class stop_before_deadline(stop_base):
@@ -60,7 +50,7 @@ class stop_when_set(stop_base):
 
 
 def _retryable(outcome: Outcome) -> bool:
-    return outcome.status in RETRYABLE and outcome.retryable
+    return outcome.reason is not None and outcome.reason not in NOT_RETRIED and outcome.retryable
 
 
 async def run_with_retries(

@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
-from a2e.caps.tools._reasons import TOOL_REASONS
+from a2e.caps.tools._reasons import TOOL_REASONS, FailureReason
 from a2e_engine.sandbox._frames import encode_frame, frame_of_body
 from a2e_engine.sandbox.layers import LayerReport
 
@@ -211,7 +211,7 @@ class Result:
     retryable: bool = True
     cpu_ms: int | None = None
     maxrss_kb: int | None = None
-    reason: str | None = None  # what the tool said of its failure: one of TOOL_REASONS
+    reason: FailureReason | None = None  # what the tool said of its failure: TOOL_REASONS
 
 
 def check_worker_frame(frame: Mapping[str, Any]) -> Event | Result | SetupError | Share:
@@ -248,9 +248,9 @@ def check_worker_frame(frame: Mapping[str, Any]) -> Event | Result | SetupError 
     raise MalformedMessage(f"the worker wrote a frame of unknown type {str(kind)[:40]!r}")
 
 
-def _tool_reason(value: Any) -> str | None:
+def _tool_reason(value: Any) -> FailureReason | None:
     """A reason a tool may give for its own failure; anything else is not the worker's to say."""
-    return value if isinstance(value, str) and value in TOOL_REASONS else None
+    return FailureReason(value) if isinstance(value, str) and value in TOOL_REASONS else None
 
 
 def _count(value: Any) -> int | None:

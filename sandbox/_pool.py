@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from a2e.caps.tools._endings import CallEnding
+from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox._busy import computing, pid_of
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._limits import OutputCaps
@@ -343,16 +343,18 @@ class WorkerPool:
         outcome that says why there is none."""
         line = self._lines.get(job["zygote"])
         if line is None:
-            return Outcome(CallEnding.SETUP_FAILED, error=f"no sandbox zygote {job['zygote']!r}")
+            return Outcome(
+                FailureReason.SANDBOX_UNAVAILABLE, error=f"no sandbox zygote {job['zygote']!r}"
+            )
         try:
             await line.ensure_started()
         except SandboxUnavailable as exc:
-            return Outcome(CallEnding.UNAVAILABLE, error=str(exc))
+            return _unavailable(exc)
         supply = line.supply
         assert supply is not None
         if job["profile"] not in supply.ready:
             return Outcome(
-                CallEnding.SETUP_FAILED,
+                FailureReason.SANDBOX_UNAVAILABLE,
                 error=f"sandbox profile {job['profile']!r} is not enabled",
             )
         return supply
@@ -369,7 +371,7 @@ class WorkerPool:
         try:
             worker = await supply.take(job["profile"], deadline, stop)
         except SandboxUnavailable as exc:
-            return Outcome(CallEnding.UNAVAILABLE, error=str(exc))
+            return _unavailable(exc)
         if worker is None:
             return self._not_started(
                 stop, deadline, queued_at, "waiting for a sandboxed worker", supply
@@ -400,3 +402,8 @@ def _home_of(dirs: tuple[str, ...], writable: tuple[str, ...]) -> tuple[str, ...
     home = os.path.commonpath(dirs)
     inside = any(beneath(home, root) for root in writable)
     return (home,) if inside else tuple(dirs)
+
+
+def _unavailable(exc: SandboxUnavailable) -> Outcome:
+    """No worker can be had: the sandbox is broken, and another attempt would find it so."""
+    return Outcome(FailureReason.SANDBOX_UNAVAILABLE, error=str(exc), retryable=False)

@@ -19,7 +19,7 @@ import asyncio
 import signal
 from typing import Any
 
-from a2e.caps.tools._endings import CallEnding
+from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._limits import Limits, OutputCaps
 from a2e_engine.sandbox._messages import Job, Result
@@ -115,9 +115,9 @@ class ResidentWorker:
         self.worker.send_signal(signal.SIGCONT)
         # The job pipe stays open: the worker reads its next job from it between jobs.
         await send_job(self.worker, job, deadline, stop, close=False)
-        ended_by: CallEnding | None = None
+        ended_by: FailureReason | None = None
         if not await race(deadline.at, self.reader.turn_done, self.worker.exited, stop=stop):
-            ended_by = CallEnding.CANCELLED if stop.is_set() else CallEnding.TIMEOUT
+            ended_by = FailureReason.CANCELLED if stop.is_set() else FailureReason.TIMEOUT
             # As a notebook does: interrupt the job, and keep what the worker holds if it
             # answers.
             self.worker.send_signal(signal.SIGINT)
@@ -132,12 +132,12 @@ class ResidentWorker:
         # The turn ended with its result; the worker stays, so its own account is all there is.
         return outcome_of(self.worker, self.reader, None, False, deadline, self.limits)
 
-    def _interrupted(self, ended_by: CallEnding, result: Result, deadline: Deadline) -> Outcome:
+    def _interrupted(self, ended_by: FailureReason, result: Result, deadline: Deadline) -> Outcome:
         """A job that ran past its deadline (or was cancelled) and gave in to the interrupt:
         the call failed, what the job said comes back, and the worker stays."""
         why = (
             deadline.timed_out("; it was interrupted")
-            if ended_by is CallEnding.TIMEOUT
+            if ended_by is FailureReason.TIMEOUT
             else "cancelled; it was interrupted"
         )
         return Outcome(

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from a2e.caps.tools._endings import CallEnding
+from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._exits import how_it_ended, signal_name
 from a2e_engine.sandbox._frames import (
@@ -294,12 +294,12 @@ async def run_job(
     """``job`` through ``worker``, which is gone when this returns, and what came of it."""
     loop = asyncio.get_running_loop()
     reader = ResultReader(worker, caps, on_event, loop, on_share)
-    ended_by: CallEnding | None = None
+    ended_by: FailureReason | None = None
     exit_awaited = True
     try:
         await send_job(worker, job, deadline, stop)
         if not await race(deadline.at, reader.finished, worker.exited, stop=stop):
-            ended_by = CallEnding.CANCELLED if stop.is_set() else CallEnding.TIMEOUT
+            ended_by = FailureReason.CANCELLED if stop.is_set() else FailureReason.TIMEOUT
             grace = job["cancel_grace_s"]
             if grace > 0:
                 # The tool asked to hear about it: it may cancel work it started elsewhere.
@@ -370,10 +370,11 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 @dataclass
 class Outcome:
-    """What the supervisor learned about one run, before it becomes a protocol result: its
-    status, its data or its error in a sentence, and what it cost."""
+    """What the supervisor learned about one run, before it becomes a protocol result: why it
+    failed (``reason``; ``None``: the tool returned a result), its data or its error in a
+    sentence, and what it cost."""
 
-    status: CallEnding
+    reason: FailureReason | None
     data: Any = None
     error: str | None = None
     exit_code: int | None = None
@@ -383,14 +384,10 @@ class Outcome:
     queued_ms: int = 0
     events_dropped: int = 0
     retryable: bool = True
-    reason: str | None = None  # what a FAILED tool said of its failure (TOOL_REASONS)
-    out_of_memory: bool = False  # the kernel's OOM killer ended the call (its memory cgroup)
-    cpu_limit: bool = False  # the kernel ended the call at its CPU-time limit (RLIMIT_CPU)
-    over_limit: bool = False  # a VIOLATION of a cap on output or events, not of the protocol
 
     @property
     def ok(self) -> bool:
-        return self.status is CallEnding.OK
+        return self.reason is None
 
 
 _SIGNAL_MEANING: dict[int, str] = {
@@ -430,9 +427,11 @@ def not_started(
 ) -> Outcome:
     """A call that never got a worker: cancelled, or timed out while ``waiting``."""
     if stop.is_set():
-        return Outcome(CallEnding.CANCELLED, error=f"cancelled before the tool started ({waiting})")
+        return Outcome(
+            FailureReason.CANCELLED, error=f"cancelled before the tool started ({waiting})"
+        )
     return Outcome(
-        CallEnding.TIMEOUT,
+        FailureReason.TIMEOUT,
         queued_ms=queued_ms,
         error=deadline.timed_out(f" while {waiting}{detail}"),
     )
@@ -441,7 +440,7 @@ def not_started(
 def outcome_of(
     worker: WorkerHandle,
     reader: ResultReader,
-    ended_by: CallEnding | None,
+    ended_by: FailureReason | None,
     exit_awaited: bool,
     deadline: Deadline,
     limits: Limits,
@@ -449,7 +448,7 @@ def outcome_of(
     """What a finished run means. ``ended_by``: TIMEOUT or CANCELLED when the call was ended
     from outside; ``exit_awaited`` False: the worker sent its result and was killed, exiting
     off the call's path, so its own account of itself is all there is."""
-    outcome = Outcome(CallEnding.CRASHED, events_dropped=reader.dropped)
+    outcome = Outcome(FailureReason.WORKER_CRASHED, events_dropped=reader.dropped)
     result = reader.result
     sentence = ""
     if not exit_awaited and result is not None:
@@ -464,22 +463,22 @@ def outcome_of(
             outcome.cpu_ms = ended.cpu_ms
             outcome.peak_rss_kb = ended.maxrss_kb
     if reader.violation is not None:
-        outcome.status = CallEnding.VIOLATION
+        outcome.reason = (
+            FailureReason.OUTPUT_LIMIT if reader.over_limit else FailureReason.WORKER_VIOLATION
+        )
         outcome.error = f"{reader.violation}; it was killed"
-        outcome.over_limit = reader.over_limit
     # A result written during a cancel grace (the tool cleaning up) does not change why the
     # call ended.
-    elif ended_by is CallEnding.TIMEOUT:
-        outcome.status = ended_by
+    elif ended_by is FailureReason.TIMEOUT:
+        outcome.reason = ended_by
         outcome.error = deadline.timed_out("; the worker and all its processes were killed")
-    elif ended_by is CallEnding.CANCELLED:
-        outcome.status = ended_by
+    elif ended_by is FailureReason.CANCELLED:
+        outcome.reason = ended_by
         outcome.error = "cancelled; the worker and all its processes were killed"
     elif result is not None:
-        outcome.status = CallEnding.OK if result.ok else CallEnding.FAILED
+        outcome.reason = None if result.ok else result.reason or FailureReason.TOOL_FAILED
         outcome.data = result.data
         outcome.error = result.error
-        outcome.reason = result.reason
         outcome.retryable = result.retryable
     elif reader.unresponsive:
         outcome.error = (
@@ -487,17 +486,17 @@ def outcome_of(
             "it was killed"
         )
     elif reader.setup_error is not None:
-        outcome.status = CallEnding.SETUP_FAILED
+        outcome.reason = FailureReason.SANDBOX_UNAVAILABLE
         outcome.error = f"the sandbox could not be set up: {reader.setup_error}"
     elif ended.oom:
-        outcome.out_of_memory = True
+        outcome.reason = FailureReason.OUT_OF_MEMORY
         outcome.error = (
             f"out of memory: the call went past its {limits.call_memory_mb} MiB memory limit "
             "(or the sandbox past its bound on all calls and sessions together) and the kernel "
             "killed it"
         )
     elif _out_of_cpu_time(outcome, limits):
-        outcome.cpu_limit = True
+        outcome.reason = FailureReason.CPU_LIMIT
         outcome.error = (
             f"the worker used up its {limits.cpu_seconds} s of CPU time and the kernel killed "
             f"it ({outcome.signal})"
@@ -505,5 +504,7 @@ def outcome_of(
     elif ended.zygote_died:
         outcome.error = "the sandbox zygote died during the call; the call was aborted"
     else:
+        if outcome.signal == "SIGXFSZ":
+            outcome.reason = FailureReason.OUTPUT_LIMIT  # a file past RLIMIT_FSIZE
         outcome.error = sentence
     return outcome

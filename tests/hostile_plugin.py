@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from a2e.caps.tools._models import ToolDefinition, ToolParameter
-from a2e.caps.tools._plugin import SandboxProfile, ToolPlugin
+from a2e.caps.tools._plugin import SandboxProfile, ToolExecutionError, ToolPlugin
 
 
 def _tool(
@@ -50,7 +50,12 @@ class HostileTools(ToolPlugin):
                 _param("hold", "boolean"),
             ),
             _tool("sleep", _param("seconds", "number", required=True)),
-            _tool("flaky", _param("fail_times", "integer", required=True), idempotent=True),
+            _tool(
+                "flaky",
+                _param("fail_times", "integer", required=True),
+                _param("reason"),
+                idempotent=True,
+            ),
             _tool("flaky_once_not_idempotent", _param("fail_times", "integer", required=True)),
             _tool("emit", _param("count", "integer", required=True), _param("kind")),
             _tool("crash", _param("how", required=True), idempotent=True),
@@ -129,10 +134,14 @@ class HostileTools(ToolPlugin):
             fh.write(str(count))
         return count
 
-    def _flaky(self, fail_times: int) -> dict[str, Any]:
+    def _flaky(self, fail_times: int, reason: str | None = None) -> dict[str, Any]:
+        """Crashes (or, given a ``reason``, fails saying it) on its first ``fail_times``
+        attempts."""
         attempt = self._count_attempt()
         if attempt <= fail_times:
-            os._exit(3)
+            if reason is None:
+                os._exit(3)
+            raise ToolExecutionError(f"attempt {attempt} failed", reason=reason)
         return {"attempt": attempt}
 
     def _flaky_once_not_idempotent(self, fail_times: int) -> dict[str, Any]:

@@ -249,6 +249,20 @@ def test_retries_stop_at_the_attempt_limit(tools: ToolAPI) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("reason", "attempts"),
+    [("tool_failed", 3), ("out_of_memory", 3), ("timeout", 1)],
+)
+def test_a_tool_failure_is_retried_unless_its_reason_says_another_attempt_cannot_mend_it(
+    tools: ToolAPI, reason: str, attempts: int
+) -> None:
+    """The reason a tool gives reaches the caller as it gave it, and decides the retry: a
+    timeout used up the time another attempt would need."""
+    result = tools.call(tool_name="flaky", arguments={"fail_times": 10, "reason": reason})
+    assert not result.success and result.reason == reason, result
+    assert result.usage is not None and result.usage.attempts == attempts
+
+
 def test_tools_not_marked_idempotent_are_not_retried(tools: ToolAPI) -> None:
     result = tools.call(tool_name="flaky_once_not_idempotent", arguments={"fail_times": 1})
     assert not result.success and result.usage is not None and result.usage.attempts == 1

@@ -10,7 +10,8 @@ PUBLIC = {
     "a2e": ["A2EClient", "A2ECapability", "A2EError", "ErrorCode", "decode", "encode"],
     "a2e.caps.tools": [
         "AsyncToolAPI",
-        "CallEnding",
+        "ENDED_BY_WHAT_RAN",
+        "FailureReason",
         "PendingCall",
         "SandboxProfile",
         "ToolAPI",

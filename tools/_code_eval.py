@@ -46,8 +46,8 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
-from a2e.caps.tools._endings import CallEnding
 from a2e.caps.tools._plugin import SandboxProfile, ToolPlugin
+from a2e.caps.tools._reasons import ENDED_BY_WHAT_RAN, FailureReason
 from a2e_engine.sandbox._exits import how_it_ended
 from a2e_engine.sandbox._landlock import WriteConfinement, confine_writes
 from a2e_engine.sandbox._run_root import program_writable
@@ -315,7 +315,6 @@ class CodeEval(ToolPlugin):
         arguments: dict[str, Any],
         secrets_given: dict[str, str],
         result: ToolResult,
-        ended: CallEnding,
     ) -> ToolResult:
         """Function tests' verdict, judged here from the sealed report; a worker that ended
         without one failed (or timed out)."""
@@ -335,14 +334,16 @@ class CodeEval(ToolPlugin):
                 verdict = outcome("failed", "the verdict did not come from the grader", [])
             kept = {k: v for k, v in data.items() if k not in (SEALED, SEAL, *verdict)}
             return result.model_copy(update={"data": {**verdict, **kept}})
-        if ended == CallEnding.TIMEOUT:
+        if result.reason == FailureReason.TIMEOUT:
             verdict = outcome(
                 "timed out", f"did not finish within {_time_limit(arguments):g} s", []
             )
-        elif ended in (CallEnding.CRASHED, CallEnding.VIOLATION):
-            # The exit code is the negated signal number when a signal ended the worker.
+        elif result.reason in ENDED_BY_WHAT_RAN:
+            # The exit code is the negated signal number when a signal ended the worker; one
+            # that exited cleanly without crashing sent its own failure (a MemoryError).
             code = result.exit_code
-            how = how_it_ended(code) if code is not None else f"ended the worker ({result.error})"
+            said = code == 0 and result.reason != FailureReason.WORKER_CRASHED
+            how = f"failed ({result.error})" if said or code is None else how_it_ended(code)
             verdict = ended_early(how)
         else:
             return result  # cancelled, or the sandbox could not run it: not a verdict

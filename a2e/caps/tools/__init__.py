@@ -14,7 +14,6 @@ from a2e._lazy import lazy_exports
 if TYPE_CHECKING:
     from a2e.caps.tools._async_client import AsyncPendingCall, AsyncToolAPI
     from a2e.caps.tools._client import PendingCall, ToolAPI
-    from a2e.caps.tools._endings import CallEnding
     from a2e.caps.tools._events import EventKind
     from a2e.caps.tools._models import (
         DEFAULT_TIMEOUT_S,
@@ -43,14 +42,15 @@ if TYPE_CHECKING:
         ToolExecutionError,
         ToolPlugin,
     )
+    from a2e.caps.tools._reasons import ENDED_BY_WHAT_RAN
     from a2e.caps.tools._schema import anthropic_tool, input_schema, openai_tool
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "ENDED_BY_WHAT_RAN",
     "ArtifactData",
     "AsyncPendingCall",
     "AsyncToolAPI",
-    "CallEnding",
     "EventKind",
     "FailureReason",
     "LogData",
@@ -113,7 +113,7 @@ __getattr__ = lazy_exports(
         **dict.fromkeys(
             ("anthropic_tool", "input_schema", "openai_tool"), "a2e.caps.tools._schema"
         ),
-        "CallEnding": "a2e.caps.tools._endings",
         "EventKind": "a2e.caps.tools._events",
+        "ENDED_BY_WHAT_RAN": "a2e.caps.tools._reasons",
     },
 )

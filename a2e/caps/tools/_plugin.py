@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from a2e._capability import A2ECapability
 from a2e._plugin import A2EPlugin
-from a2e.caps.tools._endings import CallEnding
 from a2e.caps.tools._events import EventKind, check_event_data
 from a2e.caps.tools._reasons import FailureReason
 
@@ -233,11 +232,11 @@ class ToolPlugin(A2EPlugin):
         arguments: dict[str, Any],
         secrets: dict[str, str],
         result: ToolResult,
-        ended: CallEnding,
     ) -> ToolResult:
         """The supervisor's last word on a call that ran, with the secrets ``secrets_for``
-        gave it and how its worker ``ended`` (``CallEnding``: a string enum, so ``"timeout"``
-        compares equal to ``CallEnding.TIMEOUT``).
+        gave it. How the call ended is ``result.reason``: ``None`` when the tool returned, else
+        a ``FailureReason`` (``timeout`` at the deadline, ``worker_crashed`` and the others of
+        ``ENDED_BY_WHAT_RAN`` when what ran died or broke a limit).
 
         Whatever ran in the worker can write the worker's result; a plugin whose worker runs
         code it does not trust checks here what only it and the supervisor know (a seal made
@@ -245,9 +244,9 @@ class ToolPlugin(A2EPlugin):
         answer. Runs in the supervisor: it must be quick and must not block."""
         return result
 
-    #: Whether a worker that died without a result is worth another attempt (idempotent
-    #: tools are retried on ``tool_error``). Not when the tool runs code whose crash is an
-    #: answer, not a mishap.
+    #: Whether a call that ended by what ran in its worker (``ENDED_BY_WHAT_RAN``: a death, a
+    #: limit) is worth another attempt (idempotent tools are retried on ``tool_error``). Not
+    #: when the tool runs code whose crash is an answer, not a mishap.
     retry_crashes: ClassVar[bool] = True
 
     def invalid_arguments(

@@ -1,4 +1,5 @@
-"""Why a call failed: ``FailureReason``, the extension ``ToolResult.reason`` carries.
+"""Why a call failed: ``FailureReason``, the extension ``ToolResult.reason`` carries, and the
+one account of how a call ended that the supervisor keeps (no reason: it returned a result).
 
 Apart from the wire models (pydantic) because a worker names the reason of its own failure
 (``ToolExecutionError(reason=...)``), and a worker imports nothing it does not need.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["TOOL_REASONS", "FailureReason"]
+__all__ = ["ENDED_BY_WHAT_RAN", "NOT_RETRIED", "TOOL_REASONS", "FailureReason"]
 
 
 class FailureReason(StrEnum):
@@ -46,3 +47,19 @@ TOOL_REASONS = frozenset(
         FailureReason.CPU_LIMIT,
     }
 )
+
+#: How a call ends when what ran in its worker died or broke one of its limits. For a tool that
+#: runs the code it judges, that is an answer, not a mishap (``ToolPlugin.retry_crashes``).
+ENDED_BY_WHAT_RAN = frozenset(
+    {
+        FailureReason.WORKER_CRASHED,
+        FailureReason.WORKER_VIOLATION,
+        FailureReason.OUT_OF_MEMORY,
+        FailureReason.CPU_LIMIT,
+        FailureReason.OUTPUT_LIMIT,
+    }
+)
+
+#: Failures that another attempt would not mend: the deadline is used up, the caller asked to
+#: stop, or the host turned the call away.
+NOT_RETRIED = frozenset({FailureReason.TIMEOUT, FailureReason.CANCELLED, FailureReason.OVERLOADED})
