@@ -10,7 +10,7 @@ import signal
 import time
 from typing import Any
 
-from a2e.caps.tools._models import ToolDefinition, ToolParameter
+from a2e.caps.tools._models import FailureReason, ToolDefinition, ToolParameter
 from a2e.caps.tools._plugin import SandboxProfile, ToolExecutionError, ToolPlugin
 
 
@@ -141,7 +141,7 @@ class HostileTools(ToolPlugin):
         if attempt <= fail_times:
             if reason is None:
                 os._exit(3)
-            raise ToolExecutionError(f"attempt {attempt} failed", reason=reason)
+            raise ToolExecutionError(f"attempt {attempt} failed", reason=FailureReason(reason))
         return {"attempt": attempt}
 
     def _flaky_once_not_idempotent(self, fail_times: int) -> dict[str, Any]:
