@@ -254,32 +254,8 @@ class WorkerPool:
         self, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal
     ) -> Outcome:
         """Run ``job`` in a fresh worker of its zygote, within ``deadline``."""
-        assert self._slots is not None
-        loop = asyncio.get_running_loop()
-        queued_at = loop.time()
-        supply = await self._supply_for(job)
-        if isinstance(supply, Outcome):
-            return supply
-        if not await self._slots.acquire(deadline, stop):
-            return self._not_started(stop, deadline, queued_at, "waiting for a free worker slot")
-        worker: WorkerHandle | Outcome | None = None
-        try:
-            worker = await self._take(supply, job, deadline, stop, queued_at)
-            if isinstance(worker, Outcome):
-                return worker
-            self._running[worker.pid] = pid_of(worker.pidfd) or worker.pid
-            queued_ms = int((loop.time() - queued_at) * 1000)
-            limits = self.config.zygote.limits
-            shared = self._share_sink(job)
-            outcome = await run_job(
-                worker, job, deadline, on_event, stop, self._caps, limits, shared
-            )
-            outcome.queued_ms = queued_ms
-            return outcome
-        finally:
-            if isinstance(worker, WorkerHandle):
-                self._running.pop(worker.pid, None)
-            self._slots.release()
+        _, outcome = await self._turn(None, False, job, deadline, on_event, stop)
+        return outcome
 
     async def run_resident(
         self,
@@ -290,35 +266,57 @@ class WorkerPool:
         stop: StopSignal,
     ) -> tuple[ResidentWorker | None, Outcome]:
         """Run ``job`` in ``resident``, the session's kept worker, or in a new one when it has
-        none alive (``sandbox._resident``): the worker, alive or not, and the outcome. Each
-        job holds a worker slot while it runs, as every job does."""
+        none alive (``sandbox._resident``): the worker, alive or not, and the outcome."""
+        return await self._turn(resident, True, job, deadline, on_event, stop)
+
+    async def _turn(
+        self,
+        kept: ResidentWorker | None,
+        keep: bool,
+        job: Job,
+        deadline: Deadline,
+        on_event: EventSink,
+        stop: StopSignal,
+    ) -> tuple[ResidentWorker | None, Outcome]:
+        """One job's way through the pool: a supply of workers unless ``kept`` is alive, a
+        worker slot held while it runs (every job holds one), a fresh worker (kept for the
+        session's next jobs when ``keep``), and the run, counted among the running while it
+        lasts."""
         assert self._slots is not None
         loop = asyncio.get_running_loop()
         queued_at = loop.time()
-        fresh = resident is None or not resident.alive
-        supply = await self._supply_for(job) if fresh else None
+        alive = kept if kept is not None and kept.alive else None
+        supply = await self._supply_for(job) if alive is None else None
         if isinstance(supply, Outcome):
             return None, supply
         if not await self._slots.acquire(deadline, stop):
             waiting = "waiting for a free worker slot"
-            return resident, self._not_started(stop, deadline, queued_at, waiting)
+            return kept, self._not_started(stop, deadline, queued_at, waiting)
         try:
+            worker = alive.worker if alive is not None else None
             if supply is not None:
-                worker = await self._take(supply, job, deadline, stop, queued_at)
-                if isinstance(worker, Outcome):
-                    return None, worker
-                resident = ResidentWorker(worker, self._caps, self.config.zygote.limits)
-                job = cast(Job, {**job, "resident": True})
-            assert resident is not None
+                taken = await self._take(supply, job, deadline, stop, queued_at)
+                if isinstance(taken, Outcome):
+                    return None, taken
+                worker = taken
+                if keep:
+                    alive = ResidentWorker(taken, self._caps, self.config.zygote.limits)
+                    job = cast(Job, {**job, "resident": True})
+            assert worker is not None
             queued_ms = int((loop.time() - queued_at) * 1000)
-            running = resident.worker
-            self._running[running.pid] = pid_of(running.pidfd) or running.pid
+            self._running[worker.pid] = pid_of(worker.pidfd) or worker.pid
             try:
-                outcome = await resident.run(job, deadline, on_event, stop)
+                if alive is not None:
+                    outcome = await alive.run(job, deadline, on_event, stop)
+                else:
+                    limits, shared = self.config.zygote.limits, self._share_sink(job)
+                    outcome = await run_job(
+                        worker, job, deadline, on_event, stop, self._caps, limits, shared
+                    )
             finally:
-                self._running.pop(running.pid, None)
+                self._running.pop(worker.pid, None)
             outcome.queued_ms = queued_ms
-            return resident, outcome
+            return alive, outcome
         finally:
             self._slots.release()
 
