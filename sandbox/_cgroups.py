@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Unpack
 
@@ -163,11 +164,31 @@ class Cgroups(Layer):
             total_mb=prep.settings.sandbox_memory_mb if parent else 0,
         )
 
+    def spawning(self, prep: Preparation, worker: Worker) -> None:
+        """In the zygote: a slot of each controller's group for the worker to join."""
+        for controller, groups in prep.cgroups.items():
+            try:
+                worker.slots[controller] = groups.take_slot()
+            except OSError as exc:
+                raise OSError(exc.errno, f"cgroup: a {controller} slot: {exc}") from None
+
     def apply(self, prep: Preparation, worker: Worker) -> None:
         """In the worker, right after its fds are closed: everything below, and every child,
         counts against the slots it was given."""
-        for path in worker.cgroups:
-            join_cgroup(path)
+        for slot in worker.slots.values():
+            join_cgroup(slot.path)
+
+    def reaped(self, prep: Preparation, worker: Worker, alive: Collection[int]) -> None:
+        """Its slots back, for the next worker; ``worker.oom`` if the OOM killer struck in
+        one while it had it."""
+        slots, worker.slots = worker.slots, {}
+        for controller, slot in slots.items():
+            worker.oom |= prep.cgroups[controller].release_slot(slot)
+
+    def stop(self, prep: Preparation, alive: Collection[int]) -> None:
+        """The sandbox groups, empty now (the supervisor may be gone)."""
+        for groups in prep.cgroups.values():
+            remove_cgroup_tree(groups.path)
 
 
 LAYER = Cgroups()

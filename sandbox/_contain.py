@@ -1,6 +1,9 @@
-"""The layers, in the one order every step of theirs runs in: ``prepare`` in the zygote,
-``apply`` in each forked worker, ``on_job`` in the worker once its job is known (the steps are
-``sandbox._preparation.Layer``'s; what each layer stops is in ``sandbox.layers``).
+"""The layers, in the one order every step of theirs runs in: ``prepare`` in the zygote;
+``spawning`` and ``before_fork`` in the zygote for each worker, ``after_fork`` in the reverse
+order; ``apply`` in each forked worker, ``on_job`` in the worker once its job is known;
+``reaped`` in the zygote when a worker is gone, ``stop`` when the zygote ends (the steps are
+``sandbox._preparation.Layer``'s; what each layer stops is in ``sandbox.layers``). The zygote
+does nothing for a worker's isolation by hand: it calls these.
 
 Why this order:
 
@@ -26,6 +29,8 @@ Why this order:
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from a2e_engine.sandbox import (
     _capabilities as capabilities,
@@ -72,7 +77,17 @@ from a2e_engine.sandbox import (
 from a2e_engine.sandbox._messages import Job
 from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
 
-__all__ = ["LAYERS", "harden", "on_job", "prepare"]
+__all__ = [
+    "LAYERS",
+    "after_fork",
+    "before_fork",
+    "harden",
+    "on_job",
+    "prepare",
+    "reaped",
+    "spawning",
+    "stop",
+]
 
 LAYERS: tuple[Layer, ...] = (
     userns.LAYER,
@@ -92,10 +107,21 @@ LAYERS: tuple[Layer, ...] = (
 )
 
 
-#: The layers with a step of each kind: a worker calls only those (each object a fresh fork
+def _with(step: str) -> tuple[Layer, ...]:
+    return tuple(
+        layer for layer in LAYERS if getattr(type(layer), step) is not getattr(Layer, step)
+    )
+
+
+#: The layers with a step of each kind: only those are called (each object a fresh fork
 #: touches copies a page of the zygote's, and ``on_job`` is on the call's path).
-_APPLYING = tuple(layer for layer in LAYERS if type(layer).apply is not Layer.apply)
-_ON_JOB = tuple(layer for layer in LAYERS if type(layer).on_job is not Layer.on_job)
+_APPLYING = _with("apply")
+_ON_JOB = _with("on_job")
+_SPAWNING = _with("spawning")
+_BEFORE_FORK = _with("before_fork")
+_AFTER_FORK = tuple(reversed(_with("after_fork")))
+_REAPED = _with("reaped")
+_STOPPING = _with("stop")
 
 
 def prepare(prep: Preparation) -> None:
@@ -115,3 +141,39 @@ def on_job(prep: Preparation, worker: Worker, job: Job) -> None:
     """What each layer needs the job for, before any tool code runs."""
     for layer in _ON_JOB:
         layer.on_job(prep, worker, job)
+
+
+def spawning(prep: Preparation, worker: Worker) -> None:
+    """What each layer gives ``worker`` before it is forked; on ``OSError`` the layers that
+    gave it something, the one that refused included, take it back (``reaped``), and the
+    error goes on."""
+    for done, layer in enumerate(_SPAWNING):
+        try:
+            layer.spawning(prep, worker)
+        except OSError:
+            for given in _SPAWNING[: done + 1]:
+                given.reaped(prep, worker, ())
+            raise
+
+
+def before_fork(prep: Preparation) -> None:
+    for layer in _BEFORE_FORK:
+        layer.before_fork(prep)
+
+
+def after_fork(prep: Preparation) -> None:
+    """In the zygote only (the worker goes on to ``harden``)."""
+    for layer in _AFTER_FORK:
+        layer.after_fork(prep)
+
+
+def reaped(prep: Preparation, worker: Worker, alive: Collection[int]) -> None:
+    """``worker`` and its tree are gone: what the layers held for it is given back."""
+    for layer in _REAPED:
+        layer.reaped(prep, worker, alive)
+
+
+def stop(prep: Preparation, alive: Collection[int]) -> None:
+    """The zygote ends (or never got ready): what the layers made in the host is undone."""
+    for layer in _STOPPING:
+        layer.stop(prep, alive)

@@ -78,6 +78,18 @@ class FreshProcess(Layer):
             _fork_from_fresh_random if threads == 1 else os.fork, idle_why is None
         )
 
+    def before_fork(self, prep: Preparation) -> None:
+        """The fork, and the child's hardening after it, at idle priority where they can be."""
+        assert prep.forking is not None, "the zygote forks once prepared"
+        if prep.forking.at_idle:
+            enter_idle_priority()
+
+    def after_fork(self, prep: Preparation) -> None:
+        """The zygote back at normal priority, to reap and report promptly."""
+        assert prep.forking is not None
+        if prep.forking.at_idle:
+            leave_idle_priority()
+
     def apply(self, prep: Preparation, worker: Worker) -> None:
         """In the worker, once its layers above are in place: its own preparation, still at
         idle priority, then back to normal, the last step that needs a capability."""

@@ -60,6 +60,15 @@ class PidNamespace(Layer):
             prep.pidns = PidNamespaces.open()
             prep.need_mounts.append(self)
 
+    def before_fork(self, prep: Preparation) -> None:
+        """The next child is pid 1 of a namespace of its own."""
+        if prep.pidns is not None:
+            prep.pidns.before_fork()
+
+    def after_fork(self, prep: Preparation) -> None:
+        if prep.pidns is not None:
+            prep.pidns.after_fork_in_parent()
+
     def withdraw(self, prep: Preparation, why: str) -> None:
         if prep.pidns is not None:
             prep.pidns.close()

@@ -3,15 +3,18 @@ that they fill, and the ``Worker`` each of them hardens.
 
 ``sandbox._contain.LAYERS`` runs every layer's steps, in its one order: ``prepare`` in the zygote
 once (probe what the host allows, prepare what every worker will use, report the layer under
-its names, active or why not: what ``a2e doctor`` and ``EngineConfig.require`` read), ``apply``
-in each forked worker before it reads its job, ``on_job`` once the job is known. A layer keeps
+its names, active or why not: what ``a2e doctor`` and ``EngineConfig.require`` read); for each
+worker, in the zygote, ``spawning`` (what it will be given) and ``before_fork``, then
+``after_fork`` in the reverse order; ``apply`` in the forked worker before it reads its job,
+``on_job`` once the job is known; ``reaped`` in the zygote once the worker is gone, and
+``stop`` when the zygote ends. A layer keeps
 what it prepared in its own field of the ``Preparation`` (named after its module below): the
 zygote forks workers as copies of itself, so each worker finds it there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -19,7 +22,7 @@ from a2e_engine.sandbox._settings import ZygoteSettings
 from a2e_engine.sandbox.layers import Facts, LayerReports
 
 if TYPE_CHECKING:
-    from a2e_engine.sandbox._cgroups import SlotGroups
+    from a2e_engine.sandbox._cgroups import Slot, SlotGroups
     from a2e_engine.sandbox._forking import ForkPlan
     from a2e_engine.sandbox._identity import Crossing
     from a2e_engine.sandbox._landlock import LandlockPlan, Ruleset
@@ -70,7 +73,8 @@ class Worker:
     profile: str  # its tools' profile (sandbox._profiles)
     keep_fds: tuple[int, ...]  # its job and result pipes (and the template, closed once used)
     parent_pid: int  # the zygote's
-    cgroups: tuple[str, ...]  # its slots (cgroups)
+    slots: dict[str, Slot] = field(default_factory=dict)  # cgroups: its group per controller
+    oom: bool = False  # cgroups, once it is reaped: the OOM killer struck in one of its slots
     #: The worker's own preparation (``worker.rehearse_job_path``), run at idle priority
     #: before it leaves it (forking), when the fork and the layers before it ran there too.
     while_idle: Callable[[Worker], None] | None = None
@@ -90,6 +94,25 @@ class Layer:
 
     def on_job(self, prep: Preparation, worker: Worker, job: Job) -> None:
         """In the worker, once its job is known, before any tool code runs."""
+
+    def spawning(self, prep: Preparation, worker: Worker) -> None:
+        """In the zygote, before ``worker`` is forked: what it will be given. ``OSError``
+        refuses the worker (the layers before it are told with ``reaped``)."""
+
+    def before_fork(self, prep: Preparation) -> None:
+        """In the zygote, right before a worker is forked."""
+
+    def after_fork(self, prep: Preparation) -> None:
+        """In the zygote, right after a worker was forked or failed to be (not in the worker;
+        in the reverse order)."""
+
+    def reaped(self, prep: Preparation, worker: Worker, alive: Collection[int]) -> None:
+        """In the zygote, once ``worker`` and its whole tree are gone; ``alive``: the workers
+        that are not."""
+
+    def stop(self, prep: Preparation, alive: Collection[int]) -> None:
+        """In the zygote as it ends, once every worker is gone (``alive``: the pids that were
+        its workers), or when its preparation failed: what it made in the host, undone."""
 
     def withdraw(self, prep: Preparation, why: str) -> None:
         """In the zygote: a later layer this one relies on could not be had after all (it

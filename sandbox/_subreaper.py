@@ -15,7 +15,7 @@ import signal
 from collections.abc import Collection
 
 from a2e_engine.sandbox import _syscalls as syscalls
-from a2e_engine.sandbox._preparation import Layer, Preparation
+from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
 
 __all__ = ["LAYER", "kill_adopted_orphans", "own_children"]
 
@@ -25,6 +25,15 @@ class Subreaper(Layer):
         """In the zygote, before its first fork."""
         syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
         prep.report("subreaper", None)
+
+    def reaped(self, prep: Preparation, worker: Worker, alive: Collection[int]) -> None:
+        """What the worker left running came to us: killed. In a PID namespace a worker's
+        orphans were its own, and died with it."""
+        if prep.pidns is None:
+            kill_adopted_orphans(alive)
+
+    def stop(self, prep: Preparation, alive: Collection[int]) -> None:
+        kill_adopted_orphans(alive)
 
 
 LAYER = Subreaper()

@@ -26,10 +26,7 @@ from typing import Any
 from a2e_engine.sandbox import _contain as contain
 from a2e_engine.sandbox import _footprint as footprint
 from a2e_engine.sandbox import _rlimits as rlimits
-from a2e_engine.sandbox import _subreaper as subreaper
 from a2e_engine.sandbox import _userns as userns
-from a2e_engine.sandbox._cgroups import Slot, remove_cgroup_tree
-from a2e_engine.sandbox._forking import enter_idle_priority, leave_idle_priority
 from a2e_engine.sandbox._messages import CONTROL_MAX, ControlMessage, check_control, control
 from a2e_engine.sandbox._preparation import Preparation, Worker
 from a2e_engine.sandbox._quota import unmount_tree
@@ -56,8 +53,7 @@ class Zygote:
         self.settings = settings
         self.plugins = plugins
         self.prep = Preparation(settings, userns_reason=userns_reason, plugins=plugins)
-        self.workers: set[int] = set()
-        self.slots: dict[int, dict[str, Slot]] = {}  # worker pid -> its cgroup per controller
+        self.workers: dict[int, Worker] = {}  # alive, by pid
         self.supervisor_pid = os.getppid()
 
     # -- start-up --
@@ -69,8 +65,7 @@ class Zygote:
         try:
             contain.prepare(self.prep)
         except BaseException:
-            for groups in self.prep.cgroups.values():
-                remove_cgroup_tree(groups.path)
+            contain.stop(self.prep, ())
             raise
         gc.collect()
         gc.freeze()  # workers then never copy the zygote's objects by collecting them
@@ -90,37 +85,24 @@ class Zygote:
 
     def spawn(self, profile: str) -> None:
         prep = self.prep
-        slots: dict[str, Slot] = {}
-        try:
-            for controller, groups in prep.cgroups.items():
-                slots[controller] = groups.take_slot()
-        except OSError as exc:
-            self.release_slots(slots)
-            self.send({"op": "spawn_failed", "profile": profile, "error": f"cgroup: {exc}"})
-            return
         job_r, job_w = os.pipe2(os.O_CLOEXEC)
         res_r, res_w = os.pipe2(os.O_CLOEXEC)
         template = (prep.mounts.template_fd,) if prep.mounts is not None else ()
-        worker = Worker(
-            profile=profile,
-            keep_fds=(job_r, res_w, *template),
-            parent_pid=os.getpid(),
-            cgroups=tuple(slot.path for slot in slots.values()),
-        )
+        worker = Worker(profile=profile, keep_fds=(job_r, res_w, *template), parent_pid=os.getpid())
         try:
+            contain.spawning(prep, worker)
             pid = self.fork()
         except OSError as exc:
             for fd in (job_r, job_w, res_r, res_w):
                 os.close(fd)
-            self.release_slots(slots)
+            contain.reaped(prep, worker, self.workers)
             self.send({"op": "spawn_failed", "profile": profile, "error": str(exc)})
             return
         if pid == 0:  # pragma: no cover - the child never returns from run_worker
             run_worker(prep, worker, job_r, res_w)
         os.close(job_r)
         os.close(res_w)
-        self.workers.add(pid)
-        self.slots[pid] = slots
+        self.workers[pid] = worker
         pidfd = os.pidfd_open(pid)
         try:
             self.send({"op": "worker", "pid": pid, "profile": profile}, [job_w, res_r, pidfd])
@@ -129,24 +111,17 @@ class Zygote:
                 os.close(fd)
 
     def fork(self) -> int:
-        """Fork a worker (``sandbox._forking``), as pid 1 of a new PID namespace when we have
-        them; the fork and the child's hardening at idle priority when we can."""
-        pidns, forking = self.prep.pidns, self.prep.forking
+        """Fork a worker (``sandbox._forking``) between the layers' ``before_fork`` and, in
+        this process alone, their ``after_fork`` (a new PID namespace, idle priority)."""
+        forking = self.prep.forking
         assert forking is not None, "the zygote forks once prepared"
-        if forking.at_idle:
-            enter_idle_priority()
         pid = -1
         try:
-            if pidns is not None:
-                pidns.before_fork()
-            try:
-                pid = forking.fork()
-            finally:
-                if pid != 0 and pidns is not None:
-                    pidns.after_fork_in_parent()
+            contain.before_fork(self.prep)
+            pid = forking.fork()
         finally:
-            if pid != 0 and forking.at_idle:
-                leave_idle_priority()
+            if pid != 0:
+                contain.after_fork(self.prep)
         return pid
 
     def reap(self) -> None:
@@ -157,14 +132,11 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            if pid not in self.workers:
+            worker = self.workers.pop(pid, None)
+            if worker is None:
                 continue  # an adopted orphan we killed
-            self.workers.discard(pid)
-            if self.prep.pidns is None:
-                # In a PID namespace a worker's orphans are its own and died with it.
-                subreaper.kill_adopted_orphans(self.workers)
-            # Its whole tree is gone: the slots can take the next worker.
-            oom = self.release_slots(self.slots.pop(pid, {}))
+            # Its whole tree is gone: what the layers held for it goes to the next.
+            contain.reaped(self.prep, worker, self.workers)
             self.send(
                 {
                     "op": "exit",
@@ -172,16 +144,9 @@ class Zygote:
                     "status": status,
                     "cpu_ms": int((usage.ru_utime + usage.ru_stime) * 1000),
                     "maxrss_kb": int(usage.ru_maxrss),
-                    "oom": oom,
+                    "oom": worker.oom,
                 }
             )
-
-    def release_slots(self, slots: dict[str, Slot]) -> bool:
-        """Give the slots back; True if the OOM killer struck in one of them meanwhile."""
-        oom = False
-        for controller, slot in slots.items():
-            oom |= self.prep.cgroups[controller].release_slot(slot)
-        return oom
 
     def handle(self, message: ControlMessage) -> bool:
         """A checked control message from the supervisor; False once told to stop."""
@@ -204,9 +169,7 @@ class Zygote:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
-        subreaper.kill_adopted_orphans(self.workers)
-        for groups in self.prep.cgroups.values():
-            remove_cgroup_tree(groups.path)  # empty now; the supervisor may be gone
+        contain.stop(self.prep, self.workers)
         if os.getppid() != self.supervisor_pid:
             # The supervisor died without cleaning up: its session mounts and workspaces
             # would stay forever.

@@ -229,3 +229,34 @@ def test_without_the_mount_template_the_layers_that_need_it_go_off(
         assert prep.layers[name] == {**prep.layers[name], "active": False, "reason": why}, name
     assert prep.mounts is None and prep.pidns is None and closed == [True]
     assert not prep.change_identity and prep.identity_ways == ()
+
+
+def test_a_worker_refused_by_one_layer_gives_back_what_the_others_gave_it(
+    tmp_path: Path,
+) -> None:
+    """The zygote's half of a worker's life goes through the layers (``contain.spawning``,
+    ``reaped``): a slot taken from one controller's group is not lost when another's cannot
+    be had, and the refusal says which."""
+    from a2e_engine.sandbox import _contain as contain
+    from a2e_engine.sandbox._cgroups import SlotGroups
+    from a2e_engine.sandbox._preparation import Preparation, Worker
+    from a2e_engine.sandbox._settings import ZygoteSettings
+
+    (tmp_path / "pids").mkdir()
+    prep = Preparation(ZygoteSettings())
+    pids = SlotGroups(str(tmp_path / "pids"), {"pids.max": "7"}, None)
+    prep.cgroups = {
+        "pids": pids,
+        "memory": SlotGroups(str(tmp_path / "gone"), {}, "memory.oom_control"),
+    }
+    worker = Worker(profile="process", keep_fds=(), parent_pid=os.getpid())
+    with pytest.raises(OSError, match="cgroup: a memory slot"):
+        contain.spawning(prep, worker)
+    assert worker.slots == {} and not worker.oom
+    again = Worker(profile="process", keep_fds=(), parent_pid=os.getpid())
+    del prep.cgroups["memory"]
+    contain.spawning(prep, again)
+    assert again.slots["pids"].path == str(tmp_path / "pids" / "slot1")  # the one given back
+    assert (tmp_path / "pids" / "slot1" / "pids.max").read_text() == "7"
+    contain.reaped(prep, again, ())
+    assert again.slots == {} and not again.oom
