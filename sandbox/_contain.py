@@ -85,6 +85,7 @@ __all__ = [
     "on_job",
     "prepare",
     "reaped",
+    "rehearse",
     "spawning",
     "stop",
 ]
@@ -117,6 +118,7 @@ def _with(step: str) -> tuple[Layer, ...]:
 #: touches copies a page of the zygote's, and ``on_job`` is on the call's path).
 _APPLYING = _with("apply")
 _ON_JOB = _with("on_job")
+_REHEARSING = _with("rehearse")
 _SPAWNING = _with("spawning")
 _BEFORE_FORK = _with("before_fork")
 _AFTER_FORK = tuple(reversed(_with("after_fork")))
@@ -141,6 +143,13 @@ def on_job(prep: Preparation, worker: Worker, job: Job) -> None:
     """What each layer needs the job for, before any tool code runs."""
     for layer in _ON_JOB:
         layer.on_job(prep, worker, job)
+
+
+def rehearse(prep: Preparation, worker: Worker) -> None:
+    """What each layer's ``on_job`` will call first, called once on what the worker already
+    may do, while it waits."""
+    for layer in _REHEARSING:
+        layer.rehearse(prep, worker)
 
 
 def spawning(prep: Preparation, worker: Worker) -> None:

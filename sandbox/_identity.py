@@ -135,6 +135,11 @@ class Identity(Layer):
         prep.identity_ways = ()
         prep.report("identity", why)
 
+    def rehearse(self, prep: Preparation, worker: Worker) -> None:
+        """The capability check that follows the change of uid (ctypes resolves it once)."""
+        if prep.change_identity:
+            syscalls.permitted_capabilities()
+
     def on_job(self, prep: Preparation, worker: Worker, job: Job) -> None:
         """In the worker, first once the job is known: become the session's uid. (Root
         without capabilities could not even open the session's workspace for Landlock's

@@ -213,6 +213,12 @@ class Landlock(Layer):
         ruleset.allow_write(plan.run_layer)
         worker.ruleset = ruleset
 
+    def rehearse(self, prep: Preparation, worker: Worker) -> None:
+        """A read rule the ruleset already has, added again: the rule's first-call costs."""
+        plan = prep.landlock
+        if worker.ruleset is not None and plan is not None and plan.read_paths:
+            worker.ruleset.allow_read(plan.read_paths[:1])
+
     def on_job(self, prep: Preparation, worker: Worker, job: Job) -> None:
         """In the worker, once the job names its directories, before any tool code or thread
         runs: the job's read roots, the workspace and the call's tmp (never through a link),

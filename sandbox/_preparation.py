@@ -5,10 +5,10 @@ that they fill, and the ``Worker`` each of them hardens.
 once (probe what the host allows, prepare what every worker will use, report the layer under
 its names, active or why not: what ``a2e doctor`` and ``EngineConfig.require`` read); for each
 worker, in the zygote, ``spawning`` (what it will be given) and ``before_fork``, then
-``after_fork`` in the reverse order; ``apply`` in the forked worker before it reads its job,
-``on_job`` once the job is known; ``reaped`` in the zygote once the worker is gone, and
-``stop`` when the zygote ends. A layer keeps
-what it prepared in its own field of the ``Preparation`` (named after its module below): the
+``after_fork`` in the reverse order; ``apply`` in the forked worker before it reads its job
+(and ``rehearse`` while it waits), ``on_job`` once the job is known; ``reaped`` in the zygote
+once the worker is gone, and ``stop`` when the zygote ends. A layer keeps what it prepared in
+its own field of the ``Preparation`` (named after its module below): the
 zygote forks workers as copies of itself, so each worker finds it there.
 """
 
@@ -94,6 +94,12 @@ class Layer:
 
     def on_job(self, prep: Preparation, worker: Worker, job: Job) -> None:
         """In the worker, once its job is known, before any tool code runs."""
+
+    def rehearse(self, prep: Preparation, worker: Worker) -> None:
+        """In the worker while it waits for a job (``worker.rehearse_job_path``): its
+        ``on_job``'s first calls, on what the worker already may do, so that their first-call
+        costs (a C function resolved, the pages they touch copied) are behind it. Nothing here
+        may widen what the worker may do."""
 
     def spawning(self, prep: Preparation, worker: Worker) -> None:
         """In the zygote, before ``worker`` is forked: what it will be given. ``OSError``

@@ -21,7 +21,6 @@ from a2e.caps.tools._plugin import ToolCancelled, ToolContext, ToolExecutionErro
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox import _contain as contain
 from a2e_engine.sandbox import _sharing as sharing
-from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._beneath import open_unlinked
 from a2e_engine.sandbox._frames import read_frame, write_frame, write_frame_bytes
 from a2e_engine.sandbox._messages import (
@@ -203,10 +202,7 @@ def rehearse_job_path(prep: Preparation, worker: Worker) -> None:
     finally:
         os.close(rehearsal_r)
         os.close(rehearsal_w)
-    if prep.change_identity:
-        syscalls.permitted_capabilities()
-    if worker.ruleset is not None and prep.landlock is not None and prep.landlock.read_paths:
-        worker.ruleset.allow_read(prep.landlock.read_paths[:1])
+    contain.rehearse(prep, worker)
     with contextlib.suppress(OSError):  # a host whose /tmp is a link: the job's own is not
         _enter("/tmp")
     os.chdir("/")
