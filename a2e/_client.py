@@ -13,7 +13,6 @@ event of its request goes through the reader, after the event.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 import threading
@@ -21,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from a2e._messages import A2EError, A2EMessage, HandshakeRequest, HandshakeResponse
+from a2e._requests import Requests
 from a2e._transport import ClientTransport, TransportClosed
 from a2e.caps.tools._models import ToolEvent
 
@@ -28,8 +28,6 @@ __all__ = ["REPLY_TIMEOUT_S", "A2EClient", "HandshakeFailed", "PendingReply"]
 
 log = logging.getLogger("a2e.client")
 
-#: Messages sent without waiting whose late ``error`` is still recognised (the newest kept).
-MAX_UNANSWERED = 1024
 #: How long a client waits for the server's answer to a handshake or a listing.
 REPLY_TIMEOUT_S = 30.0
 
@@ -105,9 +103,8 @@ class A2EClient:
         self.capabilities: list[str] = []
         self.server = ""
         self._tools_cache: dict[Any, Any] = {}
-        self._unanswered: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._pending: dict[str, PendingReply] = {}
-        self._lock = threading.Lock()
+        self._requests: Requests[PendingReply] = Requests()
+        self._lock = threading.Lock()  # held around every use of the requests
         self._closed = False
         self._closed_reason = "client closed"
         route_directly = getattr(transport, "route_directly", None)
@@ -166,9 +163,7 @@ class A2EClient:
             if self._closed:
                 pending._resolve(None, self._closed_reason)
                 return pending
-            if message.id in self._pending:
-                raise ValueError(f"a request with id {message.id!r} is already in flight")
-            self._pending[message.id] = pending
+            self._requests.add(message.id, pending)
         try:
             self.transport.send(message)
         except TransportClosed as exc:
@@ -187,14 +182,12 @@ class A2EClient:
         """Fire and forget (e.g. a cancel). An ``error`` the host may still answer it with (a
         cancel that arrived after its call ended) is expected, and not reported as a stray."""
         with self._lock:
-            self._unanswered[message.id] = None
-            while len(self._unanswered) > MAX_UNANSWERED:
-                self._unanswered.popitem(last=False)
+            self._requests.sent_without_waiting(message.id)
         self.transport.send(message)
 
     def _forget(self, req_id: str) -> None:
         with self._lock:
-            self._pending.pop(req_id, None)
+            self._requests.forget(req_id)
 
     # -- the reader --
 
@@ -222,7 +215,7 @@ class A2EClient:
         if not req_id:
             return False
         with self._lock:
-            pending = self._pending.get(req_id)
+            pending = self._requests.get(req_id)
             if pending is None:
                 return False  # the reader logs or drops it
             if isinstance(message, ToolEvent):
@@ -230,29 +223,18 @@ class A2EClient:
                 return False
             if pending._queued_events:
                 return False  # its events first: the reader resolves it after them
-            del self._pending[req_id]
+            self._requests.forget(req_id)
         pending._resolve(message)
         return True
 
     def _dispatch(self, message: A2EMessage) -> None:
-        req_id = getattr(message, "req_id", "")
         with self._lock:
-            pending = self._pending.get(req_id) if req_id else None
-            if pending is not None and not isinstance(message, ToolEvent):
-                del self._pending[req_id]
-        if pending is None:
-            with self._lock:
-                expected = self._unanswered.pop(req_id, 0) is None
-            if isinstance(message, A2EError) and expected:
-                log.debug("%s answered a message sent without waiting: %s", message.code, req_id)
-            elif isinstance(message, A2EError):
-                log.warning(
-                    "host error not tied to a request: %s: %s", message.code, message.message
-                )
-            else:
-                log.debug("dropping %s for unknown request %r", message.type, req_id)
+            routed = self._requests.route(message)
+        if routed is None:
             return
-        if isinstance(message, ToolEvent):
+        pending, last = routed
+        if not last:
+            assert isinstance(message, ToolEvent)
             pending._deliver_event(message)
             if pending._queued_events:
                 with self._lock:
@@ -262,7 +244,6 @@ class A2EClient:
 
     def _fail_all(self, reason: str) -> None:
         with self._lock:
-            pendings = list(self._pending.values())
-            self._pending.clear()
+            pendings = self._requests.drain()
         for pending in pendings:
             pending._resolve(None, reason)

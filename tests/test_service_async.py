@@ -4,6 +4,7 @@ real ``a2e serve --http``."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import time
 from collections.abc import Iterator
@@ -82,3 +83,23 @@ def test_a_server_that_dies_fails_the_calls_in_flight() -> None:
         asyncio.run(main())
     finally:
         server.stop()
+
+
+def test_a_cancel_that_arrives_after_its_call_ended_is_expected_here_too(
+    service: ServiceProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The async client routes by the threaded one's table (``a2e._requests``): the host's
+    ``unknown_request`` for a cancel that came too late is no stray error."""
+
+    async def main() -> None:
+        async with await AsyncToolAPI.connect(service.ws_url, token=TOKEN) as tools:
+            done = await tools.start("python_eval", {"code": "1"})
+            assert (await done.result()).success
+            with caplog.at_level(logging.DEBUG, logger="a2e.client"):
+                await done.cancel()
+                assert (await tools.call("python_eval", {"code": "2"})).success
+                await asyncio.sleep(0.2)
+
+    asyncio.run(main())
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert any("unknown_request answered" in r.getMessage() for r in caplog.records)

@@ -4,7 +4,8 @@
         result = await tools.call("python_eval", {"code": "print(1)"})
 
 The same calls as ``ToolAPI`` (``list``, ``start``, ``call``, ``cancel``), awaited; one reader
-task routes replies and events by request id, so many calls run at once on one connection.
+task routes replies and events by request id through the table the threaded client uses too
+(``a2e._requests``), so many calls run at once on one connection.
 ``call`` returns a ``ToolResult`` in every case, as ``ToolAPI`` does. Over any transport with
 awaitable ``send``, ``receive`` and ``close`` (``AsyncWebSocketTransport``).
 """
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 from a2e._client import REPLY_TIMEOUT_S, HandshakeFailed
 from a2e._messages import A2EError, A2EMessage, HandshakeRequest, HandshakeResponse
+from a2e._requests import Requests
 from a2e._transport import TransportClosed
 from a2e.caps.tools._client import (
     REPLY_GRACE_S,
@@ -82,7 +84,7 @@ class AsyncPendingCall:
             if timeout is not None:
                 raise
             await self.cancel()
-            self._api._pending.pop(self.req_id, None)
+            self._api._requests.forget(self.req_id)
             return to_result(self.request, None, self.events, self._started, closed=None)
         closed = self._api.closed_reason if reply is None else None
         return to_result(self.request, reply, self.events, self._started, closed=closed)
@@ -104,7 +106,7 @@ class AsyncToolAPI:
         self.transport = transport
         self.session_id = ""
         self.closed_reason = ""
-        self._pending: dict[str, AsyncPendingCall | asyncio.Future[A2EMessage | None]] = {}
+        self._requests: Requests[AsyncPendingCall | asyncio.Future[A2EMessage | None]] = Requests()
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
@@ -137,14 +139,14 @@ class AsyncToolAPI:
 
     async def _request(self, message: A2EMessage, timeout: float) -> A2EMessage | None:
         reply: asyncio.Future[A2EMessage | None] = asyncio.get_running_loop().create_future()
-        self._pending[message.id] = reply
+        self._requests.add(message.id, reply)
         try:
             await self.transport.send(message)
             return await asyncio.wait_for(reply, timeout)
         except (TimeoutError, TransportClosed):
             return None
         finally:
-            self._pending.pop(message.id, None)
+            self._requests.forget(message.id)
 
     async def handshake(
         self, capabilities: list[str], client_name: str = "", token: str | None = None
@@ -183,11 +185,11 @@ class AsyncToolAPI:
             self.session_id, tool_name, arguments, streaming, timeout, correlation_id
         )
         pending = AsyncPendingCall(self, request, on_event)
-        self._pending[request.id] = pending
+        self._requests.add(request.id, pending)
         try:
             await self.transport.send(request)
         except TransportClosed as exc:
-            self._pending.pop(request.id, None)
+            self._requests.forget(request.id)
             self.closed_reason = self.closed_reason or f"connection closed: {exc}"
             pending._reply.set_result(None)
         return pending
@@ -207,8 +209,12 @@ class AsyncToolAPI:
         return await pending.result()
 
     async def cancel(self, req_id: str) -> None:
+        """Ask the host to cancel the call; its answer is the call's result (an ``error`` the
+        host may send if the call had already ended is expected, and not reported)."""
+        request = ToolCancelRequest(session_id=self.session_id, req_id=req_id)
+        self._requests.sent_without_waiting(request.id)
         with contextlib.suppress(TransportClosed):
-            await self.transport.send(ToolCancelRequest(session_id=self.session_id, req_id=req_id))
+            await self.transport.send(request)
 
     async def close(self) -> None:
         self._reader.cancel()
@@ -234,25 +240,21 @@ class AsyncToolAPI:
             self._fail_all(self.closed_reason)
 
     async def _route(self, message: A2EMessage) -> None:
-        req_id = getattr(message, "req_id", "")
-        waiting = self._pending.get(req_id) if req_id else None
-        if waiting is None:
-            if isinstance(message, A2EError):
-                log.debug("host error not tied to a waiting request: %s", message.code)
+        routed = self._requests.route(message)
+        if routed is None:
             return
-        if isinstance(waiting, AsyncPendingCall):
-            if isinstance(message, ToolEvent):
+        waiting, last = routed
+        if not last:
+            if isinstance(waiting, AsyncPendingCall) and isinstance(message, ToolEvent):
                 await waiting._deliver(message)
-                return
-            del self._pending[req_id]
-            waiting = waiting._reply
-        if not waiting.done():
-            waiting.set_result(message)
+            return  # an event for a request that is not a call: nothing to give it to
+        future = waiting._reply if isinstance(waiting, AsyncPendingCall) else waiting
+        if not future.done():
+            future.set_result(message)
 
     def _fail_all(self, reason: str) -> None:
         self.closed_reason = self.closed_reason or reason
-        pendings, self._pending = list(self._pending.values()), {}
-        for waiting in pendings:
+        for waiting in self._requests.drain():
             future = waiting._reply if isinstance(waiting, AsyncPendingCall) else waiting
             if not future.done():
                 future.set_result(None)
