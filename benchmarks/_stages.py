@@ -176,32 +176,34 @@ def sampled(pid: int, scratch: str) -> Iterator[StageSamples]:
     assert spy.stdout is not None
     said: list[str] = []
     samples = StageSamples()
+    stopped = False
     try:
         _attached(spy.stdout, said)
         # What it says from now on is read as it comes: a full pipe would stop it.
         threading.Thread(target=lambda: said.extend(spy.stdout or ()), daemon=True).start()
         yield samples
     finally:
-        _stop(spy)
+        stopped = _stop(spy)  # whatever failed in the block is what the caller hears
+    if not stopped:
+        raise RuntimeError(f"py-spy did not stop within {STOP_TIMEOUT_S} s of being asked")
     if not os.path.exists(output):
         raise RuntimeError(f"py-spy wrote no samples: {' '.join(''.join(said).split())[-300:]}")
     with open(output, errors="replace") as raw:  # a frame read mid-change may be garbled
         samples.add_raw(raw.read())
 
 
-def _stop(spy: subprocess.Popen[str]) -> None:
-    """py-spy asked to write its samples and end (SIGINT); one that has not ended in
-    ``STOP_TIMEOUT_S`` (it has been seen stuck reading a busy process) is killed, and the run
-    fails in a sentence rather than waiting on it."""
+def _stop(spy: subprocess.Popen[str]) -> bool:
+    """py-spy asked to write its samples and end (SIGINT); False if it had not ended in
+    ``STOP_TIMEOUT_S`` (it has been seen stuck reading a busy process) and was killed, so
+    that the run fails in a sentence rather than waiting on it."""
     spy.send_signal(signal.SIGINT)
     try:
         spy.wait(STOP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         spy.kill()
         spy.wait()
-        raise RuntimeError(
-            f"py-spy did not stop within {STOP_TIMEOUT_S} s of being asked; run it again"
-        ) from None
+        return False
+    return True
 
 
 def _attached(lines: IO[str], said: list[str]) -> None:

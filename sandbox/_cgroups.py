@@ -170,7 +170,8 @@ class Cgroups(Layer):
             try:
                 worker.slots[controller] = groups.take_slot()
             except OSError as exc:
-                raise OSError(exc.errno, f"cgroup: a {controller} slot: {exc}") from None
+                why = f"cgroup: a {controller} slot: {exc.strerror}"
+                raise OSError(exc.errno, why, exc.filename) from None
 
     def apply(self, prep: Preparation, worker: Worker) -> None:
         """In the worker, right after its fds are closed: everything below, and every child,

@@ -1,9 +1,10 @@
 """The layers, in the one order every step of theirs runs in: ``prepare`` in the zygote;
 ``spawning`` and ``before_fork`` in the zygote for each worker, ``after_fork`` in the reverse
-order; ``apply`` in each forked worker, ``on_job`` in the worker once its job is known;
-``reaped`` in the zygote when a worker is gone, ``stop`` when the zygote ends (the steps are
-``sandbox._preparation.Layer``'s; what each layer stops is in ``sandbox.layers``). The zygote
-does nothing for a worker's isolation by hand: it calls these.
+order once it is forked; ``apply`` in each forked worker (and ``rehearse`` while it waits),
+``on_job`` in the worker once its job is known; ``reaped`` in the zygote when a worker is
+gone, ``stop`` when the zygote ends (the steps are ``sandbox._preparation.Layer``'s; what each
+layer stops is in ``sandbox.layers``). The zygote does nothing for a worker's isolation by
+hand: it calls these.
 
 Why this order:
 
@@ -30,7 +31,10 @@ Why this order:
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import contextlib
+import os
+import signal
+from collections.abc import Callable, Collection
 
 from a2e_engine.sandbox import (
     _capabilities as capabilities,
@@ -79,8 +83,7 @@ from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
 
 __all__ = [
     "LAYERS",
-    "after_fork",
-    "before_fork",
+    "fork",
     "harden",
     "on_job",
     "prepare",
@@ -120,8 +123,7 @@ _APPLYING = _with("apply")
 _ON_JOB = _with("on_job")
 _REHEARSING = _with("rehearse")
 _SPAWNING = _with("spawning")
-_BEFORE_FORK = _with("before_fork")
-_AFTER_FORK = tuple(reversed(_with("after_fork")))
+_FORKING = _with("before_fork")
 _REAPED = _with("reaped")
 _STOPPING = _with("stop")
 
@@ -152,28 +154,40 @@ def rehearse(prep: Preparation, worker: Worker) -> None:
         layer.rehearse(prep, worker)
 
 
-def spawning(prep: Preparation, worker: Worker) -> None:
-    """What each layer gives ``worker`` before it is forked; on ``OSError`` the layers that
-    gave it something, the one that refused included, take it back (``reaped``), and the
-    error goes on."""
+def spawning(prep: Preparation, worker: Worker, alive: Collection[int]) -> None:
+    """What each layer gives ``worker`` before it is forked. On ``OSError`` the layers that
+    gave it something, the one that refused included, take it back (their ``reaped``;
+    ``alive``: the workers that are), and the error goes on."""
     for done, layer in enumerate(_SPAWNING):
         try:
             layer.spawning(prep, worker)
         except OSError:
             for given in _SPAWNING[: done + 1]:
-                given.reaped(prep, worker, ())
+                given.reaped(prep, worker, alive)
             raise
 
 
-def before_fork(prep: Preparation) -> None:
-    for layer in _BEFORE_FORK:
-        layer.before_fork(prep)
-
-
-def after_fork(prep: Preparation) -> None:
-    """In the zygote only (the worker goes on to ``harden``)."""
-    for layer in _AFTER_FORK:
-        layer.after_fork(prep)
+def fork(prep: Preparation, fork_now: Callable[[], int]) -> int:
+    """``fork_now`` between the layers' ``before_fork`` and, in this process only, their
+    ``after_fork``: in the reverse order, for each layer whose ``before_fork`` ran, each one
+    whatever the others did (a zygote left in a worker's PID namespace could fork no more).
+    A child whose fork could not be undone around it is killed before the error goes on."""
+    pid = -1
+    try:
+        with contextlib.ExitStack() as undo:
+            for layer in _FORKING:
+                layer.before_fork(prep)
+                undo.callback(layer.after_fork, prep)
+            pid = fork_now()
+            if pid == 0:
+                undo.pop_all()  # the worker goes on to ``harden``
+    except BaseException:
+        if pid > 0:
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        raise
+    return pid
 
 
 def reaped(prep: Preparation, worker: Worker, alive: Collection[int]) -> None:

@@ -103,18 +103,20 @@ class Layer:
 
     def spawning(self, prep: Preparation, worker: Worker) -> None:
         """In the zygote, before ``worker`` is forked: what it will be given. ``OSError``
-        refuses the worker (the layers before it are told with ``reaped``)."""
+        refuses the worker: this layer and those before it take back what they gave with
+        ``reaped``."""
 
     def before_fork(self, prep: Preparation) -> None:
-        """In the zygote, right before a worker is forked."""
+        """In the zygote, right before a worker is forked. A layer with this step has
+        ``after_fork`` too: it is called whenever this one ran."""
 
     def after_fork(self, prep: Preparation) -> None:
         """In the zygote, right after a worker was forked or failed to be (not in the worker;
         in the reverse order)."""
 
     def reaped(self, prep: Preparation, worker: Worker, alive: Collection[int]) -> None:
-        """In the zygote, once ``worker`` and its whole tree are gone; ``alive``: the workers
-        that are not."""
+        """In the zygote, once ``worker`` and its whole tree are gone, or when it could not
+        be forked after all; ``alive``: the workers that are."""
 
     def stop(self, prep: Preparation, alive: Collection[int]) -> None:
         """In the zygote as it ends, once every worker is gone (``alive``: the pids that were

@@ -59,9 +59,10 @@ class Zygote:
     # -- start-up --
 
     def prepare(self) -> None:
-        """Every layer's zygote half, the plugins' preload among them (``sandbox._contain``);
-        what it made in the host (the cgroups) is removed if one of them fails, as no
-        supervisor learns of it before the zygote is ready."""
+        """Every layer's zygote half, the plugins' preload among them (``sandbox._contain``).
+        If one of them fails, what they made in the host (the cgroups) is removed and what
+        the preloads started is killed (the layers' ``stop``), as no supervisor learns of it
+        before the zygote is ready."""
         try:
             contain.prepare(self.prep)
         except BaseException:
@@ -90,12 +91,15 @@ class Zygote:
         template = (prep.mounts.template_fd,) if prep.mounts is not None else ()
         worker = Worker(profile=profile, keep_fds=(job_r, res_w, *template), parent_pid=os.getpid())
         try:
-            contain.spawning(prep, worker)
-            pid = self.fork()
+            contain.spawning(prep, worker, self.workers)
+            try:
+                pid = self.fork()
+            except OSError:
+                contain.reaped(prep, worker, self.workers)
+                raise
         except OSError as exc:
             for fd in (job_r, job_w, res_r, res_w):
                 os.close(fd)
-            contain.reaped(prep, worker, self.workers)
             self.send({"op": "spawn_failed", "profile": profile, "error": str(exc)})
             return
         if pid == 0:  # pragma: no cover - the child never returns from run_worker
@@ -115,14 +119,7 @@ class Zygote:
         this process alone, their ``after_fork`` (a new PID namespace, idle priority)."""
         forking = self.prep.forking
         assert forking is not None, "the zygote forks once prepared"
-        pid = -1
-        try:
-            contain.before_fork(self.prep)
-            pid = forking.fork()
-        finally:
-            if pid != 0:
-                contain.after_fork(self.prep)
-        return pid
+        return contain.fork(self.prep, forking.fork)
 
     def reap(self) -> None:
         while True:

@@ -605,11 +605,11 @@ def test_py_spy_samples_are_charged_to_the_stage_of_the_code_that_ran() -> None:
     assert samples.by_module["a2e_engine.engine._calls"] == 2
 
 
-def test_a_sampler_that_does_not_stop_is_killed_and_the_run_fails_in_a_sentence(
+def test_a_sampler_that_does_not_stop_is_killed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """py-spy has been seen stuck after SIGINT: the breakdown must not hang on it or end in a
-    traceback."""
+    """py-spy has been seen stuck after SIGINT: the breakdown must not hang on it (``sampled``
+    then fails in a sentence, ``a2e bench --breakdown`` prints it in one line)."""
     from a2e_engine.benchmarks import _stages
 
     monkeypatch.setattr(_stages, "STOP_TIMEOUT_S", 0.5)
@@ -619,8 +619,7 @@ def test_a_sampler_that_does_not_stop_is_killed_and_the_run_fails_in_a_sentence(
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert deaf.stdout is not None and deaf.stdout.readline() == "ready\n"
-    with pytest.raises(RuntimeError, match=r"did not stop within 0\.5 s"):
-        _stages._stop(deaf)
+    assert _stages._stop(deaf) is False
     assert deaf.returncode == -9
     deaf.stdout.close()
 

@@ -237,6 +237,7 @@ def test_a_worker_refused_by_one_layer_gives_back_what_the_others_gave_it(
     """The zygote's half of a worker's life goes through the layers (``contain.spawning``,
     ``reaped``): a slot taken from one controller's group is not lost when another's cannot
     be had, and the refusal says which."""
+    from a2e_engine.sandbox import _cgroups as cgroups
     from a2e_engine.sandbox import _contain as contain
     from a2e_engine.sandbox._cgroups import SlotGroups
     from a2e_engine.sandbox._preparation import Preparation, Worker
@@ -250,13 +251,69 @@ def test_a_worker_refused_by_one_layer_gives_back_what_the_others_gave_it(
         "memory": SlotGroups(str(tmp_path / "gone"), {}, "memory.oom_control"),
     }
     worker = Worker(profile="process", keep_fds=(), parent_pid=os.getpid())
-    with pytest.raises(OSError, match="cgroup: a memory slot"):
-        contain.spawning(prep, worker)
+    with pytest.raises(
+        OSError, match=r"^\[Errno 2\] cgroup: a memory slot: No such file"
+    ) as refused:
+        contain.spawning(prep, worker, ())
+    assert refused.value.filename == str(tmp_path / "gone" / "slot1")
     assert worker.slots == {} and not worker.oom
     again = Worker(profile="process", keep_fds=(), parent_pid=os.getpid())
     del prep.cgroups["memory"]
-    contain.spawning(prep, again)
+    contain.spawning(prep, again, ())
     assert again.slots["pids"].path == str(tmp_path / "pids" / "slot1")  # the one given back
     assert (tmp_path / "pids" / "slot1" / "pids.max").read_text() == "7"
-    contain.reaped(prep, again, ())
+    # The cgroup layer's own step: the subreaper's would kill this test's children.
+    cgroups.LAYER.reaped(prep, again, ())
     assert again.slots == {} and not again.oom
+
+
+def test_a_layer_whose_before_fork_ran_is_undone_whatever_another_undo_does() -> None:
+    """A zygote left in a worker's PID namespace could fork no more: each ``after_fork``
+    runs for each ``before_fork`` that ran, though another raises, and a child forked
+    meanwhile is killed."""
+    from a2e_engine.sandbox import _contain as contain
+    from a2e_engine.sandbox._preparation import Layer, Preparation
+    from a2e_engine.sandbox._settings import ZygoteSettings
+
+    said: list[str] = []
+
+    class Careful(Layer):
+        def before_fork(self, prep: Preparation) -> None:
+            said.append("into its namespace")
+
+        def after_fork(self, prep: Preparation) -> None:
+            said.append("back")
+
+    class Failing(Layer):
+        def before_fork(self, prep: Preparation) -> None:
+            said.append("at idle")
+
+        def after_fork(self, prep: Preparation) -> None:
+            raise PermissionError("no CAP_SYS_NICE any more")
+
+    class Refusing(Layer):
+        def before_fork(self, prep: Preparation) -> None:
+            raise OSError(1, "refused")
+
+    prep = Preparation(ZygoteSettings())
+    forked: list[int] = []
+
+    def fork_sleeper() -> int:
+        pid = os.fork()
+        if pid == 0:
+            os.execv("/bin/sleep", ["sleep", "60"])
+        forked.append(pid)
+        return pid
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(contain, "_FORKING", (Careful(), Failing()))
+        with pytest.raises(PermissionError):
+            contain.fork(prep, fork_sleeper)
+        assert said == ["into its namespace", "at idle", "back"]
+        with pytest.raises(ChildProcessError):
+            os.waitpid(forked[0], os.WNOHANG)  # killed and reaped
+        said.clear()
+        patch.setattr(contain, "_FORKING", (Careful(), Refusing(), Failing()))
+        with pytest.raises(OSError, match="refused"):
+            contain.fork(prep, fork_sleeper)
+        assert said == ["into its namespace", "back"] and len(forked) == 1

@@ -235,8 +235,8 @@ class ToolPlugin(A2EPlugin):
     ) -> ToolResult:
         """The supervisor's last word on a call that ran, with the secrets ``secrets_for``
         gave it. How the call ended is ``result.reason``: ``None`` when the tool returned, else
-        a ``FailureReason`` (``timeout`` at the deadline, ``worker_crashed`` and the others of
-        ``ENDED_BY_WHAT_RAN`` when what ran died or broke a limit).
+        a ``FailureReason`` (``timeout`` at the deadline or as the tool said, ``worker_crashed``
+        and the others of ``ENDED_BY_WHAT_RAN`` when what ran died or broke a limit).
 
         Whatever ran in the worker can write the worker's result; a plugin whose worker runs
         code it does not trust checks here what only it and the supervisor know (a seal made
