@@ -181,6 +181,9 @@ class EngineSession:
         cancelled = StopSignal()
         task = loop.create_task(self._run(request, deadline, on_event, cancelled))
         self._calls[request.id] = _RunningCall(task, cancelled)
+        # Still in flight until the callbacks its caller adds next have run (the reply sent):
+        # a connection that ends meanwhile waits for it rather than dropping its answer.
+        task.add_done_callback(lambda _: self._calls.pop(request.id, None))
         return task
 
     async def _run(
@@ -199,7 +202,6 @@ class EngineSession:
             raise
         finally:
             self.services.pending.release()
-            self._calls.pop(request.id, None)
 
     async def call(self, request: ToolCallRequest) -> Bursts:
         """The call's events in the bursts they came in (what a worker wrote between two reads

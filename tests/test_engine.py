@@ -25,6 +25,7 @@ from a2e.caps.tools._models import (
     ToolListRequest,
     ToolListResponse,
     ToolParameter,
+    ToolResult,
 )
 from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig, Isolation, ToolPolicy
@@ -753,5 +754,35 @@ def test_request_ids_are_the_connections_whichever_of_its_sessions_a_call_is_in(
         cancelled = sent[3]
         assert isinstance(cancelled, ToolCallResponse) and cancelled.req_id == sleeping.id
         assert cancelled.data.reason == "cancelled", cancelled
+    finally:
+        connection.close()
+
+
+def test_a_connection_that_ends_as_its_last_call_returns_still_sends_the_answer(
+    fake_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End of input may come just as a call returns: the connection's finish, scheduled
+    before the call's task completed, still waits for its answer (``a2e serve --stdio`` lost
+    the last call's reply under load this way)."""
+    import asyncio
+
+    from a2e_engine.engine import _host_session
+
+    sent: list[A2EMessage] = []
+    connection = fake_engine.open_connection(sent.append, name="ending")
+    finishing: list[asyncio.Task[None]] = []
+
+    async def returns_as_the_connection_ends(*_: Any) -> ToolResult:
+        # Its first step runs before the completion callbacks of the call's task.
+        finishing.append(asyncio.ensure_future(connection._finish()))
+        return ToolResult(success=True, tool_name="sleep", duration_ms=0)
+
+    try:
+        connection.receive(HandshakeRequest(client="ending", capabilities=["tools"]))
+        assert wait_for(lambda: len(sent) == 1)
+        monkeypatch.setattr(_host_session, "run_call", returns_as_the_connection_ends)
+        connection.receive(ToolCallRequest(tool_name="sleep", arguments={"seconds": 0}))
+        assert wait_for(lambda: connection.closed)
+        assert len(sent) == 2 and isinstance(sent[1], ToolCallResponse), sent
     finally:
         connection.close()
