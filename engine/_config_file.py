@@ -24,21 +24,30 @@
     deny = ["run_shell", "http_*"]
     allow = ["*"]            # optional: only these (deny still wins)
 
-Every error names the key it is about (``engine.max_workers: expected an integer, got 'four'``)
-and nothing is half-applied: the file is checked whole before anything starts.
+The file is read by one declaration: ``_Document`` below, whose ``engine`` is ``EngineConfig``
+itself, so its dataclasses and their own checks are the schema and nothing copies them field by
+field. It is checked strictly, as JSON is (an integer is not a string of digits, a flag is not
+1), and whole before anything starts. Every error names the key it is about
+(``engine.max_workers: input should be a valid integer, got 'four'``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import json
 import tomllib
+import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
+
 from a2e_engine.engine._config import EngineConfig
 from a2e_engine.engine._policy import ToolPolicy
-from a2e_engine.sandbox._limits import InvalidLimit, Limits
+from a2e_engine.sandbox._limits import InvalidLimit
 
 __all__ = ["ConfigError", "ConfigFile", "load_config_file", "parse_config"]
 
@@ -49,10 +58,36 @@ class ConfigError(ValueError):
 
 @dataclass
 class ConfigFile:
-    engine: dict[str, Any] = field(default_factory=dict)  # EngineConfig keyword arguments
-    tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # settings per plugin name
-    plugins: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (spec, settings)
+    """What a file configures: the engine, the settings of plugins by name, more plugins by
+    ``module:Class`` with their settings, and a policy."""
+
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    plugins: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     policy: ToolPolicy | None = None
+
+
+class _Strict(BaseModel):
+    # The config reaches the standard dataclasses inside (EngineConfig and its parts) too;
+    # built on the first file read, not on every import of the CLI.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+
+
+class _Plugin(_Strict):
+    spec: str = Field(pattern=r"^[^:]+:[^:]+$")
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class _Policy(_Strict):
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+
+
+class _Document(_Strict):
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    tools: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    plugins: list[_Plugin] = Field(default_factory=list)
+    policy: _Policy | None = None
 
 
 def load_config_file(path: str) -> ConfigFile:
@@ -70,119 +105,92 @@ def load_config_file(path: str) -> ConfigFile:
 
 
 def parse_config(document: dict[str, Any]) -> ConfigFile:
-    unknown = set(document) - {"engine", "tools", "plugins", "policy"}
-    if unknown:
-        raise ConfigError(
-            f"{sorted(unknown)[0]}: unknown section; known: engine, tools, plugins, policy"
-        )
-    result = ConfigFile()
-    engine = _table(document.get("engine", {}), "engine")
-    if "tool_settings" in engine:
+    """``document`` (a TOML file's tables) checked whole and made the typed parts."""
+    engine = document.get("engine")
+    if isinstance(engine, dict) and "tool_settings" in engine:
         raise ConfigError("engine.tool_settings: set tools in [tools.<name>] tables")
-    result.engine = _fields_of(EngineConfig, engine, "engine")
-    tools = _table(document.get("tools", {}), "tools")
-    result.tools = {name: dict(_table(value, f"tools.{name}")) for name, value in tools.items()}
-    plugins = document.get("plugins", [])
-    if not isinstance(plugins, list):
-        raise ConfigError("plugins: expected an array of tables ([[plugins]])")
-    for index, entry in enumerate(plugins):
-        where = f"plugins[{index}]"
-        entry = _table(entry, where)
-        extra = set(entry) - {"spec", "settings"}
-        if extra:
-            raise ConfigError(f"{where}.{sorted(extra)[0]}: unknown key; known: spec, settings")
-        spec = entry.get("spec")
-        if not isinstance(spec, str) or ":" not in spec:
-            raise ConfigError(f"{where}.spec: expected 'module:Class'")
-        result.plugins.append((spec, dict(_table(entry.get("settings", {}), f"{where}.settings"))))
-    if "policy" in document:
-        result.policy = _policy(_table(document["policy"], "policy"))
+    dated = _date_in(document, "")
+    if dated is not None:
+        raise ConfigError(f"{dated}: a date or time is not a setting")
     try:
-        EngineConfig(**result.engine)  # the dataclass's own checks, with the key named
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"engine: {exc}") from None
-    return result
+        # As JSON, which is what TOML's values are once dates are out: arrays become the
+        # tuples the dataclasses hold, and nothing is coerced (strict).
+        parsed = _Document.model_validate_json(json.dumps(document))
+    except ValidationError as exc:
+        raise ConfigError(_sentence(exc.errors()[0])) from None
+    policy = parsed.policy
+    return ConfigFile(
+        engine=parsed.engine,
+        tools=parsed.tools,
+        plugins=[(plugin.spec, plugin.settings) for plugin in parsed.plugins],
+        policy=None if policy is None else ToolPolicy(policy.allow, tuple(policy.deny)),
+    )
 
 
-def _policy(table: dict[str, Any]) -> ToolPolicy:
-    extra = set(table) - {"allow", "deny"}
-    if extra:
-        raise ConfigError(f"policy.{sorted(extra)[0]}: unknown key; known: allow, deny")
-    lists = {}
-    for key in ("allow", "deny"):
-        value = table.get(key)
-        if value is not None and (
-            not isinstance(value, list) or not all(isinstance(v, str) for v in value)
-        ):
-            raise ConfigError(f"policy.{key}: expected an array of tool names or patterns")
-        lists[key] = value
-    return ToolPolicy(allow=lists["allow"], deny=tuple(lists["deny"] or ()))
-
-
-def _table(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expected a table")
-    return value
-
-
-def _fields_of(cls: type, table: dict[str, Any], where: str) -> dict[str, Any]:
-    """``table`` checked against the dataclass ``cls`` and converted to its field types."""
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    converted: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in hints:
-            part = _part_with(hints, key)
-            if part is not None:
-                raise ConfigError(f"{where}.{key}: set it in [{where}.{part}] now")
-            raise ConfigError(f"{where}.{key}: unknown key; known: {', '.join(names)}")
-        converted[key] = _convert(hints[key], value, f"{where}.{key}")
-    return converted
-
-
-def _part_with(hints: dict[str, Any], key: str) -> str | None:
-    """The part (a field that is itself a dataclass) that has a field ``key``: where a key of
-    an older, flat ``[engine]`` table lives now (``landlock`` in ``[engine.isolation]``)."""
-    for name, hint in hints.items():
-        if dataclasses.is_dataclass(hint) and key in {f.name for f in dataclasses.fields(hint)}:
-            return name
+def _date_in(value: object, where: str) -> str | None:
+    """The key of the first TOML date or time in ``value``, if any."""
+    if isinstance(value, datetime.date | datetime.time):
+        return where
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, inner in items:
+        found = _date_in(
+            inner, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip(".")
+        )
+        if found is not None:
+            return found
     return None
 
 
-def _convert(hint: Any, value: Any, where: str) -> Any:
-    if hint is Limits:
-        try:
-            return Limits(**_fields_of(Limits, _table(value, where), where))
-        except InvalidLimit as exc:
-            raise ConfigError(f"{where}.{exc.name}: {exc.problem}") from None
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        fields = _fields_of(hint, _table(value, where), where)
-        try:
-            return hint(**fields)
-        except ValueError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
-        if value is None:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _convert(inner, value, where)
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected an array, got {value!r}")
-        items = args[:1] * len(value) if args[-1] is Ellipsis else args
-        if len(items) != len(value):
-            raise ConfigError(f"{where}: expected {len(items)} values, got {len(value)}")
-        pairs = enumerate(zip(items, value, strict=True))
-        return tuple(_convert(t, v, f"{where}[{i}]") for i, (t, v) in pairs)
-    if origin is dict:
-        return dict(_table(value, where))
-    expected = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
-    if hint in expected:
-        ok = isinstance(value, hint) and not (hint is int and isinstance(value, bool))
-        if hint is float and isinstance(value, int) and not isinstance(value, bool):
-            ok, value = True, float(value)
-        if not ok:
-            raise ConfigError(f"{where}: expected {expected[hint]}, got {value!r}")
-        return value
-    raise ConfigError(f"{where}: cannot be set from a file")
+_UNKNOWN = ("extra_forbidden", "unexpected_keyword_argument")
+
+
+def _sentence(error: ErrorDetails) -> str:
+    """One error as ``where: what``, the key by its dotted path (``engine.limits.memory_mb``,
+    ``plugins[0].spec``)."""
+    loc = error["loc"]
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+    where = where.lstrip(".") or "the file"
+    kind = error["type"]
+    if kind == "value_error":  # a dataclass's own check, which says it in full
+        problem = error.get("ctx", {}).get("error", error["msg"])
+        if isinstance(problem, InvalidLimit):
+            return f"{where}.{problem.name}: {problem.problem}"
+        return f"{where}: {problem}"
+    if kind in _UNKNOWN:
+        return f"{where}: {_unknown(loc)}"
+    if kind == "string_pattern_mismatch":
+        return f"{where}: expected 'module:Class', got {error.get('input')!r}"
+    what = error["msg"][:1].lower() + error["msg"][1:]
+    return f"{where}: {what}" if kind == "missing" else f"{where}: {what}, got {error['input']!r}"
+
+
+def _unknown(loc: tuple[int | str, ...]) -> str:
+    """Why a key is unknown, with the keys its table knows; a key of an older, flat
+    ``[engine]`` table says which part it lives in now (``landlock``: ``[engine.isolation]``)."""
+    table: Any = _Document
+    for part in loc[:-1]:
+        table = _field_types(table).get(str(part), dict) if isinstance(part, str) else _Plugin
+    known = _field_types(table)
+    if table is EngineConfig:
+        for name, hint in known.items():
+            if dataclasses.is_dataclass(hint) and loc[-1] in _field_types(hint):
+                return f"set it in [engine.{name}] now"
+    if table is _Document:
+        return f"unknown section; known: {', '.join(known)}"
+    return f"unknown key; known: {', '.join(known)}"
+
+
+def _field_types(table: Any) -> dict[str, Any]:
+    if typing.get_origin(table) in (typing.Union, types.UnionType):
+        (table,) = [arg for arg in typing.get_args(table) if arg is not type(None)]
+    if isinstance(table, type) and issubclass(table, BaseModel):
+        return {name: info.annotation for name, info in table.model_fields.items()}
+    if dataclasses.is_dataclass(table):
+        return typing.get_type_hints(table)
+    return {}

@@ -147,7 +147,10 @@ def test_a_limit_out_of_range_is_a_usage_error_in_one_line(
     ("table", "key"),
     [
         ("[engine.limits]\nmemory_mb = 0\n", "engine.limits.memory_mb: must be a positive integer"),
-        ("[engine.limits]\ntmp_mb = true\n", "engine.limits.tmp_mb: expected an integer"),
+        (
+            "[engine.limits]\ntmp_mb = true\n",
+            "engine.limits.tmp_mb: input should be a valid integer, got True",
+        ),
         ("[engine.retry]\nmax_attempts = 0\n", "engine.retry: RetryPolicy.max_attempts"),
     ],
 )

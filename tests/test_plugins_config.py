@@ -3,6 +3,7 @@ TOML configuration file, through the ``a2e`` command as a user runs it."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from a2e_engine.engine._config_file import ConfigError, parse_config
+from a2e_engine.sandbox._limits import Limits
 
 GREETER = """
 from a2e.caps.tools._models import ToolDefinition
@@ -75,7 +77,7 @@ def test_entry_point_plugins_load_and_a_broken_one_is_skipped(site: Path) -> Non
 def test_the_config_file_configures_engine_tools_and_plugins(site: Path) -> None:
     config = site / "a2e.toml"
     config.write_text(
-        "[engine]\nmax_timeout = 30\n[engine.limits]\nmemory_mb = 512\n"
+        "[engine]\nmax_timeout = 30\n[engine.limits]\nmemory_mb = 512\ntmp_mb = 64\n"
         '[tools.greeter]\ngreeting = "hi from the file"\n'
     )
     out = json.loads(a2e(site, "call", "greet", "--json", "{}", "--config", str(config)).stdout)
@@ -86,6 +88,7 @@ def test_the_config_file_configures_engine_tools_and_plugins(site: Path) -> None
         a2e(site, "doctor", "--json", "--config", str(config), "--memory-mb", "768").stdout
     )
     assert flag["limits"]["memory_mb"] == 768  # a flag given overrides the file
+    assert flag["limits"]["tmp_mb"] == 64  # and leaves the rest of the file's part
 
 
 def test_plugins_by_spec_from_the_file_and_the_flag(site: Path) -> None:
@@ -106,7 +109,10 @@ def test_plugins_by_spec_from_the_file_and_the_flag(site: Path) -> None:
         ),
         ("[tools.greeter]\ngreeting = 3\n", "tools.greeter: greeting must be a string"),
         ("[tools.nothing]\nx = 1\n", "tools.nothing: no built-in or installed plugin"),
-        ("[engine]\nmax_workers = 'four'\n", "engine.max_workers: expected an integer, got 'four'"),
+        (
+            "[engine]\nmax_workers = 'four'\n",
+            "engine.max_workers: input should be a valid integer, got 'four'",
+        ),
         ("[engine]\nmax_workers = 0\n", "max_workers must be at least 1 and prefork at least 0"),
         ("[engine\n", "not valid TOML"),
     ],
@@ -125,15 +131,39 @@ def test_config_parsing_errors_without_an_engine() -> None:
         "engine.max_pending_calls: set it in [engine.admission] now": {
             "engine": {"max_pending_calls": 5}
         },
-        "engine.read_roots: expected an array": {"engine": {"read_roots": "/etc"}},
-        "engine.isolation.uid_range: expected 2 values, got 1": {
+        "engine.read_roots: input should be a valid array": {"engine": {"read_roots": "/etc"}},
+        "engine.isolation.uid_range[1]: field required": {
             "engine": {"isolation": {"uid_range": [1]}}
+        },
+        "engine.limits.memory_mb: must be a positive integer, got 0": {
+            "engine": {"limits": {"memory_mb": 0}}
+        },
+        # Strict: text of digits is not a number, 1 is not a flag, a float is not a count.
+        "engine.prefork: input should be a valid integer, got '2'": {"engine": {"prefork": "2"}},
+        "engine.isolation.landlock: input should be a valid boolean, got 1": {
+            "engine": {"isolation": {"landlock": 1}}
+        },
+        "engine.max_timeout: input should be a valid integer, got 2.5": {
+            "engine": {"max_timeout": 2.5}
+        },
+        "engine.token: a date or time is not a setting": {
+            "engine": {"token": datetime.date(2026, 1, 1)}
+        },
+        "tools.http.allow[1]: a date or time is not a setting": {
+            "tools": {"http": {"allow": ["x", datetime.time(1, 2)]}}
+        },
+        "engine.tool_settings: set tools in": {"engine": {"tool_settings": {}}},
+        "engine: input should be an object, got 3": {"engine": 3},
+        "plugins[0].extra: unknown key; known: spec, settings": {
+            "plugins": [{"spec": "a:B", "extra": 1}]
         },
         "plugins[0].spec: expected 'module:Class'": {"plugins": [{"spec": "x"}]},
         "toolz: unknown section": {"toolz": {}},
         "policy.alow: unknown key; known: allow, deny": {"policy": {"alow": ["x"]}},
-        "policy.deny: expected an array of tool names": {"policy": {"deny": "run_shell"}},
-        "^engine.resident.limit: expected an integer": {"engine": {"resident": {"limit": "x"}}},
+        "policy.deny: input should be a valid array": {"policy": {"deny": "run_shell"}},
+        "^engine.resident.limit: input should be a valid integer": {
+            "engine": {"resident": {"limit": "x"}}
+        },
         "engine.resident: resident workers: the limit must be >= 0": {
             "engine": {"resident": {"limit": -1}}
         },
@@ -142,8 +172,9 @@ def test_config_parsing_errors_without_an_engine() -> None:
         with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
             parse_config(document)
     parsed = parse_config({"engine": {"read_roots": ["/etc"], "limits": {"tmp_mb": 64}}})
-    assert parsed.engine["read_roots"] == ("/etc",) and parsed.engine["limits"].tmp_mb == 64
-    resident = parse_config({"engine": {"resident": {"limit": 2, "idle_s": 5}}}).engine["resident"]
+    assert parsed.engine.read_roots == ("/etc",) and parsed.engine.limits.tmp_mb == 64
+    assert parsed.engine.limits.memory_mb == Limits().memory_mb  # the part's other defaults
+    resident = parse_config({"engine": {"resident": {"limit": 2, "idle_s": 5}}}).engine.resident
     assert (resident.limit, resident.idle_s, resident.lifetime_s) == (2, 5.0, 3600.0)
     policy = parse_config({"policy": {"deny": ["run_*"]}}).policy
     assert policy is not None

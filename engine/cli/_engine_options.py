@@ -148,19 +148,20 @@ SWITCHED_OFF: dict[str, str] = {
 }
 
 
-def _set(settings: dict[str, Any], path: str, value: Any) -> None:
-    """``settings`` (``EngineConfig``'s keyword arguments) with the field at ``path`` set; a
-    part (``limits``, ``isolation``) is copied with it, from the file's or the default."""
-    name, _, inner = path.partition(".")
-    if not inner:
-        settings[name] = value
-        return
-    part = settings.get(name)
-    if part is None:
-        default = EngineConfig.__dataclass_fields__[name].default_factory
-        assert callable(default), f"{name} is not a part of EngineConfig"
-        part = default()
-    settings[name] = dataclasses.replace(part, **{inner: value})
+def _with(config: EngineConfig, changes: dict[str, Any]) -> EngineConfig:
+    """``config`` with each field at its path (``max_workers``, ``limits.memory_mb``) changed,
+    each part copied once and the whole checked once, as a file with them would be."""
+    fields: dict[str, Any] = {}
+    parts: dict[str, dict[str, Any]] = {}
+    for path, value in changes.items():
+        name, _, inner = path.partition(".")
+        if inner:
+            parts.setdefault(name, {})[inner] = value
+        else:
+            fields[name] = value
+    for name, changed in parts.items():
+        fields[name] = dataclasses.replace(getattr(config, name), **changed)
+    return dataclasses.replace(config, **fields)
 
 
 def engine_from_args(
@@ -174,23 +175,21 @@ def engine_from_args(
         file = load_config_file(args.config) if args.config else ConfigFile()
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    settings = dict(file.engine)
+    base = file.engine
+    changes: dict[str, Any] = {}
     for flag, path in FLAG_FIELDS.items():
         value = getattr(args, flag)
         if value is not None and not (flag == "token" and not handshake_token):
-            _set(settings, path, value)
-    for flag, path in SWITCHED_OFF.items():
-        if getattr(args, flag):
-            _set(settings, path, False)
+            changes[path] = value
+    changes.update({path: False for flag, path in SWITCHED_OFF.items() if getattr(args, flag)})
     if args.allow_unprotected_root:
-        settings["allow_unprotected_root"] = True
+        changes["allow_unprotected_root"] = True
     if args.read_root:
-        settings["read_roots"] = (*settings.get("read_roots", ()), *args.read_root)
+        changes["read_roots"] = (*base.read_roots, *args.read_root)
     if reporting:
-        settings["require"] = ()
-        settings["start_all_zygotes"] = True
+        changes.update(require=(), start_all_zygotes=True)
     elif args.require:
-        settings["require"] = (*settings.get("require", ()), *args.require)
+        changes["require"] = (*base.require, *args.require)
     try:
         plugins = [load_plugin(spec, options) for spec, options in file.plugins]
         plugins += [load_plugin(spec) for spec in args.plugin]
@@ -202,10 +201,8 @@ def engine_from_args(
         for name in file.tools:
             if name not in known:
                 raise PluginError(f"tools.{name}: no built-in or installed plugin is named so")
-        config = EngineConfig(
-            **settings,
-            tool_settings={k: v for k, v in file.tools.items() if k in builtin_names},
-        )
+        changes["tool_settings"] = {k: v for k, v in file.tools.items() if k in builtin_names}
+        config = _with(base, changes)
         return Engine(plugins=[*plugins, *found], config=config, policy=file.policy)
     except (PluginError, ValueError, TypeError) as exc:
         raise UsageError(str(exc)) from None
