@@ -647,6 +647,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         argv.remove("--breakdown")
         return breakdown.main(argv)
+    if "--path-files" in argv:
+        from a2e_engine.benchmarks import path_files
+
+        argv.remove("--path-files")
+        return path_files.main(argv)
     parser = argparse.ArgumentParser(
         prog="a2e bench",
         description="Measure what a sandboxed call costs on this engine and on the alternatives, "
@@ -687,6 +692,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="instead: where one request's CPU goes, by process and by stage "
         "(a2e bench --breakdown --help)",
+    )
+    parser.add_argument(
+        "--path-files",
+        action="store_true",
+        help="instead: which of our files one request runs through in the server "
+        "(a2e bench --path-files --help)",
     )
     parser.add_argument(
         "--soak",

@@ -580,6 +580,27 @@ def test_a2e_bench_breakdown_splits_a_request_by_process_and_stage(tmp_path: Pat
             assert phases["hardening"] > 0 and phases["job"] > 0 and phases["exit"] > 0, figures
 
 
+def test_a2e_bench_path_files_lists_the_files_one_request_runs_through(tmp_path: Path) -> None:
+    """A real ``a2e serve --stdio`` under the profile hook: one ``tool/call`` runs the host's
+    call path (named as the checkout's folders are, in any thread), nothing of the benchmarks,
+    and a quiet second runs none of the call's own files."""
+    report_path = tmp_path / "files.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--path-files",
+         "--paths", "stdio_tool_call", "--warm-up", "3", "--json", str(report_path)],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "stdio_tool_call:" in proc.stdout and "files of ours" in proc.stdout
+    listing = json.loads(report_path.read_text())["stdio_tool_call"]
+    request, idle = listing["request"], listing["idle"]
+    for name in ("engine/_calls.py", "engine/_connection.py", "sandbox/_pool.py", "a2e/_codec.py"):
+        assert name in request, sorted(request)
+        assert name not in idle, sorted(idle)
+    assert "run_call" in request["engine/_calls.py"]
+    assert not [name for name in (*request, *idle) if "benchmarks" in name]
+
+
 def test_py_spy_samples_are_charged_to_the_stage_of_the_code_that_ran() -> None:
     """A general-purpose module's frame is charged to its caller; the checkout's paths and an
     installed wheel's name the same modules."""
