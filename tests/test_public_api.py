@@ -106,6 +106,7 @@ COMMANDS = {
     "benchmarks/layer_costs.py",
     "benchmarks/layer_throughput.py",
     "benchmarks/load.py",
+    "benchmarks/path_files.py",
     "benchmarks/ray_scaling.py",
     "benchmarks/sandboxfusion_standin.py",
     "benchmarks/tool_search.py",
