@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from a2e import _jsonwire as jsonwire
 from a2e._messages import A2ECapability
+from a2e.caps.tools._arguments import decode_json_text
 from a2e.caps.tools._models import (
     EventKind,
     FailureReason,
@@ -37,7 +38,6 @@ from a2e_engine.engine._registry import RegisteredTool, ToolRegistry
 from a2e_engine.engine._resident_workers import ResidentWorkers
 from a2e_engine.engine._retry import run_with_retries
 from a2e_engine.engine._session import Session
-from a2e_engine.engine._validation import decode_json_text, validate_arguments
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._messages import Job
 from a2e_engine.sandbox._pool import StopSignal, WorkerPool
@@ -174,7 +174,7 @@ def _gate(
             FailureReason.INVALID_ARGUMENTS,
             f"arguments of {len(encoded)} bytes exceed the limit of {room} bytes per call",
         )
-    problems = validate_arguments(tool.definition.input_parameters, request.arguments)
+    problems = tool.arguments.problems(request.arguments)
     if problems:
         return _invalid_arguments(tool, request.arguments, problems)
     return None

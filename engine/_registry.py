@@ -4,9 +4,11 @@ one: ``ToolPlugin.zygote_group``)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from a2e.caps.tools._arguments import Arguments, arguments_of
 from a2e.caps.tools._models import ToolDefinition, ToolListRequest
 from a2e.caps.tools._plugin import SandboxProfile, ToolPlugin, select_tools
 from a2e_engine.engine._search import ToolIndex
@@ -25,6 +27,11 @@ class RegisteredTool:
     @property
     def name(self) -> str:
         return self.definition.name
+
+    @functools.cached_property
+    def arguments(self) -> Arguments:
+        """The model its calls' arguments are checked against, built on its first call."""
+        return arguments_of(self.definition.input_parameters)
 
 
 @dataclass(frozen=True)

@@ -1,48 +1,25 @@
 """Tool definitions as JSON Schema, and in the function-calling formats of the model APIs.
 
 An A2E ``ToolDefinition`` describes its inputs as ``ToolParameter`` trees; model APIs want a
-JSON Schema object. ``input_schema`` makes one (types, descriptions, ``required``, ``enum``,
-nested ``properties``), and ``openai_tool``/``anthropic_tool`` wrap it the way each API expects,
-so a host can offer the engine's tools to a model without writing schemas by hand.
+JSON Schema object. ``input_schema`` gives the one the engine checks arguments against, and
+``openai_tool``/``anthropic_tool`` wrap it the way each API expects, so a host can offer the
+engine's tools to a model without writing schemas by hand.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from a2e.caps.tools._models import ToolDefinition, ToolParameter
+from a2e.caps.tools._arguments import arguments_of
+from a2e.caps.tools._models import ToolDefinition
 
 __all__ = ["anthropic_tool", "input_schema", "openai_tool"]
 
 
-def _parameter_schema(parameter: ToolParameter) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": str(parameter.type)}
-    if parameter.description:
-        schema["description"] = parameter.description
-    if parameter.enum:
-        schema["enum"] = list(parameter.enum)
-    if parameter.properties:
-        schema.update(_object_schema(list(parameter.properties.values())))
-    if parameter.type == "array":
-        schema["items"] = {}  # any JSON value: ToolParameter does not describe items
-    return schema
-
-
-def _object_schema(parameters: list[ToolParameter]) -> dict[str, Any]:
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {p.name: _parameter_schema(p) for p in parameters},
-    }
-    required = [p.name for p in parameters if p.required]
-    if required:
-        schema["required"] = required
-    return schema
-
-
 def input_schema(tool: ToolDefinition) -> dict[str, Any]:
-    """The JSON Schema of the tool's arguments (an object; extra keys are refused by the engine,
-    so the schema says so too)."""
-    return {**_object_schema(tool.input_parameters), "additionalProperties": False}
+    """The JSON Schema of the tool's arguments, from the model that checks them
+    (``a2e.caps.tools._arguments``): an object whose keys, at every depth, are those declared."""
+    return arguments_of(tool.input_parameters).json_schema()
 
 
 def openai_tool(tool: ToolDefinition) -> dict[str, Any]:
