@@ -56,9 +56,14 @@ class Arguments:
     def json_schema(self) -> dict[str, Any]:
         """The arguments as a JSON Schema object: types, descriptions, ``required``, ``enum``,
         nested ``properties``, and no other keys (``additionalProperties: false``), at every
-        depth, as the check refuses them."""
+        depth, as the check refuses them. A fresh copy each time (a tool list asks for every
+        tool's), made once."""
+        return json.loads(self._schema_text)
+
+    @functools.cached_property
+    def _schema_text(self) -> str:
         schema = self.model.model_json_schema(schema_generator=_PlainSchema)
-        return _inlined(schema, schema.pop("$defs", {}))
+        return json.dumps(_inlined(schema, schema.pop("$defs", {})))
 
     def _sentence(self, error: ErrorDetails) -> str:
         *above, last = error["loc"]
