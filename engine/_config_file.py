@@ -90,6 +90,9 @@ class _Document(_Strict):
     policy: _Policy | None = None
 
 
+_TOO_DEEP = "nested too deeply to be a configuration"
+
+
 def load_config_file(path: str) -> ConfigFile:
     try:
         with open(path, "rb") as fh:
@@ -98,6 +101,8 @@ def load_config_file(path: str) -> ConfigFile:
         raise ConfigError(f"{path}: cannot read it: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: {_TOO_DEEP}") from None
     try:
         return parse_config(document)
     except ConfigError as exc:
@@ -109,15 +114,20 @@ def parse_config(document: dict[str, Any]) -> ConfigFile:
     engine = document.get("engine")
     if isinstance(engine, dict) and "tool_settings" in engine:
         raise ConfigError("engine.tool_settings: set tools in [tools.<name>] tables")
-    dated = _date_in(document, "")
-    if dated is not None:
-        raise ConfigError(f"{dated}: a date or time is not a setting")
     try:
+        dated = _date_in(document, "")
+        if dated is not None:
+            raise ConfigError(f"{dated}: a date or time is not a setting")
         # As JSON, which is what TOML's values are once dates are out: arrays become the
         # tuples the dataclasses hold, and nothing is coerced (strict).
         parsed = _Document.model_validate_json(json.dumps(document))
+    except RecursionError:
+        raise ConfigError(_TOO_DEEP) from None
     except ValidationError as exc:
-        raise ConfigError(_sentence(exc.errors()[0])) from None
+        error = exc.errors()[0]
+        raise ConfigError(
+            _TOO_DEEP if error["type"] == "json_invalid" else _sentence(error)
+        ) from None
     policy = parsed.policy
     return ConfigFile(
         engine=parsed.engine,
@@ -164,10 +174,12 @@ def _sentence(error: ErrorDetails) -> str:
         return f"{where}: {problem}"
     if kind in _UNKNOWN:
         return f"{where}: {_unknown(loc)}"
+    given = repr(error.get("input"))
+    given = given if len(given) <= 80 else given[:77] + "..."
     if kind == "string_pattern_mismatch":
-        return f"{where}: expected 'module:Class', got {error.get('input')!r}"
+        return f"{where}: expected 'module:Class', got {given}"
     what = error["msg"][:1].lower() + error["msg"][1:]
-    return f"{where}: {what}" if kind == "missing" else f"{where}: {what}, got {error['input']!r}"
+    return f"{where}: {what}" if kind == "missing" else f"{where}: {what}, got {given}"
 
 
 def _unknown(loc: tuple[int | str, ...]) -> str:

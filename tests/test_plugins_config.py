@@ -168,6 +168,13 @@ def test_config_parsing_errors_without_an_engine() -> None:
             "engine": {"resident": {"limit": -1}}
         },
     }
+    deep: Any = 1
+    for _ in range(5000):
+        deep = [deep]
+    cases["nested too deeply to be a configuration"] = {"tools": {"http": {"allow": deep}}}
+    cases[r"engine.read_roots: input should be a valid array, got 'aaaa.*\.\.\.$"] = {
+        "engine": {"read_roots": "a" * 10_000}  # what was given, shortened
+    }
     for message, document in cases.items():
         with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
             parse_config(document)
