@@ -42,7 +42,7 @@ from a2e_engine.sandbox._settings import ZygoteSettings
 from a2e_engine.sandbox._sharing import SharedStore
 from a2e_engine.sandbox._slots import WorkerSlots
 from a2e_engine.sandbox._supply import WorkerSupply
-from a2e_engine.sandbox._waiting import StopSignal
+from a2e_engine.sandbox._waiting import StopSignal, race
 from a2e_engine.sandbox._zygote_control import ControlFactory, SandboxUnavailable, ZygoteControl
 from a2e_engine.sandbox.layers import LayerReport, LayerReports, merge_reports
 
@@ -278,10 +278,11 @@ class WorkerPool:
         on_event: EventSink,
         stop: StopSignal,
     ) -> tuple[ResidentWorker | None, Outcome]:
-        """One job's way through the pool: a supply of workers unless ``kept`` is alive, a
-        worker slot held while it runs (every job holds one), a fresh worker (kept for the
-        session's next jobs when ``keep``), and the run, counted among the running while it
-        lasts."""
+        """One job's way through the pool: a supply of workers unless ``kept`` is alive; the
+        store's word on it (``SharedStore.claim``: it waits, holding nothing, while another
+        call makes what it would); a worker slot held while it runs (every job holds one), a
+        fresh worker (kept for the session's next jobs when ``keep``), and the run, counted
+        among the running while it lasts."""
         assert self._slots is not None
         loop = asyncio.get_running_loop()
         queued_at = loop.time()
@@ -289,45 +290,66 @@ class WorkerPool:
         supply = await self._supply_for(job) if alive is None else None
         if isinstance(supply, Outcome):
             return None, supply
-        if not await self._slots.acquire(deadline, stop):
-            waiting = "waiting for a free worker slot"
-            return kept, self._not_started(stop, deadline, queued_at, waiting)
+        claim = self._claim(job)
+        if isinstance(claim, asyncio.Future):
+            # Another call is making what this one would: wait for it, holding no slot.
+            if not await race(deadline.at, claim, stop=stop):
+                waiting = "waiting for another call making the same (a compile)"
+                return kept, self._not_started(stop, deadline, queued_at, waiting)
+            claim = None
         try:
-            worker = alive.worker if alive is not None else None
-            if supply is not None:
-                taken = await self._take(supply, job, deadline, stop, queued_at)
-                if isinstance(taken, Outcome):
-                    return None, taken
-                worker = taken
-                if keep:
-                    alive = ResidentWorker(taken, self._caps, self.config.zygote.limits)
-                    job = cast(Job, {**job, "resident": True})
-            assert worker is not None
-            queued_ms = int((loop.time() - queued_at) * 1000)
-            self._running[worker.pid] = pid_of(worker.pidfd) or worker.pid
+            if not await self._slots.acquire(deadline, stop):
+                waiting = "waiting for a free worker slot"
+                return kept, self._not_started(stop, deadline, queued_at, waiting)
             try:
-                if alive is not None:
-                    outcome = await alive.run(job, deadline, on_event, stop)
-                else:
-                    limits, shared = self.config.zygote.limits, self._share_sink(job)
-                    outcome = await run_job(
-                        worker, job, deadline, on_event, stop, self._caps, limits, shared
-                    )
+                worker = alive.worker if alive is not None else None
+                if supply is not None:
+                    taken = await self._take(supply, job, deadline, stop, queued_at)
+                    if isinstance(taken, Outcome):
+                        return None, taken
+                    worker = taken
+                    if keep:
+                        alive = ResidentWorker(taken, self._caps, self.config.zygote.limits)
+                        job = cast(Job, {**job, "resident": True})
+                assert worker is not None
+                queued_ms = int((loop.time() - queued_at) * 1000)
+                self._running[worker.pid] = pid_of(worker.pidfd) or worker.pid
+                try:
+                    if alive is not None:
+                        outcome = await alive.run(job, deadline, on_event, stop)
+                    else:
+                        limits, shared = self.config.zygote.limits, self._share_sink(job)
+                        outcome = await run_job(
+                            worker, job, deadline, on_event, stop, self._caps, limits, shared
+                        )
+                finally:
+                    self._running.pop(worker.pid, None)
+                outcome.queued_ms = queued_ms
+                return alive, outcome
             finally:
-                self._running.pop(worker.pid, None)
-            outcome.queued_ms = queued_ms
-            return alive, outcome
+                self._slots.release()
         finally:
-            self._slots.release()
+            if claim is not None:
+                claim()
 
-    def _share_sink(self, job: Job) -> ShareSink | None:
-        """Where the job's worker may offer what it made: the store of the job's plugin, given
-        the job's arguments, when it is the one plugin of its zygote (``plugin_dirs`` are given
-        to such plugins only); else nowhere."""
+    def _store_for(self, job: Job) -> SharedStore | None:
+        """The store of the job's plugin, when it is the one plugin of its zygote
+        (``plugin_dirs`` are given to such plugins only)."""
         line = self._lines.get(job["zygote"])
         plugins = line.spec.plugins if line is not None else ()
         store = self.config.stores.get(plugins[0]) if len(plugins) == 1 else None
-        if store is None or job["plugin"] != 0:
+        return store if store is not None and job["plugin"] == 0 else None
+
+    def _claim(self, job: Job) -> asyncio.Future[None] | Callable[[], None] | None:
+        """What the job's store says of it before it runs (``SharedStore.claim``)."""
+        store = self._store_for(job)
+        return store.claim(job["arguments"]) if store is not None else None
+
+    def _share_sink(self, job: Job) -> ShareSink | None:
+        """Where the job's worker may offer what it made: the store of its plugin, given the
+        job's arguments (``_store_for``); else nowhere."""
+        store = self._store_for(job)
+        if store is None:
             return None
         arguments = job["arguments"]
 

@@ -10,10 +10,17 @@ arguments of the call that made it, to the store of the job's plugin (``SharedSt
 checks it (a key it works out from the arguments itself, sizes, names) and keeps it, from the
 supervisor's own process, or drops it. A worker whose plugin owns no store and offers
 something breaks the rules of its pipe (``sandbox._run``).
+
+What is made once is also made once at a time: before a call takes its worker, the store may
+say that another call in flight is making what this one would (``claim``), and the call waits,
+within its own deadline and holding no worker slot, until that is kept or given up; then it
+goes on and finds it, or makes it itself. Only what the store kept after its own checks is
+shared that way: a call that waited is never handed another call's failure.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -54,6 +61,12 @@ class SharedStore(Protocol):
         """On the engine's loop, as the frame arrives: check what a worker offered for the
         call with ``arguments`` and keep it (off the loop) or drop it. Never raises; never
         blocks."""
+
+    def claim(self, arguments: Mapping[str, Any]) -> asyncio.Future[None] | Callable[[], None]:
+        """On the engine's loop, before the call with ``arguments`` takes a worker: a future
+        when another call in flight is making what this one would (done once that is kept or
+        given up; the call then goes on without a claim), or what to call when this call ends
+        (it may be the one making it). Never raises; never blocks."""
 
     def close(self) -> None:
         """The engine stops: end what is under way."""

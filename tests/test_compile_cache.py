@@ -204,6 +204,93 @@ def test_two_sessions_compiling_the_same_source_at_once_share_one_entry(engine: 
     assert not [n for n in os.listdir(entries) if n.startswith((".staging-", ".evicted-"))]
 
 
+def _slow(variant: int) -> str:
+    """A C++ program whose compile takes a second or two (its constant is worked out by the
+    compiler), each ``variant`` a program of its own."""
+    return (
+        "#include <cstdio>\n"
+        "constexpr long slow() { long s = 0; for (long i = 0; i < 1500; i++)\n"
+        f"  for (long j = 0; j < 1000; j++) s += (i ^ j) % {variant + 7}; return s; }}\n"
+        "constexpr long value = slow();\n"
+        'int main() { long a; if (scanf("%ld", &a) != 1) a = 0; printf("%ld\\n", a + value); }\n'
+    )
+
+
+def _at_once(engine: Engine, calls: list[tuple[float, dict[str, Any]]]) -> list[Any]:
+    """Each call in a session of its own, started after its delay in seconds: its result, and
+    when it ended."""
+    ended: list[Any] = [None] * len(calls)
+
+    def one(index: int, delay: float, arguments: dict[str, Any]) -> None:
+        time.sleep(delay)
+        timeout = arguments.pop("timeout", 120)
+        result = _session(engine).call(tool_name="run_code", arguments=arguments, timeout=timeout)
+        ended[index] = (result, time.monotonic())
+
+    threads = [
+        threading.Thread(target=one, args=(index, delay, arguments))
+        for index, (delay, arguments) in enumerate(calls)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return ended
+
+
+@needs_landlock
+def test_calls_of_one_program_at_once_compile_it_once(engine: Engine) -> None:
+    """verl sends a program's test cases as as many requests at once: one compiles, the others
+    wait for its entry and run from it, each with its own input."""
+    code = _slow(1)
+    calls = [(0.0, {"language": "cpp", "code": code, "stdin": str(n)}) for n in range(4)]
+    results = _at_once(engine, calls)
+    data = [result.data for result, _ in results]
+    assert all(result.success for result, _ in results), [r.error for r, _ in results]
+    compiled = [d["compile_result"]["cached"] for d in data]
+    assert sorted(compiled) == [False, True, True, True], compiled
+    value = int(data[0]["run_result"]["stdout"]) - int(calls[0][1]["stdin"])
+    assert [int(d["run_result"]["stdout"]) for d in data] == [value + n for n in range(4)]
+
+
+@needs_landlock
+def test_a_call_that_fails_its_compile_hands_its_failure_to_nobody(engine: Engine) -> None:
+    """A tenant who compiles another's program first, under a compile time it cannot meet,
+    fails alone: the call that waited for it compiles for itself and passes."""
+    code = _slow(2)
+    (attacker, _), (victim, _) = _at_once(
+        engine,
+        [
+            (0.0, {"language": "cpp", "code": code, "compile_timeout": 0.3}),
+            (0.1, {"language": "cpp", "code": code, "stdin": "1"}),
+        ],
+    )
+    assert attacker.data["compile_result"]["status"] == "TimeLimitExceeded", attacker.data
+    assert victim.success and victim.data["status"] == "Success", victim.data
+    assert victim.data["compile_result"]["cached"] is False  # its own compile
+    # A compile error is nobody else's either: each call that waited compiles and says it.
+    broken = _slow(3).replace("int main()", "int main() { nope; }\nint other()")
+    results = _at_once(engine, [(0.0, {"language": "cpp", "code": broken})] * 3)
+    for result, _ in results:
+        assert result.data["status"] == "Failed", result.data
+        assert "nope" in result.data["compile_result"]["stderr"]
+
+
+@needs_landlock
+def test_a_call_waiting_for_another_compile_keeps_its_own_deadline(engine: Engine) -> None:
+    code = _slow(4)
+    (first, first_ended), (waiting, waiting_ended) = _at_once(
+        engine,
+        [
+            (0.0, {"language": "cpp", "code": code}),
+            (0.2, {"language": "cpp", "code": code, "timeout": 1}),
+        ],
+    )
+    assert first.success and first.data["compile_result"]["cached"] is False
+    assert not waiting.success and waiting.reason == "timeout", waiting
+    assert waiting_ended < first_ended  # it did not wait for the compile past its own end
+
+
 @needs_landlock
 def test_bits_stdcpp_is_precompiled_once_and_used(engine: Engine) -> None:
     tools = _session(engine)

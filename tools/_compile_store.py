@@ -17,13 +17,21 @@ place whole, one build at a time, beside the calls (the first ones compile witho
 header whose build failed, or ran out of time ``MAX_ATTEMPTS`` times, goes without for the
 engine's life.
 
-Everything here runs off the engine's loop: ``offer`` only queues (at most ``MAX_PENDING``
+Compiles are coalesced: the first call of a program that is not kept yet claims it (``claim``),
+and calls of the same program that come while it compiles wait for its entry rather than
+compile it again (verl sends a program's test cases as as many requests at once). They go on
+as soon as the entry is written, or, when the first call ends without one (a compile error, a
+timeout, an offer that did not hold), all at once, each compiling for itself: a failure is never
+handed to another call, which may have other limits or come from another tenant.
+
+Everything else here runs off the engine's loop: ``offer`` only queues (at most ``MAX_PENDING``
 offers; past that one is dropped, and the program is compiled again next time), so that a
 worker that floods its pipe with offers costs the loop a lock and a count each.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import collections
@@ -89,6 +97,10 @@ class SharedCompileCache:
         self._building: subprocess.Popen[bytes] | None = None
         self._builder: threading.Thread | None = None
         self._closed = False
+        #: The programs being compiled by a call in flight, by key: done when the entry is
+        #: kept or that call ends. On the engine's loop only (``claim``, ``_made``).
+        self._making: dict[str, asyncio.Future[None]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def create(cls, state_dir: str, max_mb: int) -> SharedCompileCache:
@@ -118,6 +130,28 @@ class SharedCompileCache:
             self._queue(self._build_header, data)
         else:
             log.debug("dropped an offer of %.40r to the compile cache", what)
+
+    def claim(self, arguments: Mapping[str, Any]) -> asyncio.Future[None] | Callable[[], None]:
+        key = _key_of(arguments)
+        if key is None or key in self._new or key in self._hit:
+            return _nothing
+        making = self._making.get(key)
+        if making is not None:
+            return making
+        self._loop = loop = asyncio.get_running_loop()
+        made = self._making[key] = loop.create_future()
+
+        def ended() -> None:
+            if self._making.get(key) is made:
+                self._made(key)
+
+        return ended
+
+    def _made(self, key: str) -> None:
+        """``key``'s entry is kept, or the call compiling it ended: its waiters go on."""
+        made = self._making.pop(key, None)
+        if made is not None and not made.done():
+            made.set_result(None)
 
     def close(self) -> None:
         with self._lock:
@@ -189,6 +223,9 @@ class SharedCompileCache:
         self._total += size
         if self._total > self.max_bytes:
             self._shrink(self.max_bytes * 9 // 10, keep=key)
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                self._loop.call_soon_threadsafe(self._made, key)
 
     @property
     def total(self) -> int:
@@ -199,13 +236,10 @@ class SharedCompileCache:
         self, arguments: Mapping[str, Any], data: dict[str, Any]
     ) -> tuple[str, dict[str, tuple[bytes, int]], dict[str, Any]] | str:
         """The entry an offer stands for (key, outputs, result), or why it does not hold."""
-        language = LANGUAGES.get(str(arguments.get("language")))
-        code, files = arguments.get("code"), arguments.get("files") or {}
-        if language is None or language.compile is None or not isinstance(code, str):
+        key = _key_of(arguments)
+        if key is None:
             return "not a call of a compiled language"
-        if not isinstance(files, dict):
-            return "files that are not an object"
-        key = CompileCache.key(language, code, files)
+        language = LANGUAGES[str(arguments["language"])]
         if data.get("key") != key:
             return "a key that is not the call's"
         result, offered = data.get("result"), data.get("outputs")
@@ -319,6 +353,25 @@ class SharedCompileCache:
         finally:
             if os.path.lexists(staging):
                 remove_tree(staging)  # what did not go in place
+
+
+def _key_of(arguments: Mapping[str, Any]) -> str | None:
+    """The compile cache's key of the call's program, or None when the call compiles nothing
+    (a language without a compile step, arguments the tool will refuse)."""
+    language = LANGUAGES.get(str(arguments.get("language")))
+    code, files = arguments.get("code"), arguments.get("files") or {}
+    if language is None or language.compile is None or not isinstance(code, str):
+        return None
+    if not isinstance(files, dict):
+        return None
+    try:
+        return CompileCache.key(language, code, files)
+    except (OSError, TypeError, ValueError):
+        return None
+
+
+def _nothing() -> None:
+    """A claim that needs no end."""
 
 
 def _exited(pid: int, seconds: float) -> bool:
