@@ -543,6 +543,19 @@ def test_lua_tests_get_luaunits_verdicts(tools: ToolAPI) -> None:
     run = raising["run_result"]
     assert raising["status"] == "Failed" and run["return_code"] == 1, run
     assert "Tests with errors:" in run["stdout"] and "1 error" in run["stdout"], run
+    # An assertion outside any test ends the program as LuaUnit's does, with its failure on
+    # stderr (SandboxFusion's own runner test, tests/runners/test_lua.py); one that holds
+    # ends nothing.
+    top_level = _run(tools, "lua", "lu = require('luaunit')\nlu.assertEquals(0, 0)\n")
+    assert top_level["status"] == "Success", top_level
+    top_level = _run(tools, "lua", "lu = require('luaunit')\nlu.assertEquals(1, 2)\n")
+    run = top_level["run_result"]
+    assert top_level["status"] == "Failed" and run["status"] == "Finished", top_level
+    assert "main.lua:2: LuaUnit test FAILURE: expected: 2, actual: 1" in run["stderr"], run
+    # An error that only mentions the prefix is an error, not a failure.
+    mention = LUA_TESTS.replace("EXTRA", "    error('no LuaUnit test FAILURE: here')")
+    run = _run(tools, "lua", mention)["run_result"]
+    assert "1 error" in run["stdout"] and "0 failures" in run["stdout"], run
 
 
 @pytest.mark.parametrize("language", sorted(AS_JUDGED))
