@@ -20,12 +20,14 @@ shared that way: a call that waited is never handed another call's failure.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from a2e_engine.sandbox._frames import encode_frame
 from a2e_engine.sandbox._messages import share_frame
+
+if TYPE_CHECKING:
+    import asyncio  # the supervisor's side only: workers import this module, and no asyncio
 
 __all__ = ["SharedStore", "offer", "set_share_sink"]
 
