@@ -12,7 +12,8 @@ import pytest
 
 from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.tools._judging import JudgeCase, cases_from, compare_outputs
+from a2e_engine.tools._comparisons import compare_outputs
+from a2e_engine.tools._judging import JudgeCase, cases_from
 
 SUM_CASES = [
     {"input": "1 2\n", "output": "3\n"},
@@ -156,6 +157,20 @@ def test_the_comparison_rule_is_the_callers(tools: ToolAPI) -> None:
     spaced = [{"input": "", "output": "1 2\n3\n"}]
     assert _judge(tools, "print('1\\n2  3')", test_cases=spaced)["verdict"] == "AC"
     assert _judge(tools, "print('1\\n2  3')", test_cases=spaced, compare="lines")["verdict"] == "WA"
+    # A grader's own rule, through the tool: verl's forgives trailing newlines only, PRIME's
+    # forgives a trailing space, CodeContests' case.
+    trailing = [{"input": "", "output": "7"}]
+    assert _judge(tools, "print('7 ')", test_cases=trailing, compare="verl")["verdict"] == "WA"
+    assert _judge(tools, "print('7\\n')", test_cases=trailing, compare="verl")["verdict"] == "AC"
+    assert _judge(tools, "print('7 ')", test_cases=trailing, compare="prime")["verdict"] == "AC"
+    shouted = [{"input": "", "output": "yes"}]
+    assert (
+        _judge(tools, "print('YES')", test_cases=shouted, compare="codecontests")["verdict"] == "AC"
+    )
+    assert (
+        _judge(tools, "print('YES')", test_cases=shouted, compare="livecodebench")["verdict"]
+        == "WA"
+    )
     refused = tools.call(
         tool_name="code_eval",
         arguments={"program": "1", "test_cases": cases, "compare": "fuzzy"},

@@ -52,7 +52,8 @@ from a2e_engine.sandbox._exits import how_it_ended
 from a2e_engine.sandbox._landlock import WriteConfinement, confine_writes
 from a2e_engine.sandbox._run_root import program_writable
 from a2e_engine.tools._call_based import call_based_tests
-from a2e_engine.tools._judging import COMPARISONS, DEFAULT_TOLERANCE, cases_from
+from a2e_engine.tools._comparisons import COMPARISONS, DEFAULT_TOLERANCE
+from a2e_engine.tools._judging import cases_from
 from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._output import SPOOL_DIR, CappedText
 from a2e_engine.tools._python_grading import (

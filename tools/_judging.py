@@ -1,51 +1,35 @@
-"""Judging a program by its output: the test cases a benchmark gives, how an output is compared
-with the expected one, and the verdict of each case and of them all.
+"""Judging a program by its output: the test cases a benchmark gives, and the verdict of each
+case and of them all.
 
 Verdicts are the judges': ``AC`` (accepted), ``WA`` (wrong answer), ``TLE`` (time limit),
 ``MLE`` (memory limit), ``RE`` (runtime error: a non-zero exit, a signal, or a program that
 could not start), ``CE`` (compile error). The overall verdict is ``AC`` when every case is, else
-the verdict of the first case, in order, that is not.
-
-Comparison rules (``compare``):
-
-* ``whitespace`` (the default, as most judges do): the same tokens, however they are spaced
-  or broken into lines;
-* ``lines``: the same lines, each with its trailing whitespace dropped, and trailing empty lines
-  dropped (``\\r\\n`` counts as ``\\n``);
-* ``exact``: the same characters;
-* ``float``: the same tokens, where two that are both decimal numbers may differ by
-  ``float_tolerance``, absolute or relative to the expected one, whichever is larger.
+the verdict of the first case, in order, that is not. How an output is compared (``compare``)
+is ``tools._comparisons``'s.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox._exits import how_it_ended
+from a2e_engine.tools._comparisons import compare_outputs
 
 __all__ = [
-    "COMPARISONS",
     "Capture",
     "CaseVerdict",
     "JudgeCase",
     "cases_from",
-    "compare_outputs",
     "verdict_of_exit",
     "verdict_of_run",
 ]
 
 ACCEPTED, WRONG, TIME, MEMORY, RUNTIME, COMPILE = "AC", "WA", "TLE", "MLE", "RE", "CE"
-DEFAULT_TOLERANCE = 1e-6
 #: How much a program may print beyond the expected output before it is cut off (and wrong).
 OUTPUT_SLACK_CHARS = 1 << 16
 MAX_CASES = 10_000
-
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 @dataclass(frozen=True)
@@ -111,47 +95,6 @@ def _bounded(cases: list[JudgeCase]) -> list[JudgeCase]:
     if len(cases) > MAX_CASES:
         raise ValueError(f"at most {MAX_CASES} test cases, got {len(cases)}")
     return cases
-
-
-def _tokens(text: str) -> list[str]:
-    return text.split()
-
-
-def _lines(text: str) -> list[str]:
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
-
-
-def _numbers_close(got: str, expected: str, tolerance: float) -> bool:
-    if got == expected:
-        return True
-    if not (_NUMBER.fullmatch(got) and _NUMBER.fullmatch(expected)):
-        return False
-    a, b = float(got), float(expected)
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return False
-    return abs(a - b) <= tolerance * max(1.0, abs(b))
-
-
-def _same_floats(got: str, expected: str, tolerance: float) -> bool:
-    mine, theirs = _tokens(got), _tokens(expected)
-    return len(mine) == len(theirs) and all(
-        _numbers_close(a, b, tolerance) for a, b in zip(mine, theirs, strict=True)
-    )
-
-
-COMPARISONS: dict[str, Callable[[str, str, float], bool]] = {
-    "whitespace": lambda got, expected, _: _tokens(got) == _tokens(expected),
-    "lines": lambda got, expected, _: _lines(got) == _lines(expected),
-    "exact": lambda got, expected, _: got == expected,
-    "float": _same_floats,
-}
-
-
-def compare_outputs(got: str, expected: str, rule: str, tolerance: float) -> bool:
-    return COMPARISONS[rule](got, expected, tolerance)
 
 
 class Capture:

@@ -16,11 +16,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from a2e_engine.tools._comparisons import COMPARISONS, DEFAULT_TOLERANCE
 from a2e_engine.tools._judging import (
     ACCEPTED,
-    COMPARISONS,
     COMPILE,
-    DEFAULT_TOLERANCE,
     OUTPUT_SLACK_CHARS,
     Capture,
     CaseVerdict,
