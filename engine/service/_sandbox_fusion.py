@@ -32,6 +32,7 @@ Clients that can only be given a URL pass the token as ``?token=`` (verl's
 
 from __future__ import annotations
 
+import signal
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -125,13 +126,12 @@ class RunCodeRequest(BaseModel):
 
 class CommandRunResult(BaseModel):
     """One step, compile or run. Beyond SandboxFusion's fields: ``cpu_time``, ``peak_memory_kb``,
-    the status ``MemoryLimitExceeded``, and the compile step's ``cached``."""
+    ``memory_exceeded`` (the step went past its memory limit: ``Finished``, with the exit it
+    had, as SandboxFusion says it), and the compile step's ``cached``."""
 
     model_config = ConfigDict(extra="allow")
 
-    status: str = Field(
-        description="Finished, Error (it could not start), TimeLimitExceeded, MemoryLimitExceeded"
-    )
+    status: str = Field(description="Finished, Error (it could not start), TimeLimitExceeded")
     execution_time: float | None = None
     return_code: int | None = Field(None, description="null past a limit")
     stdout: str | None = None
@@ -201,13 +201,30 @@ def _response(data: Any) -> RunCodeResponse:
     ``run_code``) is a ``SandboxError`` that says why."""
     if not isinstance(data, dict):
         return sandbox_error("the run_code tool's result is not an object")
+    answer = {name: data.get(name) for name in RunCodeResponse.model_fields}
+    for step in ("compile_result", "run_result"):
+        answer[step] = _as_sandbox_fusion_says(answer[step])
     try:
-        return RunCodeResponse.model_validate(
-            {name: data.get(name) for name in RunCodeResponse.model_fields}
-        )
+        return RunCodeResponse.model_validate(answer)
     except ValidationError as exc:
         why = describe_validation_error(exc)
         return sandbox_error(f"the run_code tool's result is not SandboxFusion's: {why}")
+
+
+def _as_sandbox_fusion_says(step: Any) -> Any:
+    """A step past its memory limit as SandboxFusion gives it: ``Finished``, with the exit of
+    the program (1 for Python's ``MemoryError``; -9, SIGKILL, when it was killed for it). Its
+    clients know no other status (verl scores an unknown one as a sandbox error, SandboxFusion's
+    own client refuses it); ``memory_exceeded`` says what happened."""
+    if not isinstance(step, dict) or step.get("status") != "MemoryLimitExceeded":
+        return step
+    code = step.get("return_code")
+    return {
+        **step,
+        "status": "Finished",
+        "return_code": code if isinstance(code, int) and code != 0 else -signal.SIGKILL,
+        "memory_exceeded": True,
+    }
 
 
 def _jupyter_response(result: ToolResult) -> RunJupyterResponse:
