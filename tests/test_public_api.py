@@ -110,6 +110,8 @@ COMMANDS = {
     "benchmarks/ray_scaling.py",
     "benchmarks/sandboxfusion_standin.py",
     "benchmarks/tool_search.py",
+    # The file verl's configuration names (custom_reward_function.path).
+    "engine/rewards/verl.py",
     "sandbox/layers.py",
 }
 

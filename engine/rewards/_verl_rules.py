@@ -1,0 +1,175 @@
+"""What verl's SandboxFusion code reward does with a sample, so that the engine's grading of it
+gives the same reward (``verl/utils/reward_score/sandbox_fusion``, volcengine/verl b178a3c,
+unchanged from v0.6.0 to 0.10.0.dev).
+
+* The code is the part of the completion after its last "```python" up to the next fence;
+  else the first fenced block, without its first line when that line is a language name
+  (letters only); a completion without a fence scores 0.
+* The ground truth is ``{"inputs": [...], "outputs": [...]}`` (the dict, or its JSON text),
+  with ``"fn_name"`` for call-based problems: then the program is the code inside a wrapper
+  that reads one JSON value per line of stdin as the function's arguments, calls the global
+  function of that name or ``Solution().<name>``, and prints what it returns (JSON for a dict,
+  list, tuple, None or bool; ``str()`` otherwise). A function that raises, or input that is not
+  JSON, prints nothing and still exits 0, as verl's wrapper does.
+* Each case is run as a Python program with its input on stdin, 10 s and 1024 MiB, and its
+  result is verl's: ``True`` (the output equal to the expected one once trailing newlines are
+  dropped: ``compare="verl"``), ``False`` (different), ``-1`` (the sandbox failed), ``-2`` (a
+  runtime error: a non-zero exit, an exception, running out of memory), ``-3`` (the time
+  limit), ``-4`` (a compile error, and every case after it).
+* The score verl's trainer gets (``default_compute_score``, ``continuous=True``): the share of
+  the first ten cases that passed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = [
+    "FIRST_CASES",
+    "MEMORY_MB",
+    "TIME_LIMIT_S",
+    "Problem",
+    "case_result",
+    "extracted_code",
+    "problem_of",
+    "score_of",
+]
+
+TIME_LIMIT_S = 10
+MEMORY_MB = 1024
+#: verl's trainer scores the first this many cases (``continuous=True``).
+FIRST_CASES = 10
+
+#: What verl's wrapper gives a call-based program before its own code, in this order: the
+#: names it may use without importing them.
+_PRELUDE_MODULES = (
+    "string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
+    "statistics", "itertools", "functools", "operator", "io", "sys", "json",
+)  # fmt: skip
+
+
+class Problem:
+    """A sample's program and its cases, ready to be judged; or why it scores 0 untried."""
+
+    def __init__(
+        self,
+        program: str = "",
+        inputs: list[str] | None = None,
+        outputs: list[str] | None = None,
+        error: str = "",
+    ) -> None:
+        self.program = program
+        self.inputs = inputs or []
+        self.outputs = outputs or []
+        self.error = error
+
+
+def extracted_code(completion: str) -> str | None:
+    """The code verl takes from ``completion``; None without a fence."""
+    if "```python" in completion:
+        return completion.split("```python")[-1].split("```")[0]
+    if "```" not in completion:
+        return None
+    parts = completion.split("```")
+    code = parts[1] if len(parts) >= 2 else completion
+    if "\n" in code:
+        first, rest = code.split("\n", 1)
+        if first.strip().isalpha():
+            code = rest
+    return code
+
+
+def problem_of(completion: str, ground_truth: Any) -> Problem:
+    code = extracted_code(completion)
+    if code is None:
+        return Problem(error="Invalid completion (missing code block)")
+    truth = ground_truth
+    if not isinstance(truth, dict):
+        try:
+            truth = json.loads(truth)
+        except (TypeError, ValueError):
+            return Problem(error="Invalid test_cases JSON format")
+    if not isinstance(truth, dict) or "inputs" not in truth or "outputs" not in truth:
+        return Problem(error="Invalid test_cases structure (missing inputs/outputs)")
+    inputs, outputs = truth["inputs"], truth["outputs"]
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+        return Problem(error="inputs and outputs do not pair up")
+    # verl sends each input as str(input) (None: no stdin) and compares str(expected).
+    program = code + "\n\n"
+    fn_name = truth.get("fn_name")
+    if isinstance(fn_name, str) and fn_name:
+        program = _call_based(program, fn_name)
+    return Problem(
+        program,
+        ["" if value is None else str(value) for value in inputs],
+        [value if isinstance(value, str) else str(value) for value in outputs],
+    )
+
+
+def _call_based(code: str, fn_name: str) -> str:
+    """``code`` inside a program that behaves as verl's call-based wrapper does."""
+    prelude = (
+        "import traceback\n"
+        + "".join(f"from {name} import *\n" for name in _PRELUDE_MODULES)
+        + "from builtins import *\nfrom typing import *\n"
+        + "".join(f"import {name}\n" for name in _PRELUDE_MODULES)
+    )
+    runner = f"""
+_A2E_FN_NAME = {fn_name!r}
+
+
+def _a2e_call():
+    raw = sys.stdin.read()
+    arguments = []
+    if raw.strip():
+        try:
+            arguments = [json.loads(line) for line in raw.split("\\n")]
+        except json.JSONDecodeError as problem:
+            sys.stderr.write(f"invalid JSON input for {{_A2E_FN_NAME!r}}: {{problem}}\\n")
+            return None, True
+    try:
+        target = None
+        if _A2E_FN_NAME in globals():
+            target = globals()[_A2E_FN_NAME]
+        elif "Solution" in globals():
+            target = getattr(globals()["Solution"](), _A2E_FN_NAME)
+        if not target:
+            sys.stderr.write(f"{{_A2E_FN_NAME!r}} not found\\n")
+            return None, True
+        return target(*arguments), False
+    except Exception:
+        sys.stderr.write(traceback.format_exc())
+        return None, True
+
+
+if __name__ == "__main__":
+    _a2e_result, _a2e_failed = _a2e_call()
+    if not _a2e_failed:
+        if isinstance(_a2e_result, (dict, list, tuple, bool)) or _a2e_result is None:
+            print(json.dumps(_a2e_result))
+        else:
+            print(str(_a2e_result))
+"""
+    return prelude + "\n" + code + "\n" + runner
+
+
+#: A case's verdict from ``code_eval`` (``tools._judging``) -> verl's result for it. Python has
+#: no compile step in SandboxFusion: a program that does not parse exits 1 there (-2).
+_RESULTS: dict[str, bool | int] = {
+    "AC": True,
+    "WA": False,
+    "TLE": -3,
+    "RE": -2,
+    "MLE": -2,
+    "CE": -2,
+}
+
+
+def case_result(verdict: str) -> bool | int:
+    return _RESULTS.get(verdict, -1)
+
+
+def score_of(results: list[bool | int]) -> float:
+    first = results[:FIRST_CASES]
+    return sum(1 for result in first if result is True) / len(first) if first else 0.0

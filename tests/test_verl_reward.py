@@ -1,0 +1,181 @@
+"""The verl drop-in (``engine.rewards.verl``) gives what verl's own SandboxFusion reward gives.
+
+The oracle is verl's client path, written here anew from its code (volcengine/verl b178a3c,
+``verl/utils/reward_score/sandbox_fusion``, unchanged from v0.6.0 to 0.10.0.dev): the code cut
+from the completion, one ``/run_code`` POST per case with verl's eight fields, each answer
+mapped as ``_process_single_case`` maps it, and ``continuous=True``'s score. Both run against
+one real ``a2e serve --http`` on 127.0.0.1: the oracle through the SandboxFusion API, the
+drop-in through one ``code_eval`` per sample. On this machine the same corpus also gave the
+same scores and per-case results from verl 0.9.1's own code (installed without its
+dependencies) as from the drop-in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from a2e_engine.engine.rewards import verl
+from a2e_engine.engine.rewards._verl_rules import extracted_code
+from tests.service_process import ServiceProcess
+
+ADD = json.dumps({"inputs": ["1 2\n", "3 4\n", "10 20\n"], "outputs": ["3\n", "7", "30\n"]})
+CALLED = json.dumps(
+    {
+        "inputs": ["1\n2", "[1, 2]\n3", '"ab"\n2'],
+        "outputs": ["3", "[1, 2, 3]", "abab"],
+        "fn_name": "f",
+    }
+)
+READ = "a, b = map(int, input().split())\n"
+
+#: (completion, ground truth): right, a trailing space, wrong, an exit 3 in one case, a case
+#: past the time limit, a program that does not parse, no fence, other fences, a MemoryError,
+#: call-based right, raising, printing a float for an int, and text with \r and newlines.
+SAMPLES: list[tuple[str, Any]] = [
+    (f"```python\n{READ}print(a + b)\n```", ADD),
+    (f"```python\n{READ}print(a + b, end=' \\n')\n```", ADD),
+    (f"```python\n{READ}print(a * b)\n```", ADD),
+    (f"```python\nimport sys\n{READ}if a == 3: sys.exit(3)\nprint(a + b)\n```", ADD),
+    (f"```python\nimport time\n{READ}if a == 10: time.sleep(30)\nprint(a + b)\n```", ADD),
+    ("```python\nprint(1 +\n```", ADD),
+    ("print(3) without a fence", ADD),
+    (f"Here:\n```py\n{READ}print(a + b)\n```\nand ```python3\nx\n```", ADD),
+    (f"```\n{READ}print(a + b)\n```", ADD),
+    ("```python\nx = [0] * (10**10)\n```", ADD),
+    (
+        "```python\ndef f(a, b):\n    if isinstance(a, list): return a + [b]\n"
+        "    return a * b if isinstance(a, str) else a + b\n```",
+        CALLED,
+    ),
+    ("```python\nclass Solution:\n    def f(self, a, b):\n        raise ValueError\n```", CALLED),
+    ("```python\ndef f(a, b): return float(a + b) if isinstance(a, int) else a\n```", CALLED),
+    (
+        "```python\nprint(input().upper())\n```",
+        {"inputs": ["abc", "x\r"], "outputs": ["ABC\n\n", "X\r"]},
+    ),
+    ("```python\nprint(1)\n```", "not JSON"),
+    ("```python\nprint(1)\n```", json.dumps({"inputs": []})),
+]
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[ServiceProcess]:
+    server = ServiceProcess("--max-workers", "4")
+    yield server
+    assert server.stop() == 0
+
+
+def _verls_case(answer: dict[str, Any] | None, expected: str | None) -> bool | int:
+    """verl's ``_process_single_case`` on one ``/run_code`` answer."""
+    if not answer:
+        return -1
+    status = answer.get("status")
+    compiled, run = answer.get("compile_result"), answer.get("run_result")
+    if status == "SandboxError":
+        return -1
+    if status == "Failed":
+        if compiled and (
+            compiled.get("status") in ("Error", "TimeLimitExceeded")
+            or (compiled.get("status") == "Finished" and compiled.get("return_code") != 0)
+        ):
+            return -4
+        if run:
+            if run.get("status") == "TimeLimitExceeded":
+                return -3
+            if run.get("status") == "Error" or (
+                run.get("status") == "Finished" and run.get("return_code") != 0
+            ):
+                return -2
+        return -1
+    if status == "Success" and run and run.get("status") == "Finished":
+        stdout = str(run.get("stdout") or "")
+        return expected is None or stdout.rstrip("\n") == str(expected).rstrip("\n")
+    return -1
+
+
+def _verls_reward(url: str, completion: str, truth: Any) -> tuple[float, list[Any]]:
+    """verl's ``compute_score(..., continuous=True)`` through ``/run_code``."""
+    code = extracted_code(completion)
+    if code is None:
+        return 0.0, ["no code"]
+    try:
+        cases = truth if isinstance(truth, dict) else json.loads(truth)
+    except ValueError:
+        return 0.0, ["bad JSON"]
+    if "inputs" not in cases or "outputs" not in cases:
+        return 0.0, ["no cases"]
+    program = code + "\n\n"
+    if cases.get("fn_name"):
+        program = verl_wrapped(program, cases["fn_name"])
+    results: list[Any] = []
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for given, wanted in zip(cases["inputs"], cases["outputs"], strict=True):
+            body = {
+                "compile_timeout": 10, "run_timeout": 10, "code": program,
+                "stdin": None if given is None else str(given), "memory_limit_MB": 1024,
+                "language": "python", "files": {}, "fetch_files": [],
+            }  # fmt: skip
+            answer = client.post("/run_code", json=body).json()
+            results.append(_verls_case(answer, wanted))
+    first = results[:10]
+    return (sum(1 for r in first if r is True) / len(first) if first else 0.0), results
+
+
+def verl_wrapped(code: str, fn_name: str) -> str:
+    from a2e_engine.engine.rewards._verl_rules import _call_based
+
+    return _call_based(code, fn_name)
+
+
+def test_the_drop_in_gives_verls_scores_and_case_results(service: ServiceProcess) -> None:
+    for completion, truth in SAMPLES:
+        score, results = verl.compute_score_with_cases(completion, truth, a2e_url=service.url)
+        wanted_score, wanted = _verls_reward(service.url, completion, truth)
+        assert score == pytest.approx(wanted_score), (completion, results, wanted)
+        if not isinstance(wanted[0], str):
+            assert results == wanted, (completion, results, wanted)
+        assert (
+            verl.compute_score("codecontests", completion, truth, {}, a2e_url=service.url) == score
+        )
+
+
+def test_what_each_sample_scores(service: ServiceProcess) -> None:
+    """The corpus's rewards as verl's code gave them on this corpus: so that an oracle and a
+    drop-in that drifted together still fail."""
+    scores = [
+        verl.compute_score("x", completion, truth, None, a2e_url=service.url)
+        for completion, truth in SAMPLES
+    ]
+    third = pytest.approx(2 / 3)
+    # fmt: off
+    assert scores == [
+        1.0, 0.0, 0.0, third, third, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.5, 0.0, 0.0
+    ]
+    # fmt: on
+    cases = verl.compute_score_with_cases(SAMPLES[4][0], SAMPLES[4][1], a2e_url=service.url)[1]
+    assert cases == [True, True, -3]
+    assert verl.compute_score_with_cases(SAMPLES[5][0], ADD, a2e_url=service.url)[1] == [-2] * 3
+    memory = verl.compute_score_with_cases(SAMPLES[9][0], ADD, a2e_url=service.url)[1]
+    assert memory == [-2] * 3  # MemoryError: a runtime error, as SandboxFusion's python gives it
+
+
+def test_the_batched_form_and_an_engine_that_cannot_be_reached(service: ServiceProcess) -> None:
+    completions = [completion for completion, _ in SAMPLES[:4]]
+    truths = [truth for _, truth in SAMPLES[:4]]
+    batched = verl.compute_score_batch(
+        ["x"] * 4, completions, truths, [None] * 4, a2e_url=service.url, max_concurrent=2
+    )
+    assert batched == [1.0, 0.0, 0.0, pytest.approx(2 / 3)]
+    # Nothing listens there (a port of our own, closed): -1 for each case, no exception.
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    assert verl.compute_score_with_cases(SAMPLES[0][0], ADD, a2e_url=closed) == (0.0, [-1] * 3)
+    assert verl.compute_score_with_cases(SAMPLES[0][0], ADD, a2e_url="ftp://x") == (0.0, [-1] * 3)
