@@ -292,6 +292,28 @@ def test_a_call_waiting_for_another_compile_keeps_its_own_deadline(engine: Engin
 
 
 @needs_landlock
+def test_a_compile_with_nothing_to_share_lets_the_waiting_calls_go_at_once(engine: Engine) -> None:
+    """A program too large to offer (its outputs past a frame) is compiled by each call; those
+    that waited for the first go as soon as its compile ends, not when its long run does."""
+    code = (
+        "#include <cstdio>\n#include <unistd.h>\nchar big[9 << 20] = {1};\n"
+        "int main() { char w[8] = {0}; if (scanf(\"%7s\", w) == 1 && w[0] == 's') sleep(6);\n"
+        '  printf("%d\\n", big[w[7] & 1]); }\n'
+    )
+    (first, first_ended), (waiting, waiting_ended) = _at_once(
+        engine,
+        [
+            (0.0, {"language": "cpp", "code": code, "stdin": "sleep", "run_timeout": 30}),
+            (0.3, {"language": "cpp", "code": code, "stdin": "go"}),
+        ],
+    )
+    assert first.success and first.data["run_result"]["stdout"] == "1\n", first.data
+    assert waiting.success and waiting.data["run_result"]["stdout"] == "1\n", waiting.data
+    assert waiting.data["compile_result"]["cached"] is False  # nothing was kept to share
+    assert waiting_ended < first_ended - 2  # it did not wait out the first call's run
+
+
+@needs_landlock
 def test_bits_stdcpp_is_precompiled_once_and_used(engine: Engine) -> None:
     tools = _session(engine)
     first = _run(tools, language="cpp", code=A_PLUS_B, stdin="1 2\n", compile_timeout=60)

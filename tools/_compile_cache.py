@@ -181,7 +181,15 @@ class CompileCache:
             name: {"mode": mode, "data": base64.b64encode(content).decode()}
             for name, (content, mode) in outputs.items()
         }
-        offer("entry", {"key": key, "result": result, "outputs": encoded})
+        if not offer("entry", {"key": key, "result": result, "outputs": encoded}):
+            self.nothing_to_share(key)
+
+    def nothing_to_share(self, key: str) -> None:
+        """Tell the supervisor that this call's compile of ``key`` ended with nothing it can
+        keep (it failed, or its outputs are too large to offer): the calls of the same
+        program waiting for it compile for themselves now rather than at its end."""
+        if self.shared:
+            offer("compiled", {"key": key})
 
 
 def read_entry(root: str, key: str) -> Hit | None:

@@ -125,7 +125,10 @@ class SharedCompileCache:
         if what == "used":
             self._queue(self._used, data)
         elif what == "entry":
-            self._queue(self._keep, arguments, data)
+            if not self._queue(self._keep, arguments, data):
+                self._release(arguments)  # dropped: whoever waits for it compiles
+        elif what == "compiled":  # the call's compile ended with nothing to share
+            self._release(arguments)
         elif what == "header":
             self._queue(self._build_header, data)
         else:
@@ -148,10 +151,22 @@ class SharedCompileCache:
         return ended
 
     def _made(self, key: str) -> None:
-        """``key``'s entry is kept, or the call compiling it ended: its waiters go on."""
+        """``key``'s entry is kept, or will not be, or the call compiling it ended: its
+        waiters go on. On the engine's loop."""
         made = self._making.pop(key, None)
         if made is not None and not made.done():
             made.set_result(None)
+
+    def _release(self, arguments: Mapping[str, Any]) -> None:
+        key = _key_of(arguments)
+        if key is not None:
+            self._made(key)
+
+    def _release_soon(self, key: str | None) -> None:
+        """``_made`` from the writer's thread."""
+        if key is not None and self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                self._loop.call_soon_threadsafe(self._made, key)
 
     def close(self) -> None:
         with self._lock:
@@ -166,12 +181,13 @@ class SharedCompileCache:
 
     # -- entries --
 
-    def _queue(self, work: Callable[..., None], *args: Any) -> None:
+    def _queue(self, work: Callable[..., None], *args: Any) -> bool:
         with self._lock:
             if self._closed or self._pending >= MAX_PENDING:
-                return
+                return False
             self._pending += 1
         self._writer.submit(self._run, work, *args)
+        return True
 
     def _run(self, work: Callable[..., None], *args: Any) -> None:
         try:
@@ -190,12 +206,17 @@ class SharedCompileCache:
             self.used(key)
 
     def _keep(self, arguments: Mapping[str, Any], data: dict[str, Any]) -> None:
-        """Write the entry offered, if it holds; else drop it, saying why at debug level."""
-        checked = self.check_entry(arguments, data)
-        if isinstance(checked, str):
-            log.debug("dropped a compile cache entry: %s", checked)
-            return
-        self.keep(*checked)
+        """Write the entry offered, if it holds; else drop it, saying why at debug level.
+        Either way, the calls waiting for the program go on (``keep`` lets them go as soon as
+        the entry is in place)."""
+        try:
+            checked = self.check_entry(arguments, data)
+            if isinstance(checked, str):
+                log.debug("dropped a compile cache entry: %s", checked)
+                return
+            self.keep(*checked)
+        finally:
+            self._release_soon(_key_of(arguments))
 
     def used(self, key: str) -> None:
         """``key`` was a hit: among the hit entries, the last to be evicted. Those past
@@ -223,9 +244,7 @@ class SharedCompileCache:
         self._total += size
         if self._total > self.max_bytes:
             self._shrink(self.max_bytes * 9 // 10, keep=key)
-        if self._loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
-                self._loop.call_soon_threadsafe(self._made, key)
+        self._release_soon(key)
 
     @property
     def total(self) -> int:

@@ -203,6 +203,8 @@ class Submission:
             outputs = _outputs(built, language) if compiled["return_code"] == 0 else {}
             if outputs:
                 cache.store(key, outputs, compiled, built)
+            else:
+                cache.nothing_to_share(key)
             return compiled, outputs
         finally:
             shutil.rmtree(built, ignore_errors=True)
