@@ -13,6 +13,7 @@ dependencies) as from the drop-in.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -179,3 +180,35 @@ def test_the_batched_form_and_an_engine_that_cannot_be_reached(service: ServiceP
         closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
     assert verl.compute_score_with_cases(SAMPLES[0][0], ADD, a2e_url=closed) == (0.0, [-1] * 3)
     assert verl.compute_score_with_cases(SAMPLES[0][0], ADD, a2e_url="ftp://x") == (0.0, [-1] * 3)
+
+
+def test_asserts_outputs_to_ignore_and_cases_that_do_not_pair_up(service: ServiceProcess) -> None:
+    """verl's other forms: ``assert_case`` (KodCode's: the code with each case's asserts after
+    it, passing when it runs), an expected output of None (any output passes), and inputs and
+    outputs that do not pair up (-1 each, untried)."""
+    code = "```python\ndef f(x):\n    return x * 2\n```"
+    asserted = {"assert_case": ["assert f(2) == 4", "assert f(2) == 5", "f(None + 1)"]}
+    assert verl.compute_score_with_cases(code, asserted, a2e_url=service.url) == (
+        pytest.approx(1 / 3),
+        [True, -2, -2],
+    )
+    anything = json.dumps({"inputs": ["", "", ""], "outputs": [None, "2", None]})
+    printing = "```python\nprint(2)\n```"
+    assert verl.compute_score_with_cases(printing, anything, a2e_url=service.url) == (
+        1.0,
+        [True, True, True],
+    )
+    unpaired = {"inputs": ["1", "2", "3"], "outputs": ["1"]}
+    assert verl.compute_score_with_cases(printing, unpaired, a2e_url=service.url) == (0.0, [-1] * 3)
+    assert verl.compute_score_with_cases(None, ADD, a2e_url=service.url)[0] == 0.0  # type: ignore[arg-type]
+
+
+def test_connections_the_server_closed_while_idle_are_not_reused(service: ServiceProcess) -> None:
+    """An RL step's rewards come minutes apart, and the server closes a connection idle for
+    5 s: the next step's samples must still be graded, on new connections."""
+    batch = [SAMPLES[0][0]] * 4
+    truths = [ADD] * 4
+    kwargs = {"a2e_url": service.url, "max_concurrent": 4}
+    assert verl.compute_score_batch(["x"] * 4, batch, truths, None, **kwargs) == [1.0] * 4
+    time.sleep(6)
+    assert verl.compute_score_batch(["x"] * 4, batch, truths, None, **kwargs) == [1.0] * 4

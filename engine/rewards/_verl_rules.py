@@ -33,6 +33,7 @@ __all__ = [
     "case_result",
     "extracted_code",
     "problem_of",
+    "run_result",
     "score_of",
 ]
 
@@ -50,19 +51,27 @@ _PRELUDE_MODULES = (
 
 
 class Problem:
-    """A sample's program and its cases, ready to be judged; or why it scores 0 untried."""
+    """A sample's program and its cases, ready to be judged; or why it scores 0 untried.
+    ``programs`` holds one program per case where they differ (verl's ``assert_case`` form:
+    the code with the case's asserts after it); ``outputs`` None for a case that passes when
+    it runs without error."""
 
     def __init__(
         self,
         program: str = "",
         inputs: list[str] | None = None,
-        outputs: list[str] | None = None,
+        outputs: list[str | None] | None = None,
         error: str = "",
+        programs: list[str] | None = None,
+        failed: int = 0,
     ) -> None:
         self.program = program
         self.inputs = inputs or []
         self.outputs = outputs or []
         self.error = error
+        self.programs = programs
+        #: Cases verl scores -1 untried (inputs and outputs that do not pair up).
+        self.failed = failed
 
 
 def extracted_code(completion: str) -> str | None:
@@ -90,21 +99,51 @@ def problem_of(completion: str, ground_truth: Any) -> Problem:
             truth = json.loads(truth)
         except (TypeError, ValueError):
             return Problem(error="Invalid test_cases JSON format")
-    if not isinstance(truth, dict) or "inputs" not in truth or "outputs" not in truth:
+    if not isinstance(truth, dict):
         return Problem(error="Invalid test_cases structure (missing inputs/outputs)")
-    inputs, outputs = truth["inputs"], truth["outputs"]
-    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
-        return Problem(error="inputs and outputs do not pair up")
-    # verl sends each input as str(input) (None: no stdin) and compares str(expected).
-    program = code + "\n\n"
+    asserts = truth.get("assert_case")
+    if isinstance(asserts, list):
+        truth = {"inputs": [""] * len(asserts), "outputs": [None] * len(asserts), **truth}
+    elif "inputs" not in truth or "outputs" not in truth:
+        return Problem(error="Invalid test_cases structure (missing inputs/outputs)")
+    inputs, outputs = _listed(truth["inputs"]), _listed(truth["outputs"])
+    if inputs is None or outputs is None:
+        return Problem(error="Invalid test_cases structure (missing inputs/outputs)")
+    if len(inputs) != len(outputs) or (isinstance(asserts, list) and len(asserts) != len(inputs)):
+        return Problem(failed=len(inputs))
     fn_name = truth.get("fn_name")
-    if isinstance(fn_name, str) and fn_name:
-        program = _call_based(program, fn_name)
+
+    def program_with(extra: Any) -> str:
+        # verl appends the case's asserts (or nothing) after two newlines, then wraps.
+        program = code + "\n\n" + ("" if extra is None else str(extra))
+        if isinstance(fn_name, str) and fn_name:
+            program = _call_based(program, fn_name)
+        return program
+
     return Problem(
-        program,
+        program_with(None),
         ["" if value is None else str(value) for value in inputs],
-        [value if isinstance(value, str) else str(value) for value in outputs],
+        [
+            None if value is None else value if isinstance(value, str) else str(value)
+            for value in outputs
+        ],
+        programs=[program_with(a) for a in asserts] if isinstance(asserts, list) else None,
     )
+
+
+def _expected(value: Any) -> str | None:
+    """verl compares ``str(expected)``; None: any output passes."""
+    return value if value is None or isinstance(value, str) else str(value)
+
+
+def _listed(values: Any) -> list[Any] | None:
+    """A sequence of the ground truth (a list, or a parquet column's array) as a list."""
+    if isinstance(values, str | bytes | dict) or not hasattr(values, "__len__"):
+        return None
+    try:
+        return list(values)
+    except TypeError:
+        return None
 
 
 def _call_based(code: str, fn_name: str) -> str:
@@ -168,6 +207,28 @@ _RESULTS: dict[str, bool | int] = {
 
 def case_result(verdict: str) -> bool | int:
     return _RESULTS.get(verdict, -1)
+
+
+def run_result(data: Any, expected: str | None) -> bool | int:
+    """verl's result for a case from a ``run_code`` answer (SandboxFusion's shape): what verl
+    does with ``/run_code``'s, for the cases judged one by one."""
+    if not isinstance(data, dict):
+        return -1
+    status, run = data.get("status"), data.get("run_result") or {}
+    compiled = data.get("compile_result") or {}
+    if status == "Failed":
+        if compiled.get("status") in ("Error", "TimeLimitExceeded") or (
+            compiled.get("status") == "Finished" and compiled.get("return_code") != 0
+        ):
+            return -4
+        if run.get("status") == "TimeLimitExceeded":
+            return -3
+        ended_badly = run.get("status") == "Finished" and run.get("return_code") != 0
+        return -2 if run.get("status") == "Error" or ended_badly else -1
+    if status != "Success" or run.get("status") != "Finished":
+        return -1
+    printed = str(run.get("stdout") or "")
+    return expected is None or printed.rstrip("\n") == expected.rstrip("\n")
 
 
 def score_of(results: list[bool | int]) -> float:

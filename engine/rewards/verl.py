@@ -25,18 +25,23 @@ in the trainer.
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import logging
 import os
 import threading
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
 from a2e_engine.engine.rewards._verl_rules import (
+    FIRST_CASES,
     MEMORY_MB,
     TIME_LIMIT_S,
+    Problem,
     case_result,
     problem_of,
+    run_result,
     score_of,
 )
 
@@ -47,6 +52,10 @@ DEFAULT_CONCURRENCY = 32
 #: Cases per ``code_eval`` call: each may take its whole time limit, in turn, and a call must
 #: end within the engine's cap on a call's timeout (300 s by default).
 CASES_PER_CALL = 25
+#: And at most this much input and expected output a call, well within a request's bound.
+BYTES_PER_CALL = 4 << 20
+#: How long a kept-alive connection may sit idle before it is not used again.
+_IDLE_S = 4.0
 #: Beyond the cases' own time limits, what a call may take (the engine's queue, the HTTP).
 _SLACK_S = 30
 
@@ -79,7 +88,7 @@ def compute_score_batch(
         return list(
             pool.map(
                 lambda pair: compute_score(None, pair[0], pair[1], None, **reward_kwargs),
-                zip(solution_strs, ground_truths, strict=True),
+                itertools.zip_longest(solution_strs, ground_truths),
             )
         )
 
@@ -87,42 +96,94 @@ def compute_score_batch(
 def compute_score_with_cases(
     solution_str: str, ground_truth: Any, **reward_kwargs: Any
 ) -> tuple[float, list[Any]]:
-    """verl's ``(score, results)``: each case ``True``, ``False`` or -1 to -4."""
-    problem = problem_of(solution_str, ground_truth)
+    """verl's ``(score, results)``: each case ``True``, ``False`` or -1 to -4; what went wrong
+    before any case ran, in verl's words, in place of the results."""
+    try:
+        return _graded(problem_of(str(solution_str or ""), ground_truth), reward_kwargs)
+    except Exception as exc:  # the trainer must get a reward, as verl's own gives one
+        log.exception("grading a sample failed")
+        return 0.0, [{"error": f"Unhandled exception: {exc}"}]
+
+
+def _graded(problem: Problem, reward_kwargs: dict[str, Any]) -> tuple[float, list[Any]]:
     if problem.error:
         return 0.0, [{"error": problem.error}]
+    if problem.failed:
+        return 0.0, [-1] * problem.failed
     if not problem.inputs:
         return 0.0, []
-    cases = [
-        {"input": given, "output": wanted}
-        for given, wanted in zip(problem.inputs, problem.outputs, strict=True)
-    ]
     try:
         engine = _engine(reward_kwargs)
     except ValueError as exc:
         log.warning("%s: every case scores -1", exc)
-        return 0.0, [-1] * len(cases)
-    results: list[Any] = []
+        return 0.0, [-1] * len(problem.inputs)
     with _slots(reward_kwargs):
-        for start in range(0, len(cases), CASES_PER_CALL):
-            chunk = cases[start : start + CASES_PER_CALL]
-            arguments = {
-                "program": problem.program,
-                "language": "python",
-                "test_cases": chunk,
-                "compare": "verl",
-                "time_limit": TIME_LIMIT_S,
-                "memory_mb": MEMORY_MB,
-            }
-            judged = engine.code_eval(arguments, len(chunk) * TIME_LIMIT_S + _SLACK_S)
-            tests = judged.get("tests") if judged is not None else None
-            if judged is not None and judged.get("verdict") == "CE" and not tests:
-                tests = [{"verdict": "CE"}] * len(chunk)  # a program that does not parse
-            if not isinstance(tests, list) or len(tests) != len(chunk):
-                results.extend([-1] * len(chunk))
-                continue
-            results.extend(case_result(str(test.get("verdict"))) for test in tests)
+        if problem.programs is not None or None in problem.outputs:
+            results = _one_by_one(engine, problem)
+        else:
+            results = _judged(engine, problem)
     return score_of(results), results
+
+
+def _judged(engine: _Engine, problem: Problem) -> list[Any]:
+    """The cases judged by ``code_eval``, a chunk of them a call: at most ``CASES_PER_CALL``
+    and ``BYTES_PER_CALL`` of text, the first ten (the score's) a chunk of their own."""
+    results: list[Any] = []
+    for chunk in _chunks(problem):
+        cases = [{"input": problem.inputs[i], "output": problem.outputs[i]} for i in chunk]
+        arguments = {
+            "program": problem.program,
+            "language": "python",
+            "test_cases": cases,
+            "compare": "verl",
+            "time_limit": TIME_LIMIT_S,
+            "memory_mb": MEMORY_MB,
+        }
+        judged = engine.call("code_eval", arguments, len(cases) * TIME_LIMIT_S + _SLACK_S)
+        tests = judged.get("tests") if judged is not None else None
+        if judged is not None and judged.get("verdict") == "CE" and not tests:
+            tests = [{"verdict": "CE"}] * len(cases)  # a program that does not parse
+        if not isinstance(tests, list) or len(tests) != len(cases):
+            results.extend([-1] * len(cases))
+            continue
+        results.extend(
+            case_result(str(test.get("verdict"))) if isinstance(test, dict) else -1
+            for test in tests
+        )
+    return results
+
+
+def _chunks(problem: Problem) -> list[list[int]]:
+    chunks: list[list[int]] = []
+    size = 0
+    for index, (given, wanted) in enumerate(zip(problem.inputs, problem.outputs, strict=True)):
+        weight = len(given) + len(wanted or "")
+        full = not chunks or len(chunks[-1]) >= CASES_PER_CALL or size + weight > BYTES_PER_CALL
+        if full or index == FIRST_CASES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(index)
+        size += weight
+    return chunks
+
+
+def _one_by_one(engine: _Engine, problem: Problem) -> list[Any]:
+    """Each case as its own ``run_code`` call, as verl sends them, for what ``code_eval``
+    does not take: a program per case (asserts), or a case that passes whatever it prints."""
+    results: list[Any] = []
+    for index, given in enumerate(problem.inputs):
+        program = problem.programs[index] if problem.programs is not None else problem.program
+        arguments = {
+            "language": "python",
+            "code": program,
+            "stdin": given,
+            "compile_timeout": TIME_LIMIT_S,
+            "run_timeout": TIME_LIMIT_S,
+            "memory_mb": MEMORY_MB,
+        }
+        ran = engine.call("run_code", arguments, 2 * TIME_LIMIT_S + _SLACK_S)
+        results.append(run_result(ran, problem.outputs[index]) if ran is not None else -1)
+    return results
 
 
 # -- the engine, over REST --
@@ -138,29 +199,39 @@ class _Engine:
             raise ValueError(f"a2e_url {url!r} is not an http:// or https:// URL")
         self.https = parts.scheme == "https"
         self.host, self.port = parts.hostname, parts.port
-        self.path = parts.path.rstrip("/") + "/v1/tools/code_eval"
+        self.prefix = parts.path.rstrip("/")
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if token:
+            if any(c in str(token) for c in "\r\n"):
+                raise ValueError("the token is not one line")
             self.headers["Authorization"] = f"Bearer {token}"
-        self._idle: list[http.client.HTTPConnection] = []
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []
         self._lock = threading.Lock()
 
-    def code_eval(self, arguments: dict[str, Any], timeout_s: int) -> dict[str, Any] | None:
-        """The tool's data, or None when the engine could not say (verl's -1 for each case)."""
+    def call(self, tool: str, arguments: dict[str, Any], timeout_s: int) -> dict[str, Any] | None:
+        """The tool's data, or None when the engine could not say (verl's -1 for each case).
+        A kept-alive connection the server closed meanwhile is retried once, on a new one;
+        nothing else is (a call sent twice is graded twice)."""
         body = json.dumps({"arguments": arguments, "timeout": timeout_s}).encode()
-        for attempt in range(2):  # once more on a kept-alive connection the server had closed
-            connection = self._take()
+        for reused in (True, False):
+            connection = self._take() if reused else None
+            if connection is None:
+                connection = self._connect()
+                reused = False
             connection.timeout = timeout_s + _SLACK_S
             if connection.sock is not None:
                 connection.sock.settimeout(connection.timeout)
             try:
-                connection.request("POST", self.path, body, self.headers)
+                connection.request("POST", f"{self.prefix}/v1/tools/{tool}", body, self.headers)
                 response = connection.getresponse()
                 payload = response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                connection.close()
+                if reused:
+                    continue
+                return None
             except (OSError, http.client.HTTPException):
                 connection.close()
-                if attempt == 0:
-                    continue
                 return None
             self._give_back(connection)
             try:
@@ -171,21 +242,41 @@ class _Engine:
             return data if response.status == 200 and isinstance(data, dict) else None
         return None
 
-    def _take(self) -> http.client.HTTPConnection:
+    def _take(self) -> http.client.HTTPConnection | None:
+        """An idle connection young enough that the server has not closed it (uvicorn closes
+        one idle for 5 s), or None."""
+        now = time.monotonic()
         with self._lock:
-            if self._idle:
-                return self._idle.pop()
+            while self._idle:
+                connection, since = self._idle.pop()
+                if now - since < _IDLE_S:
+                    return connection
+                connection.close()
+        return None
+
+    def _connect(self) -> http.client.HTTPConnection:
         kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
         return kind(self.host, self.port)
 
     def _give_back(self, connection: http.client.HTTPConnection) -> None:
         with self._lock:
-            self._idle.append(connection)
+            self._idle.append((connection, time.monotonic()))
 
 
 _engines: dict[tuple[str, str | None], _Engine] = {}
 _semaphores: dict[int, threading.BoundedSemaphore] = {}
 _shared_lock = threading.Lock()
+
+
+def _forget() -> None:
+    """In a forked reward worker: its parent's connections and held slots are not its own."""
+    global _shared_lock
+    _engines.clear()
+    _semaphores.clear()
+    _shared_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget)
 
 
 def _engine(reward_kwargs: dict[str, Any]) -> _Engine:
@@ -202,7 +293,7 @@ def _concurrency(reward_kwargs: dict[str, Any]) -> int:
     given = reward_kwargs.get("max_concurrent") or os.environ.get("A2E_REWARD_CONCURRENCY")
     try:
         return max(1, int(given)) if given is not None else DEFAULT_CONCURRENCY
-    except ValueError:
+    except (TypeError, ValueError):
         return DEFAULT_CONCURRENCY
 
 
