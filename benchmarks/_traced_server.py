@@ -14,6 +14,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -55,8 +56,18 @@ def _start(_signum: int, _frame: object) -> None:
 def _stop(out: str) -> None:
     global _recording
     recorded, _recording = _recording or {}, None
-    listing = {name: sorted(functions) for name, functions in sorted(recorded.items())}
-    Path(out).write_text(json.dumps(listing, indent=1))
+    for _ in range(100):  # a thread may still be adding what it ran as the recording ends
+        try:
+            listing = {name: sorted(functions) for name, functions in list(recorded.items())}
+            break
+        except RuntimeError:
+            time.sleep(0.001)
+    else:
+        listing = {}
+    # Whole or not at all: the reader waits for the file.
+    staging = Path(f"{out}.partial")
+    staging.write_text(json.dumps(dict(sorted(listing.items())), indent=1))
+    staging.rename(out)
 
 
 def main() -> None:

@@ -56,8 +56,7 @@ def _window(pid: int, out: Path, send: Callable[[], None] | None) -> dict[str, l
     time.sleep(_QUIET_S)
     os.kill(pid, signal.SIGUSR2)
     for _ in range(100):
-        if out.exists() and out.stat().st_size:
-            time.sleep(0.05)
+        if out.exists():  # renamed into place whole
             listing: dict[str, list[str]] = json.loads(out.read_text())
             return listing
         time.sleep(0.05)

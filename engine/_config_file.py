@@ -111,6 +111,8 @@ def load_config_file(path: str) -> ConfigFile:
 
 def parse_config(document: dict[str, Any]) -> ConfigFile:
     """``document`` (a TOML file's tables) checked whole and made the typed parts."""
+    if not isinstance(document, dict):
+        raise ConfigError("the file: expected a table of sections")
     engine = document.get("engine")
     if isinstance(engine, dict) and "tool_settings" in engine:
         raise ConfigError("engine.tool_settings: set tools in [tools.<name>] tables")
@@ -123,6 +125,8 @@ def parse_config(document: dict[str, Any]) -> ConfigFile:
         parsed = _Document.model_validate_json(json.dumps(document))
     except RecursionError:
         raise ConfigError(_TOO_DEEP) from None
+    except TypeError as exc:  # a host's dict holding what no TOML file can (a set, a path)
+        raise ConfigError(f"the file: {exc}") from None
     except ValidationError as exc:
         error = exc.errors()[0]
         raise ConfigError(

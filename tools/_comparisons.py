@@ -170,9 +170,7 @@ def _taco(got: str, expected: str) -> bool:
         return True
     wanted = [line.strip() for line in expected.split("\n") if line]
     characters = list(text)
-    if len(characters) == len(wanted) and not all(
-        a.isdigit() and b.isdigit() for a, b in zip(characters, wanted, strict=True)
-    ):
+    if len(characters) == len(wanted):
         mine, theirs = _floats(characters), _floats(wanted)
         if mine is not None and theirs is not None and _allclose(mine, theirs, 1e-5, 1e-8):
             return True
@@ -211,12 +209,14 @@ def _contest_number(token: str) -> float | None:
     """abseil's ``SimpleAtoi`` (an int32) or ``SimpleAtod``: ASCII only, no ``_``."""
     if not token.isascii() or "_" in token:
         return None
-    if _INT32.fullmatch(token):
-        value = int(token.strip())
+    token = token.strip(" \t\n\v\f\r")
+    # An int32 has at most 10 digits (and Python refuses int() of thousands of them).
+    if len(token) <= 11 and _INT32.fullmatch(token):
+        value = int(token)
         if -(2**31) <= value < 2**31:
             return float(value)
     unsigned = token.removeprefix("+")
-    if not unsigned or unsigned != unsigned.strip():
+    if not unsigned or (unsigned[0] in "+-" and token != unsigned):
         return None
     try:
         if unsigned.lower().startswith(("0x", "-0x")):
