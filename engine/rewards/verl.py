@@ -16,14 +16,17 @@ ten cases that passed: ``engine.rewards._verl_rules`` says how each is judged), 
 verl's batch reward manager calls.
 
 The engine is ``a2e_url`` (or ``$A2E_URL``), with ``$A2E_TOKEN`` when it asks for one; at most
-``max_concurrent`` (or ``$A2E_REWARD_CONCURRENCY``, 32) samples are graded at once from this
-process, over kept-alive connections. An engine that cannot be reached, or a call that fails,
+``max_concurrent`` (or ``$A2E_REWARD_CONCURRENCY``, 32) calls are in flight at once from this
+process, over kept-alive connections; a sample's cases go a few to a call, its calls side by
+side, so that a program that loops forever holds its sample up for a few time limits, not
+for one per case. An engine that cannot be reached, or a call that fails,
 gives every case of the sample ``-1``, as a SandboxFusion that fails does: never an exception
 in the trainer.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import itertools
 import json
@@ -31,6 +34,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,9 +54,12 @@ __all__ = ["compute_score", "compute_score_batch", "compute_score_with_cases"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_CONCURRENCY = 32
-#: Cases per ``code_eval`` call: each may take its whole time limit, in turn, and a call must
-#: end within the engine's cap on a call's timeout (300 s by default).
-CASES_PER_CALL = 25
+#: Cases per ``code_eval`` call. A call runs its cases one after another, each up to its time
+#: limit, so a sample's calls go side by side: a program that loops forever costs its sample
+#: the time of a few cases, not of all of them, as verl's one request per case does.
+CASES_PER_CALL = 4
+#: A sample's calls in flight at once (within ``max_concurrent`` for the whole process).
+CALLS_PER_SAMPLE = 8
 #: And at most this much input and expected output a call, well within a request's bound.
 BYTES_PER_CALL = 4 << 20
 #: How long a kept-alive connection may sit idle before it is not used again.
@@ -80,9 +88,7 @@ def compute_score_batch(
     extra_infos: list[Any] | None = None,
     **reward_kwargs: Any,
 ) -> list[float]:
-    """Each sample's reward, graded ``max_concurrent`` at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Each sample's reward, ``max_concurrent`` calls at a time."""
     workers = _concurrency(reward_kwargs)
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(solution_strs)))) as pool:
         return list(
@@ -117,43 +123,48 @@ def _graded(problem: Problem, reward_kwargs: dict[str, Any]) -> tuple[float, lis
     except ValueError as exc:
         log.warning("%s: every case scores -1", exc)
         return 0.0, [-1] * len(problem.inputs)
-    with _slots(reward_kwargs):
-        if problem.programs is not None or None in problem.outputs:
-            results = _one_by_one(engine, problem)
-        else:
-            results = _judged(engine, problem)
+    slots = _slots(reward_kwargs)
+    if problem.programs is not None or None in problem.outputs:
+        calls = [
+            functools.partial(_run_one, engine, problem, i) for i in range(len(problem.inputs))
+        ]
+    else:
+        calls = [functools.partial(_judge_chunk, engine, problem, c) for c in _chunks(problem)]
+
+    def in_a_slot(call: Callable[[], list[Any]]) -> list[Any]:
+        with slots:
+            return call()
+
+    with ThreadPoolExecutor(max_workers=min(len(calls), CALLS_PER_SAMPLE)) as pool:
+        results = [result for part in pool.map(in_a_slot, calls) for result in part]
     return score_of(results), results
 
 
-def _judged(engine: _Engine, problem: Problem) -> list[Any]:
-    """The cases judged by ``code_eval``, a chunk of them a call: at most ``CASES_PER_CALL``
-    and ``BYTES_PER_CALL`` of text, the first ten (the score's) a chunk of their own."""
-    results: list[Any] = []
-    for chunk in _chunks(problem):
-        cases = [{"input": problem.inputs[i], "output": problem.outputs[i]} for i in chunk]
-        arguments = {
-            "program": problem.program,
-            "language": "python",
-            "test_cases": cases,
-            "compare": "verl",
-            "time_limit": TIME_LIMIT_S,
-            "memory_mb": MEMORY_MB,
-        }
-        judged = engine.call("code_eval", arguments, len(cases) * TIME_LIMIT_S + _SLACK_S)
-        tests = judged.get("tests") if judged is not None else None
-        if judged is not None and judged.get("verdict") == "CE" and not tests:
-            tests = [{"verdict": "CE"}] * len(cases)  # a program that does not parse
-        if not isinstance(tests, list) or len(tests) != len(cases):
-            results.extend([-1] * len(cases))
-            continue
-        results.extend(
-            case_result(str(test.get("verdict"))) if isinstance(test, dict) else -1
-            for test in tests
-        )
-    return results
+def _judge_chunk(engine: _Engine, problem: Problem, chunk: list[int]) -> list[Any]:
+    """Some of the cases, judged by one ``code_eval`` call."""
+    cases = [{"input": problem.inputs[i], "output": problem.outputs[i]} for i in chunk]
+    arguments = {
+        "program": problem.program,
+        "language": "python",
+        "test_cases": cases,
+        "compare": "verl",
+        "time_limit": TIME_LIMIT_S,
+        "memory_mb": MEMORY_MB,
+    }
+    judged = engine.call("code_eval", arguments, len(cases) * TIME_LIMIT_S + _SLACK_S)
+    tests = judged.get("tests") if judged is not None else None
+    if judged is not None and judged.get("verdict") == "CE" and not tests:
+        tests = [{"verdict": "CE"}] * len(cases)  # a program that does not parse
+    if not isinstance(tests, list) or len(tests) != len(cases):
+        return [-1] * len(cases)
+    return [
+        case_result(str(test.get("verdict"))) if isinstance(test, dict) else -1 for test in tests
+    ]
 
 
 def _chunks(problem: Problem) -> list[list[int]]:
+    """The cases a call at a time: at most ``CASES_PER_CALL`` and ``BYTES_PER_CALL`` of text,
+    and none across the tenth (the first ten decide the score)."""
     chunks: list[list[int]] = []
     size = 0
     for index, (given, wanted) in enumerate(zip(problem.inputs, problem.outputs, strict=True)):
@@ -167,23 +178,20 @@ def _chunks(problem: Problem) -> list[list[int]]:
     return chunks
 
 
-def _one_by_one(engine: _Engine, problem: Problem) -> list[Any]:
-    """Each case as its own ``run_code`` call, as verl sends them, for what ``code_eval``
-    does not take: a program per case (asserts), or a case that passes whatever it prints."""
-    results: list[Any] = []
-    for index, given in enumerate(problem.inputs):
-        program = problem.programs[index] if problem.programs is not None else problem.program
-        arguments = {
-            "language": "python",
-            "code": program,
-            "stdin": given,
-            "compile_timeout": TIME_LIMIT_S,
-            "run_timeout": TIME_LIMIT_S,
-            "memory_mb": MEMORY_MB,
-        }
-        ran = engine.call("run_code", arguments, 2 * TIME_LIMIT_S + _SLACK_S)
-        results.append(run_result(ran, problem.outputs[index]) if ran is not None else -1)
-    return results
+def _run_one(engine: _Engine, problem: Problem, index: int) -> list[Any]:
+    """One case as its own ``run_code`` call, as verl sends each, for what ``code_eval`` does
+    not take: a program per case (asserts), or a case that passes whatever it prints."""
+    program = problem.programs[index] if problem.programs is not None else problem.program
+    arguments = {
+        "language": "python",
+        "code": program,
+        "stdin": problem.inputs[index],
+        "compile_timeout": TIME_LIMIT_S,
+        "run_timeout": TIME_LIMIT_S,
+        "memory_mb": MEMORY_MB,
+    }
+    ran = engine.call("run_code", arguments, 2 * TIME_LIMIT_S + _SLACK_S)
+    return [run_result(ran, problem.outputs[index]) if ran is not None else -1]
 
 
 # -- the engine, over REST --
@@ -298,7 +306,7 @@ def _concurrency(reward_kwargs: dict[str, Any]) -> int:
 
 
 def _slots(reward_kwargs: dict[str, Any]) -> threading.BoundedSemaphore:
-    """The bound on samples graded at once from this process, one per size asked for."""
+    """The bound on calls in flight from this process, one per size asked for."""
     size = _concurrency(reward_kwargs)
     with _shared_lock:
         semaphore = _semaphores.get(size)
