@@ -15,6 +15,7 @@ The pool knows nothing of sessions or of the wire protocol; the engine gives it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -279,8 +280,8 @@ class WorkerPool:
         stop: StopSignal,
     ) -> tuple[ResidentWorker | None, Outcome]:
         """One job's way through the pool: a supply of workers unless ``kept`` is alive; the
-        store's word on it (``SharedStore.claim``: it waits, holding nothing, while another
-        call makes what it would); a worker slot held while it runs (every job holds one), a
+        store's word on it (``SharedStore.claim``: while another call makes what it would, it
+        waits, holding nothing); a worker slot held while it runs (every job holds one), a
         fresh worker (kept for the session's next jobs when ``keep``), and the run, counted
         among the running while it lasts."""
         assert self._slots is not None
@@ -290,47 +291,42 @@ class WorkerPool:
         supply = await self._supply_for(job) if alive is None else None
         if isinstance(supply, Outcome):
             return None, supply
-        claim = self._claim(job)
-        if isinstance(claim, asyncio.Future):
-            # Another call is making what this one would: wait for it, holding no slot.
-            if not await race(deadline.at, claim, stop=stop):
-                waiting = "waiting for another call making the same (a compile)"
-                return kept, self._not_started(stop, deadline, queued_at, waiting)
-            claim = None
-        try:
+        with contextlib.ExitStack() as held:  # the claim, then the slot, given back in turn
+            claim = self._claim(job)
+            if isinstance(claim, asyncio.Future):
+                if not await race(deadline.at, claim, stop=stop):
+                    waiting = "waiting for another call making the same (a compile)"
+                    return kept, self._not_started(stop, deadline, queued_at, waiting)
+            elif claim is not None:
+                held.callback(claim)
             if not await self._slots.acquire(deadline, stop):
                 waiting = "waiting for a free worker slot"
                 return kept, self._not_started(stop, deadline, queued_at, waiting)
+            held.callback(self._slots.release)
+            worker = alive.worker if alive is not None else None
+            if supply is not None:
+                taken = await self._take(supply, job, deadline, stop, queued_at)
+                if isinstance(taken, Outcome):
+                    return None, taken
+                worker = taken
+                if keep:
+                    alive = ResidentWorker(taken, self._caps, self.config.zygote.limits)
+                    job = cast(Job, {**job, "resident": True})
+            assert worker is not None
+            queued_ms = int((loop.time() - queued_at) * 1000)
+            self._running[worker.pid] = pid_of(worker.pidfd) or worker.pid
             try:
-                worker = alive.worker if alive is not None else None
-                if supply is not None:
-                    taken = await self._take(supply, job, deadline, stop, queued_at)
-                    if isinstance(taken, Outcome):
-                        return None, taken
-                    worker = taken
-                    if keep:
-                        alive = ResidentWorker(taken, self._caps, self.config.zygote.limits)
-                        job = cast(Job, {**job, "resident": True})
-                assert worker is not None
-                queued_ms = int((loop.time() - queued_at) * 1000)
-                self._running[worker.pid] = pid_of(worker.pidfd) or worker.pid
-                try:
-                    if alive is not None:
-                        outcome = await alive.run(job, deadline, on_event, stop)
-                    else:
-                        limits, shared = self.config.zygote.limits, self._share_sink(job)
-                        outcome = await run_job(
-                            worker, job, deadline, on_event, stop, self._caps, limits, shared
-                        )
-                finally:
-                    self._running.pop(worker.pid, None)
-                outcome.queued_ms = queued_ms
-                return alive, outcome
+                if alive is not None:
+                    outcome = await alive.run(job, deadline, on_event, stop)
+                else:
+                    limits, shared = self.config.zygote.limits, self._share_sink(job)
+                    outcome = await run_job(
+                        worker, job, deadline, on_event, stop, self._caps, limits, shared
+                    )
             finally:
-                self._slots.release()
-        finally:
-            if claim is not None:
-                claim()
+                self._running.pop(worker.pid, None)
+            outcome.queued_ms = queued_ms
+            return alive, outcome
 
     def _store_for(self, job: Job) -> SharedStore | None:
         """The store of the job's plugin, when it is the one plugin of its zygote

@@ -207,16 +207,17 @@ class SharedCompileCache:
 
     def _keep(self, arguments: Mapping[str, Any], data: dict[str, Any]) -> None:
         """Write the entry offered, if it holds; else drop it, saying why at debug level.
-        Either way, the calls waiting for the program go on (``keep`` lets them go as soon as
-        the entry is in place)."""
+        Either way, the calls waiting for the program go on: as soon as the entry is in place,
+        or once it is clear it will not be."""
+        key = _key_of(arguments)  # hashes the whole program: once
         try:
-            checked = self.check_entry(arguments, data)
+            checked = self._checked(key, arguments, data)
             if isinstance(checked, str):
                 log.debug("dropped a compile cache entry: %s", checked)
                 return
             self.keep(*checked)
         finally:
-            self._release_soon(_key_of(arguments))
+            self._release_soon(key)
 
     def used(self, key: str) -> None:
         """``key`` was a hit: among the hit entries, the last to be evicted. Those past
@@ -244,7 +245,6 @@ class SharedCompileCache:
         self._total += size
         if self._total > self.max_bytes:
             self._shrink(self.max_bytes * 9 // 10, keep=key)
-        self._release_soon(key)
 
     @property
     def total(self) -> int:
@@ -255,7 +255,12 @@ class SharedCompileCache:
         self, arguments: Mapping[str, Any], data: dict[str, Any]
     ) -> tuple[str, dict[str, tuple[bytes, int]], dict[str, Any]] | str:
         """The entry an offer stands for (key, outputs, result), or why it does not hold."""
-        key = _key_of(arguments)
+        return self._checked(_key_of(arguments), arguments, data)
+
+    def _checked(
+        self, key: str | None, arguments: Mapping[str, Any], data: dict[str, Any]
+    ) -> tuple[str, dict[str, tuple[bytes, int]], dict[str, Any]] | str:
+        """``check_entry``, the call's key (``_key_of``) worked out already."""
         if key is None:
             return "not a call of a compiled language"
         language = LANGUAGES[str(arguments["language"])]
