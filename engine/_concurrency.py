@@ -10,7 +10,8 @@ one. So two bounds:
   that runs what it is given.
 - ``workers``: past ``busy``, a call starts only while fewer than ``busy`` of the running calls
   compute and the sandbox's memory is below its high-water mark (``sandbox._slots``: admitted
-  by what the running calls use, not by the limits they could reach), up to
+  by what the running calls use, not by the limits they could reach; up to ``busy`` calls that
+  have run for seconds, likely to run to their deadlines, compute beside them), up to
   ``WAITING_PER_CORE`` calls per core, as far as memory holds ``HELD_WHILE_WAITING_MB`` for
   each. What they then hold together is capped by the sandbox's memory group
   (``engine._memory_bound``); without one, no call starts past ``busy``.

@@ -41,7 +41,7 @@ from a2e_engine.sandbox._run import (
 )
 from a2e_engine.sandbox._settings import ZygoteSettings
 from a2e_engine.sandbox._sharing import SharedStore
-from a2e_engine.sandbox._slots import WorkerSlots
+from a2e_engine.sandbox._slots import LONG_RUN_S, WorkerSlots
 from a2e_engine.sandbox._supply import WorkerSupply
 from a2e_engine.sandbox._waiting import StopSignal, race
 from a2e_engine.sandbox._zygote_control import ControlFactory, SandboxUnavailable, ZygoteControl
@@ -136,8 +136,9 @@ class WorkerPool:
         self._start_all = start_all
         self._slots: WorkerSlots | None = None
         #: The workers of the calls holding a slot: their pids as this process sees them
-        #: (``sandbox._busy.pid_of``), by the pid their zygote reported.
-        self._running: dict[int, int] = {}
+        #: (``sandbox._busy.pid_of``) and when their run began, by the pid their zygote
+        #: reported.
+        self._running: dict[int, tuple[int, float]] = {}
         #: Whether the sandbox's memory has room for a call beyond ``busy_workers`` (the
         #: engine's memory bound sets it; without one, there is none).
         self.memory_room: Callable[[], bool] = lambda: False
@@ -242,12 +243,15 @@ class WorkerPool:
     def _room(self) -> bool:
         """Whether a call may start beside ``busy_workers`` or more running ones: fewer than
         that many compute (``sandbox._busy``; a call that holds a slot and has no worker yet
-        counts as computing), and ``memory_room`` says the sandbox has room."""
+        counts as computing, one that has run ``LONG_RUN_S`` counts only past ``busy_workers``
+        such calls), and ``memory_room`` says the sandbox has room."""
         assert self._slots is not None
+        busy, now = self._slots.busy, asyncio.get_running_loop().time()
         starting = self._slots.in_flight - len(self._running)
-        return (
-            starting + computing(self._running.values()) < self._slots.busy and self.memory_room()
-        )
+        short = [pid for pid, began in self._running.values() if now - began < LONG_RUN_S]
+        long = [pid for pid, began in self._running.values() if now - began >= LONG_RUN_S]
+        held = starting + computing(short) + max(0, computing(long) - busy)
+        return held < busy and self.memory_room()
 
     # -- running a job --
 
@@ -314,7 +318,7 @@ class WorkerPool:
                     job = cast(Job, {**job, "resident": True})
             assert worker is not None
             queued_ms = int((loop.time() - queued_at) * 1000)
-            self._running[worker.pid] = pid_of(worker.pidfd) or worker.pid
+            self._running[worker.pid] = (pid_of(worker.pidfd) or worker.pid, loop.time())
             try:
                 if alive is not None:
                     outcome = await alive.run(job, deadline, on_event, stop)

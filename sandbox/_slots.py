@@ -5,9 +5,13 @@ Up to ``busy`` calls start at once, whatever they do. Past that, a call starts o
 have a process on the CPU, and the sandbox's memory is below its high-water mark), and never
 more than ``count`` in all. A call that sleeps or waits on a child holds a worker and no core,
 so calls that wait run together instead of queueing behind the CPU bound, and calls that
-compute are held to it. The others wait their turn in order, each within its own deadline, and
-a cancel ends the wait; while any waits, ``room`` is asked again every ``RECHECK_S``, since a
-running call can go to sleep without ending.
+compute are held to it. A call that has run ``LONG_RUN_S`` is likely to run to its deadline (a
+program that loops forever, or waits out its time limit): up to ``busy`` such calls compute
+beside the others rather than hold the queue for their whole time limits, so at most twice
+``busy`` compute at once, and the calls behind a batch's endless loops start in seconds. The
+others wait their turn in order, each within its own deadline, and a cancel ends the wait;
+while any waits, ``room`` is asked again every ``RECHECK_S``, since a running call can go to
+sleep without ending.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ from collections.abc import Callable
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._waiting import StopSignal, race
 
-__all__ = ["RECHECK_S", "WorkerSlots"]
+__all__ = ["LONG_RUN_S", "RECHECK_S", "WorkerSlots"]
 
 log = logging.getLogger("a2e.sandbox")
 
 #: How often waiting calls look again for room beside the running ones.
 RECHECK_S = 0.05
+#: How long a call runs before it holds back the queue only past ``busy`` such calls.
+LONG_RUN_S = 2.0
 
 
 class WorkerSlots:

@@ -2,8 +2,8 @@
 per core start whatever they do (as far as memory holds each call's whole limit); past them, a
 call starts while the running ones leave room (fewer than that many on the CPU, the sandbox's
 memory below its high-water mark), up to many more per core. Calls that wait all run at once,
-not queued behind a few; calls that compute are held to the first bound; memory past its mark
-holds calls back. The bounds and their reason are in ``status``, ``/readyz`` and ``a2e
+not queued behind a few; calls that compute are held to the first bound, and those that have
+run for seconds to twice it; memory past its mark holds calls back. The bounds and their reason are in ``status``, ``/readyz`` and ``a2e
 doctor``."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from a2e_engine.engine._concurrency import CALLS_PER_CORE, WAITING_PER_CORE, def
 from a2e_engine.engine._memory_bound import HIGH_WATER
 from a2e_engine.sandbox._busy import computing, pid_of
 from a2e_engine.sandbox._deadline import Deadline
-from a2e_engine.sandbox._slots import WorkerSlots
+from a2e_engine.sandbox._slots import LONG_RUN_S, WorkerSlots
 from a2e_engine.sandbox._waiting import StopSignal
 from tests.hostile_plugin import HostileTools
 from tests.waiting import wait_for
@@ -113,24 +113,33 @@ def test_calls_that_compute_are_held_to_the_busy_bound_and_hold_back_the_rest() 
     """Four spinning calls and a sleeping one sent at once, ``busy_workers=2``: two start, and
     the others wait, the sleeping one too, though ``max_workers`` has room (a call that has a
     slot and no worker yet counts as computing, so a burst is not let in before its first
-    calls are seen on the CPU); once the spinning calls that run end, the others start."""
+    calls are seen on the CPU). Once the first two have run ``LONG_RUN_S`` (likely to run to
+    their deadlines), two more start beside them, and no more: long calls past
+    ``busy_workers`` count again. Once the spinning calls end, the sleeping one starts."""
     config = EngineConfig(prefork=1, max_workers=6, busy_workers=2)
     with Engine(plugins=[HostileTools()], config=config) as engine:
+        if not engine.layers.active("memory_cgroup"):  # without it, none past busy_workers
+            pytest.skip(f"no memory cgroup: {engine.layers.reason('memory_cgroup')}")
         tools = ToolAPI(engine.connect())
-        started = threading.Semaphore(0)
-        calls = [_started(tools, "spin", {"seconds": 30}, started) for _ in range(4)]
-        calls.append(_started(tools, "sleep", {"seconds": 30}, started))
+        spinning, asleep = threading.Semaphore(0), threading.Semaphore(0)
+        calls = [_started(tools, "spin", {"seconds": 60}, spinning) for _ in range(4)]
+        calls.append(_started(tools, "sleep", {"seconds": 60}, asleep))
         try:
             for _ in range(2):
-                assert started.acquire(timeout=60), "a spinning call did not start"
-            # Looked at again every RECHECK_S: still no room while two compute.
-            assert not started.acquire(timeout=1.5), "a call started past the busy bound"
+                assert spinning.acquire(timeout=60), "a spinning call did not start"
+            # Looked at again every RECHECK_S: no room while two compute and are young.
+            assert not spinning.acquire(timeout=LONG_RUN_S / 2), "started past the busy bound"
             status = engine.status()
             assert (status.calls_running, status.calls_queued) == (2, 3), status
+            for _ in range(2):
+                assert spinning.acquire(timeout=60), "no call started beside the long ones"
+            assert not asleep.acquire(timeout=LONG_RUN_S * 2), "started past twice the bound"
+            status = engine.status()
+            assert (status.calls_running, status.calls_queued) == (4, 1), status
             assert not [call for call in calls if _ended(call)]
             for call in calls[:4]:
                 call.cancel()
-            assert started.acquire(timeout=60), "the sleeping call did not start"
+            assert asleep.acquire(timeout=60), "the sleeping call did not start"
         finally:
             for call in calls:
                 call.cancel()
