@@ -151,7 +151,8 @@ class CodeEval(ToolPlugin):
                     ToolParameter(
                         name="float_tolerance",
                         type="number",
-                        description=f"for compare=float (default {DEFAULT_TOLERANCE:g})",
+                        description=f"for compare=float (default {DEFAULT_TOLERANCE:g}); "
+                        "EvalPlus's atol for compare=evalplus (default 0)",
                     ),
                     ToolParameter(
                         name="stop_at_first_failure",

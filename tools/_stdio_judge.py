@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from a2e_engine.tools._comparisons import COMPARISONS, DEFAULT_TOLERANCE
+from a2e_engine.tools._comparisons import COMPARISONS, default_tolerance
 from a2e_engine.tools._judging import (
     ACCEPTED,
     COMPILE,
@@ -56,7 +56,7 @@ def judge_options(arguments: dict[str, Any], seconds: float) -> JudgeOptions:
     compare = str(arguments.get("compare") or "whitespace")
     if compare not in COMPARISONS:
         raise ValueError(f"compare must be one of {sorted(COMPARISONS)}, not {compare!r}")
-    tolerance = arguments.get("float_tolerance", DEFAULT_TOLERANCE)
+    tolerance = arguments.get("float_tolerance", default_tolerance(compare))
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or tolerance < 0:
         raise ValueError(f"float_tolerance must be a number >= 0, got {tolerance!r}")
     return JudgeOptions(
