@@ -484,10 +484,12 @@ LANGUAGES: dict[str, Language] = {
             "jest",
             "main.test.ts",
             # SandboxFusion runs the test file with Jest through Babel's TypeScript preset:
-            # here it is compiled as ``typescript`` is (not type-checked), then Jest runs it.
+            # here it is compiled as ``typescript`` is (not type-checked), then Jest runs it,
+            # writing each test's result to jest-report.json, as SandboxFusion's reporter does.
             (
                 *("jest", "--ci", "--config", '{{"rootDir": "."}}'),
-                *("--cache=false", "--watchman=false", "main.test.js"),
+                *("--cache=false", "--watchman=false", "--json"),
+                *("--outputFile=jest-report.json", "main.test.js"),
             ),
             compile=_TSC,
             outputs=("main.test.js",),

@@ -2,8 +2,9 @@
 
 ``/a2e`` is the A2E protocol over WebSocket (``engine.service._websocket``); ``/v1/tools`` is
 REST for tools (``engine.service._rest``); ``/run_code``, ``/run_jupyter`` and ``/v1/ping`` are
-SandboxFusion's (``engine.service._sandbox_fusion``); ``/mcp`` is MCP's Streamable HTTP
-(``engine.mcp._http``);
+SandboxFusion's (``engine.service._sandbox_fusion``), and so are ``/submit``, ``/get_prompts``,
+``/get_prompt_by_id``, ``/list_ids`` and ``/list_datasets``
+(``engine.service._sandbox_fusion_oj``); ``/mcp`` is MCP's Streamable HTTP (``engine.mcp._http``);
 ``/openapi.json`` describes the others. ``/healthz``, ``/readyz`` and ``/metrics`` are for
 operators (``engine.service._probes``). Every path but ``/healthz`` wants the token
 (``engine.service._auth``).
@@ -27,6 +28,7 @@ from a2e_engine.engine.service._probes import probe_routes
 from a2e_engine.engine.service._responses import json_response
 from a2e_engine.engine.service._rest import rest_routes
 from a2e_engine.engine.service._sandbox_fusion import sandbox_fusion_routes
+from a2e_engine.engine.service._sandbox_fusion_oj import online_judge_routes
 from a2e_engine.engine.service._state import ServiceState
 from a2e_engine.engine.service._websocket import serve_websocket
 
@@ -56,6 +58,7 @@ def build_app(state: ServiceState, mcp: McpEndpoint, version: str = "0") -> Requ
         Route("/mcp", mcp),
         *rest_routes(state),
         *sandbox_fusion_routes(state),
+        *online_judge_routes(state),
     ]
     app = Starlette(routes=routes)
     gated = RefuseWhileDraining(app, state, undrained)

@@ -33,6 +33,14 @@ from a2e_engine.engine.service._sandbox_fusion import (
     RunJupyterRequest,
     RunJupyterResponse,
 )
+from a2e_engine.engine.service._sandbox_fusion_oj_types import (
+    EvalResult,
+    GetPromptByIdRequest,
+    GetPromptsRequest,
+    OJErrorBody,
+    Prompt,
+    SubmitRequest,
+)
 
 __all__ = ["openapi_document"]
 
@@ -47,6 +55,12 @@ _MODELS: tuple[type[BaseModel], ...] = (
     RunCodeResponse,
     RunJupyterRequest,
     RunJupyterResponse,
+    SubmitRequest,
+    EvalResult,
+    GetPromptsRequest,
+    GetPromptByIdRequest,
+    Prompt,
+    OJErrorBody,
     Liveness,
     Readiness,
 )
@@ -99,6 +113,18 @@ class _Document:
         return {
             "required": required,
             "content": {"application/json": {"schema": self.schema(model)}},
+        }
+
+    def sandbox_fusion_post(
+        self, summary: str, request: type[BaseModel], *answers: _Answer
+    ) -> dict[str, Any]:
+        """One of SandboxFusion's POSTs: a body it must read (422 where it cannot), and the
+        host's refusals."""
+        return {
+            "method": "post",
+            "summary": summary,
+            "requestBody": self.request_body(request, required=True),
+            "answers": [*answers, *_unreadable(422), *_refusals()],
         }
 
     def responses(self, path: str, answers: Iterable[_Answer]) -> dict[str, Any]:
@@ -177,6 +203,14 @@ def _refusals() -> list[_Answer]:
     return answers
 
 
+def _cannot_judge() -> list[_Answer]:
+    """SandboxFusion's dataset endpoints' own refusals, in its shape (``{"detail"}``)."""
+    return [
+        _Answer(400, "the dataset or its rows cannot be judged: detail says why", OJErrorBody),
+        _Answer(500, "a run the sandbox could not make: detail says why", OJErrorBody),
+    ]
+
+
 def _unreadable(status: int) -> list[_Answer]:
     """A body ``read_model`` cannot read: ``status`` for one that is not the model's."""
     return [
@@ -225,29 +259,45 @@ def openapi_document(
                 *_refusals(),
             ],
         },
-        "/run_code": {
-            "method": "post",
-            "summary": "SandboxFusion's run_code",
-            "requestBody": doc.request_body(RunCodeRequest, required=True),
-            "answers": [
-                _Answer(200, "how the run went, SandboxFusion's RunCodeResponse", RunCodeResponse),
-                *_unreadable(422),
-                *_refusals(),
-            ],
-        },
-        "/run_jupyter": {
-            "method": "post",
-            "summary": "SandboxFusion's run_jupyter: Python cells in one interpreter",
-            "requestBody": doc.request_body(RunJupyterRequest, required=True),
-            "answers": [
-                _Answer(
-                    200,
-                    "how the cells went, SandboxFusion's RunJupyterResponse",
-                    RunJupyterResponse,
-                ),
-                *_unreadable(422),
-                *_refusals(),
-            ],
+        "/run_code": doc.sandbox_fusion_post(
+            "SandboxFusion's run_code",
+            RunCodeRequest,
+            _Answer(200, "how the run went, SandboxFusion's RunCodeResponse", RunCodeResponse),
+        ),
+        "/run_jupyter": doc.sandbox_fusion_post(
+            "SandboxFusion's run_jupyter: Python cells in one interpreter",
+            RunJupyterRequest,
+            _Answer(
+                200, "how the cells went, SandboxFusion's RunJupyterResponse", RunJupyterResponse
+            ),
+        ),
+        "/submit": doc.sandbox_fusion_post(
+            "SandboxFusion's submit: a completion judged against the row given with it",
+            SubmitRequest,
+            _Answer(200, "the verdict, SandboxFusion's EvalResult", EvalResult),
+            *_cannot_judge(),
+        ),
+        "/get_prompts": doc.sandbox_fusion_post(
+            "SandboxFusion's get_prompts: the prompts of the rows given",
+            GetPromptsRequest,
+            _Answer(200, "a prompt per row", {"type": "array", "items": doc.schema(Prompt)}),
+            *_cannot_judge(),
+        ),
+        "/get_prompt_by_id": doc.sandbox_fusion_post(
+            "SandboxFusion's get_prompt_by_id: the prompt of the row given",
+            GetPromptByIdRequest,
+            _Answer(200, "the row's prompt", Prompt),
+            *_cannot_judge(),
+        ),
+        "/list_ids": doc.sandbox_fusion_post(
+            "SandboxFusion's list_ids: the ids of the rows given",
+            GetPromptsRequest,
+            _Answer(200, "their ids", {"type": "array", "items": {"type": ["integer", "string"]}}),
+            *_cannot_judge(),
+        ),
+        "/list_datasets": {
+            "summary": "SandboxFusion's list_datasets: the dataset ids whose classes are served",
+            "answers": [_Answer(200, "dataset ids", {"type": "array", "items": _TEXT})],
         },
         "/v1/ping": {
             "summary": "SandboxFusion's ping",

@@ -57,6 +57,9 @@ __all__ = [
     "RunCodeResponse",
     "RunJupyterRequest",
     "RunJupyterResponse",
+    "read_request",
+    "run_code",
+    "sandbox_error",
     "sandbox_fusion_routes",
 ]
 
@@ -276,69 +279,77 @@ def _jupyter_response(result: ToolResult) -> RunJupyterResponse:
         )
 
 
-def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
+async def call_tool(
+    state: ServiceState, request: Request, tool_name: str, arguments: dict[str, Any], seconds: float
+) -> ToolResult | Response:
+    """The call's result, or the response that says why there is none; ``seconds`` is its
+    deadline, rounded up to the protocol's whole seconds."""
+    call = ToolCallRequest(
+        tool_name=tool_name,
+        arguments=arguments,
+        timeout=min(seconds, LONGEST_CALL_S),  # type: ignore[arg-type]  # rounded up by the model
+    )
+    return await state.call_once(request, "sandbox-fusion", call)
+
+
+async def run_code(
+    state: ServiceState, request: Request, body: RunCodeRequest
+) -> RunCodeResponse | Response:
+    """One ``/run_code`` request's answer, or the response that says why the engine gave none
+    (overloaded, draining): also each run of a submission (``_sandbox_fusion_oj``)."""
+    language = LANGUAGES.get(body.language)
+    if body.language in NOT_SERVED:
+        why = f"language {body.language!r} is not served here: {NOT_SERVED[body.language]}"
+        return sandbox_error(why)
+    if language is None:
+        served = ", ".join(sorted(LANGUAGES))
+        return sandbox_error(f"language {body.language!r} is not served here; served: {served}")
+    arguments: dict[str, Any] = {
+        "language": language,
+        "code": body.code,
+        "compile_timeout": body.compile_timeout,
+        "run_timeout": body.run_timeout,
+        "files": body.files,
+        "fetch_files": body.fetch_files,
+    }
+    if body.stdin is not None:
+        arguments["stdin"] = body.stdin
+    if body.memory_limit_MB > 0:
+        arguments["memory_mb"] = body.memory_limit_MB
+    seconds = body.compile_timeout + body.run_timeout + SLACK_S
+    result = await call_tool(state, request, "run_code", arguments, seconds)
+    if isinstance(result, Response):
+        return result
+    if not result.success:
+        return sandbox_error(result.error or "the run failed")
+    return _response(result.data)
+
+
+async def read_request(state: ServiceState, request: Request, model: type[Body]) -> Body | Response:
+    """The body read as ``model``; one that cannot be read is 422, SandboxFusion's status."""
     config = state.config
+    try:
+        return await read_model(request, model, config.max_message_bytes, config.request_timeout_s)
+    except BadRequest as exc:
+        state.metrics.reject(exc.error)
+        if exc.status == 400:
+            exc.status = 422
+        return exc.response()
 
-    async def call_tool(
-        request: Request, tool_name: str, arguments: dict[str, Any], seconds: float
-    ) -> ToolResult | Response:
-        """The call's result, or the response that says why there is none; ``seconds`` is its
-        deadline, rounded up to the protocol's whole seconds."""
-        call = ToolCallRequest(
-            tool_name=tool_name,
-            arguments=arguments,
-            timeout=min(seconds, LONGEST_CALL_S),  # type: ignore[arg-type]  # rounded up by the model
-        )
-        return await state.call_once(request, "sandbox-fusion", call)
 
-    async def read_request(request: Request, model: type[Body]) -> Body | Response:
-        try:
-            return await read_model(
-                request, model, config.max_message_bytes, config.request_timeout_s
-            )
-        except BadRequest as exc:
-            state.metrics.reject(exc.error)
-            if exc.status == 400:
-                exc.status = 422  # SandboxFusion's status for a request it cannot read
-            return exc.response()
-
+def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
     async def ping(request: Request) -> Response:
         return json_response(PONG)
 
-    async def run_code(request: Request) -> Response:
-        body = await read_request(request, RunCodeRequest)
+    async def run_code_route(request: Request) -> Response:
+        body = await read_request(state, request, RunCodeRequest)
         if isinstance(body, Response):
             return body
-        language = LANGUAGES.get(body.language)
-        if body.language in NOT_SERVED:
-            why = f"language {body.language!r} is not served here: {NOT_SERVED[body.language]}"
-            return json_response(sandbox_error(why).wire())
-        if language is None:
-            served = ", ".join(sorted(LANGUAGES))
-            why = f"language {body.language!r} is not served here; served: {served}"
-            return json_response(sandbox_error(why).wire())
-        arguments: dict[str, Any] = {
-            "language": language,
-            "code": body.code,
-            "compile_timeout": body.compile_timeout,
-            "run_timeout": body.run_timeout,
-            "files": body.files,
-            "fetch_files": body.fetch_files,
-        }
-        if body.stdin is not None:
-            arguments["stdin"] = body.stdin
-        if body.memory_limit_MB > 0:
-            arguments["memory_mb"] = body.memory_limit_MB
-        seconds = body.compile_timeout + body.run_timeout + SLACK_S
-        result = await call_tool(request, "run_code", arguments, seconds)
-        if isinstance(result, Response):
-            return result
-        if not result.success:
-            return json_response(sandbox_error(result.error or "the run failed").wire())
-        return json_response(_response(result.data).wire())
+        answer = await run_code(state, request, body)
+        return answer if isinstance(answer, Response) else json_response(answer.wire())
 
     async def run_jupyter(request: Request) -> Response:
-        body = await read_request(request, RunJupyterRequest)
+        body = await read_request(state, request, RunJupyterRequest)
         if isinstance(body, Response):
             return body
         arguments: dict[str, Any] = {
@@ -349,13 +360,13 @@ def sandbox_fusion_routes(state: ServiceState) -> list[Route]:
             "fetch_files": body.fetch_files,
         }
         seconds = body.total_timeout + JUPYTER_SLACK_S
-        result = await call_tool(request, "python_cells", arguments, seconds)
+        result = await call_tool(state, request, "python_cells", arguments, seconds)
         if isinstance(result, Response):
             return result
         return json_response(_jupyter_response(result).model_dump(mode="json"))
 
     return [
-        Route("/run_code", run_code, methods=["POST"]),
+        Route("/run_code", run_code_route, methods=["POST"]),
         Route("/run_jupyter", run_jupyter, methods=["POST"]),
         Route("/v1/ping", ping, methods=["GET"]),
     ]

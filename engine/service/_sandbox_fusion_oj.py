@@ -1,0 +1,143 @@
+"""SandboxFusion's online-judge API for rows that come with the request: ``POST /submit``,
+``/get_prompts``, ``/get_prompt_by_id``, ``/list_ids`` and ``GET /list_datasets``, so that its
+own client (``sandbox_fusion.submit``) and the harnesses built on it switch by changing a URL.
+
+Every request names a dataset: a dataset id SandboxFusion registers (``code_contests``,
+``humaneval_python``, ``mbpp``, ...) picks its class, and any other name takes the class from
+``config.dataset_type`` (``_sandbox_fusion_datasets``). The rows are ``config.provided_data``:
+a list for ``/get_prompts`` and ``/list_ids`` (whose ``offset`` and ``limit`` it ignores, as
+SandboxFusion does with provided rows), one row for ``/get_prompt_by_id`` and ``/submit``. This
+engine keeps no dataset tables: a request without rows is a 400 that says so, and
+``/list_datasets`` names the dataset ids whose classes are served.
+
+A submission's every run goes through ``/run_code``'s path (``_sandbox_fusion.run_code``): the
+same tool, limits and answers, each run a call of its own. An engine that cannot take a run
+now (overloaded, draining) answers the whole request as it answers ``/run_code``. Errors are
+SandboxFusion's: ``{"detail": ...}`` with 400 for a request it cannot judge, 500 for a run the
+sandbox could not make, 422 for a body that does not read as its model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from a2e_engine.engine.service._responses import json_response
+from a2e_engine.engine.service._sandbox_fusion import (
+    RunCodeRequest,
+    RunCodeResponse,
+    read_request,
+    run_code,
+)
+from a2e_engine.engine.service._sandbox_fusion_datasets import (
+    DATASET_TYPES,
+    OJError,
+    dataset_type_of,
+)
+from a2e_engine.engine.service._sandbox_fusion_oj_types import (
+    GetPromptByIdRequest,
+    GetPromptsRequest,
+    SubmitRequest,
+    TestConfig,
+)
+from a2e_engine.engine.service._state import ServiceState
+
+__all__ = ["online_judge_routes"]
+
+
+class _Refused(Exception):
+    """The engine's answer to a run it did not make (429, 503): the request's answer too."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__("refused")
+        self.response = response
+
+
+def _rows(config: TestConfig) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], _provided(config, list, "a list of str -> str | int"))
+
+
+def _row(config: TestConfig) -> dict[str, Any]:
+    return cast(dict[str, Any], _provided(config, dict, "a dict with str -> str | int"))
+
+
+def _provided(config: TestConfig, kind: type, otherwise: str) -> Any:
+    """The rows given, as ``kind``; SandboxFusion's sentence where they are not."""
+    rows = config.provided_data
+    if not rows:
+        raise OJError(400, _NO_TABLES)
+    if not isinstance(rows, kind):
+        raise OJError(400, f"request.config.provided_data should be {otherwise}")
+    return rows
+
+
+_NO_TABLES = (
+    "this engine keeps no dataset tables: give the rows in config.provided_data "
+    "(a list for /get_prompts and /list_ids, one row for /get_prompt_by_id and /submit)"
+)
+
+
+def online_judge_routes(state: ServiceState) -> list[Route]:
+    async def answered(request: Request, model: Any, handle: Any) -> Response:
+        body = await read_request(state, request, model)
+        if isinstance(body, Response):
+            return body
+        try:
+            return json_response(await handle(request, body))
+        except OJError as exc:
+            return json_response({"detail": exc.detail}, status=exc.status)
+        except _Refused as refused:
+            return refused.response
+
+    async def prompts(request: Request, body: GetPromptsRequest) -> list[dict[str, Any]]:
+        kind = dataset_type_of(body.dataset, body.config)
+        return [
+            kind.prompt(row, body.dataset, body.config).model_dump(mode="json")
+            for row in _rows(body.config)
+        ]
+
+    async def ids(request: Request, body: GetPromptsRequest) -> list[Any]:
+        return [prompt["id"] for prompt in await prompts(request, body)]
+
+    async def prompt_by_id(request: Request, body: GetPromptByIdRequest) -> dict[str, Any]:
+        kind = dataset_type_of(body.dataset, body.config)
+        return kind.prompt(_row(body.config), body.dataset, body.config).model_dump(mode="json")
+
+    async def submit(request: Request, body: SubmitRequest) -> dict[str, Any]:
+        kind = dataset_type_of(body.dataset, body.config)
+        row = _row(body.config)
+
+        async def run(program: RunCodeRequest) -> RunCodeResponse:
+            answer = await run_code(state, request, program)
+            if isinstance(answer, Response):
+                raise _Refused(answer)
+            return answer
+
+        result = await kind.submit(body, row, run)
+        return result.model_dump(mode="json")
+
+    async def list_datasets(request: Request) -> Response:
+        return json_response([i for kind in DATASET_TYPES.values() for i in kind.dataset_ids])
+
+    async def get_prompts_route(request: Request) -> Response:
+        return await answered(request, GetPromptsRequest, prompts)
+
+    async def list_ids_route(request: Request) -> Response:
+        return await answered(request, GetPromptsRequest, ids)
+
+    async def get_prompt_by_id_route(request: Request) -> Response:
+        return await answered(request, GetPromptByIdRequest, prompt_by_id)
+
+    async def submit_route(request: Request) -> Response:
+        return await answered(request, SubmitRequest, submit)
+
+    return [
+        Route("/submit", submit_route, methods=["POST"]),
+        Route("/get_prompts", get_prompts_route, methods=["POST"]),
+        Route("/get_prompt_by_id", get_prompt_by_id_route, methods=["POST"]),
+        Route("/list_ids", list_ids_route, methods=["POST"]),
+        Route("/list_datasets", list_datasets, methods=["GET"]),
+    ]

@@ -1,0 +1,410 @@
+"""SandboxFusion's online-judge API (``/submit``, ``/get_prompts``, ``/get_prompt_by_id``,
+``/list_ids``, ``/list_datasets``) on a real ``a2e serve --http``, driven by SandboxFusion's own
+client (``sandbox-fusion`` 0.3.7) and by httpx.
+
+The answers it must give are SandboxFusion's: those written out here were its server's
+(bytedance/SandboxFusion 469de08, run on this machine with the same requests), its rules read
+from its ``sandbox/datasets`` and ``sandbox/utils``. SandboxFusion's own dataset tests that give
+their rows in the request (``test_provided_data.py``, ``test_humaneval_python.py``,
+``test_autoeval.py``, ``test_multiple.py``) also pass against this server; docs/service.md says
+how they were run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.service_process import ServiceProcess
+from tests.waiting import wait_for
+
+TOKEN = "oj-tests-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+READ = "a, b = map(int, input().split())\n"
+ADD_CASES = [
+    {"input": {"stdin": "1 2\n"}, "output": {"stdout": "3\n"}},
+    {"input": {"stdin": "10 20\n"}, "output": {"stdout": "30\n"}},
+]
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[ServiceProcess]:
+    server = ServiceProcess("--token", TOKEN, "--max-workers", "6")
+    yield server
+    assert server.stop() == 0
+
+
+@pytest.fixture()
+def http(service: ServiceProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=service.url, headers=AUTH, timeout=120) as client:
+        yield client
+
+
+def _oj(completion: str, cases: Any, language: str = "python", **config: Any) -> dict[str, Any]:
+    """A CommonOJ submission of an unnamed dataset, as SandboxFusion's docs give one."""
+    return {
+        "dataset": "my_oj",
+        "id": "ab1",
+        "completion": completion,
+        "config": {
+            "dataset_type": "CommonOJDataset",
+            "language": language,
+            "provided_data": {"id": "ab1", "content": "Compute a+b.", "labels": {}, "test": cases},
+            **config,
+        },
+    }
+
+
+def _passed(answer: dict[str, Any]) -> list[bool]:
+    return [test["passed"] for test in answer["tests"]]
+
+
+def test_sandbox_fusions_client_submits_a_problem_with_its_cases(service: ServiceProcess) -> None:
+    """``sandbox_fusion.submit``, as a harness calls it: SandboxFusion's own answers to these
+    requests were ``accepted`` true with both cases passed, then false with the second failed."""
+    import sandbox_fusion
+
+    endpoint = f"{service.url}/t/{TOKEN}"
+    right = "Here is my solution:\n```python\n" + READ + "print(a + b)\n```\n"
+    request = sandbox_fusion.SubmitRequest(**_oj(right, ADD_CASES))
+    answer = sandbox_fusion.submit(request, endpoint=endpoint, max_attempts=1)
+    assert answer.accepted and [t.passed for t in answer.tests] == [True, True]
+    assert answer.extracted_code == READ + "print(a + b)"
+    assert answer.id == "ab1" and answer.full_code is None and answer.extracted_type is None
+    run = answer.tests[1].exec_info
+    assert run.status == sandbox_fusion.RunStatus.Success and run.run_result is not None
+    assert run.run_result.stdout == "30\n"
+    assert answer.tests[0].test_info == ADD_CASES[0]
+    # A registered dataset id picks its class; its rows' JSON columns may come as text.
+    wrong = "```python\n" + READ + "print(a * b + 1)\n```"
+    row = {"id": 7, "content": "Compute a+b.", "labels": "{}", "test": json.dumps(ADD_CASES)}
+    request = sandbox_fusion.SubmitRequest(
+        dataset="code_contests",
+        id=7,
+        completion=wrong,
+        config=sandbox_fusion.TestConfig(language="python", provided_data=row),
+    )
+    answer = sandbox_fusion.submit(request, endpoint=endpoint, max_attempts=1)
+    assert not answer.accepted and [t.passed for t in answer.tests] == [True, False]
+    assert answer.tests[1].exec_info.run_result.stdout == "201\n"
+    refused = sandbox_fusion.SubmitRequest(dataset="nowhere", id=1, completion="", config={})
+    with pytest.raises(Exception, match="no eval class found for dataset nowhere"):
+        sandbox_fusion.submit(refused, endpoint=endpoint, max_attempts=1)
+
+
+def test_each_case_is_judged_by_sandbox_fusions_rule(http: httpx.Client) -> None:
+    """Lines compared without case and surrounding blanks, floats to 1e-5 relative, line counts
+    equal (SandboxFusion's own answers: passed, passed, failed); every case with
+    ``run_all_cases``; a passed case's long input cut to 1000 characters, a failed one's kept."""
+    program = (
+        "```python\nt = input()\n"
+        "print({'a': 'YES  ', 'b': '0.3333333', 'c': '1\\n\\n2'}.get(t, t[:5]))\n```"
+    )
+    long_input = "x" * 3000
+    cases = [
+        {"input": {"stdin": "a"}, "output": {"stdout": "yes\n"}},
+        {"input": {"stdin": "b"}, "output": {"stdout": "0.333333333"}},
+        {"input": {"stdin": "c"}, "output": {"stdout": "1\n2\n"}},
+        {"input": {"stdin": long_input}, "output": {"stdout": "xxxxx"}},
+        {"input": {"stdin": long_input}, "output": {"stdout": "y" * 1200}},
+    ]
+    answer = http.post("/submit", json=_oj(program, cases, extra={"run_all_cases": True})).json()
+    assert _passed(answer) == [True, True, False, True, False] and not answer["accepted"]
+    shown = answer["tests"][3]["test_info"]["input"]["stdin"]
+    assert shown == "x" * 498 + "..." + "x" * 498
+    assert answer["tests"][4]["test_info"]["output"]["stdout"] == "y" * 1200
+    whole = http.post(
+        "/submit", json=_oj(program, cases[3:4], extra={"return_full_case": True})
+    ).json()
+    assert whole["tests"][0]["test_info"]["input"]["stdin"] == long_input
+
+
+def test_a_submission_stops_at_its_first_failing_case(
+    http: httpx.Client, service: ServiceProcess
+) -> None:
+    """The cases after the first that fails are not waited for: their runs (a program that
+    loops forever here) are ended, workers and all, and the answer lists the cases up to it."""
+    program = (
+        "```python\nif input() == 'stop':\n    print('wrong')\nelse:\n    while True: pass\n```"
+    )
+    cases = [{"input": {"stdin": "stop"}, "output": {"stdout": "right"}}] + [
+        {"input": {"stdin": "loop"}, "output": {"stdout": "right"}}
+    ] * 5
+    started = time.monotonic()
+    answer = http.post("/submit", json=_oj(program, cases, run_timeout=30)).json()
+    assert time.monotonic() - started < 20, "the answer waited for the looping cases"
+    assert _passed(answer) == [False] and not answer["accepted"]
+    assert answer["tests"][0]["exec_info"]["run_result"]["stdout"] == "wrong\n"
+    ready = lambda: http.get("/readyz").json()["calls_running"] == 0  # noqa: E731
+    assert wait_for(ready, 10), "a looping case's call still runs"
+    everything = http.post(
+        "/submit", json=_oj(program, cases[:3], run_timeout=1, extra={"run_all_cases": True})
+    ).json()
+    statuses = [t["exec_info"]["run_result"]["status"] for t in everything["tests"]]
+    assert statuses == ["Finished", "TimeLimitExceeded", "TimeLimitExceeded"]
+
+
+def test_a_compiled_submission_compiles_once_for_all_its_cases(http: httpx.Client) -> None:
+    """Its cases run side by side, and identical compiles in flight wait for the first: one
+    case's compile is made, the others' come from the cache."""
+    unique = time.time_ns()  # a program no earlier test compiled
+    program = (
+        f"```cpp\n#include <bits/stdc++.h>\n// {unique}\n"
+        "int main() { long a, b; std::cin >> a >> b; std::cout << a + b << std::endl; }\n```"
+    )
+    cases = [
+        {"input": {"stdin": f"{i} {i}\n"}, "output": {"stdout": f"{2 * i}\n"}} for i in range(6)
+    ]
+    answer = http.post("/submit", json=_oj(program, cases, language="cpp")).json()
+    assert answer["accepted"], answer
+    cached = [t["exec_info"]["compile_result"]["cached"] for t in answer["tests"]]
+    assert cached.count(False) == 1, cached
+
+
+def test_prompts_ids_and_the_datasets_served(service: ServiceProcess, http: httpx.Client) -> None:
+    """SandboxFusion's prompts for CommonOJ rows, word for word as its server gave them, through
+    its client where it has a function for the endpoint."""
+    import sandbox_fusion
+
+    endpoint = f"{service.url}/t/{TOKEN}"
+    rows = [
+        {"id": "ab1", "content": "Compute a+b.", "labels": {"difficulty": "easy"}, "test": []},
+        {"id": 2, "content": "Second", "labels": "{}"},
+    ]
+    config = {"dataset_type": "CommonOJDataset", "language": "python", "provided_data": rows}
+    prompts = sandbox_fusion.get_prompts(
+        sandbox_fusion.GetPromptsRequest(dataset="my_oj", config=config), endpoint=endpoint
+    )
+    script = (
+        "\n\nPlease implement a complete Python script. Your program should read input from "
+        "standard input and write output to standard output."
+    )
+    assert [(p.id, p.prompt, p.labels) for p in prompts] == [
+        ("ab1", "Compute a+b." + script, {"difficulty": "easy"}),
+        (2, "Second" + script, {}),
+    ]
+    chinese = {**config, "language": "cpp", "locale": "zh"}
+    first = http.post("/get_prompts", json={"dataset": "x", "config": chinese}).json()[0]
+    assert first["prompt"] == (
+        "Compute a+b.\n\n请使用 C++ 实现一个完整的可执行程序，包含 main 函数。"  # noqa: RUF001
+        "你的程序应该从标准输入读取数据，并将结果输出到标准输出。"  # noqa: RUF001
+    )
+    one = sandbox_fusion.get_prompt_by_id(
+        sandbox_fusion.GetPromptByIdRequest(
+            dataset="my_oj", id="ab1", config={**config, "language": "go", "provided_data": rows[0]}
+        ),
+        endpoint=endpoint,
+    )
+    assert one.prompt == (
+        "Compute a+b.\n\nPlease implement complete executable code with an entry point in go. "
+        "Your program should read input from standard input and write output to standard output."
+    )
+    assert http.post("/list_ids", json={"dataset": "x", "config": config}).json() == ["ab1", 2]
+    served = http.get("/list_datasets").json()
+    assert {"code_contests", "humaneval_python", "mbpp", "multiple_lua"} <= set(served)
+
+
+HUMANEVAL_ROW = {
+    "task_id": "HumanEval/x",
+    "prompt": 'def add(a: int, b: int) -> int:\n    """The sum."""\n',
+    "canonical_solution": "    return a + b\n",
+    "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 0) == 0\n",
+    "entry_point": "add",
+}
+
+
+def test_humaneval_rows_are_put_together_as_sandbox_fusion_does(http: httpx.Client) -> None:
+    """The completion cut at its first line at the margin, after SandboxFusion's imports and the
+    prompt, then the tests and, for humaneval_python, ``check(entry_point)``; or, free-form, the
+    code of the answer's fence."""
+
+    def submit(completion: str, dataset: str = "humaneval_python", **extra: Any) -> Any:
+        config: dict[str, Any] = {"provided_data": HUMANEVAL_ROW, "extra": extra}
+        if dataset != "humaneval_python":
+            config["dataset_type"] = "HumanEvalDataset"
+        body = {"dataset": dataset, "id": "HumanEval/x", "completion": completion, "config": config}
+        return http.post("/submit", json=body).json()
+
+    answer = submit("    return a + b\n\ndef random():\n    pass")
+    assert answer["accepted"] and answer["extracted_code"] == "    return a + b\n"
+    assert answer["full_code"].endswith(
+        HUMANEVAL_ROW["prompt"] + "\n    return a + b\n\n" + HUMANEVAL_ROW["test"] + "\ncheck(add)"
+    )
+    assert answer["full_code"].startswith("import math\nimport re\nimport sys\n")
+    assert answer["tests"][0]["test_info"] is None
+    assert not submit("    return a - b\n")["accepted"]
+    fenced = "Sure:\n```python\n" + HUMANEVAL_ROW["prompt"] + "    return a + b\n```"
+    assert submit(fenced, is_freeform=True)["accepted"]
+    # Another dataset name: SandboxFusion appends no check() call, so nothing is tested.
+    unnamed = submit("    return a - b\n", dataset="my_humaneval")
+    assert "check(add)" not in unnamed["full_code"]
+
+
+def test_mbpp_multiple_and_autoeval_rows(http: httpx.Client) -> None:
+    mbpp = {
+        "dataset": "mbpp",
+        "id": 2,
+        "completion": "[BEGIN]\ndef add(a, b):\n    return a + b\n[DONE]",
+        "config": {
+            "provided_data": {
+                "id": 2,
+                "content": "Write a function to add two numbers.",
+                "labels": {"test_setup_code": ""},
+                "test_list": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"],
+            }
+        },
+    }
+    answer = http.post("/submit", json=mbpp).json()
+    assert answer["accepted"]  # SandboxFusion's answer had this full_code, byte for byte
+    assert answer["full_code"] == (
+        "\ndef add(a, b):\n    return a + b\n\nassert add(1, 2) == 3\n\nassert add(-1, 1) == 0\n"
+    )
+    lua_row = {
+        "name": "HumanEval_x_add",
+        "language": "lua",
+        "prompt": "local function add(a, b)\n",
+        "tests": "lu = require('luaunit')\nfunction test_add()\n"
+        "  lu.assertEquals(add(1, 2), 3)\nend\nos.exit(lu.LuaUnit.run())",
+        "stop_tokens": ["\nlocal", "\nfunction", "\n--", "\n\n"],
+    }
+    for body, accepted in (("  return a + b\nend", True), ("  return a - b\nend", False)):
+        completion = f"```lua\nlocal function add(a, b)\n{body}\n```"
+        config = {"provided_data": lua_row, "extra": {"is_freeform": True}}
+        multiple = {"dataset": "multiple_lua", "id": 0, "completion": completion, "config": config}
+        assert http.post("/submit", json=multiple).json()["accepted"] is accepted
+    auto_row = {
+        "id": 0,
+        "content": "",
+        "labels": {"programming_language": "python"},
+        "test": {"code": "#<INSERT>\n\nassert f() == 3\n"},
+    }
+    config = {"dataset_type": "AutoEvalDataset", "provided_data": auto_row}
+    for completion, flag, accepted in (
+        ("```python\ndef f():\n    return 3\n```", False, True),
+        ("```python\nimport sys\nsys.exit(0)\n```", False, True),  # as SandboxFusion judges it
+        ("```python\nimport sys\nsys.exit(0)\n```", True, False),  # its append_flag catches it
+        ("```python\ndef f():\n    return 3\n```", True, True),
+    ):
+        auto = {
+            "dataset": "",
+            "id": 0,
+            "completion": completion,
+            "config": {**config, "extra": {"append_flag": flag}},
+        }
+        assert http.post("/submit", json=auto).json()["accepted"] is accepted, (completion, flag)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "detail"),
+    [
+        ("/submit", {"dataset": "my_oj", "id": 1, "completion": "", "config": {}}, 400,
+         "no eval class found for dataset my_oj"),
+        ("/submit", {"dataset": "x", "id": 1, "completion": "",
+                     "config": {"dataset_type": "PalMathDataset"}}, 400,
+         "eval class PalMathDataset not found"),
+        ("/submit", {"dataset": "code_contests", "id": 1, "completion": "",
+                     "config": {"provided_data": {"test": []}}}, 400,
+         "config.language field must exist for CommonOJDataset, got None"),
+        ("/submit", {"dataset": "code_contests", "id": 1, "completion": "",
+                     "config": {"language": "python", "provided_data": [{"test": []}]}}, 400,
+         "provided_data should be a dict"),
+        ("/get_prompts", {"dataset": "code_contests", "config": {"provided_data": {"id": 1}}},
+         400, "provided_data should be a list"),
+        ("/submit", {"dataset": "code_contests", "id": 1, "completion": "",
+                     "config": {"language": "python", "provided_data": {"id": 1}}}, 400,
+         "config.provided_data has no 'test'"),
+        ("/submit", {"dataset": "code_contests", "id": 1, "completion": "",
+                     "config": {"language": "python"}}, 400, "keeps no dataset tables"),
+        ("/submit", {"dataset": "code_contests", "id": 1, "completion": "",
+                     "config": {"language": "python", "provided_data": {"test": [{"input": 1}]}}},
+         400, "config.provided_data.test[0].input must map names to text"),
+        ("/submit", {"dataset": "code_contests", "id": 1, "completion": "",
+                     "config": {"language": "python", "custom_extract_logic": "open('/x', 'w')",
+                                "provided_data": {"test": []}}},
+         400, "custom_extract_logic is not served"),
+        ("/submit", {"dataset": "code_contests", "id": 1, "completion": "```julia\n1\n```",
+                     "config": {"language": "julia", "provided_data": {"test": ADD_CASES}}},
+         500, "failed to request sandbox: language 'julia' is not served here"),
+        ("/submit", {"dataset": "x", "id": 1, "completion": "", "config": {"language": "py3"}},
+         422, "config.language"),
+        ("/submit", {"dataset": "x", "id": 1.5, "completion": "", "config": {}}, 422, "id"),
+    ],
+)  # fmt: skip
+def test_what_cannot_be_judged_is_refused_in_one_line(
+    http: httpx.Client, path: str, body: dict[str, Any], status: int, detail: str
+) -> None:
+    response = http.post(path, json=body)
+    assert response.status_code == status, response.text
+    said = response.json()
+    message = said.get("detail") or said.get("message")
+    assert isinstance(message, str) and detail in message and "\n" not in message, said
+
+
+def test_the_expected_output_never_reaches_the_program(http: httpx.Client) -> None:
+    """A hostile completion looks for its expected output everywhere it can read (its
+    environment, its directory, every process's command line and environment, its standard
+    input) and prints what it finds: it finds nothing, and is judged wrong."""
+    secret = f"EXPECTED-{time.time_ns()}"
+    hunter = """```python
+import os, re, sys
+found = set()
+needle = re.compile("EXPECTED" + "-[0-9]+")  # not its own source's text
+def look(text):
+    found.update(needle.findall(text))
+look(sys.stdin.read())
+look(repr(dict(os.environ)))
+for root, dirs, files in os.walk("."):
+    for name in files:
+        try:
+            look(open(os.path.join(root, name), errors="replace").read())
+        except OSError:
+            pass
+for pid in os.listdir("/proc"):
+    for part in ("cmdline", "environ"):
+        try:
+            look(open(f"/proc/{pid}/{part}", errors="replace").read())
+        except OSError:
+            pass
+print(sorted(found)[0] if found else "nothing")
+```"""
+    cases = [{"input": {"stdin": "go\n"}, "output": {"stdout": secret}}]
+    answer = http.post("/submit", json=_oj(hunter, cases)).json()
+    assert not answer["accepted"]
+    assert answer["tests"][0]["exec_info"]["run_result"]["stdout"] == "nothing\n"
+    # What it can reach, it finds: given on its input, the answer passes.
+    told = [{"input": {"stdin": secret}, "output": {"stdout": secret}}]
+    assert http.post("/submit", json=_oj(hunter, told)).json()["accepted"]
+
+
+#: SandboxFusion's ``default_extract_helper`` (469de08) on these completions, as its own function
+#: gave them when run: the block of the asked language first, a fence's tag through its
+#: aliases, an unclosed fence, Python's heuristic, and nothing for a language without one.
+EXTRACTED = [
+    ("```bash\necho hi\n```\n```python\nprint(1)\n```", "python", "print(1)"),
+    ("```\nprint(1)\n```", "python", "print(1)"),
+    ("```cpp\nint main(){}\n```", "python", "int main(){}"),
+    ("```javascript\na\n```\n```js\nb\n```", "nodejs", "b"),
+    ("```Python3 \nprint(1)\n```", "python", "print(1)"),
+    ("```python\nprint(1)\n   ```", "python", "print(1)"),
+    ("```python\nprint(1)```", "python", "print(1)```"),
+    ("text\n```python\nprint(1)\n", "python", "print(1)\n"),
+    ("```python\r\nprint(1)\r\n```", "python", "print(1)\r"),
+    ("Sure.\nimport sys\ndef f():\n    return 1\nprint(f())", "python",
+     "import sys\ndef f():\n    return 1\n"),
+    ("int main(){}", "cpp", ""),
+    ("just words", "python", ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("completion", "language", "code"), EXTRACTED)
+def test_the_code_is_extracted_as_sandbox_fusion_extracts_it(
+    completion: str, language: str, code: str
+) -> None:
+    from a2e_engine.engine.service._sandbox_fusion_extraction import default_extract_helper
+
+    assert default_extract_helper(completion, language) == code
