@@ -58,7 +58,7 @@ from a2e_engine.sandbox._cgroups import create_sandbox_memory, remove_cgroup_tre
 from a2e_engine.sandbox._pool import PoolConfig, WorkerPool, ZygoteSpec
 from a2e_engine.sandbox._settings import ZygoteSettings
 from a2e_engine.sandbox.layers import LayerReports
-from a2e_engine.tools._compile_cache import PLUGIN as COMPILE_CACHE_PLUGIN
+from a2e_engine.tools._compile_cache import PLUGINS as COMPILE_CACHE_PLUGINS
 from a2e_engine.tools._compile_store import SharedCompileCache
 
 __all__ = ["Engine", "IsolationUnavailable"]
@@ -169,7 +169,7 @@ class Engine:
             if cache_mb:
                 cache = SharedCompileCache.create(state_dir.path, cache_mb)
                 undo.callback(cache.close)
-                stores[COMPILE_CACHE_PLUGIN] = cache
+                stores.update(dict.fromkeys(COMPILE_CACHE_PLUGINS, cache))
             self._loop.start()
             undo.callback(self._loop.stop)
             pool = self.worker_pool(

@@ -156,7 +156,10 @@ class WorkerPool:
         settings = self.config.zygote
         alone = len(spec.plugins) == 1
         own = {n: d for n, d in settings.plugin_dirs.items() if alone and n in spec.plugins}
-        others = [d for n, d in settings.plugin_dirs.items() if n not in own]
+        # Plugins given the same directories (the compile cache's) share them: not hidden.
+        others = [
+            d for n, d in settings.plugin_dirs.items() if n not in own and d not in own.values()
+        ]
         hidden = tuple(dict.fromkeys(_home_of(dirs, settings.writable_paths) for dirs in others))
         settings = dataclasses.replace(
             settings,
@@ -343,7 +346,7 @@ class WorkerPool:
     def _claim(self, job: Job) -> asyncio.Future[None] | Callable[[], None] | None:
         """What the job's store says of it before it runs (``SharedStore.claim``)."""
         store = self._store_for(job)
-        return store.claim(job["arguments"]) if store is not None else None
+        return store.claim(job["tool"], job["arguments"]) if store is not None else None
 
     def _share_sink(self, job: Job) -> ShareSink | None:
         """Where the job's worker may offer what it made: the store of its plugin, given the
@@ -351,10 +354,10 @@ class WorkerPool:
         store = self._store_for(job)
         if store is None:
             return None
-        arguments = job["arguments"]
+        tool, arguments = job["tool"], job["arguments"]
 
         def offered(what: str, data: dict[str, Any]) -> None:
-            store.offer(arguments, what, data)
+            store.offer(tool, arguments, what, data)
 
         return offered
 

@@ -2,14 +2,14 @@
 
 The engine is fast because calls share what one of them made (a compile's outputs, a
 precompiled header); whatever they share must be safe against a tenant who attacks it. So no
-worker ever writes shared state. A plugin that owns a store (the engine gives ``run_code`` the
-compile cache) has its directories to read (``ZygoteSettings.plugin_dirs``: under Landlock its
-jobs may read a file there by its name, and list or change nothing); its tool code offers what
-it made with ``offer``, one frame on its result pipe; the supervisor hands each offer, with the
-arguments of the call that made it, to the store of the job's plugin (``SharedStore``), which
-checks it (a key it works out from the arguments itself, sizes, names) and keeps it, from the
-supervisor's own process, or drops it. A worker whose plugin owns no store and offers
-something breaks the rules of its pipe (``sandbox._run``).
+worker ever writes shared state. A plugin that owns a store (the engine gives ``run_code`` and
+``code_eval`` its compile cache) has its directories to read (``ZygoteSettings.plugin_dirs``:
+under Landlock its jobs may read a file there by its name, and list or change nothing); its
+tool code offers what it made with ``offer``, one frame on its result pipe; the supervisor
+hands each offer, with the tool and arguments of the call that made it, to the store of the
+job's plugin (``SharedStore``), which checks it (a key it works out from the arguments itself,
+sizes, names) and keeps it, from the supervisor's own process, or drops it. A worker whose
+plugin owns no store and offers something breaks the rules of its pipe (``sandbox._run``).
 
 What is made once is also made once at a time: before a call takes its worker, the store may
 say that another call in flight is making what this one would (``claim``), and the call waits,
@@ -59,16 +59,20 @@ def offer(what: str, data: dict[str, Any]) -> bool:
 class SharedStore(Protocol):
     """The supervisor's side of what one plugin's calls share."""
 
-    def offer(self, arguments: Mapping[str, Any], what: str, data: dict[str, Any]) -> None:
+    def offer(
+        self, tool: str, arguments: Mapping[str, Any], what: str, data: dict[str, Any]
+    ) -> None:
         """On the engine's loop, as the frame arrives: check what a worker offered for the
-        call with ``arguments`` and keep it (off the loop) or drop it. Never raises; never
-        blocks."""
+        call of ``tool`` with ``arguments`` and keep it (off the loop) or drop it. Never
+        raises; never blocks."""
 
-    def claim(self, arguments: Mapping[str, Any]) -> asyncio.Future[None] | Callable[[], None]:
-        """On the engine's loop, before the call with ``arguments`` takes a worker: a future
-        when another call in flight is making what this one would (done once that is kept or
-        given up; the call then goes on without a claim), or what to call when this call ends
-        (it may be the one making it). Never raises; never blocks."""
+    def claim(
+        self, tool: str, arguments: Mapping[str, Any]
+    ) -> asyncio.Future[None] | Callable[[], None]:
+        """On the engine's loop, before the call of ``tool`` with ``arguments`` takes a worker:
+        a future when another call in flight is making what this one would (done once that is
+        kept or given up; the call then goes on without a claim), or what to call when this
+        call ends (it may be the one making it). Never raises; never blocks."""
 
     def close(self) -> None:
         """The engine stops: end what is under way."""

@@ -134,7 +134,7 @@ CATALOG: dict[str, Entry] = {
     "readonly_filesystem": Entry(
         "rewriting the host (/proc/sys/kernel/core_pattern, cgroup release_agent, .pth files, "
         "sources, /etc): every mount read-only except the engine's state directory; another "
-        "plugin's own directories (run_code's compile cache) covered by an empty tmpfs",
+        "plugin's own directories (the compile cache) covered by an empty tmpfs",
         "the PID namespace (mount_setattr, Linux 5.12+)",
         "_mount_template",
     ),
@@ -168,7 +168,7 @@ CATALOG: dict[str, Entry] = {
         "reading anything but system paths, the Python installation and the engine's and "
         "plugins' code, or writing anything but the session's workspace and the call's tmp "
         "(other sessions, the state directory, /root, the host application's directory); "
-        "a plugin's own directories (run_code's compile cache) for its jobs alone",
+        "a plugin's own directories (the compile cache) for its jobs alone",
         "a kernel with Landlock",
         "_landlock",
     ),

@@ -169,6 +169,46 @@ def test_programs_and_other_tools_cannot_change_the_cache(engine: Engine) -> Non
     assert again["compile_result"]["cached"] and again["run_result"]["stdout"] == "honest\n"
 
 
+def _judge(tools: ToolAPI, **arguments: Any) -> dict[str, Any]:
+    result = tools.call(tool_name="code_eval", arguments=arguments, timeout=120)
+    assert result.success, result.error
+    assert isinstance(result.data, dict)
+    return result.data
+
+
+@needs_landlock
+def test_code_eval_shares_the_engines_cache_and_cannot_change_it(engine: Engine) -> None:
+    """``code_eval`` compiles through the same cache as ``run_code``, under the key of what it
+    compiles: the program judged by its cases, or the program with its test program after
+    it. Its candidates, in another session, can change nothing there."""
+    code = HONEST.replace("honest", "judged")
+    cases = [{"input": "", "output": "judged\n"}]
+    judged = _judge(_session(engine), language="c", program=code, test_cases=cases)
+    assert judged["verdict"] == "AC" and judged["compile"]["cached"] is False, judged
+    assert _run(_session(engine), language="c", code=code)["compile_result"]["cached"]
+    tested = HONEST.replace("honest", "tested")
+    with_tests = _judge(_session(engine), language="c", program=tested, tests="/* tests */")
+    assert with_tests["verdict"] == "AC" and with_tests["compile"]["cached"] is False
+    alone = _run(_session(engine), language="c", code=tested)
+    assert alone["compile_result"]["cached"] is False  # not the key of the program alone
+    whole = _run(_session(engine), language="c", code=tested + "\n/* tests */\n")
+    assert whole["compile_result"]["cached"]
+    entry = os.path.join(_entries(engine), CompileCache.key(LANGUAGES["c"], code, {}))
+    attack = "".join(
+        f"{line} 2>/dev/null && exit 3\n"
+        for line in (
+            f'printf "#!/bin/sh\\necho planted\\n" > "{entry}/main"',
+            f'truncate -s 0 "{entry}/main"',
+            f'rm -rf "{entry}"',
+            f'mkdir "{_entries(engine)}/{"f" * 64}"',
+        )
+    )
+    refused = _judge(_session(engine), language="bash", program=attack, tests="exit 0")
+    assert refused["verdict"] == "AC", refused  # each attempt failed
+    again = _judge(_session(engine), language="c", program=code, test_cases=cases)
+    assert again["verdict"] == "AC" and again["compile"]["cached"], again
+
+
 @needs_landlock
 def test_a_compile_reads_nothing_a_session_can_change(engine: Engine) -> None:
     """A cached binary stands for its key alone: a compile that could read the session's
@@ -453,8 +493,8 @@ def test_the_supervisor_keeps_only_what_the_call_itself_compiled(tmp_path: Path)
     for why, (args, data) in refused.items():
         said = cache.check_entry(args, data)
         assert isinstance(said, str) and said.startswith(why), (why, said)
-    cache.offer(other, "entry", good)  # queued, checked, dropped
-    cache.offer(arguments, "header", {"language": "c", "header": "../../etc/passwd"})
+    cache.offer("run_code", other, "entry", good)  # queued, checked, dropped
+    cache.offer("run_code", arguments, "header", {"language": "c", "header": "../../etc/passwd"})
     cache.close()
     assert read_entry(cache.entries, key) is None
     assert sorted(os.listdir(cache.headers.root)) == []

@@ -44,6 +44,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from a2e.caps.tools._plugin import SandboxProfile, ToolPlugin
@@ -68,7 +69,12 @@ from a2e_engine.tools._python_grading import (
     verdict_of,
 )
 from a2e_engine.tools._python_main import remember_fresh_interpreter
-from a2e_engine.tools._stdio_judge import judge_cases, judge_options, judge_test_program
+from a2e_engine.tools._stdio_judge import (
+    judge_cases,
+    judge_options,
+    judge_test_program,
+    with_tests,
+)
 from a2e_engine.tools._submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -90,6 +96,9 @@ class CodeEval(ToolPlugin):
     name = "code_eval"
     sandbox_profile = SandboxProfile.PROCESS
     retry_crashes = False  # a worker that died ran the candidate: that is its verdict
+    #: The engine's shared compile cache and precompiled headers, as ``run_code``'s
+    #: (``tools._compile_cache.caches_for``); empty: the session's own cache.
+    plugin_dirs: tuple[str, ...] = ()
 
     def _list_tools(self) -> list[ToolDefinition]:
         from a2e.caps.tools._models import ToolDefinition, ToolParameter
@@ -208,9 +217,11 @@ class CodeEval(ToolPlugin):
             tests = str(arguments.get("tests") or "")
             if not tests.strip():
                 raise ValueError("give test_cases, input_output or tests to judge the program by")
-            return judge_test_program(language, program, tests, options, workspace)
+            return judge_test_program(
+                language, program, tests, options, workspace, self.plugin_dirs
+            )
         cases = cases_from(arguments.get("test_cases"), given)
-        return judge_cases(language, program, cases, options, workspace)
+        return judge_cases(language, program, cases, options, workspace, self.plugin_dirs)
 
     def _function_tests(self, spec: dict[str, Any], time_limit: float) -> dict[str, Any]:
         """Python function tests: under the engine in this process, the report sealed for the
@@ -401,7 +412,20 @@ def _tests_and_entry_point(arguments: dict[str, Any]) -> tuple[str, str]:
     return str(arguments.get("tests") or ""), str(arguments.get("entry_point") or "")
 
 
-def _judged_by_function_tests(arguments: dict[str, Any]) -> bool:
+def compiled_source(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The language and source a call compiles, as ``_judge`` compiles them: what the engine's
+    shared compile cache works its key out from (``tools._compile_store``, in the supervisor);
+    None for Python's function tests, which compile nothing."""
+    program = arguments.get("program")
+    if _judged_by_function_tests(arguments) or not isinstance(program, str):
+        return None
+    language = str(arguments.get("language") or "python")
+    if arguments.get("test_cases") is None and arguments.get("input_output") is None:
+        return language, with_tests(program, str(arguments.get("tests") or ""))
+    return language, program
+
+
+def _judged_by_function_tests(arguments: Mapping[str, Any]) -> bool:
     """Whether a call is judged by Python function tests: what ``_execute_tool`` runs in the
     worker and the supervisor's hooks seal and check, decided in this one place."""
     language = str(arguments.get("language") or "python")

@@ -1,6 +1,6 @@
 """What compile steps made, kept so that the same program is compiled once: across every
 session of the engine for ``run_code`` (a SandboxFusion client sends each request in a session
-of its own), within the session otherwise (``code_eval``); and precompiled headers for C++.
+of its own) and ``code_eval``; and precompiled headers for C++.
 This module is the cache's format and its readers' side, in the worker; the engine's shared
 cache is written by the supervisor alone (``tools._compile_store``).
 
@@ -13,17 +13,18 @@ seen complete or not at all, and never changed after; on a hit each output is op
 following a link, regular files only), read and checked against its hash before it is copied
 into the run's directory, so that an entry changed by anyone is a miss, never a program run.
 
-Who writes the engine's shared cache: the supervisor, nobody else. ``run_code``'s workers may
-read a file of it by its name and list or change nothing (``sandbox._landlock``: its
-directories are that plugin's ``plugin_dirs``; every other plugin's workers do not even see
-them), and every directory and file of it belongs to the engine's uid (mode 0711 and 0444): a
-session uid can neither list it nor change a mode there. A worker that compiled a program
-*offers* its outputs (``sandbox._sharing``); the supervisor works the key out again from the
-call's own arguments, checks the outputs and keeps them. So what a worker knows of the cache (a
-warm Python fork can read its parent's frames) is harmless: to read an entry one must know its
-key, that is the whole source and files of the program it holds; to change one, be the
-supervisor. Precompiled headers are the same: a worker whose program includes one that is not
-built yet asks for it, and the supervisor builds it, from the system's header alone.
+Who writes the engine's shared cache: the supervisor, nobody else. The workers of ``run_code``
+and ``code_eval`` may read a file of it by its name and list or change nothing
+(``sandbox._landlock``: its directories are those plugins' ``plugin_dirs``; every other
+plugin's workers do not even see them), and every directory and file of it belongs to the
+engine's uid (mode 0711 and 0444): a session uid can neither list it nor change a mode there.
+A worker that compiled a program *offers* its outputs (``sandbox._sharing``); the supervisor
+works the key out again from the call's own arguments, checks the outputs and keeps them. So
+what a worker knows of the cache (a warm Python fork can read its parent's frames) is
+harmless: to read an entry one must know its key, that is the whole source and files of the
+program it holds; to change one, be the supervisor. Precompiled headers are the same: a
+worker whose program includes one that is not built yet asks for it, and the supervisor
+builds it, from the system's header alone.
 
 The compiler runs in a private directory of the call's tmp and reads nothing a session could
 change beyond it (``sandbox._landlock.confine_writes(readable=...)``), so that what it makes
@@ -55,7 +56,7 @@ from a2e_engine.tools._languages import Language
 
 __all__ = [
     "MAX_RESULT_BYTES",
-    "PLUGIN",
+    "PLUGINS",
     "CompileCache",
     "Hit",
     "Outputs",
@@ -76,8 +77,8 @@ __all__ = [
     "write_outputs",
 ]
 
-#: The plugin whose workers alone may read the shared cache, and offer to it.
-PLUGIN = "run_code"
+#: The plugins whose workers alone may read the engine's shared cache, and offer to it.
+PLUGINS = ("run_code", "code_eval")
 RESULT = "compile_result.json"
 FORMAT = 1
 #: Where a result said the directory it was compiled in (its stderr, say), kept in an entry:

@@ -1,9 +1,11 @@
-"""The engine's side of ``run_code``'s shared compile cache: the one writer of it.
+"""The engine's side of the shared compile cache: the one writer of it.
 
-It lives in the supervisor (``sandbox._sharing.SharedStore``). ``run_code``'s workers read it
-(``tools._compile_cache``) and offer what they compiled; this keeps an offer only when it
-holds: the key it works out itself from the call's own arguments (so that a worker, whatever
-it ran, can put nothing under the key of a program it was not sent), outputs whose names the
+It lives in the supervisor (``sandbox._sharing.SharedStore``). The workers of ``run_code`` and
+``code_eval`` read it (``tools._compile_cache``) and offer what they compiled; this keeps an
+offer only when it holds: the key it works out itself from the call's own arguments, through
+what the tool compiles for them (``COMPILED_BY``: ``run_code``'s ``code`` and ``files``,
+``code_eval``'s program, with its test program after it where it has one), so that a worker,
+whatever it ran, can put nothing under the key of a program it was not sent; outputs whose names the
 language's compile step makes, sizes within the bound, a successful result. It writes every
 entry itself, owned by the engine's uid (directories 0711: a session uid reaches a file by its
 name, lists nothing; files 0444), and evicts down to nine tenths of ``max_bytes`` once past it:
@@ -116,12 +118,20 @@ class SharedCompileCache:
 
     @property
     def dirs(self) -> tuple[str, str]:
-        """What ``run_code``'s workers are given to read (``ZygoteSettings.plugin_dirs``)."""
+        """What the workers of ``run_code`` and ``code_eval`` are given to read
+        (``ZygoteSettings.plugin_dirs``)."""
         return self.entries, self.headers.root
 
     # -- sandbox._sharing.SharedStore --
 
-    def offer(self, arguments: Mapping[str, Any], what: str, data: dict[str, Any]) -> None:
+    def offer(
+        self, tool: str, arguments: Mapping[str, Any], what: str, data: dict[str, Any]
+    ) -> None:
+        compiled = compiled_call(tool, arguments)
+        if what in ("entry", "compiled") and compiled is None:
+            log.debug("dropped an offer of a compile from a call that compiles nothing")
+            return
+        arguments = compiled or {}
         if what == "used":
             self._queue(self._used, data)
         elif what == "entry":
@@ -134,8 +144,11 @@ class SharedCompileCache:
         else:
             log.debug("dropped an offer of %.40r to the compile cache", what)
 
-    def claim(self, arguments: Mapping[str, Any]) -> asyncio.Future[None] | Callable[[], None]:
-        key = _key_of(arguments)
+    def claim(
+        self, tool: str, arguments: Mapping[str, Any]
+    ) -> asyncio.Future[None] | Callable[[], None]:
+        compiled = compiled_call(tool, arguments)
+        key = _key_of(compiled) if compiled is not None else None
         if key is None or key in self._new or key in self._hit:
             return _nothing
         making = self._making.get(key)
@@ -377,6 +390,20 @@ class SharedCompileCache:
         finally:
             if os.path.lexists(staging):
                 remove_tree(staging)  # what did not go in place
+
+
+def compiled_call(tool: str, arguments: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """What a call of ``tool`` compiles, as ``run_code``'s arguments say it (``language``,
+    ``code``, ``files``), or None when it compiles nothing a tool of the cache's makes."""
+    if tool == "run_code":
+        return arguments
+    if tool == "code_eval":
+        from a2e_engine.tools._code_eval import compiled_source
+
+        source = compiled_source(arguments)
+        if source is not None:
+            return {"language": source[0], "code": source[1], "files": {}}
+    return None
 
 
 def _key_of(arguments: Mapping[str, Any]) -> str | None:

@@ -36,7 +36,7 @@ from a2e_engine.tools._submission import (
     seconds_of,
 )
 
-__all__ = ["JudgeOptions", "judge_cases", "judge_options", "judge_test_program"]
+__all__ = ["JudgeOptions", "judge_cases", "judge_options", "judge_test_program", "with_tests"]
 
 #: What a failing case's result carries of its stderr (and, when wrong, of its stdout).
 SHOWN_CHARS = 2000
@@ -74,9 +74,11 @@ def judge_cases(
     cases: list[JudgeCase],
     options: JudgeOptions,
     workspace: str,
+    plugin_dirs: tuple[str, ...] = (),
 ) -> dict[str, Any]:
+    """``plugin_dirs``: the engine's shared compile cache, as ``Submission`` takes it."""
     started = time.monotonic()
-    submission = Submission(language, program, {}, workspace)
+    submission = Submission(language, program, {}, workspace, plugin_dirs=plugin_dirs)
     try:
         compiled = _compile(submission, options)
         if compiled is not None and compiled["return_code"] != 0:
@@ -93,11 +95,19 @@ def judge_cases(
 
 
 def judge_test_program(
-    language: Language, program: str, tests: str, options: JudgeOptions, workspace: str
+    language: Language,
+    program: str,
+    tests: str,
+    options: JudgeOptions,
+    workspace: str,
+    plugin_dirs: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The program with its tests appended, run once: accepted when it exits 0 in time."""
     started = time.monotonic()
-    submission = Submission(language, program + "\n" + tests + "\n", {}, workspace, run_layer=True)
+    source = with_tests(program, tests)
+    submission = Submission(
+        language, source, {}, workspace, plugin_dirs=plugin_dirs, run_layer=True
+    )
     try:
         compiled = _compile(submission, options)
         if compiled is not None and compiled["return_code"] != 0:
@@ -112,6 +122,11 @@ def judge_test_program(
         return _overall([_case_result("tests", verdict, run, out, err)], compiled, started)
     finally:
         submission.close()
+
+
+def with_tests(program: str, tests: str) -> str:
+    """What a program judged by its test program compiles and runs: the tests after it."""
+    return program + "\n" + tests + "\n"
 
 
 def _compile(submission: Submission, options: JudgeOptions) -> StepResult | None:
