@@ -652,6 +652,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         argv.remove("--path-files")
         return path_files.main(argv)
+    if "--reward-batch" in argv:
+        from a2e_engine.benchmarks import reward_batch
+
+        argv.remove("--reward-batch")
+        return reward_batch.main(argv)
     parser = argparse.ArgumentParser(
         prog="a2e bench",
         description="Measure what a sandboxed call costs on this engine and on the alternatives, "
@@ -698,6 +703,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="instead: which of our files one request runs through in the server "
         "(a2e bench --path-files --help)",
+    )
+    parser.add_argument(
+        "--reward-batch",
+        action="store_true",
+        help="instead: one RL reward batch graded by verl's path on SandboxFusion and on a2e, "
+        "and by the verl drop-in (a2e bench --reward-batch --help)",
     )
     parser.add_argument(
         "--soak",

@@ -108,6 +108,7 @@ COMMANDS = {
     "benchmarks/load.py",
     "benchmarks/path_files.py",
     "benchmarks/ray_scaling.py",
+    "benchmarks/reward_batch.py",
     "benchmarks/sandboxfusion_standin.py",
     "benchmarks/tool_search.py",
     # The file verl's configuration names (custom_reward_function.path).

@@ -1,9 +1,10 @@
 """The verl drop-in (``engine.rewards.verl``) gives what verl's own SandboxFusion reward gives.
 
-The oracle is verl's client path, written here anew from its code (volcengine/verl b178a3c,
-``verl/utils/reward_score/sandbox_fusion``, unchanged from v0.6.0 to 0.10.0.dev): the code cut
-from the completion, one ``/run_code`` POST per case with verl's eight fields, each answer
-mapped as ``_process_single_case`` maps it, and ``continuous=True``'s score. Both run against
+The oracle is verl's client path, written anew from its code (volcengine/verl b178a3c,
+``verl/utils/reward_score/sandbox_fusion``, unchanged from v0.6.0 to 0.10.0.dev) in
+``benchmarks._verl_client``: the code cut from the completion, one ``/run_code`` POST per case
+with verl's eight fields, each answer mapped as ``_process_single_case`` maps it, and
+``continuous=True``'s score. Both run against
 one real ``a2e serve --http`` on 127.0.0.1: the oracle through the SandboxFusion API, the
 drop-in through one ``code_eval`` per sample. On this machine the same corpus also gave the
 same scores and per-case results from verl 0.9.1's own code (installed without its
@@ -13,6 +14,7 @@ dependencies) as from the drop-in.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from a2e_engine.benchmarks._verl_client import verl_reward
 from a2e_engine.engine.rewards import verl
-from a2e_engine.engine.rewards._verl_rules import extracted_code
 from tests.service_process import ServiceProcess
 
 ADD = json.dumps({"inputs": ["1 2\n", "3 4\n", "10 20\n"], "outputs": ["3\n", "7", "30\n"]})
@@ -71,66 +73,14 @@ def service() -> Iterator[ServiceProcess]:
     assert server.stop() == 0
 
 
-def _verls_case(answer: dict[str, Any] | None, expected: str | None) -> bool | int:
-    """verl's ``_process_single_case`` on one ``/run_code`` answer."""
-    if not answer:
-        return -1
-    status = answer.get("status")
-    compiled, run = answer.get("compile_result"), answer.get("run_result")
-    if status == "SandboxError":
-        return -1
-    if status == "Failed":
-        if compiled and (
-            compiled.get("status") in ("Error", "TimeLimitExceeded")
-            or (compiled.get("status") == "Finished" and compiled.get("return_code") != 0)
-        ):
-            return -4
-        if run:
-            if run.get("status") == "TimeLimitExceeded":
-                return -3
-            if run.get("status") == "Error" or (
-                run.get("status") == "Finished" and run.get("return_code") != 0
-            ):
-                return -2
-        return -1
-    if status == "Success" and run and run.get("status") == "Finished":
-        stdout = str(run.get("stdout") or "")
-        return expected is None or stdout.rstrip("\n") == str(expected).rstrip("\n")
-    return -1
-
-
-def _verls_reward(url: str, completion: str, truth: Any) -> tuple[float, list[Any]]:
-    """verl's ``compute_score(..., continuous=True)`` through ``/run_code``."""
-    code = extracted_code(completion)
-    if code is None:
-        return 0.0, ["no code"]
-    try:
-        cases = truth if isinstance(truth, dict) else json.loads(truth)
-    except ValueError:
-        return 0.0, ["bad JSON"]
-    if "inputs" not in cases or "outputs" not in cases:
-        return 0.0, ["no cases"]
-    program = code + "\n\n"
-    if cases.get("fn_name"):
-        program = verl_wrapped(program, cases["fn_name"])
-    results: list[Any] = []
-    with httpx.Client(base_url=url, timeout=60) as client:
-        for given, wanted in zip(cases["inputs"], cases["outputs"], strict=True):
-            body = {
-                "compile_timeout": 10, "run_timeout": 10, "code": program,
-                "stdin": None if given is None else str(given), "memory_limit_MB": 1024,
-                "language": "python", "files": {}, "fetch_files": [],
-            }  # fmt: skip
-            answer = client.post("/run_code", json=body).json()
-            results.append(_verls_case(answer, wanted))
-    first = results[:10]
-    return (sum(1 for r in first if r is True) / len(first) if first else 0.0), results
-
-
-def verl_wrapped(code: str, fn_name: str) -> str:
-    from a2e_engine.engine.rewards._verl_rules import _call_based
-
-    return _call_based(code, fn_name)
+def _verls_reward(
+    url: str, completion: str, truth: Any, language: str = "python"
+) -> tuple[float, list[Any]]:
+    """verl's ``compute_score(..., continuous=True)`` through the server's ``/run_code``."""
+    with httpx.Client() as client:
+        semaphore = threading.Semaphore(32)
+        run_code = f"{url}/run_code"
+        return verl_reward(run_code, completion, truth, semaphore, client, language=language)
 
 
 def test_the_drop_in_gives_verls_scores_and_case_results(service: ServiceProcess) -> None:
@@ -138,11 +88,42 @@ def test_the_drop_in_gives_verls_scores_and_case_results(service: ServiceProcess
         score, results = verl.compute_score_with_cases(completion, truth, a2e_url=service.url)
         wanted_score, wanted = _verls_reward(service.url, completion, truth)
         assert score == pytest.approx(wanted_score), (completion, results, wanted)
-        if not isinstance(wanted[0], str):
-            assert results == wanted, (completion, results, wanted)
+        assert results == wanted, (completion, results, wanted)  # verl's words for no case run
         assert (
             verl.compute_score("codecontests", completion, truth, {}, a2e_url=service.url) == score
         )
+
+
+CPP_READ = "#include <bits/stdc++.h>\nint main() { long a, b; std::cin >> a >> b; "
+#: C++ samples, graded in the language ``extra_info`` names: right, wrong, an exit 3 in one
+#: case, and a compile error (-4 on every case).
+CPP_SAMPLES = [
+    f"```cpp\n{CPP_READ}std::cout << a + b << std::endl; }}\n```",
+    f"```cpp\n{CPP_READ}std::cout << a * b; }}\n```",
+    f"```cpp\n{CPP_READ}if (a == 3) return 3; std::cout << a + b; }}\n```",
+    f"```cpp\n{CPP_READ}std::cout << a + b }}\n```",
+]
+
+
+def test_a_compiled_language_named_by_extra_info(service: ServiceProcess) -> None:
+    """``extra_info["language"]``: the sample graded as verl's ``check_correctness`` grades it
+    in that language (a compile error -4 on every case); a language not served, -1 a case."""
+    expected = [
+        (1.0, [True, True, True]),
+        (0.0, [False, False, False]),
+        (pytest.approx(2 / 3), [True, -2, True]),
+        (0.0, [-4, -4, -4]),
+    ]
+    for completion, wanted in zip(CPP_SAMPLES, expected, strict=True):
+        info = {"language": "cpp"}
+        score = verl.compute_score("x", completion, ADD, info, a2e_url=service.url)
+        graded = verl.compute_score_with_cases(completion, ADD, a2e_url=service.url, language="cpp")
+        assert (score, graded[1]) == wanted, completion
+        assert graded == _verls_reward(service.url, completion, ADD, "cpp"), completion
+    julia = verl.compute_score_with_cases(
+        "```julia\n1\n```", ADD, a2e_url=service.url, language="julia"
+    )
+    assert julia == (0.0, [-1, -1, -1])
 
 
 def test_what_each_sample_scores(service: ServiceProcess) -> None:

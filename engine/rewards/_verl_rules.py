@@ -11,11 +11,13 @@ unchanged from v0.6.0 to 0.10.0.dev).
   function of that name or ``Solution().<name>``, and prints what it returns (JSON for a dict,
   list, tuple, None or bool; ``str()`` otherwise). A function that raises, or input that is not
   JSON, prints nothing and still exits 0, as verl's wrapper does.
-* Each case is run as a Python program with its input on stdin, 10 s and 1024 MiB, and its
-  result is verl's: ``True`` (the output equal to the expected one once trailing newlines are
-  dropped: ``compare="verl"``), ``False`` (different), ``-1`` (the sandbox failed), ``-2`` (a
-  runtime error: a non-zero exit, an exception, running out of memory), ``-3`` (the time
-  limit), ``-4`` (a compile error, and every case after it).
+* Each case is run as a program in the sample's language (verl's ``language``: Python unless
+  ``extra_info`` or the reward's settings name another) with its input on stdin, 10 s to
+  compile, 10 s and 1024 MiB to run, and its result is verl's: ``True`` (the output equal to
+  the expected one once trailing newlines are dropped: ``compare="verl"``), ``False``
+  (different), ``-1`` (the sandbox failed), ``-2`` (a runtime error: a non-zero exit, an
+  exception, running out of memory), ``-3`` (the time limit), ``-4`` (a compile error in a
+  language SandboxFusion compiles, and every case after it).
 * The score verl's trainer gets (``default_compute_score``, ``continuous=True``): the share of
   the first ten cases that passed.
 """
@@ -26,6 +28,7 @@ import json
 from typing import Any
 
 __all__ = [
+    "COMPILED",
     "FIRST_CASES",
     "MEMORY_MB",
     "TIME_LIMIT_S",
@@ -193,19 +196,24 @@ if __name__ == "__main__":
     return prelude + "\n" + code + "\n" + runner
 
 
-#: A case's verdict from ``code_eval`` (``tools._judging``) -> verl's result for it. Python has
-#: no compile step in SandboxFusion: a program that does not parse exits 1 there (-2).
+#: A case's verdict from ``code_eval`` (``tools._judging``) -> verl's result for it.
 _RESULTS: dict[str, bool | int] = {
     "AC": True,
     "WA": False,
     "TLE": -3,
     "RE": -2,
     "MLE": -2,
-    "CE": -2,
+    "CE": -4,
 }
+#: The languages (this engine's names) SandboxFusion compiles in a step of its own
+#: (``sandbox/runners``, 469de08: a ``compile_result`` verl reads as -4). In the others a
+#: program that does not parse fails as it runs (-2): Python, C#, Go's tests, TypeScript, ...
+COMPILED = frozenset({"cpp", "go", "java", "junit", "rust", "d", "scala", "verilog"})
 
 
-def case_result(verdict: str) -> bool | int:
+def case_result(verdict: str, language: str = "python") -> bool | int:
+    if verdict == "CE" and language not in COMPILED:
+        return -2
     return _RESULTS.get(verdict, -1)
 
 

@@ -15,6 +15,12 @@ ten cases that passed: ``engine.rewards._verl_rules`` says how each is judged), 
 ``False``, or ``-1`` to ``-4`` as verl codes them. ``compute_score_batch`` is the batched form
 verl's batch reward manager calls.
 
+The language is Python, as verl's ``compute_score`` sends, unless the sample's ``extra_info``
+has a ``language`` or the reward's settings do (``reward_kwargs: {language: cpp}``): then the
+sample is graded as verl's ``check_correctness`` grades it in that language, SandboxFusion's
+name for it (``cpp``, ``java``, ``go``, ``rust``, ``nodejs``, ...); one not served scores -1 a
+case, as SandboxFusion's refusal does in verl.
+
 The engine is ``a2e_url`` (or ``$A2E_URL``), with ``$A2E_TOKEN`` when it asks for one; at most
 ``max_concurrent`` (or ``$A2E_REWARD_CONCURRENCY``, 32) calls are in flight at once from this
 process, over kept-alive connections; a sample's cases go a few to a call, its calls side by
@@ -49,6 +55,7 @@ from a2e_engine.engine.rewards._verl_rules import (
     run_result,
     score_of,
 )
+from a2e_engine.engine.service._sandbox_fusion_languages import LANGUAGES
 
 __all__ = ["compute_score", "compute_score_batch", "compute_score_with_cases"]
 
@@ -78,6 +85,9 @@ def compute_score(
     **reward_kwargs: Any,
 ) -> float:
     """verl's reward for the sample: the share of its first ten cases that passed."""
+    language = extra_info.get("language") if isinstance(extra_info, dict) else None
+    if language is not None:
+        reward_kwargs = {**reward_kwargs, "language": language}
     return compute_score_with_cases(solution_str, ground_truth, **reward_kwargs)[0]
 
 
@@ -90,11 +100,12 @@ def compute_score_batch(
 ) -> list[float]:
     """Each sample's reward, ``max_concurrent`` calls at a time."""
     workers = _concurrency(reward_kwargs)
+    extras = extra_infos or []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(solution_strs)))) as pool:
         return list(
             pool.map(
-                lambda pair: compute_score(None, pair[0], pair[1], None, **reward_kwargs),
-                itertools.zip_longest(solution_strs, ground_truths),
+                lambda sample: compute_score(None, *sample, **reward_kwargs),
+                itertools.zip_longest(solution_strs, ground_truths, extras[: len(solution_strs)]),
             )
         )
 
@@ -105,13 +116,16 @@ def compute_score_with_cases(
     """verl's ``(score, results)``: each case ``True``, ``False`` or -1 to -4; what went wrong
     before any case ran, in verl's words, in place of the results."""
     try:
-        return _graded(problem_of(str(solution_str or ""), ground_truth), reward_kwargs)
+        problem = problem_of(str(solution_str or ""), ground_truth)
+        return _graded(problem, str(reward_kwargs.get("language", "python")), reward_kwargs)
     except Exception as exc:  # the trainer must get a reward, as verl's own gives one
         log.exception("grading a sample failed")
         return 0.0, [{"error": f"Unhandled exception: {exc}"}]
 
 
-def _graded(problem: Problem, reward_kwargs: dict[str, Any]) -> tuple[float, list[Any]]:
+def _graded(
+    problem: Problem, language: str, reward_kwargs: dict[str, Any]
+) -> tuple[float, list[Any]]:
     if problem.error:
         return 0.0, [{"error": problem.error}]
     if problem.failed:
@@ -123,13 +137,21 @@ def _graded(problem: Problem, reward_kwargs: dict[str, Any]) -> tuple[float, lis
     except ValueError as exc:
         log.warning("%s: every case scores -1", exc)
         return 0.0, [-1] * len(problem.inputs)
+    tool_language = LANGUAGES.get(language)
+    if tool_language is None:  # SandboxFusion would refuse it, or not serve it: -1 each
+        log.warning("language %r is not served: every case scores -1", language)
+        return 0.0, [-1] * len(problem.inputs)
     slots = _slots(reward_kwargs)
     if problem.programs is not None or None in problem.outputs:
         calls = [
-            functools.partial(_run_one, engine, problem, i) for i in range(len(problem.inputs))
+            functools.partial(_run_one, engine, problem, tool_language, i)
+            for i in range(len(problem.inputs))
         ]
     else:
-        calls = [functools.partial(_judge_chunk, engine, problem, c) for c in _chunks(problem)]
+        calls = [
+            functools.partial(_judge_chunk, engine, problem, tool_language, chunk)
+            for chunk in _chunks(problem)
+        ]
 
     def in_a_slot(call: Callable[[], list[Any]]) -> list[Any]:
         with slots:
@@ -137,18 +159,22 @@ def _graded(problem: Problem, reward_kwargs: dict[str, Any]) -> tuple[float, lis
 
     with ThreadPoolExecutor(max_workers=min(len(calls), CALLS_PER_SAMPLE)) as pool:
         results = [result for part in pool.map(in_a_slot, calls) for result in part]
+    if -4 in results:  # verl: a compile error, and every case after it
+        first = results.index(-4)
+        results[first:] = [-4] * (len(results) - first)
     return score_of(results), results
 
 
-def _judge_chunk(engine: _Engine, problem: Problem, chunk: list[int]) -> list[Any]:
+def _judge_chunk(engine: _Engine, problem: Problem, language: str, chunk: list[int]) -> list[Any]:
     """Some of the cases, judged by one ``code_eval`` call."""
     cases = [{"input": problem.inputs[i], "output": problem.outputs[i]} for i in chunk]
     arguments = {
         "program": problem.program,
-        "language": "python",
+        "language": language,
         "test_cases": cases,
         "compare": "verl",
         "time_limit": TIME_LIMIT_S,
+        "compile_timeout": TIME_LIMIT_S,
         "memory_mb": MEMORY_MB,
     }
     judged = engine.call("code_eval", arguments, len(cases) * TIME_LIMIT_S + _SLACK_S)
@@ -158,7 +184,8 @@ def _judge_chunk(engine: _Engine, problem: Problem, chunk: list[int]) -> list[An
     if not isinstance(tests, list) or len(tests) != len(cases):
         return [-1] * len(cases)
     return [
-        case_result(str(test.get("verdict"))) if isinstance(test, dict) else -1 for test in tests
+        case_result(str(test.get("verdict")), language) if isinstance(test, dict) else -1
+        for test in tests
     ]
 
 
@@ -178,12 +205,12 @@ def _chunks(problem: Problem) -> list[list[int]]:
     return chunks
 
 
-def _run_one(engine: _Engine, problem: Problem, index: int) -> list[Any]:
+def _run_one(engine: _Engine, problem: Problem, language: str, index: int) -> list[Any]:
     """One case as its own ``run_code`` call, as verl sends each, for what ``code_eval`` does
     not take: a program per case (asserts), or a case that passes whatever it prints."""
     program = problem.programs[index] if problem.programs is not None else problem.program
     arguments = {
-        "language": "python",
+        "language": language,
         "code": program,
         "stdin": problem.inputs[index],
         "compile_timeout": TIME_LIMIT_S,

@@ -45,6 +45,7 @@ from a2e.caps.tools._models import ToolCallRequest, ToolResult
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.engine.service._bodies import STRICT, BadRequest, read_model
 from a2e_engine.engine.service._responses import json_response
+from a2e_engine.engine.service._sandbox_fusion_languages import LANGUAGES, NOT_SERVED
 from a2e_engine.engine.service._state import ServiceState
 from a2e_engine.tools._python_cells import MAX_CELLS
 
@@ -63,45 +64,6 @@ __all__ = [
     "sandbox_fusion_routes",
 ]
 
-#: SandboxFusion's language name -> the ``run_code`` tool's (``tools._languages``).
-LANGUAGES: dict[str, str] = {
-    "python": "python",
-    "bash": "bash",
-    "cpp": "cpp",
-    "c": "c",
-    "java": "java",
-    "nodejs": "nodejs",
-    "typescript": "typescript",
-    "go": "go",
-    "rust": "rust",
-    "perl": "perl",
-    "ruby": "ruby",
-    "lua": "lua",
-    "php": "php",
-    "R": "r",
-    "D_ut": "d",
-    "csharp": "csharp",
-    "pytest": "pytest",
-    "junit": "junit",
-    "verilog": "verilog",
-    "go_test": "go_test",
-    "racket": "racket",
-    "scala": "scala",
-    "jest": "jest",
-    "kotlin_script": "kotlin_script",
-    "sql": "sql",
-    "js": "nodejs",
-    "ts": "typescript",
-}
-#: SandboxFusion's languages that this engine cannot serve, each with why: what a client that
-#: asks for one reads in the ``SandboxError``'s message.
-NOT_SERVED: dict[str, str] = {
-    "julia": "Debian 12 has no Julia, and its registry packages only download one from the web",
-    "swift": "Debian 12 has no Swift compiler (its package 'swift' is OpenStack's object store)",
-    "lean": "Lean 4 and the Mathlib its runs build against come only from GitHub's releases",
-    "cuda": "CUDA programs need an NVIDIA GPU; this engine runs programs on CPUs only",
-    "python_gpu": "python_gpu needs an NVIDIA GPU; this engine runs programs on CPUs only",
-}
 #: Time the call gets past the program's own limits (starting it, writing files, fetching).
 SLACK_S = 5
 #: Time a ``/run_jupyter`` call gets past ``total_timeout`` (the files; nothing to compile).
