@@ -14,8 +14,8 @@ a step's samples, ``--threads`` (8) of them at a time, by:
   (``benchmarks.sandboxfusion_standin``) started for the run;
 * **B**: the same client against ``/run_code`` of an ``a2e serve --http`` started for the run
   on 127.0.0.1 with its default settings;
-* **C**: the engine's drop-in (``engine.rewards.verl.compute_score_with_cases``: a few cases to
-  a ``code_eval`` call) against the same server.
+* **C**: the engine's drop-in (``engine.rewards.verl.compute_score_with_cases``: one
+  ``code_eval`` call a case) against the same server.
 
 Each problem's language reaches the graders the way a verl user grading C++ gives it: to
 ``check_correctness`` on verl's path (its own ``compute_score`` sends every program as Python),
@@ -223,9 +223,9 @@ def _drop_in(batch: list[Sample], tag: str, threads: int, server: Server) -> Gra
             language=sample.language,
         )
 
-    calls = _engine_calls(server.url)
+    calls = engine_calls(server.url)
     spent, graded = _graded(batch, tag, threads, server, grade)
-    after = _engine_calls(server.url)
+    after = engine_calls(server.url)
     requests = after - calls if calls is not None and after is not None else None
     return Graded(
         spent.wall_s,
@@ -238,7 +238,7 @@ def _drop_in(batch: list[Sample], tag: str, threads: int, server: Server) -> Gra
     )
 
 
-def _engine_calls(url: str) -> int | None:
+def engine_calls(url: str) -> int | None:
     """The engine's tool calls so far, from its ``/metrics``."""
     try:
         text = httpx.get(f"{url}/metrics", timeout=10).text

@@ -29,7 +29,11 @@ from a2e_engine.sandbox._messages import share_frame
 if TYPE_CHECKING:
     import asyncio  # the supervisor's side only: workers import this module, and no asyncio
 
-__all__ = ["SharedStore", "offer", "set_share_sink"]
+__all__ = ["CLAIM_AGAIN", "SharedStore", "offer", "set_share_sink"]
+
+#: What a claim's future gives when the call is to claim again once it is done: it waited for
+#: something the call needs before its own claim (a precompiled header being built).
+CLAIM_AGAIN = "again"
 
 #: Writes one encoded frame to the worker's result pipe (set by the worker for its job).
 _sink: Callable[[bytes], None] | None = None
@@ -68,11 +72,12 @@ class SharedStore(Protocol):
 
     def claim(
         self, tool: str, arguments: Mapping[str, Any]
-    ) -> asyncio.Future[None] | Callable[[], None]:
+    ) -> asyncio.Future[str | None] | Callable[[], None]:
         """On the engine's loop, before the call of ``tool`` with ``arguments`` takes a worker:
         a future when another call in flight is making what this one would (done once that is
-        kept or given up; the call then goes on without a claim), or what to call when this
-        call ends (it may be the one making it). Never raises; never blocks."""
+        kept or given up; the call then goes on without a claim, or, when it gives
+        ``CLAIM_AGAIN``, claims once more), or what to call when this call ends (it may be the
+        one making it). Never raises; never blocks."""
 
     def close(self) -> None:
         """The engine stops: end what is under way."""

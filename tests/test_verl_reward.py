@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from a2e_engine.benchmarks._verl_client import verl_reward
+from a2e_engine.benchmarks.reward_batch import engine_calls
 from a2e_engine.engine.rewards import verl
 from tests.service_process import ServiceProcess
 
@@ -124,6 +125,25 @@ def test_a_compiled_language_named_by_extra_info(service: ServiceProcess) -> Non
         "```julia\n1\n```", ADD, a2e_url=service.url, language="julia"
     )
     assert julia == (0.0, [-1, -1, -1])
+
+
+def test_the_score_judges_the_first_ten_cases_only(service: ServiceProcess) -> None:
+    """The score is the share of the first ten that passed: ``compute_score`` runs no more
+    (the engine's calls say so), ``compute_score_with_cases`` runs and returns them all."""
+    many = json.dumps({"inputs": [f"{i} {i}\n" for i in range(14)], "outputs": ["0"] * 14})
+    doubled = f"```python\n{READ}print(a - b)\n```"
+    before = _engine_calls(service.url)
+    assert verl.compute_score("x", doubled, many, None, a2e_url=service.url) == 1.0
+    assert _engine_calls(service.url) == before + 10
+    score, results = verl.compute_score_with_cases(doubled, many, a2e_url=service.url)
+    assert (score, results) == (1.0, [True] * 14)
+    assert _engine_calls(service.url) == before + 24
+
+
+def _engine_calls(url: str) -> int:
+    counted = engine_calls(url)
+    assert counted is not None
+    return counted
 
 
 def test_what_each_sample_scores(service: ServiceProcess) -> None:

@@ -13,11 +13,13 @@ the least recently used of the entries never hit first, then of those hit (hits 
 ``used``), so that a tenant who floods the cache with programs sent once cannot push out those
 other calls reuse. An entry larger than a quarter of the bound is not kept.
 
-Precompiled headers are built here too, when a worker asks for one (``header``) that its
-language precompiles: ``g++`` on the system's header alone, in a staging directory renamed into
-place whole, one build at a time, beside the calls (the first ones compile without it); a
-header whose build failed, or ran out of time ``MAX_ATTEMPTS`` times, goes without for the
-engine's life.
+Precompiled headers are built here too, when a call's program first includes one its language
+precompiles (``claim``, or a worker that asks: ``header``): ``g++`` on the system's header
+alone, in a staging directory renamed into place whole, one build at a time. The calls of such
+programs wait for it, holding no worker slot, up to ``HEADER_WAIT_S``, and then claim their
+program: an RL batch's first C++ programs would otherwise each read the header themselves, all
+at once, and run past their compile limits. A header whose build failed, or ran out of time
+``MAX_ATTEMPTS`` times, goes without for the engine's life.
 
 Compiles are coalesced: the first call of a program that is not kept yet claims it (``claim``),
 and calls of the same program that come while it compiles wait for its entry rather than
@@ -51,6 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from a2e_engine.sandbox._clean_start import WORKER_ENVIRONMENT
+from a2e_engine.sandbox._sharing import CLAIM_AGAIN
 from a2e_engine.tools._compile_cache import (
     MAX_RESULT_BYTES,
     CompileCache,
@@ -73,6 +76,9 @@ MAX_PENDING = 8
 HIT_SHARE = 0.8
 #: How long one precompiled header may take to build.
 BUILD_TIMEOUT_S = 300.0
+#: How long the calls of programs that include a header being built wait for it (a build takes
+#: about 3 s of CPU; without it each compiles the header itself, 1.5 s of CPU a program).
+HEADER_WAIT_S = 15.0
 #: Entry directories: a session uid passes through, to a file it names.
 _ENTRY_MODE = 0o711
 
@@ -101,8 +107,15 @@ class SharedCompileCache:
         self._closed = False
         #: The programs being compiled by a call in flight, by key: done when the entry is
         #: kept or that call ends. On the engine's loop only (``claim``, ``_made``).
-        self._making: dict[str, asyncio.Future[None]] = {}
+        self._making: dict[str, asyncio.Future[str | None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The calls waiting for a precompiled header being built, by its directory, and the
+        #: headers whose build outlasted ``HEADER_WAIT_S`` (no call waits for them again). On
+        #: the engine's loop only.
+        self._header_waits: dict[str, asyncio.Future[str | None]] = {}
+        self._waited_out: set[str] = set()
+        #: The directory of the header being built (under ``_lock``).
+        self._building_where = ""
 
     @classmethod
     def create(cls, state_dir: str, max_mb: int) -> SharedCompileCache:
@@ -146,15 +159,18 @@ class SharedCompileCache:
 
     def claim(
         self, tool: str, arguments: Mapping[str, Any]
-    ) -> asyncio.Future[None] | Callable[[], None]:
+    ) -> asyncio.Future[str | None] | Callable[[], None]:
         compiled = compiled_call(tool, arguments)
         key = _key_of(compiled) if compiled is not None else None
-        if key is None or key in self._new or key in self._hit:
+        if compiled is None or key is None or key in self._new or key in self._hit:
             return _nothing
         making = self._making.get(key)
         if making is not None:
             return making
         self._loop = loop = asyncio.get_running_loop()
+        header = self._header_wait(compiled, loop)
+        if header is not None:
+            return header
         made = self._making[key] = loop.create_future()
 
         def ended() -> None:
@@ -194,7 +210,7 @@ class SharedCompileCache:
 
     # -- entries --
 
-    def _queue(self, work: Callable[..., None], *args: Any) -> bool:
+    def _queue(self, work: Callable[..., object], *args: Any) -> bool:
         with self._lock:
             if self._closed or self._pending >= MAX_PENDING:
                 return False
@@ -202,7 +218,7 @@ class SharedCompileCache:
         self._writer.submit(self._run, work, *args)
         return True
 
-    def _run(self, work: Callable[..., None], *args: Any) -> None:
+    def _run(self, work: Callable[..., object], *args: Any) -> None:
         try:
             work(*args)
         except OSError as exc:  # a full disk, say: not kept
@@ -320,23 +336,61 @@ class SharedCompileCache:
 
     # -- precompiled headers --
 
-    def _build_header(self, data: dict[str, Any]) -> None:
+    def _header_wait(
+        self, compiled: Mapping[str, Any], loop: asyncio.AbstractEventLoop
+    ) -> asyncio.Future[str | None] | None:
+        """For a program whose first include is a header its language precompiles and that is
+        not built yet: a future done (``CLAIM_AGAIN``) once the header is built, its build
+        failed, or ``HEADER_WAIT_S`` passed; the build is started if it is not under way. None
+        where there is nothing to wait for. An RL batch's first programs would otherwise each
+        compile the header themselves, all at once, until one had built it."""
+        language = LANGUAGES[str(compiled["language"])]
+        header = language.precompiled_header(str(compiled["code"]))
+        if not header:
+            return None
+        where = self.headers.directory(language, header)
+        waiting = self._header_waits.get(where)
+        if waiting is not None:
+            return waiting
+        if where in self._waited_out or self.headers.ready(language, header):
+            return None
+        if not self._build_header({"language": language.name, "header": header}):
+            return None
+        waiting = self._header_waits[where] = loop.create_future()
+        loop.call_later(HEADER_WAIT_S, self._header_done, where, True)
+        return waiting
+
+    def _header_done(self, where: str, waited_out: bool = False) -> None:
+        """The calls waiting for the header at ``where`` go on. On the engine's loop."""
+        waiting = self._header_waits.pop(where, None)
+        if waiting is None:
+            return
+        if waited_out:
+            self._waited_out.add(where)
+        if not waiting.done():
+            waiting.set_result(CLAIM_AGAIN)
+
+    def _build_header(self, data: dict[str, Any]) -> bool:
         """Start building the header asked for, unless it is built, being built, given up
-        on, or not one its language precompiles."""
+        on, or not one its language precompiles; whether a build of it is under way."""
         language = LANGUAGES.get(str(data.get("language")))
         header = data.get("header")
         if language is None or not isinstance(header, str) or header not in language.precompile:
-            return
+            return False
         where = self.headers.directory(language, header)
         with self._lock:
             busy = self._closed or (self._builder is not None and self._builder.is_alive())
-            if busy or self._attempts[where] >= self.MAX_ATTEMPTS or os.path.exists(where):
-                return
+            if busy:
+                return self._building_where == where
+            if self._attempts[where] >= self.MAX_ATTEMPTS or os.path.exists(where):
+                return False
             self._attempts[where] += 1
+            self._building_where = where
             self._builder = threading.Thread(
                 target=self._build, args=(language, header, where), name="a2e-pch", daemon=True
             )
             self._builder.start()
+            return True
 
     def _build(self, language: Language, header: str, where: str) -> None:
         staging = tempfile.mkdtemp(prefix=".staging-", dir=self.headers.root)
@@ -390,6 +444,9 @@ class SharedCompileCache:
         finally:
             if os.path.lexists(staging):
                 remove_tree(staging)  # what did not go in place
+            if self._loop is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                    self._loop.call_soon_threadsafe(self._header_done, where)
 
 
 def compiled_call(tool: str, arguments: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -23,16 +23,17 @@ case, as SandboxFusion's refusal does in verl.
 
 The engine is ``a2e_url`` (or ``$A2E_URL``), with ``$A2E_TOKEN`` when it asks for one; at most
 ``max_concurrent`` (or ``$A2E_REWARD_CONCURRENCY``, 32) calls are in flight at once from this
-process, over kept-alive connections; a sample's cases go a few to a call, its calls side by
-side, so that a program that loops forever holds its sample up for a few time limits, not
-for one per case. An engine that cannot be reached, or a call that fails,
-gives every case of the sample ``-1``, as a SandboxFusion that fails does: never an exception
-in the trainer.
+process, over kept-alive connections. A sample's cases go one to a ``code_eval`` call, its calls
+side by side (``CALLS_PER_SAMPLE``), so that a program that loops forever holds its sample up
+for one time limit, as verl's one request per case does; the program compiles once for all
+of them (the engine's compile cache). ``compute_score`` judges the first ten cases only, which
+alone decide the score. An engine that cannot be reached, or a call that fails, gives every
+case of the sample ``-1``, as a SandboxFusion that fails does: never an exception in the
+trainer.
 """
 
 from __future__ import annotations
 
-import functools
 import http.client
 import itertools
 import json
@@ -40,7 +41,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
@@ -61,14 +61,9 @@ __all__ = ["compute_score", "compute_score_batch", "compute_score_with_cases"]
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_CONCURRENCY = 32
-#: Cases per ``code_eval`` call. A call runs its cases one after another, each up to its time
-#: limit, so a sample's calls go side by side: a program that loops forever costs its sample
-#: the time of a few cases, not of all of them, as verl's one request per case does.
-CASES_PER_CALL = 4
-#: A sample's calls in flight at once (within ``max_concurrent`` for the whole process).
+#: A sample's calls in flight at once (within ``max_concurrent`` for the whole process). A
+#: call judges one case: a call's cases would run one after another, each up to its time limit.
 CALLS_PER_SAMPLE = 8
-#: And at most this much input and expected output a call, well within a request's bound.
-BYTES_PER_CALL = 4 << 20
 #: How long a kept-alive connection may sit idle before it is not used again.
 _IDLE_S = 4.0
 #: Beyond the cases' own time limits, what a call may take (the engine's queue, the HTTP).
@@ -84,11 +79,12 @@ def compute_score(
     extra_info: Any = None,
     **reward_kwargs: Any,
 ) -> float:
-    """verl's reward for the sample: the share of its first ten cases that passed."""
+    """verl's reward for the sample: the share of its first ten cases that passed (the cases
+    after them are not judged: they change nothing here)."""
     language = extra_info.get("language") if isinstance(extra_info, dict) else None
     if language is not None:
         reward_kwargs = {**reward_kwargs, "language": language}
-    return compute_score_with_cases(solution_str, ground_truth, **reward_kwargs)[0]
+    return _scored(solution_str, ground_truth, reward_kwargs, FIRST_CASES)[0]
 
 
 def compute_score_batch(
@@ -115,16 +111,24 @@ def compute_score_with_cases(
 ) -> tuple[float, list[Any]]:
     """verl's ``(score, results)``: each case ``True``, ``False`` or -1 to -4; what went wrong
     before any case ran, in verl's words, in place of the results."""
+    return _scored(solution_str, ground_truth, reward_kwargs, None)
+
+
+def _scored(
+    solution_str: str, ground_truth: Any, reward_kwargs: dict[str, Any], judged: int | None
+) -> tuple[float, list[Any]]:
+    """``compute_score_with_cases``, judging the first ``judged`` cases only (None: all)."""
     try:
         problem = problem_of(str(solution_str or ""), ground_truth)
-        return _graded(problem, str(reward_kwargs.get("language", "python")), reward_kwargs)
+        language = str(reward_kwargs.get("language", "python"))
+        return _graded(problem, language, reward_kwargs, judged)
     except Exception as exc:  # the trainer must get a reward, as verl's own gives one
         log.exception("grading a sample failed")
         return 0.0, [{"error": f"Unhandled exception: {exc}"}]
 
 
 def _graded(
-    problem: Problem, language: str, reward_kwargs: dict[str, Any]
+    problem: Problem, language: str, reward_kwargs: dict[str, Any], judged: int | None
 ) -> tuple[float, list[Any]]:
     if problem.error:
         return 0.0, [{"error": problem.error}]
@@ -142,70 +146,44 @@ def _graded(
         log.warning("language %r is not served: every case scores -1", language)
         return 0.0, [-1] * len(problem.inputs)
     slots = _slots(reward_kwargs)
-    if problem.programs is not None or None in problem.outputs:
-        calls = [
-            functools.partial(_run_one, engine, problem, tool_language, i)
-            for i in range(len(problem.inputs))
-        ]
-    else:
-        calls = [
-            functools.partial(_judge_chunk, engine, problem, tool_language, chunk)
-            for chunk in _chunks(problem)
-        ]
+    judge = _run_one if problem.programs is not None or None in problem.outputs else _judge_one
+    cases = range(len(problem.inputs))[:judged]
 
-    def in_a_slot(call: Callable[[], list[Any]]) -> list[Any]:
+    def in_a_slot(index: int) -> bool | int:
         with slots:
-            return call()
+            return judge(engine, problem, tool_language, index)
 
-    with ThreadPoolExecutor(max_workers=min(len(calls), CALLS_PER_SAMPLE)) as pool:
-        results = [result for part in pool.map(in_a_slot, calls) for result in part]
+    with ThreadPoolExecutor(max_workers=min(len(cases), CALLS_PER_SAMPLE)) as pool:
+        results: list[Any] = list(pool.map(in_a_slot, cases))
     if -4 in results:  # verl: a compile error, and every case after it
         first = results.index(-4)
         results[first:] = [-4] * (len(results) - first)
     return score_of(results), results
 
 
-def _judge_chunk(engine: _Engine, problem: Problem, language: str, chunk: list[int]) -> list[Any]:
-    """Some of the cases, judged by one ``code_eval`` call."""
-    cases = [{"input": problem.inputs[i], "output": problem.outputs[i]} for i in chunk]
+def _judge_one(engine: _Engine, problem: Problem, language: str, index: int) -> bool | int:
+    """One case, judged by a ``code_eval`` call with verl's rule."""
     arguments = {
         "program": problem.program,
         "language": language,
-        "test_cases": cases,
+        "test_cases": [{"input": problem.inputs[index], "output": problem.outputs[index]}],
         "compare": "verl",
         "time_limit": TIME_LIMIT_S,
         "compile_timeout": TIME_LIMIT_S,
         "memory_mb": MEMORY_MB,
     }
-    judged = engine.call("code_eval", arguments, len(cases) * TIME_LIMIT_S + _SLACK_S)
-    tests = judged.get("tests") if judged is not None else None
-    if judged is not None and judged.get("verdict") == "CE" and not tests:
-        tests = [{"verdict": "CE"}] * len(cases)  # a program that does not parse
-    if not isinstance(tests, list) or len(tests) != len(cases):
-        return [-1] * len(cases)
-    return [
-        case_result(str(test.get("verdict")), language) if isinstance(test, dict) else -1
-        for test in tests
-    ]
+    judged = engine.call("code_eval", arguments, 2 * TIME_LIMIT_S + _SLACK_S)
+    if judged is None:
+        return -1
+    tests = judged.get("tests")
+    if judged.get("verdict") == "CE" and not tests:
+        return case_result("CE", language)  # it did not compile, or does not parse
+    if not isinstance(tests, list) or len(tests) != 1 or not isinstance(tests[0], dict):
+        return -1
+    return case_result(str(tests[0].get("verdict")), language)
 
 
-def _chunks(problem: Problem) -> list[list[int]]:
-    """The cases a call at a time: at most ``CASES_PER_CALL`` and ``BYTES_PER_CALL`` of text,
-    and none across the tenth (the first ten decide the score)."""
-    chunks: list[list[int]] = []
-    size = 0
-    for index, (given, wanted) in enumerate(zip(problem.inputs, problem.outputs, strict=True)):
-        weight = len(given) + len(wanted or "")
-        full = not chunks or len(chunks[-1]) >= CASES_PER_CALL or size + weight > BYTES_PER_CALL
-        if full or index == FIRST_CASES:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(index)
-        size += weight
-    return chunks
-
-
-def _run_one(engine: _Engine, problem: Problem, language: str, index: int) -> list[Any]:
+def _run_one(engine: _Engine, problem: Problem, language: str, index: int) -> bool | int:
     """One case as its own ``run_code`` call, as verl sends each, for what ``code_eval`` does
     not take: a program per case (asserts), or a case that passes whatever it prints."""
     program = problem.programs[index] if problem.programs is not None else problem.program
@@ -218,7 +196,7 @@ def _run_one(engine: _Engine, problem: Problem, language: str, index: int) -> li
         "memory_mb": MEMORY_MB,
     }
     ran = engine.call("run_code", arguments, 2 * TIME_LIMIT_S + _SLACK_S)
-    return [run_result(ran, problem.outputs[index]) if ran is not None else -1]
+    return run_result(ran, problem.outputs[index]) if ran is not None else -1
 
 
 # -- the engine, over REST --
