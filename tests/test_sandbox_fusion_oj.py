@@ -299,6 +299,59 @@ def test_mbpp_multiple_and_autoeval_rows(http: httpx.Client) -> None:
         assert http.post("/submit", json=auto).json()["accepted"] is accepted, (completion, flag)
 
 
+CRUX_ROW = {
+    "id": "sample_1",
+    "code": "def f(a, b, c):\n    result = {}\n    for d in a, b, c:\n"
+    "        result.update(dict.fromkeys(d))\n    return result",
+    "input": "(1, ), (1, ), (1, 2)",
+    "output": "{1: None, 2: None}",
+}
+
+
+def test_cruxeval_answers_are_put_in_the_assertion(http: httpx.Client) -> None:
+    """The answer between ``[ANSWER]`` and its end, in ``extra.mode``'s assertion; a listing
+    without a mode has every row's input prompt, then every row's output prompt."""
+
+    def submit(completion: str, mode: str) -> Any:
+        config = {"provided_data": CRUX_ROW, "extra": {"mode": mode}}
+        body = {"dataset": "cruxeval", "id": 1, "completion": completion, "config": config}
+        return http.post("/submit", json=body).json()
+
+    told = submit(
+        "[ANSWER]\nassert f((1, ), (1, ), (1, 2)) == {1: None, 2: None}\n[/ANSWER]", "output"
+    )
+    assert told["accepted"] and told["extracted_code"] == "{1: None, 2: None}"
+    assert (
+        told["full_code"]
+        == CRUX_ROW["code"] + "\nassert {1: None, 2: None} == f((1, ), (1, ), (1, 2))"
+    )
+    assert not submit("[ANSWER]{1: None}[/ANSWER]", "output")["accepted"]
+    guessed = submit("[ANSWER]f((2, 1), (), ())[/ANSWER] # done", "input")
+    assert guessed["accepted"] and guessed["full_code"].endswith(
+        "\nassert f((2, 1), (), ()) == {1: None, 2: None}"
+    )
+    listed = http.post(
+        "/get_prompts", json={"dataset": "cruxeval", "config": {"provided_data": [CRUX_ROW] * 2}}
+    ).json()
+    assert [p["labels"]["mode"] for p in listed] == ["input", "input", "output", "output"]
+    assert listed[0]["prompt"].endswith(
+        f"[PYTHON]\n{CRUX_ROW['code']}\nassert f(??) == {CRUX_ROW['output']}\n[/PYTHON]\n[ANSWER]\n"
+    )
+    one = http.post(
+        "/get_prompt_by_id",
+        json={"dataset": "cruxeval", "id": 1, "config": {"provided_data": CRUX_ROW}},
+    ).json()
+    assert one["labels"] == {"mode": "output"} and one["prompt"] == listed[2]["prompt"]
+    no_mode = {
+        "dataset": "cruxeval",
+        "id": 1,
+        "completion": "",
+        "config": {"provided_data": CRUX_ROW},
+    }
+    refused = http.post("/submit", json=no_mode)
+    assert refused.status_code == 400 and "extra.mode" in refused.json()["detail"]
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status", "detail"),
     [

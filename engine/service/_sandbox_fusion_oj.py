@@ -94,10 +94,8 @@ def online_judge_routes(state: ServiceState) -> list[Route]:
 
     async def prompts(request: Request, body: GetPromptsRequest) -> list[dict[str, Any]]:
         kind = dataset_type_of(body.dataset, body.config)
-        return [
-            kind.prompt(row, body.dataset, body.config).model_dump(mode="json")
-            for row in _rows(body.config)
-        ]
+        listed = kind.prompts(_rows(body.config), body.dataset, body.config)
+        return [prompt.model_dump(mode="json") for prompt in listed]
 
     async def ids(request: Request, body: GetPromptsRequest) -> list[Any]:
         return [prompt["id"] for prompt in await prompts(request, body)]
