@@ -24,11 +24,7 @@ from dataclasses import dataclass
 
 __all__ = ["CodeBlock", "default_extract_helper", "freeform_code", "remove_entry_points"]
 
-_FENCED = re.compile(r"```([^\n]*)\n(.*?)\n\s*```", re.DOTALL | re.MULTILINE)
-_INCOMPLETE = re.compile(r"```([^\n]*)\n(.*)", re.DOTALL | re.MULTILINE)
-_PYTHON = re.compile(
-    r"(?:^(?:import|from|#)[^\n]+\n)*^(?:def|class) [^\n]+\n(?:\s+[^\n]+\n)+", re.MULTILINE
-)
+FENCE = "```"
 _SQL = re.compile(r"^\s*(?:select|with\s[^\n]+as)[^;]*", re.MULTILINE | re.IGNORECASE)
 
 #: SandboxFusion's ``language_to_aliases``; where a name is listed twice, as its dictionary
@@ -76,30 +72,95 @@ class CodeBlock:
 
 
 def fenced_blocks(completion: str) -> list[CodeBlock]:
-    return [
-        CodeBlock(FENCED, _LANGUAGE_OF_TAG.get(tag.strip(), ""), code)
-        for tag, code in _FENCED.findall(completion)
-    ]
+    """SandboxFusion's complete fences (its regular expression: three backticks, a tag line,
+    the shortest content, a newline, any whitespace, three backticks), found in one pass: its
+    expression takes time quadratic in the backticks of a completion that never closes its
+    fences, on the server's event loop."""
+    blocks: list[CodeBlock] = []
+    at = completion.find(FENCE)
+    while at != -1:
+        tag_end = completion.find("\n", at + 3)
+        if tag_end == -1:
+            break  # no later fence has a tag line either
+        closing = _closing(completion, tag_end + 1)
+        if closing is None:
+            break  # nor a closing: every later fence's would be this one's
+        end, fence = closing
+        tag = completion[at + 3 : tag_end]
+        blocks.append(
+            CodeBlock(FENCED, _LANGUAGE_OF_TAG.get(tag.strip(), ""), completion[tag_end + 1 : end])
+        )
+        at = completion.find(FENCE, fence + 3)
+    return blocks
+
+
+def _closing(text: str, start: int) -> tuple[int, int] | None:
+    """Where the shortest content from ``start`` ends and its closing fence is: the first
+    newline at or after ``start`` from which only whitespace leads to a fence."""
+    fence = text.find(FENCE, start)
+    while fence != -1:
+        run = fence
+        while run > start and text[run - 1].isspace():
+            run -= 1
+        newline = text.find("\n", run, fence)
+        if newline != -1:
+            return newline, fence
+        fence = text.find(FENCE, fence + 1)
+    return None
 
 
 def incomplete_blocks(completion: str) -> list[CodeBlock]:
-    return [
-        CodeBlock(INCOMPLETE, _LANGUAGE_OF_TAG.get(tag.strip(), ""), code)
-        for tag, code in _INCOMPLETE.findall(completion)
-    ]
+    """SandboxFusion's incomplete fence: the first fence with a tag line, to the end; in one
+    pass, as ``fenced_blocks``."""
+    at = completion.find(FENCE)
+    tag_end = completion.find("\n", at + 3) if at != -1 else -1
+    if tag_end == -1:
+        return []
+    tag = completion[at + 3 : tag_end]
+    return [CodeBlock(INCOMPLETE, _LANGUAGE_OF_TAG.get(tag.strip(), ""), completion[tag_end + 1 :])]
 
 
 def heuristic_blocks(completion: str, language: str) -> list[CodeBlock]:
     """Python's functions and classes, SQL's queries, or the whole text as Bash, each read with
     the blank lines taken out; nothing for another language."""
-    text = "\n".join(line for line in completion.split("\n") if line.strip() != "") + "\n"
+    lines = [line for line in completion.split("\n") if line.strip() != ""]
+    text = "\n".join(lines) + "\n"
     if language == "python":
-        return [CodeBlock(HEURISTIC, "python", found) for found in _PYTHON.findall(text)]
+        return [CodeBlock(HEURISTIC, "python", found) for found in _python_blocks(lines)]
     if language == "sql":
         return [CodeBlock(HEURISTIC, "sql", found) for found in _SQL.findall(text)]
     if language == "bash":
         return [CodeBlock(HEURISTIC, "bash", text)]
     return []
+
+
+def _python_blocks(lines: list[str]) -> list[str]:
+    """What SandboxFusion's Python heuristic finds (its regular expression: any lines that
+    start with ``import``, ``from`` or ``#``, then one that starts with ``def `` or ``class ``,
+    then one or more that start with whitespace), line by line: its expression takes time
+    quadratic in a run of import lines that no ``def`` follows."""
+    found: list[str] = []
+    run = 0  # where the import lines before the current one start
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if any(line.startswith(p) and len(line) > len(p) for p in ("def ", "class ")):
+            body = index + 1
+            while body < len(lines) and _indented(lines[body]):
+                body += 1
+            if body > index + 1:
+                found.append("".join(f"{part}\n" for part in lines[run:body]))
+                index = run = body
+                continue
+        if not any(line.startswith(p) and len(line) > len(p) for p in ("import", "from", "#")):
+            run = index + 1  # not ``^(?:import|from|#)[^\n]+``: the run before a def ends
+        index += 1
+    return found
+
+
+def _indented(line: str) -> bool:
+    """Whitespace then more, on a line that is not blank: it starts with whitespace."""
+    return line[:1].isspace()
 
 
 def default_extract_helper(completion: str, language: str | None) -> str:
