@@ -225,9 +225,10 @@ async def _oj_submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -
 async def _judge_cases(
     code: str, cases: list[_StdioCase], config: TestConfig, run: Runner
 ) -> list[EvalTestCase]:
-    """Every case started, ``CASES_AT_ONCE`` running; awaited in order, and at the first that
-    fails the others are cancelled (their calls end, workers and all), unless
-    ``extra.run_all_cases``."""
+    """The cases run ``CASES_AT_ONCE`` at a time, started in order, answered in order, and at
+    the first that fails the others are cancelled (their calls end, workers and all), unless
+    ``extra.run_all_cases``: as SandboxFusion's, with as many tasks as run, not one a case
+    (a request may hold tens of thousands)."""
     compiled = config.language in _COMPILED
     request = program_run(
         code,
@@ -235,12 +236,10 @@ async def _judge_cases(
         config.compile_timeout or 10,
         config.run_timeout or (10 if compiled else 20),
     )
-    at_once = asyncio.Semaphore(CASES_AT_ONCE)
     full = bool(config.extra.get("return_full_case"))
 
     async def judged(case: _StdioCase) -> EvalTestCase:
-        async with at_once:
-            answer = await run(request.model_copy(update={"stdin": case.input["stdin"]}))
+        answer = await run(request.model_copy(update={"stdin": case.input["stdin"]}))
         info = {"input": dict(case.input), "output": dict(case.output)}
         failed = EvalTestCase(passed=False, exec_info=answer.wire(), test_info=info)
         if answer.status != "Success" or answer.run_result is None:
@@ -252,17 +251,31 @@ async def _judge_cases(
             info = {part: {k: _truncated(v) for k, v in info[part].items()} for part in info}
         return EvalTestCase(passed=True, exec_info=answer.wire(), test_info=info)
 
-    tasks = [asyncio.ensure_future(judged(case)) for case in cases]
+    loop = asyncio.get_running_loop()
+    done: list[asyncio.Future[EvalTestCase]] = [loop.create_future() for _ in cases]
+    upcoming = iter(range(len(cases)))
+
+    async def runner() -> None:
+        for index in upcoming:  # shared: each case taken by one runner, in order
+            try:
+                done[index].set_result(await judged(cases[index]))
+            except Exception as exc:  # a run that raised: the request's answer says so
+                done[index].set_exception(exc)
+
+    runners = [asyncio.ensure_future(runner()) for _ in range(min(CASES_AT_ONCE, len(cases)))]
     results: list[EvalTestCase] = []
     try:
-        for task in tasks:
-            results.append(await task)
+        for outcome in done:
+            results.append(await outcome)
             if not results[-1].passed and not config.extra.get("run_all_cases"):
                 break
     finally:
-        for task in tasks:
+        for task in runners:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*runners, return_exceptions=True)
+        for outcome in done:
+            if outcome.done() and not outcome.cancelled():
+                outcome.exception()  # retrieved: not logged as never retrieved
     return results
 
 
