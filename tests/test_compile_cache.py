@@ -25,7 +25,7 @@ from a2e_engine.sandbox._beneath import LinkRefused
 from a2e_engine.sandbox._landlock import abi_version
 from a2e_engine.tools import _compile_cache as compile_cache
 from a2e_engine.tools._compile_cache import CompileCache, read_entry
-from a2e_engine.tools._compile_store import SharedCompileCache
+from a2e_engine.tools._compile_store import CLAIM_MAX_BYTES, SharedCompileCache, _nothing
 from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._submission import Submission
 
@@ -496,6 +496,17 @@ def test_the_supervisor_keeps_only_what_the_call_itself_compiled(tmp_path: Path)
     cache.close()
     assert read_entry(cache.entries, key) is None
     assert sorted(os.listdir(cache.headers.root)) == []
+
+
+def test_a_program_too_large_to_hash_on_the_loop_is_not_claimed(tmp_path: Path) -> None:
+    """Its key is worked out from its whole source: past ``CLAIM_MAX_BYTES`` the engine's loop
+    does not hash it (it is kept, from the writer's thread, all the same)."""
+    cache = _shared(tmp_path, max_bytes=1 << 20)
+    large = {"language": "c", "code": HONEST + "//" + "x" * CLAIM_MAX_BYTES}
+    assert cache.claim("run_code", large) is _nothing  # no loop needed: nothing was made
+    cache.offer("run_code", large, "compiled", {})  # nobody waits: nothing to release
+    assert cache.claim("python_eval", {"language": "c", "code": HONEST}) is _nothing
+    cache.close()
 
 
 def test_a_lookup_refuses_what_the_tool_did_not_write(tmp_path: Path) -> None:

@@ -76,6 +76,10 @@ MAX_PENDING = 8
 HIT_SHARE = 0.8
 #: How long one precompiled header may take to build.
 BUILD_TIMEOUT_S = 300.0
+#: Programs larger than this (source and files) are not claimed: their key, a hash of all of
+#: them, would be worked out on the engine's loop (80 ms for 8 MB). They are still kept,
+#: from the writer's thread, for the calls after them.
+CLAIM_MAX_BYTES = 256 << 10
 #: How long the calls of programs that include a header being built wait for it (a build takes
 #: about 3 s of CPU; without it each compiles the header itself, 1.5 s of CPU a program).
 HEADER_WAIT_S = 15.0
@@ -161,8 +165,10 @@ class SharedCompileCache:
         self, tool: str, arguments: Mapping[str, Any]
     ) -> asyncio.Future[str | None] | Callable[[], None]:
         compiled = compiled_call(tool, arguments)
-        key = _key_of(compiled) if compiled is not None else None
-        if compiled is None or key is None or key in self._new or key in self._hit:
+        if compiled is None or not _claimable(compiled):
+            return _nothing
+        key = _key_of(compiled)
+        if key is None or key in self._new or key in self._hit:
             return _nothing
         making = self._making.get(key)
         if making is not None:
@@ -187,7 +193,7 @@ class SharedCompileCache:
             made.set_result(None)
 
     def _release(self, arguments: Mapping[str, Any]) -> None:
-        key = _key_of(arguments)
+        key = _key_of(arguments) if _claimable(arguments) else None  # else never claimed
         if key is not None:
             self._made(key)
 
@@ -461,6 +467,15 @@ def compiled_call(tool: str, arguments: Mapping[str, Any]) -> Mapping[str, Any] 
         if source is not None:
             return {"language": source[0], "code": source[1], "files": {}}
     return None
+
+
+def _claimable(compiled: Mapping[str, Any]) -> bool:
+    """Whether the program is small enough to be claimed (``CLAIM_MAX_BYTES``)."""
+    code, files = compiled.get("code"), compiled.get("files") or {}
+    if not isinstance(code, str) or not isinstance(files, dict):
+        return False
+    size = len(code) + sum(len(value) for value in files.values() if isinstance(value, str))
+    return size <= CLAIM_MAX_BYTES
 
 
 def _key_of(arguments: Mapping[str, Any]) -> str | None:
