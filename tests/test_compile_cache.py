@@ -11,6 +11,7 @@ import base64
 import glob
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from a2e_engine.sandbox._landlock import abi_version
 from a2e_engine.tools import _compile_cache as compile_cache
 from a2e_engine.tools._compile_cache import CompileCache, read_entry
 from a2e_engine.tools._compile_store import CLAIM_MAX_BYTES, SharedCompileCache, _nothing
+from a2e_engine.tools._confined import decoded_files
 from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._submission import Submission
 
@@ -507,6 +509,57 @@ def test_a_program_too_large_to_hash_on_the_loop_is_not_claimed(tmp_path: Path) 
     cache.offer("run_code", large, "compiled", {})  # nobody waits: nothing to release
     assert cache.claim("python_eval", {"language": "c", "code": HONEST}) is _nothing
     cache.close()
+
+
+def test_keys_differ_wherever_what_is_compiled_does(tmp_path: Path) -> None:
+    """A file given as null is not written, and "None" is base64 of three bytes: their keys
+    differ. Two names of one file would leave the one written to the order: refused, by the
+    key and by the run alike."""
+    c = LANGUAGES["c"]
+    assert CompileCache.key(c, HONEST, {"flag.h": None}) == CompileCache.key(c, HONEST, {})
+    assert CompileCache.key(c, HONEST, {"flag.h": "None"}) != CompileCache.key(c, HONEST, {})
+    assert CompileCache.key(c, HONEST, {"./m.h": "eA=="}) == CompileCache.key(
+        c, HONEST, {"m.h": "eA=="}
+    )
+    twice = {"./msg.h": "eA==", "msg.h": "eQ=="}
+    with pytest.raises(ValueError, match="twice"):
+        CompileCache.key(c, HONEST, twice)
+    with pytest.raises(ValueError, match="names one file twice"):
+        decoded_files(str(tmp_path), twice)
+
+
+def test_a_java_programs_key_is_worked_out_in_one_pass() -> None:
+    """Its file is named by its public class, found on the engine's loop when it claims the
+    compile: 400,000 blank lines before it took minutes to read when blank space before the
+    class could span lines (quadratic in them); a child with 60 s to do it stands for that."""
+    code = (
+        "from a2e_engine.tools._compile_cache import CompileCache\n"
+        "from a2e_engine.tools._languages import LANGUAGES\n"
+        "java = LANGUAGES['java']\n"
+        "code = '\\n' * 400_000 + '  public final class Found {}'\n"
+        "assert java.main_name(code) == 'Found', java.main_name(code)\n"
+        "CompileCache.key(java, code, {})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_only_a_calls_own_hits_and_headers_count(tmp_path: Path) -> None:
+    """A worker reports a hit of its own call's key only, and asks for the header its own
+    program includes: another key's "hit" would keep entries of its choice from eviction; a
+    call that compiles nothing (its program runs in the worker) offers nothing at all."""
+    cache = _shared(tmp_path, max_bytes=1 << 20)
+    mine, theirs = "a" * 64, "b" * 64
+    _keep(cache, mine, 1000)
+    _keep(cache, theirs, 1000)
+    call = {"language": "c", "code": HONEST}
+    cache.offer("run_code", call, "used", {"key": theirs})  # not the call's key
+    cache.offer("python_eval", call, "used", {"key": theirs})  # compiles nothing
+    cache.offer("code_eval", {"language": "python", "program": "1"}, "used", {"key": theirs})
+    cache.offer("run_code", call, "header", {"language": "cpp", "header": "iostream"})
+    cache.close()
+    assert theirs not in cache._hit and theirs in cache._new
+    assert sorted(os.listdir(cache.headers.root)) == []
 
 
 def test_a_lookup_refuses_what_the_tool_did_not_write(tmp_path: Path) -> None:

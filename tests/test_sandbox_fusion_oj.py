@@ -392,6 +392,31 @@ def test_cruxeval_answers_are_put_in_the_assertion(http: httpx.Client) -> None:
                      "config": {"provided_data": {"prompt": "", "tests": "",
                                                   "stop_tokens": ["re:(a+)+$"]}}},
          400, "regular expressions are not served"),
+        ("/submit", {"dataset": "multiple_lua", "id": 1, "completion": "x",
+                     "config": {"provided_data": {"prompt": "", "tests": "",
+                                                  "stop_tokens": [str(n) for n in range(65)]}}},
+         400, "at most 64 stop tokens"),
+        ("/get_prompts", {"dataset": "x", "config": {
+            "dataset_type": "AutoEvalDataset", "extra": {"prompt_template": "$question" * 1000},
+            "provided_data": [{"id": 0, "labels": {}, "content": "q" * 10_000}]}},
+         400, "the prompt would hold"),
+        ("/submit", {"dataset": "cruxeval_x", "id": 1, "completion": "[ANSWER]" + "1" * 100_000,
+                     "config": {"extra": {"mode": "output"}, "provided_data": {
+                         "id": "python_1", "code": "", "input": "", "output": "????" * 100}}},
+         400, "the test would hold"),
+        ("/submit", {"dataset": "code_contests", "id": 1, "completion": "",
+                     "config": {"language": "python",
+                                "provided_data": {"test": "[" * 100_000 + "]" * 100_000}}},
+         400, "config.provided_data.test is not JSON"),
+        ("/get_prompt_by_id", {"dataset": "code_contests", "id": 1, "config": {
+            "provided_data": {"id": [1], "content": "", "labels": {}}}},
+         400, "id"),
+        ("/get_prompts", {"dataset": "code_contests", "config": {
+            "provided_data": [{"id": 1, "content": "", "labels": {}}] * 10_001}},
+         400, "at most 10000 rows"),
+        ("/submit", {"dataset": "code_contests", "id": 1, "completion": "",
+                     "config": {"language": "python", "provided_data": {"test": ADD_CASES * 5001}}},
+         400, "at most 10000 cases"),
     ],
 )  # fmt: skip
 def test_what_cannot_be_judged_is_refused_in_one_line(
@@ -402,6 +427,16 @@ def test_what_cannot_be_judged_is_refused_in_one_line(
     said = response.json()
     message = said.get("detail") or said.get("message")
     assert isinstance(message, str) and detail in message and "\n" not in message, said
+
+
+def test_what_the_cases_keep_of_their_output_is_bounded(http: httpx.Client) -> None:
+    """SandboxFusion keeps each case's whole stdout and stderr; past 16 MiB for a submission,
+    a case's are cut as a passed case's test_info is (999 characters, its ends)."""
+    loud = "```python\nimport sys\nprint('x' * 999_999)\n```"
+    cases = [{"input": {"stdin": ""}, "output": {"stdout": "y"}}] * 20
+    answer = http.post("/submit", json=_oj(loud, cases, extra={"run_all_cases": True})).json()
+    kept = [len(t["exec_info"]["run_result"]["stdout"]) for t in answer["tests"]]
+    assert kept[:16] == [1_000_000] * 16 and set(kept[16:]) == {999}, kept
 
 
 def test_the_expected_output_never_reaches_the_program(http: httpx.Client) -> None:

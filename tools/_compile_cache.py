@@ -151,7 +151,7 @@ class CompileCache:
             language.compile_argv(code, ""),
             sorted(language.env.items()),
             code,
-            sorted((str(path), str(content)) for path, content in files.items()),
+            _files_seen(files),
         ]
         return hashlib.sha256(json.dumps(seen).encode()).hexdigest()
 
@@ -328,6 +328,21 @@ def caches_for(
         entries, headers = plugin_dirs
         return CompileCache(entries, shared=True), PrecompiledHeaders(headers)
     return (CompileCache.for_session(workspace) if abi else None), None
+
+
+def _files_seen(files: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The files a compile sees, as the key holds them: those written (a ``null`` content is
+    not), each under its normalised path; two names of one file are refused (``ValueError``),
+    as the run refuses them (``tools._confined.decoded_files``): keys must differ wherever what
+    is compiled does."""
+    seen = sorted(
+        (os.path.normpath(str(path)), str(content))
+        for path, content in files.items()
+        if content is not None
+    )
+    if len({path for path, _ in seen}) != len(seen):
+        raise ValueError("files names one file twice")
+    return seen
 
 
 def outputs_of(where: str, patterns: tuple[str, ...]) -> list[str]:

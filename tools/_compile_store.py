@@ -145,19 +145,18 @@ class SharedCompileCache:
         self, tool: str, arguments: Mapping[str, Any], what: str, data: dict[str, Any]
     ) -> None:
         compiled = compiled_call(tool, arguments)
-        if what in ("entry", "compiled") and compiled is None:
-            log.debug("dropped an offer of a compile from a call that compiles nothing")
+        if compiled is None:  # its program, if any, runs in the worker's own process
+            log.debug("dropped an offer from a call that compiles nothing")
             return
-        arguments = compiled or {}
         if what == "used":
-            self._queue(self._used, data)
+            self._queue(self._used, compiled, data)
         elif what == "entry":
-            if not self._queue(self._keep, arguments, data):
-                self._release(arguments)  # dropped: whoever waits for it compiles
+            if not self._queue(self._keep, compiled, data):
+                self._release(compiled)  # dropped: whoever waits for it compiles
         elif what == "compiled":  # the call's compile ended with nothing to share
-            self._release(arguments)
+            self._release(compiled)
         elif what == "header":
-            self._queue(self._build_header, data)
+            self._queue(self._asked_header, compiled, data)
         else:
             log.debug("dropped an offer of %.40r to the compile cache", what)
 
@@ -235,9 +234,11 @@ class SharedCompileCache:
             with self._lock:
                 self._pending -= 1
 
-    def _used(self, data: dict[str, Any]) -> None:
+    def _used(self, compiled: Mapping[str, Any], data: dict[str, Any]) -> None:
+        """A hit, reported by the call whose key it is: only its own key counts (another's
+        would keep entries of the caller's choice from eviction)."""
         key = data.get("key")
-        if is_key(key):
+        if is_key(key) and key == _key_of(compiled):
             self.used(key)
 
     def _keep(self, arguments: Mapping[str, Any], data: dict[str, Any]) -> None:
@@ -363,18 +364,31 @@ class SharedCompileCache:
         if not self._build_header({"language": language.name, "header": header}):
             return None
         waiting = self._header_waits[where] = loop.create_future()
-        loop.call_later(HEADER_WAIT_S, self._header_done, where, True)
+        loop.call_later(HEADER_WAIT_S, self._header_done, where, waiting)
         return waiting
 
-    def _header_done(self, where: str, waited_out: bool = False) -> None:
-        """The calls waiting for the header at ``where`` go on. On the engine's loop."""
+    def _header_done(self, where: str, timed: asyncio.Future[str | None] | None = None) -> None:
+        """The calls waiting for the header at ``where`` go on: its build ended, or the wait
+        ``timed`` (that one, not a later one) outlasted ``HEADER_WAIT_S``. On the engine's
+        loop."""
+        if timed is not None and self._header_waits.get(where) is not timed:
+            return  # a wait that ended already: a later build's is not this timer's
         waiting = self._header_waits.pop(where, None)
         if waiting is None:
             return
-        if waited_out:
+        if timed is not None:
             self._waited_out.add(where)
         if not waiting.done():
             waiting.set_result(CLAIM_AGAIN)
+
+    def _asked_header(self, compiled: Mapping[str, Any], data: dict[str, Any]) -> None:
+        """A worker asks for the header its program first includes: only that one."""
+        language = LANGUAGES.get(str(compiled.get("language")))
+        code = compiled.get("code")
+        if language is None or not isinstance(code, str):
+            return
+        if data.get("header") == language.precompiled_header(code):
+            self._build_header({"language": language.name, "header": data.get("header")})
 
     def _build_header(self, data: dict[str, Any]) -> bool:
         """Start building the header asked for, unless it is built, being built, given up

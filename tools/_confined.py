@@ -50,10 +50,14 @@ def decoded_files(where: str, files: Any) -> list[tuple[str, bytes]]:
         raise ValueError("files must be an object of path to base64 content")
     decoded = []
     real_where = os.path.realpath(where)
+    named: dict[str, str] = {}
     for path, content in files.items():
         if content is None:
             continue
         target = resolve_confined(str(path), where, program_writable())
+        if target in named:  # which one would be written would depend on the order
+            raise ValueError(f"files names one file twice: {named[target]!r} and {path!r}")
+        named[target] = str(path)
         try:
             data = base64.b64decode(str(content), validate=True)
         except binascii.Error:

@@ -246,8 +246,10 @@ def _node_modules(program: str) -> str:
 #: Debian's javatuples (libjavatuples-java): MultiPL-E's Java programs import it. A class path
 #: entry that does not exist is passed over.
 _JAVA_CLASS_PATH = ".:/usr/share/java/javatuples.jar"
-#: A Java file's name comes from its public class.
-_JAVA_PUBLIC_CLASS = r"^\s*public\s+(?:final\s+)?class\s+(\w+)"
+#: A Java file's name comes from its public class. Blank space before it on its own line only:
+#: ``^\s*`` would rescan every blank line after each one (the engine's loop reads this when it
+#: works out a compile's key), and finds the same class.
+_JAVA_PUBLIC_CLASS = r"^[^\S\n]*public\s+(?:final\s+)?class\s+(\w+)"
 #: The run's own limit steers runtimes that would otherwise size their heap by the machine.
 #: No perf data: it would go to /tmp, which the program may not write (``TMPDIR`` is its own).
 _JVM = ("java", "-Xmx{memory_mb}m", "-Xss64m", "-XX:+UseSerialGC", "-XX:-UsePerfData")

@@ -48,6 +48,7 @@ from a2e_engine.engine.service._sandbox_fusion_oj_types import (
     TestConfig,
 )
 from a2e_engine.tools._comparisons import compare_outputs
+from a2e_engine.tools._judging import MAX_CASES
 
 __all__ = ["CASES_AT_ONCE", "DATASET_TYPES", "DatasetType", "OJError", "Runner", "dataset_type_of"]
 
@@ -55,6 +56,17 @@ __all__ = ["CASES_AT_ONCE", "DATASET_TYPES", "DatasetType", "OJError", "Runner",
 CASES_AT_ONCE = 3
 #: What a passed case's ``test_info`` keeps of each input and output (``truncate_str``).
 SHOWN_CHARS = 1000
+#: A submission's cases and a listing's rows at most (``code_eval``'s bound on cases).
+MAX_ROWS = MAX_CASES
+#: What the cases of a submission keep of their programs' output, in all: past it, each case's
+#: stdout and stderr are cut as a passed case's ``test_info`` is (SandboxFusion keeps them
+#: whole, and 10,000 cases of a program that prints a megabyte would be 20 GB).
+OUTPUT_BUDGET_CHARS = 16 << 20
+#: What a program or prompt put together from a row and a completion may hold: one built from
+#: small parts can be huge (a template that names the question a thousand times).
+MAX_BUILT_CHARS = 8 << 20
+#: Stop tokens a row may give.
+MAX_STOP_TOKENS = 64
 
 #: Runs one program as ``/run_code`` does; its answer, never an exception.
 Runner = Callable[[RunCodeRequest], Awaitable[RunCodeResponse]]
@@ -109,7 +121,7 @@ def json_column(row: dict[str, Any], name: str) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value, strict=False)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise OJError(400, f"config.provided_data.{name} is not JSON: {exc}") from None
     return value
 
@@ -189,6 +201,8 @@ def _stdio_cases(row: dict[str, Any]) -> list[_StdioCase]:
     cases = json_column(row, "test")
     if not isinstance(cases, list):
         raise OJError(400, "config.provided_data.test must be a list of cases")
+    if len(cases) > MAX_ROWS:
+        raise OJError(400, f"at most {MAX_ROWS} cases a submission, got {len(cases)}")
     read: list[_StdioCase] = []
     for number, case in enumerate(cases):
         where = f"config.provided_data.test[{number}]"
@@ -237,11 +251,13 @@ async def _judge_cases(
         config.run_timeout or (10 if compiled else 20),
     )
     full = bool(config.extra.get("return_full_case"))
+    kept = [0]  # the output the cases kept so far
 
     async def judged(case: _StdioCase) -> EvalTestCase:
         answer = await run(request.model_copy(update={"stdin": case.input["stdin"]}))
         info = {"input": dict(case.input), "output": dict(case.output)}
-        failed = EvalTestCase(passed=False, exec_info=answer.wire(), test_info=info)
+        exec_info = _within_budget(answer.wire(), kept)
+        failed = EvalTestCase(passed=False, exec_info=exec_info, test_info=info)
         if answer.status != "Success" or answer.run_result is None:
             return failed
         got = answer.run_result.stdout or ""
@@ -249,7 +265,7 @@ async def _judge_cases(
             return failed
         if not full:
             info = {part: {k: _truncated(v) for k, v in info[part].items()} for part in info}
-        return EvalTestCase(passed=True, exec_info=answer.wire(), test_info=info)
+        return EvalTestCase(passed=True, exec_info=exec_info, test_info=info)
 
     loop = asyncio.get_running_loop()
     done: list[asyncio.Future[EvalTestCase]] = [loop.create_future() for _ in cases]
@@ -277,6 +293,28 @@ async def _judge_cases(
             if outcome.done() and not outcome.cancelled():
                 outcome.exception()  # retrieved: not logged as never retrieved
     return results
+
+
+def _within_budget(exec_info: dict[str, Any], kept: list[int]) -> dict[str, Any]:
+    """A case's answer, its steps' stdout and stderr cut (``_truncated``) once the cases'
+    output kept passes ``OUTPUT_BUDGET_CHARS``."""
+    for step in ("compile_result", "run_result"):
+        result = exec_info.get(step)
+        if not isinstance(result, dict):
+            continue
+        for stream in ("stdout", "stderr"):
+            text = result.get(stream)
+            if isinstance(text, str):
+                if kept[0] + len(text) > OUTPUT_BUDGET_CHARS:
+                    text = result[stream] = _truncated(text)
+                kept[0] += len(text)
+    return exec_info
+
+
+def _bounded(size: int, what: str) -> None:
+    """Refuse to put together a text past ``MAX_BUILT_CHARS``, before it is built."""
+    if size > MAX_BUILT_CHARS:
+        raise OJError(400, f"{what} would hold {size} characters, past {MAX_BUILT_CHARS}")
 
 
 _NO_CUSTOM_EXTRACTION = (
@@ -451,7 +489,10 @@ def _stop_token_trim(text: str, stop_tokens: Any) -> str:
     """The text cut at each stop token (but a blank line). A token given as a regular
     expression (``re:``) is refused but for the one SandboxFusion gives HumanEval's Python rows
     itself: a client's expression would run in the server, where one can take hours."""
-    for token in stop_tokens or ():
+    tokens = list(dict.fromkeys(stop_tokens or ()))
+    if len(tokens) > MAX_STOP_TOKENS:
+        raise OJError(400, f"at most {MAX_STOP_TOKENS} stop tokens, got {len(tokens)}")
+    for token in tokens:
         if not isinstance(token, str) or token == "\n\n":
             continue
         if token == _PYTHON_STOP:
@@ -681,9 +722,11 @@ def _autoeval_prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> P
     if config.is_fewshot and fewshot is None:
         raise OJError(400, f"Missing fewshot for id {column(row, 'id')}")
     if template:
-        prompt = Template(str(template)).safe_substitute(
-            question=question, fewshot=fewshot or "", context=context or "", locale=config.locale
-        )
+        values = {
+            "question": question, "fewshot": fewshot or "", "context": context or "",
+            "locale": config.locale,
+        }  # fmt: skip
+        prompt = _substituted(str(template), values)
     elif context or fewshot:
         hints = _AUTOEVAL_HINTS.get(config.locale or "")
         if hints is None:
@@ -696,6 +739,18 @@ def _autoeval_prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> P
     else:
         prompt = question
     return Prompt(id=column(row, "id"), prompt=prompt, labels=labels)
+
+
+def _substituted(template: str, values: dict[str, Any]) -> str:
+    """``Template(template).safe_substitute(values)``, refused when the prompt would be huge:
+    a template may name a long question many times."""
+    texts = {name: str(value) for name, value in values.items()}
+    size = len(template)
+    for found in Template.pattern.finditer(template):
+        named = found.group("named") or found.group("braced")
+        size += len(texts.get(named, "")) if named in texts else 0
+    _bounded(size, "the prompt")
+    return Template(template).safe_substitute(texts)
 
 
 def _object_column(row: dict[str, Any], name: str) -> dict[str, Any]:
@@ -781,8 +836,8 @@ def _jest_cases(report: str) -> list[dict[str, Any]]:
             for suite in suites
             for case in suite.get("testResults", suite.get("assertionResults", []))
         ]
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise OJError(500, f"jest's report could not be read: {exc!r}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise OJError(500, f"jest's report could not be read: {type(exc).__name__}") from None
 
 
 # -- CRUXEval --------------------------------------------------------------------------------
@@ -911,8 +966,10 @@ async def _crux_submit(request: SubmitRequest, row: dict[str, Any], run: Runner)
         if mode == "input":
             if call[: call.index("????")] not in answer:
                 answer = call.replace("????", answer)
+            _bounded(len(read["input"]) + read["input"].count(call) * len(answer), "the test")
             answer = read["input"].replace(call, answer)
         else:
+            _bounded(len(read["output"]) + read["output"].count("????") * len(answer), "the test")
             answer = read["output"].replace("????", answer)
         program = code + answer
     else:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from a2e._codec import describe_validation_error
 from a2e_engine.engine.service._responses import json_response
 from a2e_engine.engine.service._sandbox_fusion import (
     RunCodeRequest,
@@ -34,6 +36,7 @@ from a2e_engine.engine.service._sandbox_fusion import (
 )
 from a2e_engine.engine.service._sandbox_fusion_datasets import (
     DATASET_TYPES,
+    MAX_ROWS,
     OJError,
     dataset_type_of,
 )
@@ -71,6 +74,8 @@ def _provided(config: TestConfig, kind: type, otherwise: str) -> Any:
         raise OJError(400, _NO_TABLES)
     if not isinstance(rows, kind):
         raise OJError(400, f"request.config.provided_data should be {otherwise}")
+    if isinstance(rows, list) and len(rows) > MAX_ROWS:
+        raise OJError(400, f"at most {MAX_ROWS} rows a request, got {len(rows)}")
     return rows
 
 
@@ -89,6 +94,8 @@ def online_judge_routes(state: ServiceState) -> list[Route]:
             return json_response(await handle(request, body))
         except OJError as exc:
             return json_response({"detail": exc.detail}, status=exc.status)
+        except ValidationError as exc:  # a row's id, prompt or labels of the wrong kind
+            return json_response({"detail": describe_validation_error(exc)}, status=400)
         except _Refused as refused:
             return refused.response
 
