@@ -390,6 +390,19 @@ def test_engine_stop_removes_workspaces(tmp_path: Any) -> None:
     assert threading.active_count() < 50
 
 
+def test_an_engine_that_stops_ends_its_in_process_clients() -> None:
+    """Their readers end with the connections the engine ended (their threads would otherwise
+    wait for the process's life), and their next call fails at once."""
+    with Engine(config=EngineConfig(prefork=1)) as engine:
+        clients = [engine.connect() for _ in range(3)]
+        readers = [client._reader for client in clients]
+        assert ToolAPI(clients[0]).call(tool_name="python_eval", arguments={"code": "1"}).success
+    assert wait_for(lambda: not any(reader.is_alive() for reader in readers), 10)
+    assert all(client.closed for client in clients)
+    late = ToolAPI(clients[1]).call(tool_name="python_eval", arguments={"code": "1"})
+    assert not late.success
+
+
 def test_audit_to_a_logger() -> None:
     import logging
 

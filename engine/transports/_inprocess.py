@@ -5,6 +5,9 @@ the connection (``engine._host``), and replies come back through a queue that th
 thread drains, or, when the client routes them directly (``a2e._transport``), straight to the
 waiting request. What one turn of the engine loop queues (a burst of a tool's events, read from
 its pipe at once) reaches the reader as one batch: one wake-up of its thread, not one per event.
+An engine that stops ends its connections without a word to them: the reader looks every
+``ENDED_CHECK_S`` while it waits, and ends with the connection (else its thread would wait for
+the process's life).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from a2e_engine.engine._policy import Policy
 __all__ = ["InProcessTransport"]
 
 _CLOSED = object()
+#: How often a waiting reader looks whether the engine ended its connection.
+ENDED_CHECK_S = 1.0
 
 
 class InProcessTransport:
@@ -29,6 +34,7 @@ class InProcessTransport:
         self._batch: list[A2EMessage] = []  # this loop turn's; the engine loop's only
         self._ready: collections.deque[A2EMessage] = collections.deque()  # the reader's only
         self._closed = False
+        self.close_reason = ""
         self._route: DirectRoute | None = None
         self.connection = host.open_connection(self._arrive, policy=policy, name="in-process")
 
@@ -58,7 +64,13 @@ class InProcessTransport:
 
     def receive(self) -> A2EMessage | None:
         while not self._ready:
-            item = self._inbox.get()
+            try:
+                item = self._inbox.get(timeout=ENDED_CHECK_S)
+            except queue.Empty:
+                if getattr(self.connection, "closed", False):  # the engine stopped
+                    self.close_reason = "the engine stopped"
+                    return None
+                continue
             if item is _CLOSED:
                 self._inbox.put(_CLOSED)  # later receivers see the end too
                 return None
