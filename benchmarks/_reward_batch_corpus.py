@@ -628,7 +628,7 @@ CPP_REVERSE = Problem(
 PROBLEMS: tuple[Problem, ...] = (PY_SUM, PY_MAX, CPP_PRODUCT, PY_VOWELS, CPP_SUM, CPP_REVERSE)
 #: ``--quick``'s: one problem in each language with neither the loop nor a case past the time
 #: limit, so that a smoke run takes seconds.
-QUICK_PROBLEMS = ("py_sum", "cpp_sum")
+QUICK_PROBLEMS = ("py_sum", "cpp_product")
 
 
 def samples(problems: tuple[str, ...] | None = None) -> list[Sample]:
