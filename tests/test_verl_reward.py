@@ -17,6 +17,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -85,14 +86,21 @@ def _verls_reward(
 
 
 def test_the_drop_in_gives_verls_scores_and_case_results(service: ServiceProcess) -> None:
-    for completion, truth in SAMPLES:
-        score, results = verl.compute_score_with_cases(completion, truth, a2e_url=service.url)
-        wanted_score, wanted = _verls_reward(service.url, completion, truth)
+    url = service.url
+    with ThreadPoolExecutor(6) as pool:  # side by side: a sample past its time limit takes 10 s
+        graded = [
+            (
+                pool.submit(verl.compute_score_with_cases, completion, truth, a2e_url=url),
+                pool.submit(_verls_reward, url, completion, truth),
+                pool.submit(verl.compute_score, "codecontests", completion, truth, {}, a2e_url=url),
+            )
+            for completion, truth in SAMPLES
+        ]
+    for (completion, _), (mine, theirs, plain) in zip(SAMPLES, graded, strict=True):
+        (score, results), (wanted_score, wanted) = mine.result(), theirs.result()
         assert score == pytest.approx(wanted_score), (completion, results, wanted)
         assert results == wanted, (completion, results, wanted)  # verl's words for no case run
-        assert (
-            verl.compute_score("codecontests", completion, truth, {}, a2e_url=service.url) == score
-        )
+        assert plain.result() == score
 
 
 CPP_READ = "#include <bits/stdc++.h>\nint main() { long a, b; std::cin >> a >> b; "
@@ -149,18 +157,20 @@ def _engine_calls(url: str) -> int:
 def test_what_each_sample_scores(service: ServiceProcess) -> None:
     """The corpus's rewards as verl's code gave them on this corpus: so that an oracle and a
     drop-in that drifted together still fail."""
-    scores = [
-        verl.compute_score("x", completion, truth, None, a2e_url=service.url)
-        for completion, truth in SAMPLES
-    ]
+    with ThreadPoolExecutor(6) as pool:
+        scored = [
+            pool.submit(verl.compute_score, "x", completion, truth, None, a2e_url=service.url)
+            for completion, truth in SAMPLES
+        ]
+        late = pool.submit(verl.compute_score_with_cases, *SAMPLES[4], a2e_url=service.url)
+        scores = [future.result() for future in scored]
     third = pytest.approx(2 / 3)
     # fmt: off
     assert scores == [
         1.0, 0.0, 0.0, third, third, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.5, 0.0, 0.0
     ]
     # fmt: on
-    cases = verl.compute_score_with_cases(SAMPLES[4][0], SAMPLES[4][1], a2e_url=service.url)[1]
-    assert cases == [True, True, -3]
+    assert late.result()[1] == [True, True, -3]
     assert verl.compute_score_with_cases(SAMPLES[5][0], ADD, a2e_url=service.url)[1] == [-2] * 3
     memory = verl.compute_score_with_cases(SAMPLES[9][0], ADD, a2e_url=service.url)[1]
     assert memory == [-2] * 3  # MemoryError: a runtime error, as SandboxFusion's python gives it
