@@ -58,9 +58,9 @@ CASES_AT_ONCE = 3
 SHOWN_CHARS = 1000
 #: A submission's cases and a listing's rows at most (``code_eval``'s bound on cases).
 MAX_ROWS = MAX_CASES
-#: What the cases of a submission keep of their programs' output, in all: past it, each case's
-#: stdout and stderr are cut as a passed case's ``test_info`` is (SandboxFusion keeps them
-#: whole, and 10,000 cases of a program that prints a megabyte would be 20 GB).
+#: What the cases of a submission keep of their programs' output, in all: each case's stdout
+#: and stderr keep an equal share of it, their ends (SandboxFusion keeps them whole, and 10,000
+#: cases of a program that prints a megabyte would be 20 GB); 8 cases keep all of a run's.
 OUTPUT_BUDGET_CHARS = 16 << 20
 #: What a program or prompt put together from a row and a completion may hold: one built from
 #: small parts can be huge (a template that names the question a thousand times).
@@ -126,10 +126,11 @@ def json_column(row: dict[str, Any], name: str) -> Any:
     return value
 
 
-def _truncated(text: str) -> str:
-    if not text or len(text) <= SHOWN_CHARS:
+def _truncated(text: str, length: int = SHOWN_CHARS) -> str:
+    """SandboxFusion's ``truncate_str``: past ``length``, its ends around ``...``."""
+    if not text or len(text) <= length:
         return text
-    keep = (SHOWN_CHARS - 3) // 2
+    keep = (length - 3) // 2
     return text[:keep] + "..." + text[-keep:]
 
 
@@ -251,12 +252,12 @@ async def _judge_cases(
         config.run_timeout or (10 if compiled else 20),
     )
     full = bool(config.extra.get("return_full_case"))
-    kept = [0]  # the output the cases kept so far
+    share = max(SHOWN_CHARS, OUTPUT_BUDGET_CHARS // (2 * max(1, len(cases))))
 
     async def judged(case: _StdioCase) -> EvalTestCase:
         answer = await run(request.model_copy(update={"stdin": case.input["stdin"]}))
         info = {"input": dict(case.input), "output": dict(case.output)}
-        exec_info = _within_budget(answer.wire(), kept)
+        exec_info = _within_share(answer.wire(), share)
         failed = EvalTestCase(passed=False, exec_info=exec_info, test_info=info)
         if answer.status != "Success" or answer.run_result is None:
             return failed
@@ -295,9 +296,8 @@ async def _judge_cases(
     return results
 
 
-def _within_budget(exec_info: dict[str, Any], kept: list[int]) -> dict[str, Any]:
-    """A case's answer, its steps' stdout and stderr cut (``_truncated``) once the cases'
-    output kept passes ``OUTPUT_BUDGET_CHARS``."""
+def _within_share(exec_info: dict[str, Any], share: int) -> dict[str, Any]:
+    """A case's answer, each step's stdout and stderr cut to their ends past ``share``."""
     for step in ("compile_result", "run_result"):
         result = exec_info.get(step)
         if not isinstance(result, dict):
@@ -305,9 +305,7 @@ def _within_budget(exec_info: dict[str, Any], kept: list[int]) -> dict[str, Any]
         for stream in ("stdout", "stderr"):
             text = result.get(stream)
             if isinstance(text, str):
-                if kept[0] + len(text) > OUTPUT_BUDGET_CHARS:
-                    text = result[stream] = _truncated(text)
-                kept[0] += len(text)
+                result[stream] = _truncated(text, share)
     return exec_info
 
 
