@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import pytest
@@ -398,12 +398,15 @@ SANDBOX_FUSION_LANGUAGES = (
 def test_every_language_is_served_under_a_sandbox_fusion_name() -> None:
     from a2e_engine.engine.service._sandbox_fusion import LANGUAGES as SERVED
     from a2e_engine.engine.service._sandbox_fusion import NOT_SERVED
+    from a2e_engine.engine.service._sandbox_fusion_oj_types import SandboxFusionLanguage
     from a2e_engine.tools._languages import LANGUAGES
 
     assert set(SERVED.values()) == set(LANGUAGES)
     # Each of SandboxFusion's names is served, or refused by name with the reason; c, js and
     # ts are names of this engine's besides.
     assert set(SANDBOX_FUSION_LANGUAGES) == (set(SERVED) | set(NOT_SERVED)) - {"c", "js", "ts"}
+    # /submit's config.language takes the same names, SandboxFusion's own, and no other.
+    assert set(get_args(SandboxFusionLanguage)) == set(SANDBOX_FUSION_LANGUAGES)
     assert not set(SERVED) & set(NOT_SERVED)
 
 

@@ -3,15 +3,15 @@
 It lives in the supervisor (``sandbox._sharing.SharedStore``). The workers of ``run_code`` and
 ``code_eval`` read it (``tools._compile_cache``) and offer what they compiled; this keeps an
 offer only when it holds: the key it works out itself from the call's own arguments, through
-what the tool compiles for them (``COMPILED_BY``: ``run_code``'s ``code`` and ``files``,
+what the tool compiles for them (``compiled_call``: ``run_code``'s ``code`` and ``files``,
 ``code_eval``'s program, with its test program after it where it has one), so that a worker,
-whatever it ran, can put nothing under the key of a program it was not sent; outputs whose names the
-language's compile step makes, sizes within the bound, a successful result. It writes every
-entry itself, owned by the engine's uid (directories 0711: a session uid reaches a file by its
-name, lists nothing; files 0444), and evicts down to nine tenths of ``max_bytes`` once past it:
-the least recently used of the entries never hit first, then of those hit (hits are reported:
-``used``), so that a tenant who floods the cache with programs sent once cannot push out those
-other calls reuse. An entry larger than a quarter of the bound is not kept.
+whatever it ran, can put nothing under the key of a program it was not sent; outputs whose
+names the language's compile step makes, sizes within the bound, a successful result. It writes
+every entry itself, owned by the engine's uid (directories 0711: a session uid reaches a file by
+its name, lists nothing; files 0444), and evicts down to nine tenths of ``max_bytes`` once past
+it: the least recently used of the entries never hit first, then of those hit (hits are
+reported: ``used``), so that a tenant who floods the cache with programs sent once cannot push
+out those other calls reuse. An entry larger than a quarter of the bound is not kept.
 
 Precompiled headers are built here too, when a call's program first includes one its language
 precompiles (``claim``, or a worker that asks: ``header``): ``g++`` on the system's header
@@ -361,7 +361,7 @@ class SharedCompileCache:
             return waiting
         if where in self._waited_out or self.headers.ready(language, header):
             return None
-        if not self._build_header({"language": language.name, "header": header}):
+        if not self._build_header(language, header, where):
             return None
         waiting = self._header_waits[where] = loop.create_future()
         loop.call_later(HEADER_WAIT_S, self._header_done, where, waiting)
@@ -387,17 +387,13 @@ class SharedCompileCache:
         code = compiled.get("code")
         if language is None or not isinstance(code, str):
             return
-        if data.get("header") == language.precompiled_header(code):
-            self._build_header({"language": language.name, "header": data.get("header")})
+        header = language.precompiled_header(code)
+        if header and data.get("header") == header:
+            self._build_header(language, header, self.headers.directory(language, header))
 
-    def _build_header(self, data: dict[str, Any]) -> bool:
-        """Start building the header asked for, unless it is built, being built, given up
-        on, or not one its language precompiles; whether a build of it is under way."""
-        language = LANGUAGES.get(str(data.get("language")))
-        header = data.get("header")
-        if language is None or not isinstance(header, str) or header not in language.precompile:
-            return False
-        where = self.headers.directory(language, header)
+    def _build_header(self, language: Language, header: str, where: str) -> bool:
+        """Start building ``header`` (one its language precompiles) at ``where``, unless it is
+        built, being built, or given up on; whether a build of it is under way."""
         with self._lock:
             busy = self._closed or (self._builder is not None and self._builder.is_alive())
             if busy:

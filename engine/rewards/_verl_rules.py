@@ -126,10 +126,7 @@ def problem_of(completion: str, ground_truth: Any) -> Problem:
     return Problem(
         program_with(None),
         ["" if value is None else str(value) for value in inputs],
-        [
-            None if value is None else value if isinstance(value, str) else str(value)
-            for value in outputs
-        ],
+        [_expected(value) for value in outputs],
         programs=[program_with(a) for a in asserts] if isinstance(asserts, list) else None,
     )
 

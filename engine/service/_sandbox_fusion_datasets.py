@@ -256,6 +256,7 @@ async def _judge_cases(
 
     async def judged(case: _StdioCase) -> EvalTestCase:
         answer = await run(request.model_copy(update={"stdin": case.input["stdin"]}))
+        _refuse_sandbox_error(answer)  # raised when the answers reach this case
         info = {"input": dict(case.input), "output": dict(case.output)}
         exec_info = _within_share(answer.wire(), share)
         failed = EvalTestCase(passed=False, exec_info=exec_info, test_info=info)
@@ -519,6 +520,8 @@ def _go_imports_together(code: str) -> str:
     single = re.findall(r'import\s+("\w+")', code)
     grouped = [line.strip() for block in _grouped_imports(code)[0] for line in block.split("\n")]
     imports = set(single + grouped) - {""}
+    # SandboxFusion takes the groups out once the single imports are gone, which may join a
+    # new group: read them again, as it does.
     code = _grouped_imports(re.sub(r'import\s+("\w+")', "", code))[1]
     header = "\n".join(f"package {p}" for p in packages)
     return header + "\n\n" + "\n".join(f"import {i}" for i in imports) + "\n\n" + code
@@ -689,16 +692,6 @@ async def _mbpp_submit(request: SubmitRequest, row: dict[str, Any], run: Runner)
     program = code + "".join(f"\n{test}\n" for test in chosen)
     answer = await run(program_run(program, "python", 10, request.config.run_timeout or 20))
     return _one_run(request, code, program, answer)
-
-
-async def _oj_submit_checked(
-    request: SubmitRequest, row: dict[str, Any], run: Runner
-) -> EvalResult:
-    result = await _oj_submit(request, row, run)
-    for test in result.tests:
-        if test.exec_info.get("status") == "SandboxError":
-            raise OJError(500, f"failed to request sandbox: {test.exec_info.get('message')}")
-    return result
 
 
 # -- AutoEval ---------------------------------------------------------------------------------
@@ -988,7 +981,7 @@ async def _crux_submit(request: SubmitRequest, row: dict[str, Any], run: Runner)
 DATASET_TYPES: dict[str, DatasetType] = {
     kind.name: kind
     for kind in (
-        DatasetType("CommonOJDataset", ("code_contests",), _oj_prompt, _oj_submit_checked),
+        DatasetType("CommonOJDataset", ("code_contests",), _oj_prompt, _oj_submit),
         DatasetType(
             "MultiPLEDataset",
             tuple(_MULTIPLE.run_language),

@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from a2e_engine.engine.service._bodies import STRICT
 
 __all__ = [
-    "SANDBOX_FUSION_LANGUAGES",
     "EvalResult",
     "EvalTestCase",
     "GetPromptByIdRequest",
@@ -20,6 +19,7 @@ __all__ = [
     "Message",
     "OJErrorBody",
     "Prompt",
+    "SandboxFusionLanguage",
     "SubmitRequest",
     "TestConfig",
 ]
@@ -30,7 +30,6 @@ SandboxFusionLanguage = Literal[
     "sql", "rust", "cuda", "lua", "R", "perl", "D_ut", "ruby", "scala", "julia", "pytest",
     "junit", "kotlin_script", "jest", "verilog", "python_gpu", "lean", "swift", "racket",
 ]  # fmt: skip
-SANDBOX_FUSION_LANGUAGES: tuple[str, ...] = SandboxFusionLanguage.__args__  # type: ignore[attr-defined]
 
 
 class Message(BaseModel):
