@@ -396,6 +396,10 @@ def test_cruxeval_answers_are_put_in_the_assertion(http: httpx.Client) -> None:
                      "config": {"provided_data": {"prompt": "", "tests": "",
                                                   "stop_tokens": [str(n) for n in range(65)]}}},
          400, "at most 64 stop tokens"),
+        ("/submit", {"dataset": "multiple_lua", "id": 1, "completion": "x",
+                     "config": {"provided_data": {"prompt": "", "tests": "",
+                                                  "stop_tokens": "\n"}}},
+         400, "stop_tokens must be a list"),
         ("/get_prompts", {"dataset": "x", "config": {
             "dataset_type": "AutoEvalDataset", "extra": {"prompt_template": "$question" * 1000},
             "provided_data": [{"id": 0, "labels": {}, "content": "q" * 10_000}]}},

@@ -488,11 +488,13 @@ def _stop_token_trim(text: str, stop_tokens: Any) -> str:
     """The text cut at each stop token (but a blank line). A token given as a regular
     expression (``re:``) is refused but for the one SandboxFusion gives HumanEval's Python rows
     itself: a client's expression would run in the server, where one can take hours."""
-    tokens = list(dict.fromkeys(stop_tokens or ()))
+    if not isinstance(stop_tokens, list | None):
+        raise OJError(400, "config.provided_data.stop_tokens must be a list of text")
+    tokens = list(dict.fromkeys(t for t in stop_tokens or () if isinstance(t, str)))
     if len(tokens) > MAX_STOP_TOKENS:
         raise OJError(400, f"at most {MAX_STOP_TOKENS} stop tokens, got {len(tokens)}")
     for token in tokens:
-        if not isinstance(token, str) or token == "\n\n":
+        if token == "\n\n":
             continue
         if token == _PYTHON_STOP:
             found = _PYTHON_STOP_RE.search(text)
