@@ -578,11 +578,11 @@ def test_go_programs_are_put_together_as_sandbox_fusion_does_in_one_pass() -> No
     """Its imports gathered at the top, on 20,000 random programs (the imports' order aside:
     SandboxFusion's comes from a set); and a megabyte of groups that never close is read in
     one pass, where its expression takes 22 s for 160 kB."""
-    from a2e_engine.engine.service._sandbox_fusion_datasets import _go_imports_together
+    from a2e_engine.engine.service._sandbox_fusion_datasets._base import go_imports_together
 
     generator = random.Random(7)
     for _ in range(20_000):
         code = "".join(generator.choice(GO_PIECES) for _ in range(generator.randint(0, 25)))
-        mine, theirs = _go_imports_together(code), _sandbox_fusions_go(code)
+        mine, theirs = go_imports_together(code), _sandbox_fusions_go(code)
         assert sorted(mine.split("\n")) == sorted(theirs.split("\n")), repr(code)
-    assert _go_imports_together("import (" * (1 << 17)).endswith("import (")
+    assert go_imports_together("import (" * (1 << 17)).endswith("import (")

@@ -1,0 +1,187 @@
+"""What every dataset class shares: the bounds of a submission, how a row's columns are read
+and refused, the one-run answer, and Go's imports gathered as SandboxFusion gathers them."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from a2e_engine.engine.service._sandbox_fusion import RunCodeRequest, RunCodeResponse
+from a2e_engine.engine.service._sandbox_fusion_oj_types import (
+    EvalResult,
+    EvalTestCase,
+    Prompt,
+    SubmitRequest,
+    TestConfig,
+)
+from a2e_engine.tools._judging import MAX_CASES
+
+#: A submission's cases that run at once (SandboxFusion's ``max_runner_concurrency``).
+CASES_AT_ONCE = 3
+#: What a passed case's ``test_info`` keeps of each input and output (``truncate_str``).
+SHOWN_CHARS = 1000
+#: A submission's cases and a listing's rows at most (``code_eval``'s bound on cases).
+MAX_ROWS = MAX_CASES
+#: What the cases of a submission keep of their programs' output, in all: each case's stdout
+#: and stderr keep an equal share of it, their ends (SandboxFusion keeps them whole, and 10,000
+#: cases of a program that prints a megabyte would be 20 GB); 8 cases keep all of a run's.
+OUTPUT_BUDGET_CHARS = 16 << 20
+#: What a program or prompt put together from a row and a completion may hold: one built from
+#: small parts can be huge (a template that names the question a thousand times).
+MAX_BUILT_CHARS = 8 << 20
+#: Stop tokens a row may give.
+MAX_STOP_TOKENS = 64
+
+#: Runs one program as ``/run_code`` does; its answer, never an exception.
+Runner = Callable[[RunCodeRequest], Awaitable[RunCodeResponse]]
+
+
+class OJError(Exception):
+    """A request the dataset cannot judge: its HTTP status and SandboxFusion's ``detail``."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def program_run(
+    code: str,
+    language: str,
+    compile_s: float,
+    run_s: float,
+    files: dict[str, str] | None = None,
+    fetch_files: list[str] | None = None,
+) -> RunCodeRequest:
+    """One run as ``/run_code`` takes it, with SandboxFusion's memory limit (none)."""
+    return RunCodeRequest.model_validate(
+        {
+            "code": code,
+            "language": language,
+            "compile_timeout": compile_s,
+            "run_timeout": run_s,
+            "files": files or {},
+            "fetch_files": fetch_files or [],
+        }
+    )
+
+
+def column(row: dict[str, Any], name: str) -> Any:
+    try:
+        return row[name]
+    except KeyError:
+        raise OJError(400, f"config.provided_data has no {name!r}") from None
+
+
+def require(row: dict[str, Any], *names: str) -> None:
+    """The columns SandboxFusion's class reads, present, though this one does not read them."""
+    for name in names:
+        column(row, name)
+
+
+def json_column(row: dict[str, Any], name: str) -> Any:
+    """A column that may be given as JSON text (SandboxFusion's ``ensure_json``)."""
+    value = column(row, name)
+    if isinstance(value, str):
+        try:
+            return json.loads(value, strict=False)
+        except (ValueError, RecursionError) as exc:
+            raise OJError(400, f"config.provided_data.{name} is not JSON: {exc}") from None
+    return value
+
+
+def truncated(text: str, length: int = SHOWN_CHARS) -> str:
+    """SandboxFusion's ``truncate_str``: past ``length``, its ends around ``...``."""
+    if not text or len(text) <= length:
+        return text
+    keep = (length - 3) // 2
+    return text[:keep] + "..." + text[-keep:]
+
+
+@dataclass(frozen=True)
+class DatasetType:
+    """One of SandboxFusion's dataset classes: its name (``config.dataset_type``), the dataset
+    ids it is registered under, its prompt and its judging."""
+
+    name: str
+    dataset_ids: tuple[str, ...]
+    prompt: Callable[[dict[str, Any], str, TestConfig], Prompt]
+    submit: Callable[[SubmitRequest, dict[str, Any], Runner], Awaitable[EvalResult]]
+    #: Other names ``config.dataset_type`` may give it (SandboxFusion declares AutoEval's and
+    #: its own tests use them, though its registry never reads them).
+    aliases: tuple[str, ...] = ()
+    #: The prompts of a list of rows, where they are not each row's ``prompt`` in turn.
+    listing: Callable[[list[dict[str, Any]], str, TestConfig], list[Prompt]] | None = None
+
+    def prompts(self, rows: list[dict[str, Any]], dataset: str, config: TestConfig) -> list[Prompt]:
+        if self.listing is not None:
+            return self.listing(rows, dataset, config)
+        return [self.prompt(row, dataset, config) for row in rows]
+
+
+def bounded(size: int, what: str) -> None:
+    """Refuse to put together a text past ``MAX_BUILT_CHARS``, before it is built."""
+    if size > MAX_BUILT_CHARS:
+        raise OJError(400, f"{what} would hold {size} characters, past {MAX_BUILT_CHARS}")
+
+
+def one_run(
+    request: SubmitRequest, extracted: str, program: str, answer: RunCodeResponse
+) -> EvalResult:
+    """A dataset judged by one run: accepted when it exits 0 in time."""
+    refuse_sandbox_error(answer)
+    accepted = answer.status == "Success"
+    return EvalResult(
+        id=request.id,
+        accepted=accepted,
+        extracted_code=extracted,
+        full_code=program,
+        tests=[EvalTestCase(passed=accepted, exec_info=answer.wire())],
+    )
+
+
+def refuse_sandbox_error(answer: RunCodeResponse) -> None:
+    """A run the sandbox could not make is no verdict: a 500, as SandboxFusion answers it."""
+    if answer.status == "SandboxError":
+        raise OJError(500, f"failed to request sandbox: {answer.message}")
+
+
+def go_imports_together(code: str) -> str:
+    """SandboxFusion's ``postprocess_full_code`` for Go: one package line each and every import
+    gathered at the top."""
+    packages = set(re.findall(r"package\s+(\w+)", code))
+    code = re.sub(r"package\s+(\w+)", "", code)
+    single = re.findall(r'import\s+("\w+")', code)
+    grouped = [line.strip() for block in _grouped_imports(code)[0] for line in block.split("\n")]
+    imports = set(single + grouped) - {""}
+    # SandboxFusion takes the groups out once the single imports are gone, which may join a
+    # new group: read them again, as it does.
+    code = _grouped_imports(re.sub(r'import\s+("\w+")', "", code))[1]
+    header = "\n".join(f"package {p}" for p in packages)
+    return header + "\n\n" + "\n".join(f"import {i}" for i in imports) + "\n\n" + code
+
+
+_IMPORT_GROUP = re.compile(r"import\s+\(")
+
+
+def _grouped_imports(code: str) -> tuple[list[str], str]:
+    """What SandboxFusion's expression for Go's grouped imports finds in ``code`` (``import``,
+    whitespace, the shortest text in parentheses), and ``code`` without them, in one pass: the
+    expression takes time quadratic in groups that never close."""
+    blocks: list[str] = []
+    kept: list[str] = []
+    at = 0
+    for opening in _IMPORT_GROUP.finditer(code):
+        if opening.start() < at:
+            continue  # inside the group before it
+        close = code.find(")", opening.end())
+        if close == -1:
+            break  # no later group closes either
+        blocks.append(code[opening.end() : close])
+        kept.append(code[at : opening.start()])
+        at = close + 1
+    kept.append(code[at:])
+    return blocks, "".join(kept)
