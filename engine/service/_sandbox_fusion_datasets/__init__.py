@@ -7,7 +7,9 @@ completion becomes, how it runs and what the answer says. One module a class (or
 - ``_function_tests``: ``HumanEvalDataset`` and ``MultiPLEDataset``;
 - ``_mbpp``: ``MBPPDataset``;
 - ``_autoeval``: ``AutoEvalDataset``;
-- ``_cruxeval``: ``CruxEvalDataset`` (and CRUXEval-X's submissions).
+- ``_cruxeval``: ``CruxEvalDataset`` (and CRUXEval-X's submissions);
+- ``_live_code_bench``: ``LiveCodeBenchDataset``, judged by ``_live_code_bench_judge`` in the
+  sandbox, its packed test cases read by ``_literal_pickle``.
 
 A dataset reads its rows from ``config.provided_data`` only: the engine keeps no tables. A row
 without a column its class reads is a 400 that names it (SandboxFusion's server answers a 500
@@ -27,6 +29,7 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
 from a2e_engine.engine.service._sandbox_fusion_datasets._common_oj import COMMON_OJ
 from a2e_engine.engine.service._sandbox_fusion_datasets._cruxeval import CRUXEVAL
 from a2e_engine.engine.service._sandbox_fusion_datasets._function_tests import HUMANEVAL, MULTIPLE
+from a2e_engine.engine.service._sandbox_fusion_datasets._live_code_bench import LIVE_CODE_BENCH
 from a2e_engine.engine.service._sandbox_fusion_datasets._mbpp import MBPP
 from a2e_engine.engine.service._sandbox_fusion_oj_types import TestConfig
 
@@ -41,7 +44,8 @@ __all__ = [
 ]
 
 DATASET_TYPES: dict[str, DatasetType] = {
-    kind.name: kind for kind in (COMMON_OJ, MULTIPLE, HUMANEVAL, MBPP, CRUXEVAL, AUTOEVAL)
+    kind.name: kind
+    for kind in (COMMON_OJ, MULTIPLE, HUMANEVAL, MBPP, CRUXEVAL, AUTOEVAL, LIVE_CODE_BENCH)
 }
 
 

@@ -35,6 +35,12 @@ MAX_BUILT_CHARS = 8 << 20
 #: Stop tokens a row may give.
 MAX_STOP_TOKENS = 64
 
+#: Why ``config.custom_extract_logic`` is refused.
+NO_CUSTOM_EXTRACTION = (
+    "config.custom_extract_logic is not served: it is Python that SandboxFusion runs in its "
+    "server, and nothing a client sends runs outside a sandbox here"
+)
+
 #: Runs one program as ``/run_code`` does; its answer, never an exception.
 Runner = Callable[[RunCodeRequest], Awaitable[RunCodeResponse]]
 

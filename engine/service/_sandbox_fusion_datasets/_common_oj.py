@@ -13,6 +13,7 @@ from typing import Any
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     CASES_AT_ONCE,
     MAX_ROWS,
+    NO_CUSTOM_EXTRACTION,
     OUTPUT_BUDGET_CHARS,
     SHOWN_CHARS,
     DatasetType,
@@ -105,7 +106,7 @@ async def _oj_submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -
     if not config.language:
         raise OJError(400, "config.language field must exist for CommonOJDataset, got None")
     if config.custom_extract_logic is not None:
-        raise OJError(400, _NO_CUSTOM_EXTRACTION)
+        raise OJError(400, NO_CUSTOM_EXTRACTION)
     cases = _stdio_cases(row)
     code = default_extract_helper(request.completion, config.language)
     tests = await _judge_cases(code, cases, config, run)
@@ -185,12 +186,6 @@ def _within_share(exec_info: dict[str, Any], share: int) -> dict[str, Any]:
             if isinstance(text, str):
                 result[stream] = truncated(text, share)
     return exec_info
-
-
-_NO_CUSTOM_EXTRACTION = (
-    "config.custom_extract_logic is not served: it is Python that SandboxFusion runs in its "
-    "server, and nothing a client sends runs outside a sandbox here"
-)
 
 
 COMMON_OJ = DatasetType("CommonOJDataset", ("code_contests",), _oj_prompt, _oj_submit)
