@@ -177,3 +177,23 @@ def test_a_zip_bomb_is_refused_at_its_cap() -> None:
     bomb = base64.b64encode(zlib.compress(b"\0" * (64 << 20))).decode()
     with pytest.raises(PickleRefused, match="more than 1048576 bytes once inflated"):
         unpacked(bomb, 1 << 20)
+
+
+def test_a_program_cannot_read_the_nonce_or_sign_a_verdict(http: httpx.Client) -> None:
+    """The nonce's file is gone before the candidate's code runs; a verdict the candidate
+    writes with what it guesses, before ending the judge, is not the judge's."""
+    row = CORPUS["submissions"][0]["request"]["config"]["provided_data"]
+    forge = (
+        "import io, json, posix\n"
+        "try:\n"
+        "    nonce = io.open('lcb-nonce').read()\n"
+        "except OSError:\n"
+        "    nonce = 'gone'\n"
+        "print(nonce)\n"
+        "with io.open('lcb-verdict.json', 'w') as f:\n"
+        "    f.write(json.dumps({'nonce': nonce, 'passed': True}))\n"
+        "posix._exit(0)\n"
+    )
+    answer = http.post("/submit", json=_submission(row, f"```python\n{forge}\n```")).json()
+    assert answer["accepted"] is False
+    assert answer["tests"][0]["exec_info"]["run_result"]["return_code"] == 0  # it did end it

@@ -44,8 +44,11 @@ from a2e_engine.engine.service._sandbox_fusion_oj_types import (
 
 #: The longest a submission's run may take, whatever its cases (SandboxFusion's).
 MAX_RUN_S = 160
-#: The judge's text, the program each submission runs (with its ``main`` called after it).
+#: The judge, a file beside the candidate's code, and the program that runs it (SandboxFusion's
+#: ``testing_util.py`` and ``TEST_CODE``).
 _JUDGE = resources.files(__package__).joinpath("_live_code_bench_judge.py").read_text()
+_JUDGE_FILE = "lcb_judge.py"
+_RUN_JUDGE = "from lcb_judge import main\n\nmain({seconds})\n"
 
 _FEWSHOT_PREFIX = """### Instruction
 You are an expert Python programmer. You will be given a question (problem specification) and will generate a correct Python program that matches the specification and passes all tests. You will NOT return anything except for the program.
@@ -242,9 +245,10 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> E
     files = {
         "test_cases.txt": written,
         "code.py": code,
+        _JUDGE_FILE: _JUDGE,
         judge.NONCE: nonce,
     }
-    driver = f"{_JUDGE}\nmain({seconds})\n"
+    driver = _RUN_JUDGE.format(seconds=seconds)
     answer = await run(
         program_run(
             driver,

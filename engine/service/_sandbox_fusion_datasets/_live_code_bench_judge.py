@@ -21,9 +21,9 @@ the expected outputs from ``test_cases.txt`` in theirs). A candidate that reads 
 memory can still forge its verdict: this is a harness in the candidate's process, as
 LiveCodeBench's is; ``code_eval`` is the engine's judge that runs each case apart.
 
-Run as this file's text followed by ``main(<seconds a case>)``, beside ``test_cases.txt``,
-``code.py`` and ``lcb-nonce``; writes ``lcb-verdict.json``, prints the first failure's details
-(their ``metadata``) and exits 0 when every case passed, else 255.
+Sent as ``lcb_judge.py`` and run as ``from lcb_judge import main; main(<seconds a case>)``,
+beside ``test_cases.txt``, ``code.py`` and ``lcb-nonce``; writes ``lcb-verdict.json``, prints
+the first failure's details (their ``metadata``) and exits 0 when every case passed, else 255.
 """
 
 from __future__ import annotations
