@@ -146,7 +146,8 @@ def test_literal_pickles_read_as_pickle_reads_them() -> None:
     for value in values:
         for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
             assert literal_pickle(pickle.dumps(value, protocol=protocol), 1 << 20) == value
-    assert literal_pickle(pickle.dumps(b"bytes", protocol=3), 1 << 20) == b"bytes"
+    with pytest.raises(PickleRefused, match="SHORT_BINBYTES"):  # JSON cannot write it
+        literal_pickle(pickle.dumps(b"bytes", protocol=3), 1 << 20)
     assert unpacked(_packed(values[0]), 1 << 20) == values[0]
 
 
@@ -197,3 +198,75 @@ def test_a_program_cannot_read_the_nonce_or_sign_a_verdict(http: httpx.Client) -
     answer = http.post("/submit", json=_submission(row, f"```python\n{forge}\n```")).json()
     assert answer["accepted"] is False
     assert answer["tests"][0]["exec_info"]["run_result"]["return_code"] == 0  # it did end it
+
+
+def _call_row(name: str, inputs: list[str], outputs: list[str]) -> dict[str, Any]:
+    cases = {"inputs": inputs, "outputs": outputs, "fn_name": name}
+    return {"id": 3, "content": "q", "labels": "{}", "test": {"input_output": json.dumps(cases)}}
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "accepted"),
+    [
+        # numpy imported before the judge takes os.putenv away, as theirs imports it
+        (
+            "numpy",
+            "import numpy as np\nprint(int(np.array(input().split(), dtype=int).sum()))",
+            True,
+        ),
+        # the judge's own __future__ flags do not reach the candidate: this fails there
+        (
+            "annotations",
+            "def f(x: Undefined) -> int:\n    return x\nprint(3 if input() else 0)",
+            False,
+        ),
+        # os._exit with a failing status fails, as the judge's own status fails theirs
+        ("exit_status", "import os\nprint(3 if input() else 0)\nos._exit(1)", False),
+    ],
+)
+def test_honest_programs_as_sandbox_fusion_judges_them(
+    http: httpx.Client, name: str, code: str, accepted: bool
+) -> None:
+    row = {"id": 2, "content": "q", "labels": "{}", "test": json.dumps(
+        {"input_output": json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})})}  # fmt: skip
+    answer = http.post("/submit", json=_submission(row, f"```python\n{code}\n```"))
+    assert answer.status_code == 200 and answer.json()["accepted"] is accepted, answer.text
+
+
+def test_a_function_named_code_is_still_a_call(http: httpx.Client) -> None:
+    row = _call_row("code", ["1"], ["2"])
+    answer = http.post("/submit", json=_submission(row, "def code(x):\n    return x + 1\n"))
+    assert answer.json()["accepted"] is True, answer.text
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        # replaces the builtin the verdict was counted with
+        "import builtins\nbuiltins.all = lambda items: True\n",
+        # fills the verdict's name it guesses past what a run may fetch, then ends the judge
+        "import posix\nwith open('lcb-verdict.json', 'w') as f:\n    f.write('x' * (9 << 20))\n"
+        "posix._exit(1)\n",
+    ],
+)
+def test_a_wrong_function_cannot_sign_its_own_pass(http: httpx.Client, attack: str) -> None:
+    code = attack + "class Solution:\n    def add(self, a, b):\n        return 999\n"
+    answer = http.post("/submit", json=_submission(_call_row("add", ["1\n2"], ["3"]), code))
+    assert answer.status_code == 200 and answer.json()["accepted"] is False, answer.text
+
+
+def test_rows_and_completions_that_cannot_be_written_are_a_400_or_a_verdict(
+    http: httpx.Client,
+) -> None:
+    row = {
+        "id": 1,
+        "content": "q",
+        "labels": "{}",
+        "test": _packed({"input_output": "{}", 1.5: b"x"}),
+    }
+    answer = http.post("/submit", json=_submission(row, "print(1)"))
+    assert answer.status_code == 400 and "\n" not in answer.json()["detail"], answer.text
+    row = CORPUS["submissions"][0]["request"]["config"]["provided_data"]
+    lone = json.dumps(_submission(row, "print('\ud800')"))  # escaped: JSON allows it
+    answer = http.post("/submit", content=lone, headers={"content-type": "application/json"})
+    assert answer.status_code == 200 and answer.json()["accepted"] is False, answer.text

@@ -117,7 +117,7 @@ async def _autoeval_submit(request: SubmitRequest, row: dict[str, Any], run: Run
     code = remove_entry_points(default_extract_helper(request.completion, language), language)
     tests = str(column(test, "code"))
     if language == "html" and _INSERT not in tests:
-        files["index.html"] = base64.b64encode(code.encode()).decode()
+        files["index.html"] = base64.b64encode(code.encode("utf-8", "surrogatepass")).decode()
         program = tests
     else:
         program = _with_tests(code, tests, bool(extra.get("repr_code")))

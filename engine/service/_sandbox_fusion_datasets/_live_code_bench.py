@@ -19,6 +19,7 @@ from a2e_engine.engine.service._sandbox_fusion import RunCodeResponse
 from a2e_engine.engine.service._sandbox_fusion_datasets import _live_code_bench_judge as judge
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     MAX_BUILT_CHARS,
+    MAX_ROWS,
     NO_CUSTOM_EXTRACTION,
     DatasetType,
     OJError,
@@ -237,10 +238,15 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> E
         raise OJError(400, NO_CUSTOM_EXTRACTION)
     json_column(row, "labels")
     tests, count = _tests(row)
+    if count > MAX_ROWS:
+        raise OJError(400, f"at most {MAX_ROWS} cases a submission, got {count}")
     seconds = int(config.run_timeout or 6)
     code = default_extract_helper(request.completion, "python")
     nonce = secrets.token_hex(16)
-    written = json.dumps(tests)
+    try:
+        written = json.dumps(tests)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise OJError(400, f"config.provided_data.test is not JSON data: {exc}") from None
     bounded(len(written), "the test cases")
     files = {
         "test_cases.txt": written,
@@ -255,8 +261,8 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> E
             "python",
             10,
             min((seconds + 1) * count + 5, MAX_RUN_S),
-            {name: base64.b64encode(text.encode()).decode() for name, text in files.items()},
-            [judge.VERDICT],
+            {name: _base64(text) for name, text in files.items()},
+            [judge.VERDICT.format(nonce=nonce)],
         )
     )
     refuse_sandbox_error(answer)
@@ -273,10 +279,16 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> E
     )
 
 
+def _base64(text: str) -> str:
+    """``text`` as a file's base64; a lone surrogate (JSON allows one) written as Python
+    would read it back: not UTF-8, so the candidate's code fails to load, as a 400 would."""
+    return base64.b64encode(text.encode("utf-8", "surrogatepass")).decode()
+
+
 def _judged_passed(answer: RunCodeResponse, nonce: str) -> bool:
     """Whether the judge wrote that every case passed, with this request's nonce."""
     try:
-        verdict = json.loads(base64.b64decode(answer.files[judge.VERDICT]))
+        verdict = json.loads(base64.b64decode(answer.files[judge.VERDICT.format(nonce=nonce)]))
         return verdict["nonce"] == nonce and verdict["passed"] is True
     except (KeyError, ValueError, TypeError, RecursionError):
         return False

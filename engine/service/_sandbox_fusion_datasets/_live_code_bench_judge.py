@@ -17,13 +17,16 @@ program that ends the process early (``os._exit(0)``, or ``sys.exit(0)`` outside
 program, which theirs reads as a pass from its exit status) is not accepted. ``os._exit``
 during a stdin program ends only that program, as ``sys.exit`` does in theirs. The test cases
 and the nonce are deleted before the candidate's code runs (a call-based program could read
-the expected outputs from ``test_cases.txt`` in theirs). A candidate that reads the judge's
-memory can still forge its verdict: this is a harness in the candidate's process, as
-LiveCodeBench's is; ``code_eval`` is the engine's judge that runs each case apart.
+the expected outputs from ``test_cases.txt`` in theirs). The verdict is counted and written
+with no builtin the candidate may have replaced, to a name holding the nonce. A candidate
+that reads the judge's memory, or replaces what its comparisons call, can still forge its
+verdict: this is a harness in the candidate's process, as LiveCodeBench's is; ``code_eval`` is
+the engine's judge that runs each case apart.
 
 Sent as ``lcb_judge.py`` and run as ``from lcb_judge import main; main(<seconds a case>)``,
-beside ``test_cases.txt``, ``code.py`` and ``lcb-nonce``; writes ``lcb-verdict.json``, prints
-the first failure's details (their ``metadata``) and exits 0 when every case passed, else 255.
+beside ``test_cases.txt``, ``code.py`` and ``lcb-nonce``; writes ``lcb-verdict-<nonce>.json``,
+prints the first failure's details (their ``metadata``) and exits 0 when every case passed,
+else 255.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from io import StringIO
 from typing import Any
 from unittest.mock import mock_open, patch
 
-VERDICT = "lcb-verdict.json"
+VERDICT = "lcb-verdict-{nonce}.json"  # a name the candidate cannot know, nor fill
 NONCE = "lcb-nonce"
 TESTS = "test_cases.txt"
 CODE = "code.py"
@@ -121,7 +124,8 @@ def _as_stdin_program(code: str) -> str:
 
 def _load(program: str) -> types.ModuleType:
     module = types.ModuleType("tmp_sol")
-    exec(program, module.__dict__)  # the candidate's code, in the sandbox
+    # the candidate's code, in the sandbox, compiled without this file's ``__future__`` flags
+    exec(compile(program, "<string>", "exec", dont_inherit=True), module.__dict__)
     return module
 
 
@@ -138,6 +142,9 @@ def _run_stdin(method: Any, given: str) -> None:
     ):
         try:
             method()
+        except _ProgramExit as ended:
+            if ended.code not in (0, None):  # theirs: the judge's status, a failure
+                raise RuntimeError(f"os._exit({ended.code})") from None
         except SystemExit:
             pass
 
@@ -199,14 +206,15 @@ def judge(tests: dict[str, Any], code: str, timeout: int) -> tuple[list[Any], Me
     """Each case in turn up to the first that fails: its results and their metadata."""
     cases = json.loads(tests["input_output"])
     name = cases.get("fn_name")
-    if name is None:
+    call_based = name is not None
+    if not call_based:
         program, name = PRELUDE + _as_stdin_program(code), "code"
     else:
         program = PRELUDE + code
     signal.alarm(timeout)
     try:
         module = _load(program)
-        target: Any = module.Solution() if name != "code" and "class Solution" in code else module
+        target: Any = module.Solution() if call_based and "class Solution" in code else module
     except BaseException as error:  # SystemExit too: a program that ends here is not judged
         signal.alarm(0)
         return [-2], _failure(-1, "Compilation Error", error=repr(error))
@@ -218,7 +226,7 @@ def judge(tests: dict[str, Any], code: str, timeout: int) -> tuple[list[Any], Me
     results: list[Any] = []
     for index, given in enumerate(cases["inputs"]):
         expected = cases["outputs"][index]
-        if name != "code":
+        if call_based:
             failure = _judge_call(method, given, expected, timeout, results)
         else:
             failure = _judge_stdin(method, given, expected, timeout, results)
@@ -341,6 +349,10 @@ def main(timeout: int) -> None:
     os.unlink(TESTS)
     write = open  # the candidate may replace the builtin; the verdict is written with this
     signal.signal(signal.SIGALRM, _alarm)
+    try:
+        import numpy  # noqa: F401 - theirs imports it before the guard, which breaks its import
+    except ImportError:
+        pass
     reliability_guard()
     process_exit, os._exit = os._exit, _program_exit  # type: ignore[assignment]
     try:
@@ -348,9 +360,13 @@ def main(timeout: int) -> None:
     finally:
         signal.alarm(0)
         os._exit = process_exit  # the interpreter's own ending uses it
-    passed = all(result == True for result in results)  # noqa: E712 - theirs
-    with write(VERDICT, "w") as file:
-        file.write(json.dumps({"nonce": nonce, "passed": passed}))
+    passed = True
+    for result in results:  # no builtin the candidate may have replaced (``all``, ``json``)
+        if result != True:  # noqa: E712 - theirs: anything but True fails
+            passed = False
+    with write(VERDICT.format(nonce=nonce), "w") as file:
+        verdict = "true" if passed else "false"
+        file.write(f'{{"nonce": "{nonce}", "passed": {verdict}}}')
     if not passed:
         print(metadata)
     sys.exit(0 if passed else -1)
