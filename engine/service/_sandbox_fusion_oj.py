@@ -34,10 +34,9 @@ from a2e_engine.engine.service._sandbox_fusion import (
     read_request,
     run_code,
 )
-from a2e_engine.engine.service._sandbox_fusion_datasets import (
+from a2e_engine.engine.service._sandbox_fusion_datasets._base import MAX_ROWS, OJError
+from a2e_engine.engine.service._sandbox_fusion_datasets._registry import (
     DATASET_TYPES,
-    MAX_ROWS,
-    OJError,
     dataset_type_of,
 )
 from a2e_engine.engine.service._sandbox_fusion_oj_types import (
