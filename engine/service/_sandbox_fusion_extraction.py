@@ -22,7 +22,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["CodeBlock", "default_extract_helper", "freeform_code", "remove_entry_points"]
+__all__ = [
+    "LISTED_ALIASES",
+    "CodeBlock",
+    "code_found",
+    "default_extract_helper",
+    "fenced_blocks",
+    "freeform_code",
+    "heuristic_blocks",
+    "incomplete_blocks",
+    "remove_entry_points",
+]
 
 FENCE = "```"
 _SQL = re.compile(r"^\s*(?:select|with\s[^\n]+as)[^;]*", re.MULTILINE | re.IGNORECASE)
@@ -57,9 +67,9 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "swift": ("swift",),
 }
 _LANGUAGE_OF_TAG = {alias: name for name, aliases in _ALIASES.items() for alias in aliases}
-#: The tags of ``nodejs`` and ``javascript`` as SandboxFusion's unresolved dictionary lists them,
-#: for ``exactly_match``: a block tagged with another language's alias is dropped.
-_LISTED_ALIASES = {**_ALIASES, "nodejs": ("javascript", "Javascript", "JavaScript", "JS", "js")}
+#: The tags of each language as SandboxFusion's dictionary lists them (``nodejs``'s with
+#: ``javascript``'s), for ``exactly_match`` and for an untagged block's first line.
+LISTED_ALIASES = {**_ALIASES, "nodejs": ("javascript", "Javascript", "JavaScript", "JS", "js")}
 
 FENCED, INCOMPLETE, HEURISTIC = 30, 20, 10
 
@@ -191,7 +201,6 @@ def freeform_code(
 ) -> tuple[str, str]:
     """SandboxFusion's ``extract_code_from_freeform_completion``: the code and how it was found
     (``fenced``, ``incomplete_fenced``, ``heuristic`` or ``empty``)."""
-    found = "empty"
     blocks = fenced_blocks(completion)
     if is_fewshot_task:
         first = next((i for i, b in enumerate(blocks) if b.language == language), -1)
@@ -201,24 +210,30 @@ def freeform_code(
             blocks = blocks[: first + 1]
     if exactly_match and language:
         others = {
-            a for name, aliases in _LISTED_ALIASES.items() if name != language for a in aliases
+            a for name, aliases in LISTED_ALIASES.items() if name != language for a in aliases
         }
         blocks = [block for block in blocks if block.language not in others]
-    if blocks:
-        found = "fenced"
-    else:
-        blocks = incomplete_blocks(completion)
-        if blocks:
-            found = "incomplete_fenced"
-        else:
-            blocks = heuristic_blocks(completion, language)
-            if blocks:
-                found = "heuristic"
-    if first_block_only:
-        code = blocks[0].code.replace("\r", "") if blocks else ""
-    else:
-        code = "\n\n".join(block.code for block in blocks).replace("\r", "")
+    code, found = code_found(blocks, completion, language, first_block_only)
     return _language_cuts(code, language, entry_point, declaration), found
+
+
+def code_found(
+    fenced: list[CodeBlock], completion: str, language: str, first_block_only: bool
+) -> tuple[str, str]:
+    """The code of the fenced blocks kept, else of the incomplete fence, else of the
+    heuristic's blocks, never mixed: the first block or all joined, without ``\\r``; and which
+    of the three it was (``empty`` for none). Both of SandboxFusion's free-form procedures end
+    so."""
+    blocks, found = fenced, "fenced"
+    if not blocks:
+        blocks, found = incomplete_blocks(completion), "incomplete_fenced"
+    if not blocks:
+        blocks, found = heuristic_blocks(completion, language), "heuristic"
+    if not blocks:
+        return "", "empty"
+    if first_block_only:
+        return blocks[0].code.replace("\r", ""), found
+    return "\n\n".join(block.code for block in blocks).replace("\r", ""), found
 
 
 def _language_cuts(code: str, language: str, entry_point: str, declaration: str) -> str:

@@ -6,6 +6,7 @@ completion becomes, how it runs and what the answer says. One module a class (or
 - ``_common_oj``: ``CommonOJDataset`` (stdin/stdout cases, run side by side);
 - ``_function_tests``: ``HumanEvalDataset`` and ``MultiPLEDataset``;
 - ``_mbpp``: ``MBPPDataset``;
+- ``_mbxp``: ``MBXPDataset`` (MBXP, HumanEval-DS and OODTest rows);
 - ``_autoeval``: ``AutoEvalDataset``;
 - ``_cruxeval``: ``CruxEvalDataset`` (and CRUXEval-X's submissions);
 - ``_live_code_bench``: ``LiveCodeBenchDataset``, judged by ``_live_code_bench_judge`` in the

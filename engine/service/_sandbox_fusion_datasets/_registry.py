@@ -9,13 +9,14 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._cruxeval import CRUXEVA
 from a2e_engine.engine.service._sandbox_fusion_datasets._function_tests import HUMANEVAL, MULTIPLE
 from a2e_engine.engine.service._sandbox_fusion_datasets._live_code_bench import LIVE_CODE_BENCH
 from a2e_engine.engine.service._sandbox_fusion_datasets._mbpp import MBPP
+from a2e_engine.engine.service._sandbox_fusion_datasets._mbxp import MBXP
 from a2e_engine.engine.service._sandbox_fusion_oj_types import TestConfig
 
 __all__ = ["DATASET_TYPES", "dataset_type_of"]
 
 DATASET_TYPES: dict[str, DatasetType] = {
     kind.name: kind
-    for kind in (COMMON_OJ, MULTIPLE, HUMANEVAL, MBPP, CRUXEVAL, AUTOEVAL, LIVE_CODE_BENCH)
+    for kind in [COMMON_OJ, MULTIPLE, HUMANEVAL, MBPP, MBXP, CRUXEVAL, AUTOEVAL, LIVE_CODE_BENCH]
 }
 
 

@@ -1,0 +1,103 @@
+"""SandboxFusion's ``MBXPDataset`` (MBXP, HumanEval-DS and OODTest rows) on a real ``a2e serve
+--http``: submissions of SandboxFusion's own sample rows, in the languages that run quickly here,
+judged as SandboxFusion's server judged the same requests (``tests/mbxp_corpus.json``, recorded
+from SandboxFusion 469de08 on this machine): the same ``accepted``, extracted code, program and
+extracted type. Its second extraction procedure against SandboxFusion's own on 460 random texts
+(``tests/extraction_v2_cases.json``), and the expressions it replaces, attacked with text that
+never closes them."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from a2e_engine.engine.service._sandbox_fusion_extraction_v2 import freeform_code_v2
+from tests.service_process import ServiceProcess
+
+HERE = Path(__file__).parent
+CORPUS = json.loads((HERE / "mbxp_corpus.json").read_text())
+EXTRACTIONS = json.loads((HERE / "extraction_v2_cases.json").read_text())
+COMPARED = ("accepted", "extracted_code", "full_code", "extracted_type")
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    server = ServiceProcess("--max-workers", "4")
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            yield client
+    finally:
+        assert server.stop() == 0
+
+
+def test_submissions_are_judged_as_sandbox_fusion_judged_them(http: httpx.Client) -> None:
+    submissions = CORPUS["submissions"]
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda s: http.post("/submit", json=s["request"]), submissions))
+    differ = []
+    for submission, answer in zip(submissions, answers, strict=True):
+        assert answer.status_code == 200, (submission["name"], answer.text)
+        got = {key: answer.json()[key] for key in COMPARED}
+        if got != submission["sandboxfusion"]:
+            differ.append((submission["name"], got, submission["sandboxfusion"]))
+    assert differ == []
+    verdicts = [s["sandboxfusion"]["accepted"] for s in submissions]
+    assert True in verdicts and False in verdicts
+
+
+def test_extraction_is_sandbox_fusions() -> None:
+    cases: list[dict[str, Any]] = EXTRACTIONS["cases"]
+    differ = [
+        case
+        for case in cases
+        if list(freeform_code_v2(case["text"], case["lang"], **case["flags"]))
+        != [case["code"], case["kind"]]
+    ]
+    assert differ == []
+    assert len({case["kind"] for case in cases}) == 4  # every way code is found, and none
+
+
+@pytest.mark.parametrize(
+    ("language", "text"),
+    [
+        ("csharp", "public static (" * 50_000),
+        ("java", "public static ((" * 50_000),
+        ("go", "func main(" * 100_000),
+        ("kotlin", "fun main(" * 100_000),
+        ("scala", "object A {" * 100_000),
+        ("verilog", "module m (a);" * 100_000),
+    ],
+    ids=["csharp", "java", "go", "kotlin", "scala", "verilog"],
+)
+def test_text_that_never_closes_is_read_in_one_pass(language: str, text: str) -> None:
+    """SandboxFusion's expressions take minutes on these (their lazy ``.*`` is quadratic, C#'s
+    and Java's cubic), on the server's event loop; here each takes milliseconds, and a bound
+    of seconds tells the two apart on any machine."""
+    started = time.process_time()
+    freeform_code_v2(
+        f"```\n{text}\n```",
+        language,
+        first_block_only=True,
+        exactly_match=False,
+        inner_function_only=True,
+        no_removal=True,
+    )
+    assert time.process_time() - started < 10
+
+
+def test_a_row_that_cannot_be_judged_is_a_400(http: httpx.Client) -> None:
+    row = json.loads(json.dumps(CORPUS["submissions"][0]["request"]))
+    data = row["config"]["provided_data"]
+    data["test"] = json.dumps({"code": "no insertion mark"})
+    answer = http.post("/submit", json=row)
+    assert answer.status_code == 400 and "#<INSERT>" in answer.json()["detail"]
+    row["config"]["extra"] = {"autoeval_extract_code_mode": "best"}
+    answer = http.post("/submit", json=row)
+    assert answer.status_code == 400 and "autoeval_extract_code_mode" in answer.json()["detail"]
