@@ -303,6 +303,27 @@ def test_jest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
     assert grew["run_result"]["status"] == "MemoryLimitExceeded", grew["run_result"]
 
 
+def test_csharp_asserts_end_the_program_as_dotnet_runs_it(tools: ToolAPI) -> None:
+    """SandboxFusion runs C# with ``dotnet run``, a Debug build, where a failed ``Debug.Assert``
+    ends the program: HumanEval's, MultiPL-E's and MBXP's C# tests assert that way, and under
+    Mono's own listener every answer, right or wrong, would pass them."""
+    head = "using System;\nusing System.Diagnostics;\nclass P { static void Main() {\n"
+    failed = _run(
+        tools, "csharp", head + 'Console.WriteLine("before");\nDebug.Assert(1 == 2);\n} }'
+    )
+    run = failed["run_result"]
+    assert failed["status"] == "Failed" and run["return_code"] == 134, run
+    assert run["stdout"] == "before\n" and "Assertion failed." in run["stderr"], run
+    traced = _run(tools, "csharp", head + "Trace.Assert(false);\n} }")
+    assert traced["status"] == "Failed", traced
+    held = _run(
+        tools,
+        "csharp",
+        head + 'Debug.Assert(2 > 1);\n#if DEBUG\nConsole.Write("debug");\n#endif\n} }',
+    )
+    assert held["status"] == "Success" and held["run_result"]["stdout"] == "debug", held
+
+
 def test_pytest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:
     passed = _run(tools, "pytest", PYTEST_FILE)
     run = passed["run_result"]

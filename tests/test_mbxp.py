@@ -101,3 +101,12 @@ def test_a_row_that_cannot_be_judged_is_a_400(http: httpx.Client) -> None:
     row["config"]["extra"] = {"autoeval_extract_code_mode": "best"}
     answer = http.post("/submit", json=row)
     assert answer.status_code == 400 and "autoeval_extract_code_mode" in answer.json()["detail"]
+
+
+def test_csharp_rows_get_the_verdicts_sandbox_fusions_tests_give(http: httpx.Client) -> None:
+    """HumanEval-DS's C# tests assert with ``Debug.Assert``: a wrong answer fails them only
+    where a failed assertion ends the program, as under ``dotnet run``."""
+    for submission in CORPUS["verdicts_of_its_tests"]["submissions"]:
+        answer = http.post("/submit", json=submission["request"])
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["accepted"] is submission["accepted"], submission["name"]

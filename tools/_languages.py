@@ -300,6 +300,19 @@ _KOTLIN_SCRIPT_RUN = (
     *_JVM,
     *("-cp", f".:{_KOTLIN}/kotlin-stdlib.jar:{_KOTLIN}/kotlin-script-runtime.jar", "RunScript"),
 )
+#: C# as ``dotnet run`` builds it (SandboxFusion's runner): a Debug build, so ``DEBUG`` and
+#: ``TRACE`` are defined and ``Debug.Assert`` is compiled in, and a failed assertion ends the
+#: program with status 134, which Mono's own listener would only log (``csharp/``).
+_CSHARP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csharp")
+_CSHARP_COMPILE = (
+    "/bin/sh",
+    "-c",
+    'mcs -optimize+ -define:DEBUG -define:TRACE -out:main.exe "$1" "$2" && cp "$3" .',
+    "mcs",
+    "{source}",
+    os.path.join(_CSHARP, "A2eFailFast.cs"),
+    os.path.join(_CSHARP, "main.exe.config"),
+)
 #: SQLite's shell on an empty database in memory (``.open`` or ``ATTACH`` reads one from
 #: ``files``), stopping at the first error with status 1, as a failed statement should fail the
 #: run. Arguments are what the shell makes of them: more SQL or dot-commands, run after the
@@ -671,8 +684,8 @@ LANGUAGES: dict[str, Language] = {
             "csharp",
             "main.cs",
             ("mono", "main.exe"),
-            compile=("mcs", "-optimize+", "-out:main.exe", "{source}"),
-            outputs=("main.exe",),
+            compile=_CSHARP_COMPILE,
+            outputs=("main.exe", "main.exe.config"),
             install="mono-mcs mono-runtime",
             version=("mono", "--version"),
             out_of_memory=("OutOfMemoryException",),
