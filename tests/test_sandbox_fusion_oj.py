@@ -12,6 +12,7 @@ how they were run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
@@ -352,6 +353,35 @@ def test_cruxeval_answers_are_put_in_the_assertion(http: httpx.Client) -> None:
     }
     refused = http.post("/submit", json=no_mode)
     assert refused.status_code == 400 and "extra.mode" in refused.json()["detail"]
+
+
+#: SandboxFusion's own row ``sample_0`` of its CRUXEval samples.
+CRUX_SAMPLE = {
+    "id": "sample_0",
+    "code": "def f(nums):\n    output = []\n    for n in nums:\n"
+    "        output.append((nums.count(n), n))\n    output.sort(reverse=True)\n    return output",
+    "input": "[1, 1, 3, 1, 3, 1]",
+    "output": "[(4, 1), (4, 1), (4, 1), (4, 1), (2, 3), (2, 3)]",
+}
+
+
+@pytest.mark.parametrize(
+    ("extra", "digest"),
+    [
+        ({"use_cot": True, "mode": "input"}, "82e17f0e12b6a75433b4e168b295a4e310b8448d3084b4a3392c34158319bb2a"),
+        ({"use_cot": True, "mode": "output"}, "940bc7e904960cf60bc25a670c04c3c6857b242c2d3e6b7c8c5597b613517e2f"),
+        ({"phind_output": True, "mode": "output"}, "10d1e8de57aefa901b738d911d2b406aa0ff96d3fa5113d7f8b30215cd5e1f0e"),
+        ({"use_cot": True, "coding_wrap_prompt": True}, "424ee5a434912bf93035c93b9a3f71c1b7cc2df0a392b060e314572624311166"),
+    ],
+)  # fmt: skip
+def test_cruxevals_reasoning_and_phind_prompts_are_sandbox_fusions(
+    http: httpx.Client, extra: dict[str, Any], digest: str
+) -> None:
+    """Each digest is of the prompt SandboxFusion's server gave for its own row."""
+    config = {"provided_data": CRUX_SAMPLE, "extra": extra}
+    body = {"dataset": "cruxeval", "id": "sample_0", "config": config}
+    prompt = http.post("/get_prompt_by_id", json=body).json()["prompt"]
+    assert hashlib.sha256(prompt.encode()).hexdigest() == digest, prompt
 
 
 @pytest.mark.parametrize(

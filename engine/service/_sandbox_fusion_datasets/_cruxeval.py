@@ -89,6 +89,70 @@ assert f(??) == {expected}
 [/PYTHON]
 [ANSWER]
 """  # noqa: E501
+#: With ``extra.phind_output`` (output mode): Phind's wording, the answer ended by ``# done``.
+_CRUX_PHIND_OUTPUT = """Based on the given Python code, which may contain errors, complete the assert statement with the output when executing the code on the given test case. Do NOT output any extra information, even if the function is incorrect or incomplete. Output "# done" after the assertion.
+
+def f(n):
+    return n
+assert f(17) == 17 # done
+
+def f(s):
+    return s + "a"
+assert f("x9j") == "x9ja" # done
+
+{code}
+assert f({given}) =="""  # noqa: E501
+#: With ``extra.use_cot``: the model reasons in ``[THOUGHT]`` before its answer.
+_CRUX_OUTPUT_COT = """You are given a Python function and an assertion containing an input to the function. Complete the assertion with a literal (no unsimplified expressions, no function calls) containing the output when executing the provided code on the given input, even if the function is incorrect or incomplete. Do NOT output any extra information. Execute the program step by step before arriving at an answer, and provide the full assertion with the correct output in [ANSWER] and [/ANSWER] tags, following the examples.
+
+[PYTHON]
+def f(s):
+    s = s + s
+    return "b" + s + "a"
+assert f("hi") == ??
+[/PYTHON]
+[THOUGHT]
+Let's execute the code step by step:
+
+1. The function f is defined, which takes a single argument s.
+2. The function is called with the argument "hi", so within the function, s is initially "hi".
+3. Inside the function, s is concatenated with itself, so s becomes "hihi".
+4. The function then returns a new string that starts with "b", followed by the value of s (which is now "hihi"), and ends with "a".
+5. The return value of the function is therefore "bhihia".
+[/THOUGHT]
+[ANSWER]
+assert f("hi") == "bhihia"
+[/ANSWER]
+
+[PYTHON]
+{code}
+assert f({given}) == ??
+[/PYTHON]
+[THOUGHT]
+"""  # noqa: E501
+#: (Its example's two lines end with a space: ``\x20``.)
+_CRUX_INPUT_COT = """You will be given a function f and an output in the form f(??) == output. Your task is to find any input such that executing f on the input leads to the given output. There may be multiple answers, but only output one. First, think step by step. You MUST surround the answer with [ANSWER] and [/ANSWER] tags. Express your answer as a passing assertion containing the input and the given output.
+
+[PYTHON]
+def f(x):
+    return x + 1
+assert f(??) == 17
+[/PYTHON]
+[THOUGHT]
+To find an input such that executing f on the input leads to the given output, we can work backwards from the given assertion. We know that f(??) == 17.\x20
+
+Since the function f(x) returns x + 1, for f(??) to be equal to 17, the value of ?? should be 16.\x20
+[/THOUGHT]
+[ANSWER]
+assert f(16) == 17
+[/ANSWER]
+
+[PYTHON]
+{code}
+assert f(??) == {expected}
+[/PYTHON]
+[THOUGHT]
+"""  # noqa: E501
 _CRUX_WRAP = "Please respond in English and use Markdown format.####Instruction:\n{}\nResponse:\n"
 
 
@@ -103,13 +167,14 @@ def _crux_prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> Promp
     """A row's prompt in ``extra.mode`` (``output`` unless it says ``input``), as
     SandboxFusion's ``get_prompt_by_id`` gives it for either dataset."""
     read, extra = _crux_row(row), config.extra
-    if extra.get("use_cot") or extra.get("phind_output"):
-        raise OJError(400, "CRUXEval's use_cot and phind_output prompts are not served")
     mode = extra.get("mode", "output")
     if mode == "input":
-        text = _CRUX_INPUT.format(code=read["code"], expected=read["output"])
+        template = _CRUX_INPUT_COT if extra.get("use_cot") else _CRUX_INPUT
+    elif extra.get("use_cot"):
+        template = _CRUX_OUTPUT_COT
     else:
-        text = _CRUX_OUTPUT.format(code=read["code"], given=read["input"])
+        template = _CRUX_PHIND_OUTPUT if extra.get("phind_output") else _CRUX_OUTPUT
+    text = template.format(code=read["code"], given=read["input"], expected=read["output"])
     if extra.get("coding_wrap_prompt") is True:
         text = _CRUX_WRAP.format(text)
     return Prompt(id=read["id"], prompt=text, labels={"mode": mode})
