@@ -322,6 +322,14 @@ def test_csharp_asserts_end_the_program_as_dotnet_runs_it(tools: ToolAPI) -> Non
         head + 'Debug.Assert(2 > 1);\n#if DEBUG\nConsole.Write("debug");\n#endif\n} }',
     )
     assert held["status"] == "Success" and held["run_result"]["stdout"] == "debug", held
+    # a program's own types named as the listener's are not the listener's
+    named = (
+        "using System.Diagnostics;\nclass Console {}\nclass StackTrace {}\nclass Environment {}\n"
+    )
+    shadowed = _run(
+        tools, "csharp", named + "class P { static void Main() { Debug.Assert(false); } }"
+    )
+    assert shadowed["status"] == "Failed" and shadowed["run_result"]["return_code"] == 134, shadowed
 
 
 def test_pytest_runs_a_test_file_as_sandbox_fusion_does(tools: ToolAPI) -> None:

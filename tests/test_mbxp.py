@@ -110,3 +110,59 @@ def test_csharp_rows_get_the_verdicts_sandbox_fusions_tests_give(http: httpx.Cli
         answer = http.post("/submit", json=submission["request"])
         assert answer.status_code == 200, answer.text
         assert answer.json()["accepted"] is submission["accepted"], submission["name"]
+
+
+def _mbxp_row(**labels: Any) -> dict[str, Any]:
+    return {
+        "id": 1,
+        "content": "Add.",
+        "labels": {"task_id": "mbxp/1", "execution_language": "python", **labels},
+        "test": {"code": "#<INSERT>\nassert x == 1\n"},
+    }
+
+
+def test_its_flags_and_nulls_read_as_sandbox_fusion_reads_them(http: httpx.Client) -> None:
+    """``autoeval_wrap_prompt: 1`` wraps (theirs asks ``== True``); a null language is none,
+    so a block tagged with any language is kept."""
+    config = {"provided_data": _mbxp_row(), "extra": {"autoeval_wrap_prompt": 1}}
+    prompt = http.post(
+        "/get_prompt_by_id", json={"dataset": "mbxp_v1_en", "id": 1, "config": config}
+    )
+    assert prompt.json()["prompt"].startswith("Please answer in English"), prompt.text
+    row = _mbxp_row(programming_language=None)
+    completion = "text\n```python\nx = 1\n```\nmore"
+    body = {
+        "dataset": "mbxp_v1_en",
+        "id": 1,
+        "completion": completion,
+        "config": {"provided_data": row},
+    }
+    answer = http.post("/submit", json=body).json()
+    assert answer["extracted_code"] == "x = 1" and answer["accepted"] is True, answer
+
+
+def test_a_listing_cannot_repeat_a_few_shot_text_past_its_bound(http: httpx.Client) -> None:
+    """One few-shot text, given once, goes into every row's prompt: 40 rows of an 8 MB one
+    would be 320 MB of prompts built before the answer is written."""
+    rows = [_mbxp_row() for _ in range(40)]
+    extra = {"autoeval_custom_fewshot": {"default": "x" * (1 << 20)}}
+    config = {"provided_data": rows, "is_fewshot": True, "extra": extra}
+    answer = http.post("/get_prompts", json={"dataset": "mbxp_v1_en", "config": config})
+    assert answer.status_code == 400 and "the prompts would hold" in answer.json()["detail"]
+    config["provided_data"] = rows[:2]
+    assert (
+        http.post("/get_prompts", json={"dataset": "mbxp_v1_en", "config": config}).status_code
+        == 200
+    )
+
+
+def test_labels_nested_past_what_json_writes_are_a_400(http: httpx.Client) -> None:
+    deep: Any = "x"
+    for _ in range(300):
+        deep = {"d": deep}
+    row = {**_mbxp_row(), "labels": {**_mbxp_row()["labels"], "deep": deep}}
+    body = {"dataset": "mbxp_v1_en", "id": 1, "config": {"provided_data": row}}
+    answer = http.post(
+        "/get_prompt_by_id", content=json.dumps(body), headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 400 and "\n" not in answer.json()["detail"], answer.text

@@ -578,10 +578,12 @@ def test_a_completion_made_to_hold_the_server_is_read_in_one_pass(http: httpx.Cl
     """Backticks that never close and import lines no ``def`` follows, a megabyte of each:
     SandboxFusion's expressions take time quadratic in them (80,000 backticks, 28 s), on the
     server's event loop; here the answer comes, and the server still answers others."""
-    for completion in ("`" * (1 << 20), "```\n" * (1 << 18), "import x\n" * (1 << 17)):
+    for completion in ("`" * (1 << 20), "```\n" * (1 << 18), "import x\n" * 116_000):
         answer = http.post("/submit", json=_oj(completion, ADD_CASES), timeout=60)
         assert answer.status_code == 200 and not answer.json()["accepted"]
     assert http.get("/v1/ping").json() == "pong"
+    past = http.post("/submit", json=_oj("x" * ((1 << 20) + 1), ADD_CASES))
+    assert past.status_code == 400 and "past 1048576" in past.json()["detail"]
 
 
 def _sandbox_fusions_go(code: str) -> str:

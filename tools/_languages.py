@@ -302,12 +302,14 @@ _KOTLIN_SCRIPT_RUN = (
 )
 #: C# as ``dotnet run`` builds it (SandboxFusion's runner): a Debug build, so ``DEBUG`` and
 #: ``TRACE`` are defined and ``Debug.Assert`` is compiled in, and a failed assertion ends the
-#: program with status 134, which Mono's own listener would only log (``csharp/``).
+#: program with status 134, which Mono's own listener would only log (``csharp/``). A program
+#: can still take the listener away (its config, ``Trace.Listeners``), as it can under .NET.
 _CSHARP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csharp")
+_MCS = "/usr/bin/mcs"  # the compile runs through the shell: ``needs`` names the compiler
 _CSHARP_COMPILE = (
     "/bin/sh",
     "-c",
-    'mcs -optimize+ -define:DEBUG -define:TRACE -out:main.exe "$1" "$2" && cp "$3" .',
+    f'{_MCS} -optimize+ -define:DEBUG -define:TRACE -out:main.exe "$1" "$2" && cp "$3" .',
     "mcs",
     "{source}",
     os.path.join(_CSHARP, "A2eFailFast.cs"),
@@ -686,6 +688,7 @@ LANGUAGES: dict[str, Language] = {
             ("mono", "main.exe"),
             compile=_CSHARP_COMPILE,
             outputs=("main.exe", "main.exe.config"),
+            needs=_MCS,
             install="mono-mcs mono-runtime",
             version=("mono", "--version"),
             out_of_memory=("OutOfMemoryException",),

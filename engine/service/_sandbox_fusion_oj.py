@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -34,7 +34,12 @@ from a2e_engine.engine.service._sandbox_fusion import (
     read_request,
     run_code,
 )
-from a2e_engine.engine.service._sandbox_fusion_datasets._base import MAX_ROWS, OJError
+from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
+    MAX_COMPLETION_CHARS,
+    MAX_ROWS,
+    OJError,
+    bounded,
+)
 from a2e_engine.engine.service._sandbox_fusion_datasets._registry import (
     DATASET_TYPES,
     dataset_type_of,
@@ -84,6 +89,14 @@ _NO_TABLES = (
 )
 
 
+def _dumped(answer: BaseModel) -> dict[str, Any]:
+    """``answer`` as JSON data; a row's labels nested deeper than pydantic writes are a 400."""
+    try:
+        return answer.model_dump(mode="json")
+    except (ValueError, RecursionError) as exc:
+        raise OJError(400, f"the answer cannot be written as JSON: {exc}") from None
+
+
 def online_judge_routes(state: ServiceState) -> list[Route]:
     async def answered(request: Request, model: Any, handle: Any) -> Response:
         body = await read_request(state, request, model)
@@ -101,16 +114,17 @@ def online_judge_routes(state: ServiceState) -> list[Route]:
     async def prompts(request: Request, body: GetPromptsRequest) -> list[dict[str, Any]]:
         kind = dataset_type_of(body.dataset, body.config)
         listed = kind.prompts(_rows(body.config), body.dataset, body.config)
-        return [prompt.model_dump(mode="json") for prompt in listed]
+        return [_dumped(prompt) for prompt in listed]
 
     async def ids(request: Request, body: GetPromptsRequest) -> list[Any]:
         return [prompt["id"] for prompt in await prompts(request, body)]
 
     async def prompt_by_id(request: Request, body: GetPromptByIdRequest) -> dict[str, Any]:
         kind = dataset_type_of(body.dataset, body.config)
-        return kind.prompt(_row(body.config), body.dataset, body.config).model_dump(mode="json")
+        return _dumped(kind.prompt(_row(body.config), body.dataset, body.config))
 
     async def submit(request: Request, body: SubmitRequest) -> dict[str, Any]:
+        bounded(len(body.completion), "the completion", MAX_COMPLETION_CHARS)
         kind = dataset_type_of(body.dataset, body.config)
         row = _row(body.config)
 
@@ -120,8 +134,7 @@ def online_judge_routes(state: ServiceState) -> list[Route]:
                 raise _Refused(answer)
             return answer
 
-        result = await kind.submit(body, row, run)
-        return result.model_dump(mode="json")
+        return _dumped(await kind.submit(body, row, run))
 
     async def list_datasets(request: Request) -> Response:
         return json_response([i for kind in DATASET_TYPES.values() for i in kind.dataset_ids])

@@ -32,6 +32,11 @@ OUTPUT_BUDGET_CHARS = 16 << 20
 #: What a program or prompt put together from a row and a completion may hold: one built from
 #: small parts can be huge (a template that names the question a thousand times).
 MAX_BUILT_CHARS = 8 << 20
+#: What the prompts of one listing may hold in all (a few-shot text repeated in each).
+MAX_LISTED_CHARS = 4 * MAX_BUILT_CHARS
+#: A completion at most: reading code out of one is Python on the server's loop (about 0.6 s
+#: a megabyte where it has no fences), and a model's answer is a small part of this.
+MAX_COMPLETION_CHARS = 1 << 20
 #: Stop tokens a row may give.
 MAX_STOP_TOKENS = 64
 
@@ -123,15 +128,24 @@ class DatasetType:
     listing: Callable[[list[dict[str, Any]], str, TestConfig], list[Prompt]] | None = None
 
     def prompts(self, rows: list[dict[str, Any]], dataset: str, config: TestConfig) -> list[Prompt]:
+        """Each row's prompt, refused once they come to more than ``MAX_LISTED_CHARS``: what a
+        request gives once (a few-shot text in ``config.extra``) each prompt may repeat."""
         if self.listing is not None:
-            return self.listing(rows, dataset, config)
-        return [self.prompt(row, dataset, config) for row in rows]
+            listed = self.listing(rows, dataset, config)
+            bounded(sum(len(prompt.prompt) for prompt in listed), "the prompts", MAX_LISTED_CHARS)
+            return listed
+        listed, size = [], 0
+        for row in rows:
+            listed.append(self.prompt(row, dataset, config))
+            size += len(listed[-1].prompt)
+            bounded(size, "the prompts", MAX_LISTED_CHARS)
+        return listed
 
 
-def bounded(size: int, what: str) -> None:
-    """Refuse to put together a text past ``MAX_BUILT_CHARS``, before it is built."""
-    if size > MAX_BUILT_CHARS:
-        raise OJError(400, f"{what} would hold {size} characters, past {MAX_BUILT_CHARS}")
+def bounded(size: int, what: str, most: int = MAX_BUILT_CHARS) -> None:
+    """Refuse to put together a text past ``most`` characters, before it is built."""
+    if size > most:
+        raise OJError(400, f"{what} would hold {size} characters, past {most}")
 
 
 def one_run(

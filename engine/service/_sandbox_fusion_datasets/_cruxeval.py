@@ -175,7 +175,7 @@ def _crux_prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> Promp
     else:
         template = _CRUX_PHIND_OUTPUT if extra.get("phind_output") else _CRUX_OUTPUT
     text = template.format(code=read["code"], given=read["input"], expected=read["output"])
-    if extra.get("coding_wrap_prompt") is True:
+    if extra.get("coding_wrap_prompt") == True:  # noqa: E712 - theirs: 1 is
         text = _CRUX_WRAP.format(text)
     return Prompt(id=read["id"], prompt=text, labels={"mode": mode})
 

@@ -69,7 +69,7 @@ def _prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> Prompt:
         else:
             raise OJError(400, f"Missing fewshot of {task}")
     ask, answer, wrap = _WORDING["en" if "_en" in dataset else "zh"]
-    wrapped = config.extra.get("autoeval_wrap_prompt") is True
+    wrapped = config.extra.get("autoeval_wrap_prompt") == True  # noqa: E712 - theirs: 1 is
     parts = [str(part) for part in (context, fewshot, question) if part]
     bounded(sum(len(part) for part in parts) + 200, "the prompt")
     if context and fewshot:
@@ -104,7 +104,8 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> E
     mode = request.config.extra.get("autoeval_extract_code_mode", "first")
     if mode not in ("first", "all"):
         raise OJError(400, f"Invalid autoeval_extract_code_mode: {mode} (first or all)")
-    language = str(column(labels, "programming_language"))
+    named = column(labels, "programming_language")
+    language = "" if named is None else str(named)  # theirs: None is no language
     runs_as = str(column(labels, "execution_language"))
     inner_only = language == "csharp" or (
         language == "java" and request.dataset.startswith("humanevalds")
@@ -120,7 +121,7 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> E
     tests = column(test, "code")
     if not isinstance(tests, str) or _INSERT not in tests:
         raise OJError(400, f"config.provided_data.test.code must be text that marks {_INSERT}")
-    before, after = tests.split(_INSERT)[:2]
+    before, after = tests.split(_INSERT, 2)[:2]
     bounded(len(before) + len(code) + len(after), "the program")
     program = before + code + after
     answer = await run(program_run(program, runs_as, 30, 30, files))
