@@ -89,14 +89,15 @@ def test_the_built_wheel_holds_exactly_the_trees_modules(tmp_path: Path) -> None
     modules = {name.removesuffix(".py").replace("/", ".") for name in names if name.endswith(".py")}
     assert modules == _source_modules()
     # Beyond modules, only the data the package declares: the engine's own LuaUnit, its Kotlin
-    # script launcher, and its C# assertion listener with the configuration that names it.
+    # script launcher, its C# assertion listener with the configuration that names it, and its
+    # testlib.h for checkers and interactors.
     others = sorted(n for n in names if not n.endswith(".py") and ".dist-info/" not in n)
     data = sorted(
         f"a2e_engine/tools/{path.relative_to(ROOT / 'tools')}"
-        for pattern in ("lua/*.lua", "kotlin/*.kt", "csharp/*.cs", "csharp/*.config")
+        for pattern in ("lua/*.lua", "kotlin/*.kt", "csharp/*.cs", "csharp/*.config", "testlib/*.h")
         for path in (ROOT / "tools").glob(pattern)
     )
-    assert others == data and len(data) == 4, others
+    assert others == data and len(data) == 5, others
 
 
 def _requirement_name(requirement: str) -> str:

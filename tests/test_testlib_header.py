@@ -1,0 +1,177 @@
+"""The engine's ``testlib.h`` (``tools/testlib``), with checkers written the way testlib's classic
+ones are (token, float, yes/no; one that accepts any valid answer by reading the input; a scored
+one; one that never gives a verdict) and an interactor, compiled with g++ and run on files as
+judges run them: ``checker <input> <output> <answer>``. Each case's exit code and stderr line are
+testlib's for the same files (its documented verdicts and messages)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import a2e_engine.tools as tools_package
+
+HEADER_DIR = Path(tools_package.__file__).parent / "testlib"
+CHECKERS = Path(__file__).parent / "testlib_checkers"
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every checker compiled against the engine's header, warnings as errors."""
+    where = tmp_path_factory.mktemp("checkers")
+
+    def compile_one(source: Path) -> subprocess.CompletedProcess[str]:
+        command = ["g++", "-std=c++17", "-O0", "-Wall", "-Wextra", "-Werror"]
+        command += ["-I", str(HEADER_DIR), "-o", str(where / source.stem), str(source)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+    with ThreadPoolExecutor(2) as pool:
+        for done in pool.map(compile_one, sorted(CHECKERS.glob("*.cpp"))):
+            assert done.returncode == 0, done.stderr[-3000:]
+    yield where
+
+
+def _check(
+    built: Path, checker: str, given: str, output: str | None, answer: str
+) -> tuple[int, str]:
+    (built / "input.txt").write_text(given)
+    (built / "answer.txt").write_text(answer)
+    out = built / "output.txt"
+    out.unlink(missing_ok=True)
+    if output is not None:
+        out.write_bytes(output.encode())
+    done = subprocess.run(
+        [str(built / checker), "input.txt", "output.txt", "answer.txt"],
+        cwd=built,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.stdout == ""  # a checker says everything on stderr
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("checker", "given", "output", "answer", "code", "said"),
+    [
+        ("wcmp", "", "1 2 3\n", "1 2 3", 0, "ok 3 tokens\n"),
+        ("wcmp", "", "1 2 3\r\n\r\n", "1 2 3", 0, "ok 3 tokens\n"),
+        ("wcmp", "", "hello", "hello", 0, 'ok "hello"\n'),
+        ("wcmp", "", "", "", 0, "ok 0 tokens\n"),
+        ("wcmp", "", "1 2", "1 2 3", 1, "wrong answer Unexpected EOF in the participants output\n"),
+        ("wcmp", "", "1 2 3 4", "1 2 3", 1, "wrong answer Participant output contains extra tokens\n"),
+        ("wcmp", "", "1 5 3", "1 2 3", 1, "wrong answer 2nd words differ - expected: '2', found: '5'\n"),
+        ("wcmp", "", "\ufeffhello", "hello", 0, 'ok "hello"\n'),  # a BOM is not output
+        ("rcmp6", "", "0.3333334", "0.333333333", 0, "ok found '0.3333334', expected '0.3333333', error '0.0000001'\n"),
+        ("rcmp6", "", "0.334", "0.333333333", 1, "wrong answer 1st numbers differ - expected: '0.3333333', found: '0.3340000', error = '0.0006667'\n"),
+        ("rcmp6", "", "1e9\n", "1000000000.5", 0, "ok found '1000000000.0000000', expected '1000000000.5000000', error '0.0000000'\n"),
+        ("rcmp6", "", "+2 .5", "2 0.5", 0, "ok 2 numbers\n"),
+        ("rcmp6", "", "nan", "1", 2, 'wrong output format Expected double, but "nan" found\n'),
+        ("rcmp6", "", "inf", "1", 2, 'wrong output format Expected double, but "inf" found\n'),
+        ("rcmp6", "", "1 2", "1", 2, "wrong output format Extra information in the output file\n"),
+        ("rcmp6", "", "", "1", 2, "wrong output format Unexpected end of file - double expected\n"),
+        ("yesno", "", "yes", "YES", 0, "ok answer is YES\n"),
+        ("yesno", "", "No", "YES", 1, "wrong answer expected YES, found NO\n"),
+        ("yesno", "", "maybe", "YES", 2, "wrong output format YES or NO expected, but MAYBE found\n"),
+        ("yesno", "", "YES", "perhaps", 3, "FAIL YES or NO expected in answer, but PERHAPS found\n"),
+        ("derangement", "3", "2 3 1", "", 0, "ok a derangement of 3\n"),
+        ("derangement", "3", "3 1 2\n", "", 0, "ok a derangement of 3\n"),
+        ("derangement", "3", "1 3 2", "", 1, "wrong answer p[1] = 1 stays at its place\n"),
+        ("derangement", "3", "2 2 1", "", 1, "wrong answer 2 appears twice\n"),
+        ("derangement", "3", "2 3", "", 2, "wrong output format Unexpected end of file - int32 expected\n"),
+        ("derangement", "3", "2 3 4", "", 1, "wrong answer Integer element p[3] equals to 4, violates the range [1, 3]\n"),
+        ("derangement", "3", "2 3 01", "", 2, 'wrong output format Expected integer, but "01" found\n'),
+        ("derangement", "3", "2 3 +1", "", 2, 'wrong output format Expected integer, but "+1" found\n'),
+        ("derangement", "3", "2 3 -0", "", 2, 'wrong output format Expected integer, but "-0" found\n'),
+        ("derangement", "3", "2 3 99999999999", "", 2, 'wrong output format Expected int32, but "99999999999" found\n'),
+        ("derangement", "1", "1", "", 3, "FAIL Integer parameter [name=n] equals to 1, violates the range [2, 100000] (input.txt)\n"),
+        ("derangement", "7000000000", "1", "", 3, 'FAIL Expected int32, but "7000000000" found (input.txt)\n'),
+        ("no_verdict", "", "5", "5", 3, "FAIL Checker must end with quit or quitf call.\n"),
+        ("points", "", "5", "5", 7, "points 1.0 got 5\n"),
+        ("points", "", "4", "5", 7, "points 0.5 got 4\n"),
+        ("wcmp", "", None, "1", 2, 'wrong output format Output file not found: "output.txt"\n'),
+    ],
+)  # fmt: skip
+def test_checkers_judge_as_testlib_judges(
+    built: Path, checker: str, given: str, output: str | None, answer: str, code: int, said: str
+) -> None:
+    assert _check(built, checker, given, output, answer) == (code, said)
+
+
+def test_a_checker_run_wrong_fails_the_judge_not_the_participant(built: Path) -> None:
+    done = subprocess.run([str(built / "wcmp"), "input.txt"], capture_output=True, text=True)
+    assert done.returncode == 3 and done.stderr.startswith("FAIL Program must be run with")
+    (built / "output.txt").write_text("1")
+    done = subprocess.run(
+        [str(built / "wcmp"), "input.txt", "output.txt", "missing.txt"],
+        cwd=built,
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stderr) == (3, 'FAIL Answer file not found: "missing.txt"\n')
+
+
+GUESSER = """
+lo, hi = 1, 1000000
+while True:
+    m = (lo + hi) // 2
+    print('?', m, flush=True)
+    r = input()
+    if r == '=':
+        print('!', m, flush=True)
+        break
+    if r == '>':
+        lo = m + 1
+    else:
+        hi = m - 1
+"""
+ASKS_TOO_MUCH = "for m in range(1, 30):\n    print('?', m, flush=True)\n    input()\n"
+GUESSES_WRONG = "print('! 5', flush=True)\n"
+
+
+@pytest.mark.parametrize(
+    ("solution", "code", "said", "written"),
+    [
+        (GUESSER, 0, "ok found in 16 questions\n", "777\n"),
+        (ASKS_TOO_MUCH, 1, "wrong answer more than 20 questions\n", ""),
+        (GUESSES_WRONG, 1, "wrong answer guessed 5, the number was 777\n", "5\n"),
+    ],
+)
+def test_an_interactor_talks_to_the_solution_and_writes_its_output(
+    built: Path, solution: str, code: int, said: str, written: str
+) -> None:
+    """``registerInteraction``: the solution's output is the interactor's stdin, read as it
+    comes; the interactor's stdout is the solution's input; what it writes for a checker goes
+    to its output file."""
+    (built / "hidden.txt").write_text("777\n")
+    answers_read, answers_written = os.pipe()
+    solver = subprocess.Popen(
+        [sys.executable, "-c", solution], stdin=subprocess.PIPE, stdout=answers_written
+    )
+    os.close(answers_written)
+    assert solver.stdin is not None
+    interactor = subprocess.run(
+        [str(built / "guess_interactor"), "hidden.txt", "tout.txt"],
+        cwd=built,
+        stdin=answers_read,
+        stdout=solver.stdin,
+        capture_output=False,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=30,
+    )
+    os.close(answers_read)
+    solver.stdin.close()
+    solver.kill()
+    solver.wait()
+    assert (interactor.returncode, interactor.stderr) == (code, said)
+    assert (built / "tout.txt").read_text() == written

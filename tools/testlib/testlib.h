@@ -1,0 +1,1098 @@
+// a2e-engine's testlib: a header that checkers and interactors include as "testlib.h".
+//
+// Written from the documented and observable behaviour of Mike Mirzayanov's testlib (0.9.45):
+// the same API, exit codes, verdict words and messages, so that the checkers contest datasets
+// ship (Codeforces, Polygon, Code-Contests-Plus) compile against it and judge as they do there.
+// It is not testlib's code. What a checker relies on:
+//
+//   registerTestlibCmd(argc, argv)     checker <input> <output> <answer> [<result file>]
+//   registerInteraction(argc, argv)    interactor <input> <output>; the participant's output on
+//                                      stdin, its input on stdout
+//   inf, ouf, ans                      the input, the participant's output, the jury's answer;
+//                                      reading errors are PE on ouf, FAIL on inf and ans
+//   quit/quitf/quitif/quitp            ends with ok 0, wa 1, pe 2, fail 3, points 7
+//
+// Verdicts go to stderr as one line: "ok ...", "wrong answer ...", "wrong output format ...",
+// "FAIL ...", "points ...". Whatever the participant printed past an accepted verdict is
+// "Extra information in the output file" (PE), as testlib's checkers judge it.
+#ifndef A2E_TESTLIB_H
+#define A2E_TESTLIB_H
+
+#define VERSION "0.9.45-a2e"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#define NORETURN __attribute__((noreturn))
+#define I64 "%lld"
+#define U64 "%llu"
+
+#ifndef OK_EXIT_CODE
+#define OK_EXIT_CODE 0
+#endif
+#ifndef WA_EXIT_CODE
+#define WA_EXIT_CODE 1
+#endif
+#ifndef PE_EXIT_CODE
+#define PE_EXIT_CODE 2
+#endif
+#ifndef FAIL_EXIT_CODE
+#define FAIL_EXIT_CODE 3
+#endif
+#ifndef DIRT_EXIT_CODE
+#define DIRT_EXIT_CODE 4
+#endif
+#ifndef POINTS_EXIT_CODE
+#define POINTS_EXIT_CODE 7
+#endif
+#ifndef UNEXPECTED_EOF_EXIT_CODE
+#define UNEXPECTED_EOF_EXIT_CODE 8
+#endif
+#ifndef PC_BASE_EXIT_CODE
+#ifdef TESTSYS
+#define PC_BASE_EXIT_CODE 50
+#else
+#define PC_BASE_EXIT_CODE 0
+#endif
+#endif
+
+const char LF = '\n';
+const char CR = '\r';
+const char TAB = '\t';
+const char SPACE = ' ';
+const char EOFC = (char)255;
+
+enum TResult {
+    _ok = 0,
+    _wa = 1,
+    _pe = 2,
+    _fail = 3,
+    _dirt = 4,
+    _points = 5,
+    _unexpected_eof = 8,
+    _partially = 16
+};
+
+#define _pc(exitCode) (TResult(_partially + (exitCode)))
+
+enum TMode { _input, _output, _answer };
+
+// -- text helpers ---------------------------------------------------------------------------
+
+static inline std::string vformat_(const char* fmt, va_list args) {
+    va_list copy;
+    va_copy(copy, args);
+    int size = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    if (size < 0) return std::string();
+    std::string text((size_t)size + 1, '\0');
+    vsnprintf(&text[0], text.size(), fmt, args);
+    text.resize((size_t)size);
+    return text;
+}
+
+#ifdef __GNUC__
+__attribute__((format(printf, 1, 2)))
+#endif
+static inline std::string format(const char* fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    std::string text = vformat_(fmt, args);
+    va_end(args);
+    return text;
+}
+
+static inline bool isBlanks(char c) { return c == LF || c == CR || c == SPACE || c == TAB; }
+
+static inline std::string trim(const std::string& s) {
+    size_t left = 0, right = s.size();
+    while (left < right && isBlanks(s[left])) left++;
+    while (right > left && isBlanks(s[right - 1])) right--;
+    return s.substr(left, right - left);
+}
+
+static inline std::string upperCase(std::string s) {
+    for (size_t i = 0; i < s.size(); i++)
+        if ('a' <= s[i] && s[i] <= 'z') s[i] = char(s[i] - 'a' + 'A');
+    return s;
+}
+
+static inline std::string lowerCase(std::string s) {
+    for (size_t i = 0; i < s.size(); i++)
+        if ('A' <= s[i] && s[i] <= 'Z') s[i] = char(s[i] - 'A' + 'a');
+    return s;
+}
+
+// A text as a message shows it: NUL as '~', and past 64 characters its first 30 and last 31.
+static inline std::string compress(const std::string& s) {
+    std::string shown = s;
+    std::replace(shown.begin(), shown.end(), '\0', '~');
+    if (shown.size() <= 64) return shown;
+    return shown.substr(0, 30) + "..." + shown.substr(shown.size() - 31);
+}
+
+static inline std::string englishEnding(int x) {
+    x %= 100;
+    if (x < 0) x = -x;
+    if (x / 10 == 1) return "th";
+    if (x % 10 == 1) return "st";
+    if (x % 10 == 2) return "nd";
+    if (x % 10 == 3) return "rd";
+    return "th";
+}
+
+template <typename T>
+static inline std::string vtos(const T& t) {
+    std::ostringstream out;
+    out << t;
+    std::string text = out.str();
+    size_t blank = text.find_first_of(" \t\r\n");
+    return blank == std::string::npos ? text : text.substr(0, blank);
+}
+
+static inline std::string vtos(long long n) {
+    if (n == LLONG_MIN) return "-9223372036854775808";
+    return format("%lld", n);
+}
+static inline std::string vtos(unsigned long long n) { return format("%llu", n); }
+static inline std::string vtos(int n) { return vtos((long long)n); }
+static inline std::string vtos(long n) { return vtos((long long)n); }
+static inline std::string vtos(unsigned int n) { return vtos((unsigned long long)n); }
+static inline std::string vtos(unsigned long n) { return vtos((unsigned long long)n); }
+static inline std::string vtos(const std::string& s) { return s; }
+static inline std::string vtos(const char* s) { return std::string(s); }
+
+template <typename T>
+static inline std::string toString(const T& t) { return vtos(t); }
+
+// A bound as range messages show it: 10^9, 2*10^9, -10^18, or its digits.
+static inline std::string toHumanReadableString(long long n) {
+    std::string digits = vtos(n);
+    std::string sign = n < 0 ? "-" : "";
+    if (n < 0) digits = digits.substr(1);
+    size_t zeros = 0;
+    while (zeros < digits.size() && digits[digits.size() - 1 - zeros] == '0') zeros++;
+    if (zeros < 7 || zeros == digits.size()) return sign + digits;
+    std::string head = digits.substr(0, digits.size() - zeros);
+    std::string power = "10^" + vtos((long long)zeros);
+    return sign + (head == "1" ? power : head + "*" + power);
+}
+static inline std::string toHumanReadableString(unsigned long long n) {
+    if (n <= (unsigned long long)LLONG_MAX) return toHumanReadableString((long long)n);
+    return vtos(n);
+}
+static inline std::string toHumanReadableString(int n) { return toHumanReadableString((long long)n); }
+static inline std::string toHumanReadableString(double n) { return vtos(n); }
+
+// Equal within an absolute error, or a relative one against the expected value only.
+static inline bool doubleCompare(double expected, double result, double MAX_DOUBLE_ERROR) {
+    const double error = MAX_DOUBLE_ERROR + 1E-15;
+    if (std::isnan(expected)) return std::isnan(result);
+    if (std::fabs(expected) > 1E300) {
+        if (expected > 0) return result > 1E300;
+        return result < -1E300;
+    }
+    if (std::isnan(result) || std::fabs(result) > 1E300) return false;
+    if (std::fabs(result - expected) <= error) return true;
+    double low = std::min(expected * (1.0 - error), expected * (1.0 + error));
+    double high = std::max(expected * (1.0 - error), expected * (1.0 + error));
+    return low <= result && result <= high;
+}
+
+static inline double doubleDelta(double expected, double result) {
+    double absolute = std::fabs(result - expected);
+    if (std::fabs(expected) > 1E-9) return std::min(absolute, std::fabs(absolute / expected));
+    return absolute;
+}
+
+static inline std::vector<std::string> split(const std::string& s, char separator) {
+    std::vector<std::string> parts(1);
+    for (size_t i = 0; i < s.size(); i++) {
+        if (s[i] == separator) parts.push_back(std::string());
+        else parts.back() += s[i];
+    }
+    return parts;
+}
+
+static inline std::vector<std::string> tokenize(const std::string& s, char separator) {
+    std::vector<std::string> parts;
+    std::vector<std::string> all = split(s, separator);
+    for (size_t i = 0; i < all.size(); i++)
+        if (!all[i].empty()) parts.push_back(all[i]);
+    return parts;
+}
+
+template <typename It>
+static inline std::string join(It begin, It end, char separator = ' ') {
+    std::string joined;
+    for (It it = begin; it != end; ++it) {
+        if (it != begin) joined += separator;
+        joined += vtos(*it);
+    }
+    return joined;
+}
+
+template <typename C>
+static inline std::string join(const C& items, char separator = ' ') {
+    return join(items.begin(), items.end(), separator);
+}
+
+// -- the state of the run -------------------------------------------------------------------
+
+struct a2e_testlib_run_ {
+    bool registered = false;
+    bool checker = false;
+    bool interactor = false;
+    bool quitted = false;
+    std::string name;
+    std::string resultFile;
+};
+
+static a2e_testlib_run_ a2e_testlib_run;
+
+static inline void setName(const char* fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    a2e_testlib_run.name = vformat_(fmt, args);
+    va_end(args);
+}
+
+struct InStream;
+extern InStream inf;
+extern InStream ouf;
+extern InStream ans;
+NORETURN static inline void a2e_testlib_exit(TResult result, std::string message);
+
+// -- streams --------------------------------------------------------------------------------
+
+struct InStream {
+    std::string name;
+    TMode mode;
+    bool strict = false;
+    bool opened = false;
+    int maxMessageLength = 32000;
+
+    InStream() : name("unopened stream"), mode(_input) {}
+
+    // A stream over text: what a checker re-reads (a line it read, say).
+    InStream(const InStream& base, const std::string& content)
+        : name("based on " + base.name), mode(base.mode), strict(base.strict), opened(true),
+          buffer_(content) {}
+
+    void openFile(const std::string& path, TMode as) {
+        name = path;
+        mode = as;
+        std::ifstream file(path.c_str(), std::ios::in | std::ios::binary);
+        opened = bool(file);
+        if (opened) {
+            std::ostringstream all;
+            all << file.rdbuf();
+            buffer_ = all.str();
+        }
+        position_ = 0;
+        file_ = NULL;
+    }
+
+    // The participant's output in an interaction: read a character at a time as it comes, so
+    // that no read waits for more than the next character.
+    void openStdin(TMode as) {
+        name = "stdin";
+        mode = as;
+        opened = true;
+        file_ = stdin;
+    }
+
+    void skipBom() {
+        if (!file_ && buffer_.compare(0, 3, "\xEF\xBB\xBF") == 0 && position_ == 0) position_ = 3;
+    }
+
+    // -- characters --
+
+    int peek_() {
+        if (file_) {
+            if (peeked_ == -2) peeked_ = getc(file_);
+            return peeked_ == EOF ? -1 : peeked_;
+        }
+        return position_ < buffer_.size() ? (unsigned char)buffer_[position_] : -1;
+    }
+
+    int take_() {
+        int c = peek_();
+        if (c == -1) return -1;
+        if (file_) peeked_ = -2;
+        else position_++;
+        return c;
+    }
+
+    char curChar() {
+        int c = peek_();
+        return c == -1 ? EOFC : (char)c;
+    }
+
+    char nextChar() {
+        int c = take_();
+        return c == -1 ? EOFC : (char)c;
+    }
+
+    char readChar() { return nextChar(); }
+
+    void skipChar() { take_(); }
+
+    void unreadChar(char c) {
+        if (file_) {
+            if (peeked_ != -2) ungetc(peeked_, file_);
+            peeked_ = (unsigned char)c;
+        } else if (position_ > 0) {
+            position_--;
+        }
+    }
+
+    void readChar(char expected) {
+        int c = peek_();
+        if (c == (unsigned char)expected) {
+            take_();
+            return;
+        }
+        if (c == -1) quit(_unexpected_eof, format("Unexpected end of file - '%c' expected", expected));
+        std::string found = (c == LF || c == CR) ? format("#%d", c) : format("'%c'", c);
+        quit(_pe, "Unexpected character " + found + ", but '" + std::string(1, expected) + "' expected");
+    }
+
+    void readSpace() { readChar(SPACE); }
+
+    // -- ends --
+
+    bool eof() { return peek_() == -1; }
+
+    void skipBlanks() {
+        while (peek_() != -1 && isBlanks((char)peek_())) take_();
+    }
+
+    bool seekEof() {
+        if (!opened) return true;
+        skipBlanks();
+        return eof();
+    }
+
+    bool eoln() {
+        int c = peek_();
+        if (strict) {
+            if (c != LF) return false;
+            take_();
+            return true;
+        }
+        if (c == -1) return true;
+        if (c == LF) {
+            take_();
+            return true;
+        }
+        if (c == CR) {
+            take_();
+            if (peek_() == LF) {
+                take_();
+                return true;
+            }
+            unreadChar(CR);
+            return false;
+        }
+        return false;
+    }
+
+    bool seekEoln() {
+        while (peek_() == SPACE || peek_() == TAB) take_();
+        return eoln();
+    }
+
+    void nextLine() { readLine(); }
+
+    void readEoln() {
+        if (!eoln()) quit(_pe, "Expected EOLN");
+    }
+
+    void readEof() {
+        if (!eof()) quit(_pe, "Expected EOF");
+    }
+
+    // -- tokens --
+
+    void readWordTo(std::string& token) {
+        if (!strict) skipBlanks();
+        int c = peek_();
+        if (c == -1) quit(_unexpected_eof, "Unexpected end of file - token expected");
+        if (isBlanks((char)c)) quit(_pe, "Unexpected white-space - token expected");
+        token.clear();
+        while ((c = peek_()) != -1 && !isBlanks((char)c)) token += (char)take_();
+    }
+
+    void readTokenTo(std::string& token) { readWordTo(token); }
+
+    std::string readWord() {
+        std::string token;
+        readWordTo(token);
+        return token;
+    }
+
+    std::string readToken() { return readWord(); }
+
+    std::vector<std::string> readWords(int size, int indexBase = 1) {
+        std::vector<std::string> words;
+        many_(size, "readWords");
+        for (int i = 0; i < size; i++) {
+            if (strict && i > 0) readSpace();
+            words.push_back(readWord());
+        }
+        (void)indexBase;
+        return words;
+    }
+
+    std::vector<std::string> readTokens(int size, int indexBase = 1) {
+        return readWords(size, indexBase);
+    }
+
+    // -- integers --
+
+    long long readLong() {
+        if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - int64 expected");
+        std::string token = readWord();
+        long long value;
+        if (!parseLong_(token, value)) quit(_pe, "Expected integer, but \"" + compress(token) + "\" found");
+        return value;
+    }
+
+    long long readLong(long long minv, long long maxv, const std::string& variableName = "") {
+        long long value = readLong();
+        if (value < minv || value > maxv) rangeError_("Integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variableName);
+        return value;
+    }
+
+    unsigned long long readUnsignedLong() {
+        if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - int64 expected");
+        std::string token = readWord();
+        unsigned long long value;
+        if (!parseUnsigned_(token, value)) quit(_pe, "Expected unsigned integer, but \"" + compress(token) + "\" found");
+        return value;
+    }
+
+    unsigned long long readUnsignedLong(unsigned long long minv, unsigned long long maxv, const std::string& variableName = "") {
+        unsigned long long value = readUnsignedLong();
+        if (value < minv || value > maxv) rangeError_("Unsigned integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variableName);
+        return value;
+    }
+
+    int readInt() {
+        if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - int32 expected");
+        std::string token = readWord();
+        long long value;
+        if (!parseLong_(token, value)) quit(_pe, "Expected integer, but \"" + compress(token) + "\" found");
+        if (value < INT_MIN || value > INT_MAX) quit(_pe, "Expected int32, but \"" + compress(token) + "\" found");
+        return (int)value;
+    }
+
+    int readInt(int minv, int maxv, const std::string& variableName = "") {
+        int value = readInt();
+        if (value < minv || value > maxv) rangeError_("Integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variableName);
+        return value;
+    }
+
+    int readInteger() { return readInt(); }
+    int readInteger(int minv, int maxv, const std::string& variableName = "") { return readInt(minv, maxv, variableName); }
+
+    std::vector<int> readInts(int size, int minv, int maxv, const std::string& variablesName = "", int indexBase = 1) {
+        std::vector<int> values;
+        many_(size, "readInts");
+        for (int i = 0; i < size; i++) {
+            if (strict && i > 0) readSpace();
+            int value = readInt();
+            if (value < minv || value > maxv) elementError_("Integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variablesName, i + indexBase);
+            values.push_back(value);
+        }
+        return values;
+    }
+
+    std::vector<int> readInts(int size, int indexBase = 1) {
+        return readInts(size, INT_MIN, INT_MAX, "", indexBase);
+    }
+
+    std::vector<int> readIntegers(int size, int minv, int maxv, const std::string& variablesName = "", int indexBase = 1) {
+        return readInts(size, minv, maxv, variablesName, indexBase);
+    }
+
+    std::vector<long long> readLongs(int size, long long minv, long long maxv, const std::string& variablesName = "", int indexBase = 1) {
+        std::vector<long long> values;
+        many_(size, "readLongs");
+        for (int i = 0; i < size; i++) {
+            if (strict && i > 0) readSpace();
+            long long value = readLong();
+            if (value < minv || value > maxv) elementError_("Integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variablesName, i + indexBase);
+            values.push_back(value);
+        }
+        return values;
+    }
+
+    std::vector<long long> readLongs(int size, int indexBase = 1) {
+        return readLongs(size, LLONG_MIN, LLONG_MAX, "", indexBase);
+    }
+
+    // -- reals --
+
+    double readDouble() {
+        if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - double expected");
+        std::string token = readWord();
+        double value;
+        if (!parseDouble_(token, value)) quit(_pe, "Expected double, but \"" + compress(token) + "\" found");
+        return value;
+    }
+
+    double readDouble(double minv, double maxv, const std::string& variableName = "") {
+        double value = readDouble();
+        if (value < minv || value > maxv) rangeError_("Double", vtos(value), vtos(minv), vtos(maxv), variableName);
+        return value;
+    }
+
+    double readReal() { return readDouble(); }
+    double readReal(double minv, double maxv, const std::string& variableName = "") { return readDouble(minv, maxv, variableName); }
+
+    std::vector<double> readDoubles(int size, double minv, double maxv, const std::string& variablesName = "", int indexBase = 1) {
+        std::vector<double> values;
+        many_(size, "readDoubles");
+        for (int i = 0; i < size; i++) {
+            if (strict && i > 0) readSpace();
+            double value = readDouble();
+            if (value < minv || value > maxv) elementError_("Double", vtos(value), vtos(minv), vtos(maxv), variablesName, i + indexBase);
+            values.push_back(value);
+        }
+        return values;
+    }
+
+    std::vector<double> readReals(int size, double minv, double maxv, const std::string& variablesName = "", int indexBase = 1) {
+        return readDoubles(size, minv, maxv, variablesName, indexBase);
+    }
+
+    double readStrictDouble(double minv, double maxv, int minAfterPointDigitCount, int maxAfterPointDigitCount, const std::string& variableName = "") {
+        if (minAfterPointDigitCount < 0 || minAfterPointDigitCount > maxAfterPointDigitCount)
+            quit(_fail, "readStrictDouble: digits after the point must be a range of counts >= 0");
+        if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - strict double expected");
+        std::string token = readWord();
+        size_t at = token[0] == '-' ? 1 : 0;
+        size_t point = token.find('.');
+        std::string whole = token.substr(at, point == std::string::npos ? std::string::npos : point - at);
+        std::string fraction = point == std::string::npos ? "" : token.substr(point + 1);
+        bool shaped = !whole.empty() && token.size() <= 1000 &&
+                      whole.find_first_not_of("0123456789") == std::string::npos &&
+                      fraction.find_first_not_of("0123456789") == std::string::npos &&
+                      !(point != std::string::npos && fraction.empty()) &&
+                      !(whole.size() > 1 && whole[0] == '0');
+        if (!shaped) quit(_pe, "Expected strict double, but \"" + compress(token) + "\" found");
+        int after = (int)fraction.size();
+        if (after < minAfterPointDigitCount || after > maxAfterPointDigitCount)
+            quit(_pe, format("Expected strict double with number of digits after point in range [%d,%d], but \"%s\" found",
+                             minAfterPointDigitCount, maxAfterPointDigitCount, compress(token).c_str()));
+        double value;
+        if (!parseDouble_(token, value)) quit(_pe, "Expected double, but \"" + compress(token) + "\" found");
+        if (at == 1 && value >= 0) quit(_pe, "Redundant minus in \"" + compress(token) + "\" found");
+        if (value < minv || value > maxv) rangeError_("Strict double", vtos(value), vtos(minv), vtos(maxv), variableName);
+        return value;
+    }
+
+    double readStrictReal(double minv, double maxv, int minAfter, int maxAfter, const std::string& variableName = "") {
+        return readStrictDouble(minv, maxv, minAfter, maxAfter, variableName);
+    }
+
+    // -- lines --
+
+    void readLineTo(std::string& line) {
+        line.clear();
+        int c;
+        while ((c = peek_()) != -1 && c != LF) {
+            take_();
+            if (c == CR) continue;
+            line += (char)c;
+        }
+        if (strict) readEoln();
+        else eoln();
+    }
+
+    void readStringTo(std::string& line) { readLineTo(line); }
+
+    std::string readLine() {
+        std::string line;
+        readLineTo(line);
+        return line;
+    }
+
+    std::string readString() { return readLine(); }
+
+    std::vector<std::string> readLines(int size, int indexBase = 1) {
+        std::vector<std::string> lines;
+        many_(size, "readLines");
+        for (int i = 0; i < size; i++) lines.push_back(readLine());
+        (void)indexBase;
+        return lines;
+    }
+
+    std::vector<std::string> readStrings(int size, int indexBase = 1) { return readLines(size, indexBase); }
+
+    // -- verdicts --
+
+    NORETURN void quit(TResult result, const char* msg) { quit(result, std::string(msg)); }
+
+    NORETURN void quit(TResult result, const std::string& msg) {
+        std::string message = trim(msg);
+        if ((int)message.size() > maxMessageLength) {
+            std::string note = format("message length exceeds %d, the message is truncated: ", maxMessageLength);
+            message = note + message.substr(0, maxMessageLength - note.size());
+        }
+        if (mode != _output && result != _fail) {
+            result = _fail;
+            message += " (" + name + ")";
+        }
+        a2e_testlib_exit(result, message);
+    }
+
+#ifdef __GNUC__
+    __attribute__((format(printf, 3, 4)))
+#endif
+    NORETURN void quitf(TResult result, const char* fmt, ...) {
+        va_list args;
+        va_start(args, fmt);
+        std::string message = vformat_(fmt, args);
+        va_end(args);
+        quit(result, message);
+    }
+
+    void quitif(bool condition, TResult result, const char* fmt, ...) {
+        if (!condition) return;
+        va_list args;
+        va_start(args, fmt);
+        std::string message = vformat_(fmt, args);
+        va_end(args);
+        quit(result, message);
+    }
+
+    NORETURN void quits(TResult result, const std::string& msg) { quit(result, msg); }
+
+    void ensuref(bool condition, const char* fmt, ...) {
+        if (condition) return;
+        va_list args;
+        va_start(args, fmt);
+        std::string message = vformat_(fmt, args);
+        va_end(args);
+        quit(_wa, message);
+    }
+
+    void close() {}
+
+private:
+    std::string buffer_;
+    size_t position_ = 0;
+    FILE* file_ = NULL;
+    int peeked_ = -2;
+
+    void many_(int size, const char* what) {
+        if (size < 0) quit(_fail, format("%s: size should be non-negative.", what));
+        if (size > 100000000) quit(_fail, format("%s: size should be at most 100000000.", what));
+    }
+
+    NORETURN void rangeError_(const std::string& kind, const std::string& value, const std::string& minv, const std::string& maxv, const std::string& variableName) {
+        std::string range = "[" + minv + ", " + maxv + "]";
+        if (variableName.empty()) quit(_wa, kind + " " + value + " violates the range " + range);
+        quit(_wa, kind + " parameter [name=" + variableName + "] equals to " + value + ", violates the range " + range);
+    }
+
+    NORETURN void elementError_(const std::string& kind, const std::string& value, const std::string& minv, const std::string& maxv, const std::string& variablesName, int index) {
+        std::string range = "[" + minv + ", " + maxv + "]";
+        if (variablesName.empty())
+            quit(_wa, kind + " element [index=" + vtos(index) + "] equals to " + value + ", violates the range " + range);
+        quit(_wa, kind + " element " + variablesName + "[" + vtos(index) + "] equals to " + value + ", violates the range " + range);
+    }
+
+    // -?digits, no '+', no leading zero but "0" itself, within 64 bits.
+    static bool parseLong_(const std::string& token, long long& value) {
+        if (token.empty() || token.size() > 20) return false;
+        bool minus = token[0] == '-' && token.size() > 1;
+        std::string digits = minus ? token.substr(1) : token;
+        if (digits.find_first_not_of("0123456789") != std::string::npos || digits.empty()) return false;
+        if (digits[0] == '0' && (digits.size() > 1 || minus)) return false;
+        unsigned long long magnitude = 0;
+        for (size_t i = 0; i < digits.size(); i++) {
+            unsigned long long digit = (unsigned long long)(digits[i] - '0');
+            if (magnitude > (ULLONG_MAX - digit) / 10) return false;
+            magnitude = magnitude * 10 + digit;
+        }
+        if (minus) {
+            if (magnitude > (unsigned long long)LLONG_MAX + 1ULL) return false;
+            value = magnitude == (unsigned long long)LLONG_MAX + 1ULL ? LLONG_MIN : -(long long)magnitude;
+        } else {
+            if (magnitude > (unsigned long long)LLONG_MAX) return false;
+            value = (long long)magnitude;
+        }
+        return true;
+    }
+
+    static bool parseUnsigned_(const std::string& token, unsigned long long& value) {
+        if (token.empty() || token.size() > 20) return false;
+        if (token.find_first_not_of("0123456789") != std::string::npos) return false;
+        if (token[0] == '0' && token.size() > 1) return false;
+        unsigned long long magnitude = 0;
+        for (size_t i = 0; i < token.size(); i++) {
+            unsigned long long digit = (unsigned long long)(token[i] - '0');
+            if (magnitude > (ULLONG_MAX - digit) / 10) return false;
+            magnitude = magnitude * 10 + digit;
+        }
+        value = magnitude;
+        return true;
+    }
+
+    // Digits, '.', 'e', 'E', '+', '-' only, then the C library's reading of all of it.
+    static bool parseDouble_(const std::string& token, double& value) {
+        int minuses = 0, pluses = 0, points = 0, exponents = 0, digits = 0;
+        for (size_t i = 0; i < token.size(); i++) {
+            char c = token[i];
+            if ('0' <= c && c <= '9') digits++;
+            else if (c == '-') minuses++;
+            else if (c == '+') pluses++;
+            else if (c == '.') points++;
+            else if (c == 'e' || c == 'E') exponents++;
+            else return false;
+        }
+        if (digits == 0 || minuses > 2 || pluses > 2 || points > 1 || exponents > 1) return false;
+        int used = 0;
+        if (sscanf(token.c_str(), "%lf%n", &value, &used) != 1 || used != (int)token.size()) return false;
+        return !std::isnan(value);
+    }
+};
+
+InStream inf;
+InStream ouf;
+InStream ans;
+std::fstream tout;
+
+// -- ending ---------------------------------------------------------------------------------
+
+static inline int a2e_testlib_exit_code(TResult result) {
+    switch (result) {
+        case _ok: return OK_EXIT_CODE;
+        case _wa: return WA_EXIT_CODE;
+        case _pe: return PE_EXIT_CODE;
+        case _fail: return FAIL_EXIT_CODE;
+        case _dirt: return DIRT_EXIT_CODE;
+        case _points: return POINTS_EXIT_CODE;
+        case _unexpected_eof: return UNEXPECTED_EOF_EXIT_CODE;
+        default:
+            if (result >= _partially) return PC_BASE_EXIT_CODE + (result - _partially);
+            return FAIL_EXIT_CODE;
+    }
+}
+
+static inline std::string a2e_testlib_prefix(TResult result) {
+    switch (result) {
+        case _ok: return "ok ";
+        case _wa: return "wrong answer ";
+        case _pe: return "wrong output format ";
+        case _fail: return "FAIL ";
+        case _dirt: return "wrong output format ";
+        case _points: return "points ";
+        case _unexpected_eof: return "unexpected eof ";
+        default:
+            if (result >= _partially) return format("partially correct (%d) ", result - _partially);
+            return "FAIL ";
+    }
+}
+
+NORETURN static inline void a2e_testlib_exit(TResult result, std::string message) {
+    a2e_testlib_run.quitted = true;
+#ifndef ENABLE_UNEXPECTED_EOF
+    if (result == _unexpected_eof) result = _pe;
+#endif
+    bool accepting = result == _ok || result == _points || result >= _partially;
+    if (accepting && a2e_testlib_run.checker && !a2e_testlib_run.interactor && !ouf.seekEof()) {
+        result = _dirt;
+        message = "Extra information in the output file";
+    }
+    if (result == _dirt) {
+        result = _pe;
+    }
+    if (!a2e_testlib_run.resultFile.empty()) {
+        FILE* file = fopen(a2e_testlib_run.resultFile.c_str(), "w");
+        if (file) {
+            fputs(message.c_str(), file);
+            fclose(file);
+        }
+        fputs("\nSee file to check exit message\n", stderr);
+    } else {
+        fputs((a2e_testlib_prefix(result) + message + "\n").c_str(), stderr);
+    }
+    fflush(stderr);
+    if (tout.is_open()) tout.close();
+    std::fflush(stdout);
+    std::exit(a2e_testlib_exit_code(result));
+}
+
+// A checker that ends without a verdict has judged nothing: that is the checker's failure.
+struct a2e_testlib_guard_ {
+    ~a2e_testlib_guard_() {
+        if (a2e_testlib_run.quitted) return;
+        const char* why = NULL;
+        if (!a2e_testlib_run.registered)
+            why = "Call register-function in the first line of the main (registerTestlibCmd or other similar)";
+        else if (a2e_testlib_run.checker && !a2e_testlib_run.interactor)
+            why = "Checker must end with quit or quitf call.";
+        if (!why) return;
+        fprintf(stderr, "FAIL %s\n", why);
+        fflush(stderr);
+        fflush(stdout);
+        _exit(FAIL_EXIT_CODE);
+    }
+};
+
+static a2e_testlib_guard_ a2e_testlib_guard;
+
+// -- verdicts -------------------------------------------------------------------------------
+
+NORETURN static inline void quit(TResult result, const std::string& msg) { ouf.quit(result, msg); }
+NORETURN static inline void quit(TResult result, const char* msg) { ouf.quit(result, msg); }
+
+#ifdef __GNUC__
+__attribute__((format(printf, 2, 3)))
+#endif
+NORETURN static inline void quitf(TResult result, const char* fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    std::string message = vformat_(fmt, args);
+    va_end(args);
+    ouf.quit(result, message);
+}
+
+static inline void quitif(bool condition, TResult result, const char* fmt, ...) {
+    if (!condition) return;
+    va_list args;
+    va_start(args, fmt);
+    std::string message = vformat_(fmt, args);
+    va_end(args);
+    ouf.quit(result, message);
+}
+
+static inline std::string a2e_testlib_points(double points) {
+    std::string text = format("%.10f", points);
+    while (text.size() > 1 && text[text.size() - 1] == '0' && text[text.size() - 2] != '.') text.erase(text.size() - 1);
+    return text;
+}
+
+NORETURN static inline void a2e_testlib_quitp(const std::string& points, double value, const std::string& message) {
+    if (std::isnan(value)) quit(_fail, "Parameter 'points' can't be nan");
+    if (std::fabs(value) > 1E300) quit(_fail, "Parameter 'points' can't be infinite");
+    if (value < -1E-8) quit(_fail, "Parameter 'points' can't be negative");
+    if (value > 1E6 + 1E-8) quit(_fail, "Parameter 'points' can't be greater than 1E6");
+    quit(_points, points + (message.empty() ? "" : " " + message));
+}
+
+NORETURN static inline void quitp(double points, const std::string& message = "") {
+    double value = points <= 0 ? 0 : std::min(points, 1E6);
+    a2e_testlib_quitp(a2e_testlib_points(value), points, message);
+}
+
+NORETURN static inline void quitp(float points, const std::string& message = "") { quitp((double)points, message); }
+NORETURN static inline void quitp(long double points, const std::string& message = "") { quitp((double)points, message); }
+NORETURN static inline void quitp(int points, const std::string& message = "") {
+    a2e_testlib_quitp(vtos(points < 0 ? 0 : points), points, message);
+}
+
+#ifdef __GNUC__
+__attribute__((format(printf, 2, 3)))
+#endif
+NORETURN static inline void quitp(double points, const char* fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    std::string message = vformat_(fmt, args);
+    va_end(args);
+    quitp(points, message);
+}
+
+NORETURN static inline void quitpi(const std::string& points_info, const std::string& message = "") {
+    if (points_info.find(' ') != std::string::npos) quit(_fail, "Parameter 'points_info' can't contain spaces");
+    quit(_points, "points_info=" + points_info + (message.empty() ? "" : " " + message));
+}
+
+template <typename T>
+NORETURN static inline void expectedButFound(TResult result, T expected, T found, const char* prepend = "", ...) {
+    std::string message = "expected '" + compress(vtos(expected)) + "', but found '" + compress(vtos(found)) + "'";
+    if (prepend && *prepend) {
+        va_list args;
+        va_start(args, prepend);
+        message = vformat_(prepend, args) + ": " + message;
+        va_end(args);
+    }
+    quit(result, message);
+}
+
+#define ensure(cond) (void)((cond) || (quit(_fail, std::string("Condition failed: \"") + #cond + "\""), 0))
+#define ensure_ext(cond) (void)((cond) || (quit(_fail, format("Line %d: Condition failed: \"%s\"", __LINE__, #cond)), 0))
+
+#ifdef __GNUC__
+__attribute__((format(printf, 2, 3)))
+#endif
+static inline void ensuref(bool condition, const char* fmt, ...) {
+    if (condition) return;
+    va_list args;
+    va_start(args, fmt);
+    std::string message = vformat_(fmt, args);
+    va_end(args);
+    quit(_fail, message);
+}
+
+// -- registration ---------------------------------------------------------------------------
+
+static inline std::vector<std::string> a2e_testlib_positional(int argc, char* argv[]) {
+    std::vector<std::string> positional;
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i];
+        if ((arg == "--testset" || arg == "--group") && i + 1 < argc) {
+            i++;
+            continue;
+        }
+        positional.push_back(arg);
+    }
+    return positional;
+}
+
+static inline void registerTestlibCmd(int argc, char* argv[]) {
+    a2e_testlib_run.registered = true;
+    a2e_testlib_run.checker = true;
+    std::vector<std::string> args = a2e_testlib_positional(argc, argv);
+    ouf.mode = _output;
+    if (args.size() < 3 || args.size() > 5)
+        quit(_fail, "Program must be run with the following arguments: <input-file> <output-file> <answer-file> [<report-file> [<-appes>]]");
+    inf.openFile(args[0], _input);
+    inf.opened = true;
+    ouf.openFile(args[1], _output);
+    if (!ouf.opened) ouf.quit(_pe, "Output file not found: \"" + args[1] + "\"");
+    ouf.skipBom();
+    ans.openFile(args[2], _answer);
+    if (!ans.opened) {
+        a2e_testlib_exit(_fail, "Answer file not found: \"" + args[2] + "\"");
+    }
+    if (args.size() >= 4) a2e_testlib_run.resultFile = args[3];
+}
+
+static inline void registerInteraction(int argc, char* argv[]) {
+    a2e_testlib_run.registered = true;
+    a2e_testlib_run.interactor = true;
+    std::vector<std::string> args = a2e_testlib_positional(argc, argv);
+    ouf.mode = _output;
+    if (args.size() < 2 || args.size() > 5)
+        quit(_fail, "Program must be run with the following arguments: <input-file> <output-file> [<answer-file> [<report-file> [<-appes>]]]");
+    inf.openFile(args[0], _input);
+    inf.opened = true;
+    tout.open(args[1].c_str(), std::ios_base::out);
+    if (!tout.is_open()) quit(_fail, "Can not write to the test-output-file '" + args[1] + "'");
+    ouf.openStdin(_output);
+    if (args.size() >= 3) ans.openFile(args[2], _answer);
+    else ans.name = "unopened answer stream";
+    if (args.size() >= 4) a2e_testlib_run.resultFile = args[3];
+}
+
+// A validator reads the test from stdin, strictly: exact spaces and line ends.
+static inline void registerValidation() {
+    a2e_testlib_run.registered = true;
+    inf.name = "stdin";
+    inf.mode = _input;
+    inf.strict = true;
+    inf.opened = true;
+    std::ostringstream all;
+    all << std::cin.rdbuf();
+    inf = InStream(inf, all.str());
+    inf.name = "stdin";
+}
+
+static inline void registerValidation(int argc, char* argv[]) {
+    (void)argc;
+    (void)argv;
+    registerValidation();
+}
+
+// -- random numbers (what a checker that probes an answer at random uses) --------------------
+
+class random_t {
+public:
+    random_t() : seed_(3905348978240129619LL) {}
+
+    void setSeed(long long seed) { seed_ = (seed ^ 0x5DEECE66DLL) & ((1LL << 48) - 1); }
+
+    int next(int n) {
+        if (n <= 0) quit(_fail, "random_t::next(int n): n must be positive");
+        return (int)(nextBits_(31) % (unsigned long long)n);
+    }
+
+    long long next(long long n) {
+        if (n <= 0) quit(_fail, "random_t::next(long long n): n must be positive");
+        unsigned long long value = (nextBits_(31) << 31) ^ nextBits_(31);
+        return (long long)(value % (unsigned long long)n);
+    }
+
+    int next(int from, int to) { return (int)(from + next((long long)to - from + 1)); }
+    long long next(long long from, long long to) { return from + next(to - from + 1); }
+    double next() { return (double)((nextBits_(26) << 27) + nextBits_(27)) / (double)(1LL << 53); }
+    double next(double from, double to) { return from + next() * (to - from); }
+
+    template <typename C>
+    typename C::value_type any(const C& items) {
+        typename C::const_iterator it = items.begin();
+        std::advance(it, next((int)items.size()));
+        return *it;
+    }
+
+    std::vector<int> perm(int size, int first = 0) {
+        std::vector<int> items(size);
+        for (int i = 0; i < size; i++) items[i] = first + i;
+        for (int i = size - 1; i > 0; i--) std::swap(items[i], items[next(i + 1)]);
+        return items;
+    }
+
+private:
+    long long seed_;
+
+    unsigned long long nextBits_(int bits) {
+        seed_ = (seed_ * 0x5DEECE66DLL + 0xBLL) & ((1LL << 48) - 1);
+        return (unsigned long long)(seed_ >> (48 - bits));
+    }
+};
+
+static random_t rnd;
+
+template <typename It>
+static inline void shuffle(It begin, It end) {
+    for (It i = begin + 1; i < end; ++i) std::iter_swap(i, begin + rnd.next((int)(i - begin) + 1));
+}
+
+static inline void registerGen(int argc, char* argv[], int version = 1) {
+    (void)version;
+    a2e_testlib_run.registered = true;
+    long long seed = 3905348978240129619LL;
+    for (int i = 1; i < argc; i++)
+        for (const char* c = argv[i]; *c; c++) seed = seed * 31 + (unsigned char)*c;
+    rnd.setSeed(seed);
+}
+
+#endif
