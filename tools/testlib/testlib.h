@@ -457,14 +457,8 @@ struct InStream {
     std::string readToken() { return readWord(); }
 
     std::vector<std::string> readWords(int size, int indexBase = 1) {
-        std::vector<std::string> words;
-        many_(size, "readWords");
-        for (int i = 0; i < size; i++) {
-            if (strict && i > 0) readSpace();
-            words.push_back(readWord());
-        }
         (void)indexBase;
-        return words;
+        return readMany_<std::string>(size, "readWords", true, [&](int) { return readWord(); });
     }
 
     std::vector<std::string> readTokens(int size, int indexBase = 1) {
@@ -520,15 +514,11 @@ struct InStream {
     int readInteger(int minv, int maxv, const std::string& variableName = "") { return readInt(minv, maxv, variableName); }
 
     std::vector<int> readInts(int size, int minv, int maxv, const std::string& variablesName = "", int indexBase = 1) {
-        std::vector<int> values;
-        many_(size, "readInts");
-        for (int i = 0; i < size; i++) {
-            if (strict && i > 0) readSpace();
+        return readMany_<int>(size, "readInts", true, [&](int i) {
             int value = readInt();
             if (value < minv || value > maxv) elementError_("Integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variablesName, i + indexBase);
-            values.push_back(value);
-        }
-        return values;
+            return value;
+        });
     }
 
     std::vector<int> readInts(int size, int indexBase = 1) {
@@ -540,15 +530,11 @@ struct InStream {
     }
 
     std::vector<long long> readLongs(int size, long long minv, long long maxv, const std::string& variablesName = "", int indexBase = 1) {
-        std::vector<long long> values;
-        many_(size, "readLongs");
-        for (int i = 0; i < size; i++) {
-            if (strict && i > 0) readSpace();
+        return readMany_<long long>(size, "readLongs", true, [&](int i) {
             long long value = readLong();
             if (value < minv || value > maxv) elementError_("Integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variablesName, i + indexBase);
-            values.push_back(value);
-        }
-        return values;
+            return value;
+        });
     }
 
     std::vector<long long> readLongs(int size, int indexBase = 1) {
@@ -575,15 +561,11 @@ struct InStream {
     double readReal(double minv, double maxv, const std::string& variableName = "") { return readDouble(minv, maxv, variableName); }
 
     std::vector<double> readDoubles(int size, double minv, double maxv, const std::string& variablesName = "", int indexBase = 1) {
-        std::vector<double> values;
-        many_(size, "readDoubles");
-        for (int i = 0; i < size; i++) {
-            if (strict && i > 0) readSpace();
+        return readMany_<double>(size, "readDoubles", true, [&](int i) {
             double value = readDouble();
             if (value < minv || value > maxv) elementError_("Double", vtos(value), vtos(minv), vtos(maxv), variablesName, i + indexBase);
-            values.push_back(value);
-        }
-        return values;
+            return value;
+        });
     }
 
     std::vector<double> readReals(int size, double minv, double maxv, const std::string& variablesName = "", int indexBase = 1) {
@@ -645,11 +627,8 @@ struct InStream {
     std::string readString() { return readLine(); }
 
     std::vector<std::string> readLines(int size, int indexBase = 1) {
-        std::vector<std::string> lines;
-        many_(size, "readLines");
-        for (int i = 0; i < size; i++) lines.push_back(readLine());
         (void)indexBase;
-        return lines;
+        return readMany_<std::string>(size, "readLines", false, [&](int) { return readLine(); });
     }
 
     std::vector<std::string> readStrings(int size, int indexBase = 1) { return readLines(size, indexBase); }
@@ -710,9 +689,17 @@ private:
     FILE* file_ = NULL;
     int peeked_ = -2;
 
-    void many_(int size, const char* what) {
+    // ``size`` items read by ``read(index)``; in strict mode one space between two (not lines).
+    template <typename T, typename Read>
+    std::vector<T> readMany_(int size, const char* what, bool spaced, Read read) {
         if (size < 0) quit(_fail, format("%s: size should be non-negative.", what));
         if (size > 100000000) quit(_fail, format("%s: size should be at most 100000000.", what));
+        std::vector<T> items;
+        for (int i = 0; i < size; i++) {
+            if (strict && spaced && i > 0) readSpace();
+            items.push_back(read(i));
+        }
+        return items;
     }
 
     NORETURN void rangeError_(const std::string& kind, const std::string& value, const std::string& minv, const std::string& maxv, const std::string& variableName) {
