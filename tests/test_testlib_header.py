@@ -107,6 +107,71 @@ def test_checkers_judge_as_testlib_judges(
     assert _check(built, checker, given, output, answer) == (code, said)
 
 
+@pytest.mark.parametrize(
+    ("operation", "output", "code", "said"),
+    [
+        ("lines", "a b\r\n\nc", 0, "ok 3 lines: a b||c\n"),
+        ("eoln", "5 \n", 0, "ok 5 0 1\n"),
+        ("eoln", "5\r\n", 0, "ok 5 1 1\n"),
+        ("eof", "x", 0, "ok at the end\n"),
+        ("eof", "x\n", 2, "wrong output format Expected EOF\n"),
+        ("space", "7 x\n", 0, "ok 7 then a space, x and a line end\n"),
+        ("space", "7  x\n", 2, "wrong output format Unexpected character ' ', but 'x' expected\n"),
+        ("space", "7\nx\n", 2, "wrong output format Unexpected character #10, but ' ' expected\n"),
+        ("strict", "1.25", 0, "ok 1.25\n"),
+        ("strict", "1.255", 2, 'wrong output format Expected strict double with number of digits after point in range [1,2], but "1.255" found\n'),
+        ("strict", "01.5", 2, 'wrong output format Expected strict double, but "01.5" found\n'),
+        ("strict", "-0.00", 2, 'wrong output format Redundant minus in "-0.00" found\n'),
+        ("strict", "11.0", 1, "wrong answer Strict double parameter [name=d] equals to 11, violates the range [0, 10]\n"),
+        ("long", "-1000000000000000000 18446744073709551615", 0, "ok -1000000000000000000 18446744073709551615\n"),
+        ("long", "9223372036854775808 1", 2, 'wrong output format Expected integer, but "9223372036854775808" found\n'),
+        ("long", "1 -1", 2, 'wrong output format Expected unsigned integer, but "-1" found\n'),
+        ("range", "0", 1, "wrong answer Integer parameter [name=k] equals to 0, violates the range [1, 10^9]\n"),
+        ("stream-ensuref", "", 1, "wrong answer bad 7\n"),
+        ("ensuref", "", 3, "FAIL jury's fault 7\n"),
+        ("ensure", "", 3, 'FAIL Condition failed: "1 + 1 == 3"\n'),
+        ("quitif", "", 1, "wrong answer this one\n"),
+        ("expected", "", 1, "wrong answer case 2: expected '5', but found '6'\n"),
+        ("pc", "", 3, "partially correct (3) partly\n"),
+        ("nan-points", "", 3, "FAIL Parameter 'points' can't be nan\n"),
+        ("ans-wa", "", 3, "FAIL the jury's answer is wrong (answer.txt)\n"),
+        ("helpers", "", 0, "ok 00042 1e-07 3 ABCdef [x y] a//b a/b stndrdthnd 2*10^9 "
+         + "z" * 30 + "..." + "z" * 31 + "\n"),
+        ("doubles", "", 0, "ok TFTFTTT 0.010\n"),
+        ("rnd", "", 0, "ok 1 2 3 4 5 1 1\n"),
+        ("based", "2 40\n", 0, "ok 42\n"),
+    ],
+)  # fmt: skip
+def test_every_part_a_checker_calls(
+    built: Path, operation: str, output: str, code: int, said: str
+) -> None:
+    assert _check(built, "probe", operation, output, "") == (code, said)
+
+
+@pytest.mark.parametrize(
+    ("test", "code", "said"),
+    [
+        ("1 2\n", 0, ""),
+        ("1  2\n", 3, "FAIL Unexpected white-space - token expected (stdin)\n"),
+        ("1 2", 3, "FAIL Expected EOLN (stdin)\n"),
+        ("1 2\r\n", 3, "FAIL Expected EOLN (stdin)\n"),
+        ("1 101\n", 3, "FAIL Integer parameter [name=b] equals to 101, violates the range [1, 100] (stdin)\n"),
+    ],
+)  # fmt: skip
+def test_a_validator_reads_its_test_strictly(built: Path, test: str, code: int, said: str) -> None:
+    done = subprocess.run(
+        [str(built / "validator")], input=test, capture_output=True, text=True, timeout=30
+    )
+    assert (done.returncode, done.stderr) == (code, said)
+    unfinished = subprocess.run(
+        [str(built / "validator_no_eof")], input=test, capture_output=True, text=True, timeout=30
+    )
+    assert (unfinished.returncode, unfinished.stderr) == (
+        3,
+        "FAIL Validator must end with readEof call.\n",
+    )
+
+
 def test_a_checker_run_wrong_fails_the_judge_not_the_participant(built: Path) -> None:
     done = subprocess.run([str(built / "wcmp"), "input.txt"], capture_output=True, text=True)
     assert done.returncode == 3 and done.stderr.startswith("FAIL Program must be run with")

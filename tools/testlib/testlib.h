@@ -265,6 +265,8 @@ struct a2e_testlib_run_ {
     bool registered = false;
     bool checker = false;
     bool interactor = false;
+    bool validator = false;
+    bool readToEof = false;  // a validator's inf.readEof() passed
     bool quitted = false;
     std::string name;
     std::string resultFile;
@@ -433,6 +435,7 @@ struct InStream {
 
     void readEof() {
         if (!eof()) quit(_pe, "Expected EOF");
+        if (this == &inf) a2e_testlib_run.readToEof = true;
     }
 
     // -- tokens --
@@ -846,6 +849,8 @@ struct a2e_testlib_guard_ {
             why = "Call register-function in the first line of the main (registerTestlibCmd or other similar)";
         else if (a2e_testlib_run.checker && !a2e_testlib_run.interactor)
             why = "Checker must end with quit or quitf call.";
+        else if (a2e_testlib_run.validator && !a2e_testlib_run.readToEof)
+            why = "Validator must end with readEof call.";
         if (!why) return;
         fprintf(stderr, "FAIL %s\n", why);
         fflush(stderr);
@@ -1003,6 +1008,7 @@ static inline void registerInteraction(int argc, char* argv[]) {
 // A validator reads the test from stdin, strictly: exact spaces and line ends.
 static inline void registerValidation() {
     a2e_testlib_run.registered = true;
+    a2e_testlib_run.validator = true;
     inf.name = "stdin";
     inf.mode = _input;
     inf.strict = true;
