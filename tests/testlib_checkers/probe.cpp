@@ -52,11 +52,12 @@ int main(int argc, char* argv[]) {
     } else if (op == "ans-wa") {
         ans.quitf(_wa, "the jury's answer is wrong");
     } else if (op == "helpers") {
-        string s = format("%05d", 42) + " " + vtos(1e-7) + " " + toString(3) + " " + upperCase("aBc") +
-                   lowerCase("DeF") + " [" + trim("  x y \n") + "] " + join(split("a,,b", ','), '/') +
-                   " " + join(tokenize("a,,b", ','), '/') + " " + englishEnding(1) + englishEnding(2) +
-                   englishEnding(3) + englishEnding(11) + englishEnding(22) + " " +
-                   toHumanReadableString(2000000000LL) + " " + compress(string(70, 'z'));
+        string s = format("%05d", 42) + " " + vtos(1e-7) + " " + toString(3) + " " +
+                   upperCase("aBc") + lowerCase("DeF") + " [" + trim("  x y \n") + "] " +
+                   join(split("a,,b", ','), '/') + " " + join(tokenize("a,,b", ','), '/') + " " +
+                   englishEnding(1) + englishEnding(2) + englishEnding(3) + englishEnding(11) +
+                   englishEnding(22) + " " + toHumanReadableString(2000000000LL) + " " +
+                   compress(string(70, 'z'));
         quitf(_ok, "%s", s.c_str());
     } else if (op == "doubles") {
         string r;

@@ -116,7 +116,8 @@ static inline std::string vformat_(const char* fmt, va_list args) {
 #ifdef __GNUC__
 __attribute__((format(printf, 1, 2)))
 #endif
-static inline std::string format(const char* fmt, ...) {
+static inline std::string
+format(const char* fmt, ...) {
     va_list args;
     va_start(args, fmt);
     std::string text = vformat_(fmt, args);
@@ -124,7 +125,9 @@ static inline std::string format(const char* fmt, ...) {
     return text;
 }
 
-static inline bool isBlanks(char c) { return c == LF || c == CR || c == SPACE || c == TAB; }
+static inline bool isBlanks(char c) {
+    return c == LF || c == CR || c == SPACE || c == TAB;
+}
 
 static inline std::string trim(const std::string& s) {
     size_t left = 0, right = s.size();
@@ -176,16 +179,32 @@ static inline std::string vtos(long long n) {
     if (n == LLONG_MIN) return "-9223372036854775808";
     return format("%lld", n);
 }
-static inline std::string vtos(unsigned long long n) { return format("%llu", n); }
-static inline std::string vtos(int n) { return vtos((long long)n); }
-static inline std::string vtos(long n) { return vtos((long long)n); }
-static inline std::string vtos(unsigned int n) { return vtos((unsigned long long)n); }
-static inline std::string vtos(unsigned long n) { return vtos((unsigned long long)n); }
-static inline std::string vtos(const std::string& s) { return s; }
-static inline std::string vtos(const char* s) { return std::string(s); }
+static inline std::string vtos(unsigned long long n) {
+    return format("%llu", n);
+}
+static inline std::string vtos(int n) {
+    return vtos((long long)n);
+}
+static inline std::string vtos(long n) {
+    return vtos((long long)n);
+}
+static inline std::string vtos(unsigned int n) {
+    return vtos((unsigned long long)n);
+}
+static inline std::string vtos(unsigned long n) {
+    return vtos((unsigned long long)n);
+}
+static inline std::string vtos(const std::string& s) {
+    return s;
+}
+static inline std::string vtos(const char* s) {
+    return std::string(s);
+}
 
 template <typename T>
-static inline std::string toString(const T& t) { return vtos(t); }
+static inline std::string toString(const T& t) {
+    return vtos(t);
+}
 
 // A bound as range messages show it: 10^9, 2*10^9, -10^18, or its digits.
 static inline std::string toHumanReadableString(long long n) {
@@ -203,8 +222,12 @@ static inline std::string toHumanReadableString(unsigned long long n) {
     if (n <= (unsigned long long)LLONG_MAX) return toHumanReadableString((long long)n);
     return vtos(n);
 }
-static inline std::string toHumanReadableString(int n) { return toHumanReadableString((long long)n); }
-static inline std::string toHumanReadableString(double n) { return vtos(n); }
+static inline std::string toHumanReadableString(int n) {
+    return toHumanReadableString((long long)n);
+}
+static inline std::string toHumanReadableString(double n) {
+    return vtos(n);
+}
 
 // Equal within an absolute error, or a relative one against the expected value only.
 static inline bool doubleCompare(double expected, double result, double MAX_DOUBLE_ERROR) {
@@ -230,8 +253,10 @@ static inline double doubleDelta(double expected, double result) {
 static inline std::vector<std::string> split(const std::string& s, char separator) {
     std::vector<std::string> parts(1);
     for (size_t i = 0; i < s.size(); i++) {
-        if (s[i] == separator) parts.push_back(std::string());
-        else parts.back() += s[i];
+        if (s[i] == separator)
+            parts.push_back(std::string());
+        else
+            parts.back() += s[i];
     }
     return parts;
 }
@@ -300,7 +325,10 @@ struct InStream {
 
     // A stream over text: what a checker re-reads (a line it read, say).
     InStream(const InStream& base, const std::string& content)
-        : name("based on " + base.name), mode(base.mode), strict(base.strict), opened(true),
+        : name("based on " + base.name),
+          mode(base.mode),
+          strict(base.strict),
+          opened(true),
           buffer_(content) {}
 
     void openFile(const std::string& path, TMode as) {
@@ -343,8 +371,10 @@ struct InStream {
     int take_() {
         int c = peek_();
         if (c == -1) return -1;
-        if (file_) peeked_ = -2;
-        else position_++;
+        if (file_)
+            peeked_ = -2;
+        else
+            position_++;
         return c;
     }
 
@@ -377,9 +407,11 @@ struct InStream {
             take_();
             return;
         }
-        if (c == -1) quit(_unexpected_eof, format("Unexpected end of file - '%c' expected", expected));
+        if (c == -1)
+            quit(_unexpected_eof, format("Unexpected end of file - '%c' expected", expected));
         std::string found = (c == LF || c == CR) ? format("#%d", c) : format("'%c'", c);
-        quit(_pe, "Unexpected character " + found + ", but '" + std::string(1, expected) + "' expected");
+        quit(_pe,
+             "Unexpected character " + found + ", but '" + std::string(1, expected) + "' expected");
     }
 
     void readSpace() { readChar(SPACE); }
@@ -474,13 +506,16 @@ struct InStream {
         if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - int64 expected");
         std::string token = readWord();
         long long value;
-        if (!parseLong_(token, value)) quit(_pe, "Expected integer, but \"" + compress(token) + "\" found");
+        if (!parseLong_(token, value))
+            quit(_pe, "Expected integer, but \"" + compress(token) + "\" found");
         return value;
     }
 
     long long readLong(long long minv, long long maxv, const std::string& variableName = "") {
         long long value = readLong();
-        if (value < minv || value > maxv) rangeError_("Integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variableName);
+        if (value < minv || value > maxv)
+            rangeError_("Integer", vtos(value), toHumanReadableString(minv),
+                        toHumanReadableString(maxv), variableName);
         return value;
     }
 
@@ -488,13 +523,17 @@ struct InStream {
         if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - int64 expected");
         std::string token = readWord();
         unsigned long long value;
-        if (!parseUnsigned_(token, value)) quit(_pe, "Expected unsigned integer, but \"" + compress(token) + "\" found");
+        if (!parseUnsigned_(token, value))
+            quit(_pe, "Expected unsigned integer, but \"" + compress(token) + "\" found");
         return value;
     }
 
-    unsigned long long readUnsignedLong(unsigned long long minv, unsigned long long maxv, const std::string& variableName = "") {
+    unsigned long long readUnsignedLong(unsigned long long minv, unsigned long long maxv,
+                                        const std::string& variableName = "") {
         unsigned long long value = readUnsignedLong();
-        if (value < minv || value > maxv) rangeError_("Unsigned integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variableName);
+        if (value < minv || value > maxv)
+            rangeError_("Unsigned integer", vtos(value), toHumanReadableString(minv),
+                        toHumanReadableString(maxv), variableName);
         return value;
     }
 
@@ -502,24 +541,33 @@ struct InStream {
         if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - int32 expected");
         std::string token = readWord();
         long long value;
-        if (!parseLong_(token, value)) quit(_pe, "Expected integer, but \"" + compress(token) + "\" found");
-        if (value < INT_MIN || value > INT_MAX) quit(_pe, "Expected int32, but \"" + compress(token) + "\" found");
+        if (!parseLong_(token, value))
+            quit(_pe, "Expected integer, but \"" + compress(token) + "\" found");
+        if (value < INT_MIN || value > INT_MAX)
+            quit(_pe, "Expected int32, but \"" + compress(token) + "\" found");
         return (int)value;
     }
 
     int readInt(int minv, int maxv, const std::string& variableName = "") {
         int value = readInt();
-        if (value < minv || value > maxv) rangeError_("Integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variableName);
+        if (value < minv || value > maxv)
+            rangeError_("Integer", vtos(value), toHumanReadableString(minv),
+                        toHumanReadableString(maxv), variableName);
         return value;
     }
 
     int readInteger() { return readInt(); }
-    int readInteger(int minv, int maxv, const std::string& variableName = "") { return readInt(minv, maxv, variableName); }
+    int readInteger(int minv, int maxv, const std::string& variableName = "") {
+        return readInt(minv, maxv, variableName);
+    }
 
-    std::vector<int> readInts(int size, int minv, int maxv, const std::string& variablesName = "", int indexBase = 1) {
+    std::vector<int> readInts(int size, int minv, int maxv, const std::string& variablesName = "",
+                              int indexBase = 1) {
         return readMany_<int>(size, "readInts", true, [&](int i) {
             int value = readInt();
-            if (value < minv || value > maxv) elementError_("Integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variablesName, i + indexBase);
+            if (value < minv || value > maxv)
+                elementError_("Integer", vtos(value), toHumanReadableString(minv),
+                              toHumanReadableString(maxv), variablesName, i + indexBase);
             return value;
         });
     }
@@ -528,14 +576,18 @@ struct InStream {
         return readInts(size, INT_MIN, INT_MAX, "", indexBase);
     }
 
-    std::vector<int> readIntegers(int size, int minv, int maxv, const std::string& variablesName = "", int indexBase = 1) {
+    std::vector<int> readIntegers(int size, int minv, int maxv,
+                                  const std::string& variablesName = "", int indexBase = 1) {
         return readInts(size, minv, maxv, variablesName, indexBase);
     }
 
-    std::vector<long long> readLongs(int size, long long minv, long long maxv, const std::string& variablesName = "", int indexBase = 1) {
+    std::vector<long long> readLongs(int size, long long minv, long long maxv,
+                                     const std::string& variablesName = "", int indexBase = 1) {
         return readMany_<long long>(size, "readLongs", true, [&](int i) {
             long long value = readLong();
-            if (value < minv || value > maxv) elementError_("Integer", vtos(value), toHumanReadableString(minv), toHumanReadableString(maxv), variablesName, i + indexBase);
+            if (value < minv || value > maxv)
+                elementError_("Integer", vtos(value), toHumanReadableString(minv),
+                              toHumanReadableString(maxv), variablesName, i + indexBase);
             return value;
         });
     }
@@ -550,39 +602,50 @@ struct InStream {
         if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - double expected");
         std::string token = readWord();
         double value;
-        if (!parseDouble_(token, value)) quit(_pe, "Expected double, but \"" + compress(token) + "\" found");
+        if (!parseDouble_(token, value))
+            quit(_pe, "Expected double, but \"" + compress(token) + "\" found");
         return value;
     }
 
     double readDouble(double minv, double maxv, const std::string& variableName = "") {
         double value = readDouble();
-        if (value < minv || value > maxv) rangeError_("Double", vtos(value), vtos(minv), vtos(maxv), variableName);
+        if (value < minv || value > maxv)
+            rangeError_("Double", vtos(value), vtos(minv), vtos(maxv), variableName);
         return value;
     }
 
     double readReal() { return readDouble(); }
-    double readReal(double minv, double maxv, const std::string& variableName = "") { return readDouble(minv, maxv, variableName); }
+    double readReal(double minv, double maxv, const std::string& variableName = "") {
+        return readDouble(minv, maxv, variableName);
+    }
 
-    std::vector<double> readDoubles(int size, double minv, double maxv, const std::string& variablesName = "", int indexBase = 1) {
+    std::vector<double> readDoubles(int size, double minv, double maxv,
+                                    const std::string& variablesName = "", int indexBase = 1) {
         return readMany_<double>(size, "readDoubles", true, [&](int i) {
             double value = readDouble();
-            if (value < minv || value > maxv) elementError_("Double", vtos(value), vtos(minv), vtos(maxv), variablesName, i + indexBase);
+            if (value < minv || value > maxv)
+                elementError_("Double", vtos(value), vtos(minv), vtos(maxv), variablesName,
+                              i + indexBase);
             return value;
         });
     }
 
-    std::vector<double> readReals(int size, double minv, double maxv, const std::string& variablesName = "", int indexBase = 1) {
+    std::vector<double> readReals(int size, double minv, double maxv,
+                                  const std::string& variablesName = "", int indexBase = 1) {
         return readDoubles(size, minv, maxv, variablesName, indexBase);
     }
 
-    double readStrictDouble(double minv, double maxv, int minAfterPointDigitCount, int maxAfterPointDigitCount, const std::string& variableName = "") {
+    double readStrictDouble(double minv, double maxv, int minAfterPointDigitCount,
+                            int maxAfterPointDigitCount, const std::string& variableName = "") {
         if (minAfterPointDigitCount < 0 || minAfterPointDigitCount > maxAfterPointDigitCount)
             quit(_fail, "readStrictDouble: digits after the point must be a range of counts >= 0");
-        if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - strict double expected");
+        if (!strict && seekEof())
+            quit(_unexpected_eof, "Unexpected end of file - strict double expected");
         std::string token = readWord();
         size_t at = token[0] == '-' ? 1 : 0;
         size_t point = token.find('.');
-        std::string whole = token.substr(at, point == std::string::npos ? std::string::npos : point - at);
+        std::string whole =
+            token.substr(at, point == std::string::npos ? std::string::npos : point - at);
         std::string fraction = point == std::string::npos ? "" : token.substr(point + 1);
         bool shaped = !whole.empty() && token.size() <= 1000 &&
                       whole.find_first_not_of("0123456789") == std::string::npos &&
@@ -592,16 +655,22 @@ struct InStream {
         if (!shaped) quit(_pe, "Expected strict double, but \"" + compress(token) + "\" found");
         int after = (int)fraction.size();
         if (after < minAfterPointDigitCount || after > maxAfterPointDigitCount)
-            quit(_pe, format("Expected strict double with number of digits after point in range [%d,%d], but \"%s\" found",
-                             minAfterPointDigitCount, maxAfterPointDigitCount, compress(token).c_str()));
+            quit(_pe,
+                 format("Expected strict double with number of digits after point in range "
+                        "[%d,%d], but \"%s\" found",
+                        minAfterPointDigitCount, maxAfterPointDigitCount, compress(token).c_str()));
         double value;
-        if (!parseDouble_(token, value)) quit(_pe, "Expected double, but \"" + compress(token) + "\" found");
-        if (at == 1 && value >= 0) quit(_pe, "Redundant minus in \"" + compress(token) + "\" found");
-        if (value < minv || value > maxv) rangeError_("Strict double", vtos(value), vtos(minv), vtos(maxv), variableName);
+        if (!parseDouble_(token, value))
+            quit(_pe, "Expected double, but \"" + compress(token) + "\" found");
+        if (at == 1 && value >= 0)
+            quit(_pe, "Redundant minus in \"" + compress(token) + "\" found");
+        if (value < minv || value > maxv)
+            rangeError_("Strict double", vtos(value), vtos(minv), vtos(maxv), variableName);
         return value;
     }
 
-    double readStrictReal(double minv, double maxv, int minAfter, int maxAfter, const std::string& variableName = "") {
+    double readStrictReal(double minv, double maxv, int minAfter, int maxAfter,
+                          const std::string& variableName = "") {
         return readStrictDouble(minv, maxv, minAfter, maxAfter, variableName);
     }
 
@@ -615,8 +684,10 @@ struct InStream {
             if (c == CR) continue;
             line += (char)c;
         }
-        if (strict) readEoln();
-        else eoln();
+        if (strict)
+            readEoln();
+        else
+            eoln();
     }
 
     void readStringTo(std::string& line) { readLineTo(line); }
@@ -634,7 +705,9 @@ struct InStream {
         return readMany_<std::string>(size, "readLines", false, [&](int) { return readLine(); });
     }
 
-    std::vector<std::string> readStrings(int size, int indexBase = 1) { return readLines(size, indexBase); }
+    std::vector<std::string> readStrings(int size, int indexBase = 1) {
+        return readLines(size, indexBase);
+    }
 
     // -- verdicts --
 
@@ -643,7 +716,8 @@ struct InStream {
     NORETURN void quit(TResult result, const std::string& msg) {
         std::string message = trim(msg);
         if ((int)message.size() > maxMessageLength) {
-            std::string note = format("message length exceeds %d, the message is truncated: ", maxMessageLength);
+            std::string note =
+                format("message length exceeds %d, the message is truncated: ", maxMessageLength);
             message = note + message.substr(0, maxMessageLength - note.size());
         }
         if (mode != _output && result != _fail) {
@@ -656,7 +730,8 @@ struct InStream {
 #ifdef __GNUC__
     __attribute__((format(printf, 3, 4)))
 #endif
-    NORETURN void quitf(TResult result, const char* fmt, ...) {
+    NORETURN void
+    quitf(TResult result, const char* fmt, ...) {
         va_list args;
         va_start(args, fmt);
         std::string message = vformat_(fmt, args);
@@ -705,17 +780,24 @@ private:
         return items;
     }
 
-    NORETURN void rangeError_(const std::string& kind, const std::string& value, const std::string& minv, const std::string& maxv, const std::string& variableName) {
+    NORETURN void rangeError_(const std::string& kind, const std::string& value,
+                              const std::string& minv, const std::string& maxv,
+                              const std::string& variableName) {
         std::string range = "[" + minv + ", " + maxv + "]";
         if (variableName.empty()) quit(_wa, kind + " " + value + " violates the range " + range);
-        quit(_wa, kind + " parameter [name=" + variableName + "] equals to " + value + ", violates the range " + range);
+        quit(_wa, kind + " parameter [name=" + variableName + "] equals to " + value +
+                      ", violates the range " + range);
     }
 
-    NORETURN void elementError_(const std::string& kind, const std::string& value, const std::string& minv, const std::string& maxv, const std::string& variablesName, int index) {
+    NORETURN void elementError_(const std::string& kind, const std::string& value,
+                                const std::string& minv, const std::string& maxv,
+                                const std::string& variablesName, int index) {
         std::string range = "[" + minv + ", " + maxv + "]";
         if (variablesName.empty())
-            quit(_wa, kind + " element [index=" + vtos(index) + "] equals to " + value + ", violates the range " + range);
-        quit(_wa, kind + " element " + variablesName + "[" + vtos(index) + "] equals to " + value + ", violates the range " + range);
+            quit(_wa, kind + " element [index=" + vtos(index) + "] equals to " + value +
+                          ", violates the range " + range);
+        quit(_wa, kind + " element " + variablesName + "[" + vtos(index) + "] equals to " + value +
+                      ", violates the range " + range);
     }
 
     // -?digits, no '+', no leading zero but "0" itself, within 64 bits.
@@ -723,7 +805,8 @@ private:
         if (token.empty() || token.size() > 20) return false;
         bool minus = token[0] == '-' && token.size() > 1;
         std::string digits = minus ? token.substr(1) : token;
-        if (digits.find_first_not_of("0123456789") != std::string::npos || digits.empty()) return false;
+        if (digits.find_first_not_of("0123456789") != std::string::npos || digits.empty())
+            return false;
         if (digits[0] == '0' && (digits.size() > 1 || minus)) return false;
         unsigned long long magnitude = 0;
         for (size_t i = 0; i < digits.size(); i++) {
@@ -733,7 +816,8 @@ private:
         }
         if (minus) {
             if (magnitude > (unsigned long long)LLONG_MAX + 1ULL) return false;
-            value = magnitude == (unsigned long long)LLONG_MAX + 1ULL ? LLONG_MIN : -(long long)magnitude;
+            value = magnitude == (unsigned long long)LLONG_MAX + 1ULL ? LLONG_MIN
+                                                                      : -(long long)magnitude;
         } else {
             if (magnitude > (unsigned long long)LLONG_MAX) return false;
             value = (long long)magnitude;
@@ -760,16 +844,23 @@ private:
         int minuses = 0, pluses = 0, points = 0, exponents = 0, digits = 0;
         for (size_t i = 0; i < token.size(); i++) {
             char c = token[i];
-            if ('0' <= c && c <= '9') digits++;
-            else if (c == '-') minuses++;
-            else if (c == '+') pluses++;
-            else if (c == '.') points++;
-            else if (c == 'e' || c == 'E') exponents++;
-            else return false;
+            if ('0' <= c && c <= '9')
+                digits++;
+            else if (c == '-')
+                minuses++;
+            else if (c == '+')
+                pluses++;
+            else if (c == '.')
+                points++;
+            else if (c == 'e' || c == 'E')
+                exponents++;
+            else
+                return false;
         }
         if (digits == 0 || minuses > 2 || pluses > 2 || points > 1 || exponents > 1) return false;
         int used = 0;
-        if (sscanf(token.c_str(), "%lf%n", &value, &used) != 1 || used != (int)token.size()) return false;
+        if (sscanf(token.c_str(), "%lf%n", &value, &used) != 1 || used != (int)token.size())
+            return false;
         return !std::isnan(value);
     }
 };
@@ -783,13 +874,20 @@ std::fstream tout;
 
 static inline int a2e_testlib_exit_code(TResult result) {
     switch (result) {
-        case _ok: return OK_EXIT_CODE;
-        case _wa: return WA_EXIT_CODE;
-        case _pe: return PE_EXIT_CODE;
-        case _fail: return FAIL_EXIT_CODE;
-        case _dirt: return DIRT_EXIT_CODE;
-        case _points: return POINTS_EXIT_CODE;
-        case _unexpected_eof: return UNEXPECTED_EOF_EXIT_CODE;
+        case _ok:
+            return OK_EXIT_CODE;
+        case _wa:
+            return WA_EXIT_CODE;
+        case _pe:
+            return PE_EXIT_CODE;
+        case _fail:
+            return FAIL_EXIT_CODE;
+        case _dirt:
+            return DIRT_EXIT_CODE;
+        case _points:
+            return POINTS_EXIT_CODE;
+        case _unexpected_eof:
+            return UNEXPECTED_EOF_EXIT_CODE;
         default:
             if (result >= _partially) return PC_BASE_EXIT_CODE + (result - _partially);
             return FAIL_EXIT_CODE;
@@ -798,13 +896,20 @@ static inline int a2e_testlib_exit_code(TResult result) {
 
 static inline std::string a2e_testlib_prefix(TResult result) {
     switch (result) {
-        case _ok: return "ok ";
-        case _wa: return "wrong answer ";
-        case _pe: return "wrong output format ";
-        case _fail: return "FAIL ";
-        case _dirt: return "wrong output format ";
-        case _points: return "points ";
-        case _unexpected_eof: return "unexpected eof ";
+        case _ok:
+            return "ok ";
+        case _wa:
+            return "wrong answer ";
+        case _pe:
+            return "wrong output format ";
+        case _fail:
+            return "FAIL ";
+        case _dirt:
+            return "wrong output format ";
+        case _points:
+            return "points ";
+        case _unexpected_eof:
+            return "unexpected eof ";
         default:
             if (result >= _partially) return format("partially correct (%d) ", result - _partially);
             return "FAIL ";
@@ -846,7 +951,9 @@ struct a2e_testlib_guard_ {
         if (a2e_testlib_run.quitted) return;
         const char* why = NULL;
         if (!a2e_testlib_run.registered)
-            why = "Call register-function in the first line of the main (registerTestlibCmd or other similar)";
+            why =
+                "Call register-function in the first line of the main (registerTestlibCmd or other "
+                "similar)";
         else if (a2e_testlib_run.checker && !a2e_testlib_run.interactor)
             why = "Checker must end with quit or quitf call.";
         else if (a2e_testlib_run.validator && !a2e_testlib_run.readToEof)
@@ -863,13 +970,18 @@ static a2e_testlib_guard_ a2e_testlib_guard;
 
 // -- verdicts -------------------------------------------------------------------------------
 
-NORETURN static inline void quit(TResult result, const std::string& msg) { ouf.quit(result, msg); }
-NORETURN static inline void quit(TResult result, const char* msg) { ouf.quit(result, msg); }
+NORETURN static inline void quit(TResult result, const std::string& msg) {
+    ouf.quit(result, msg);
+}
+NORETURN static inline void quit(TResult result, const char* msg) {
+    ouf.quit(result, msg);
+}
 
 #ifdef __GNUC__
 __attribute__((format(printf, 2, 3)))
 #endif
-NORETURN static inline void quitf(TResult result, const char* fmt, ...) {
+NORETURN static inline void
+quitf(TResult result, const char* fmt, ...) {
     va_list args;
     va_start(args, fmt);
     std::string message = vformat_(fmt, args);
@@ -888,11 +1000,13 @@ static inline void quitif(bool condition, TResult result, const char* fmt, ...) 
 
 static inline std::string a2e_testlib_points(double points) {
     std::string text = format("%.10f", points);
-    while (text.size() > 1 && text[text.size() - 1] == '0' && text[text.size() - 2] != '.') text.erase(text.size() - 1);
+    while (text.size() > 1 && text[text.size() - 1] == '0' && text[text.size() - 2] != '.')
+        text.erase(text.size() - 1);
     return text;
 }
 
-NORETURN static inline void a2e_testlib_quitp(const std::string& points, double value, const std::string& message) {
+NORETURN static inline void a2e_testlib_quitp(const std::string& points, double value,
+                                              const std::string& message) {
     if (std::isnan(value)) quit(_fail, "Parameter 'points' can't be nan");
     if (std::fabs(value) > 1E300) quit(_fail, "Parameter 'points' can't be infinite");
     if (value < -1E-8) quit(_fail, "Parameter 'points' can't be negative");
@@ -905,8 +1019,12 @@ NORETURN static inline void quitp(double points, const std::string& message = ""
     a2e_testlib_quitp(a2e_testlib_points(value), points, message);
 }
 
-NORETURN static inline void quitp(float points, const std::string& message = "") { quitp((double)points, message); }
-NORETURN static inline void quitp(long double points, const std::string& message = "") { quitp((double)points, message); }
+NORETURN static inline void quitp(float points, const std::string& message = "") {
+    quitp((double)points, message);
+}
+NORETURN static inline void quitp(long double points, const std::string& message = "") {
+    quitp((double)points, message);
+}
 NORETURN static inline void quitp(int points, const std::string& message = "") {
     a2e_testlib_quitp(vtos(points < 0 ? 0 : points), points, message);
 }
@@ -914,7 +1032,8 @@ NORETURN static inline void quitp(int points, const std::string& message = "") {
 #ifdef __GNUC__
 __attribute__((format(printf, 2, 3)))
 #endif
-NORETURN static inline void quitp(double points, const char* fmt, ...) {
+NORETURN static inline void
+quitp(double points, const char* fmt, ...) {
     va_list args;
     va_start(args, fmt);
     std::string message = vformat_(fmt, args);
@@ -922,14 +1041,18 @@ NORETURN static inline void quitp(double points, const char* fmt, ...) {
     quitp(points, message);
 }
 
-NORETURN static inline void quitpi(const std::string& points_info, const std::string& message = "") {
-    if (points_info.find(' ') != std::string::npos) quit(_fail, "Parameter 'points_info' can't contain spaces");
+NORETURN static inline void quitpi(const std::string& points_info,
+                                   const std::string& message = "") {
+    if (points_info.find(' ') != std::string::npos)
+        quit(_fail, "Parameter 'points_info' can't contain spaces");
     quit(_points, "points_info=" + points_info + (message.empty() ? "" : " " + message));
 }
 
 template <typename T>
-NORETURN static inline void expectedButFound(TResult result, T expected, T found, const char* prepend = "", ...) {
-    std::string message = "expected '" + compress(vtos(expected)) + "', but found '" + compress(vtos(found)) + "'";
+NORETURN static inline void expectedButFound(TResult result, T expected, T found,
+                                             const char* prepend = "", ...) {
+    std::string message =
+        "expected '" + compress(vtos(expected)) + "', but found '" + compress(vtos(found)) + "'";
     if (prepend && *prepend) {
         va_list args;
         va_start(args, prepend);
@@ -939,13 +1062,16 @@ NORETURN static inline void expectedButFound(TResult result, T expected, T found
     quit(result, message);
 }
 
-#define ensure(cond) (void)((cond) || (quit(_fail, std::string("Condition failed: \"") + #cond + "\""), 0))
-#define ensure_ext(cond) (void)((cond) || (quit(_fail, format("Line %d: Condition failed: \"%s\"", __LINE__, #cond)), 0))
+#define ensure(cond) \
+    (void)((cond) || (quit(_fail, std::string("Condition failed: \"") + #cond + "\""), 0))
+#define ensure_ext(cond) \
+    (void)((cond) || (quit(_fail, format("Line %d: Condition failed: \"%s\"", __LINE__, #cond)), 0))
 
 #ifdef __GNUC__
 __attribute__((format(printf, 2, 3)))
 #endif
-static inline void ensuref(bool condition, const char* fmt, ...) {
+static inline void
+ensuref(bool condition, const char* fmt, ...) {
     if (condition) return;
     va_list args;
     va_start(args, fmt);
@@ -975,7 +1101,9 @@ static inline void registerTestlibCmd(int argc, char* argv[]) {
     std::vector<std::string> args = a2e_testlib_positional(argc, argv);
     ouf.mode = _output;
     if (args.size() < 3 || args.size() > 5)
-        quit(_fail, "Program must be run with the following arguments: <input-file> <output-file> <answer-file> [<report-file> [<-appes>]]");
+        quit(_fail,
+             "Program must be run with the following arguments: <input-file> <output-file> "
+             "<answer-file> [<report-file> [<-appes>]]");
     inf.openFile(args[0], _input);
     inf.opened = true;
     ouf.openFile(args[1], _output);
@@ -994,14 +1122,18 @@ static inline void registerInteraction(int argc, char* argv[]) {
     std::vector<std::string> args = a2e_testlib_positional(argc, argv);
     ouf.mode = _output;
     if (args.size() < 2 || args.size() > 5)
-        quit(_fail, "Program must be run with the following arguments: <input-file> <output-file> [<answer-file> [<report-file> [<-appes>]]]");
+        quit(_fail,
+             "Program must be run with the following arguments: <input-file> <output-file> "
+             "[<answer-file> [<report-file> [<-appes>]]]");
     inf.openFile(args[0], _input);
     inf.opened = true;
     tout.open(args[1].c_str(), std::ios_base::out);
     if (!tout.is_open()) quit(_fail, "Can not write to the test-output-file '" + args[1] + "'");
     ouf.openStdin(_output);
-    if (args.size() >= 3) ans.openFile(args[2], _answer);
-    else ans.name = "unopened answer stream";
+    if (args.size() >= 3)
+        ans.openFile(args[2], _answer);
+    else
+        ans.name = "unopened answer stream";
     if (args.size() >= 4) a2e_testlib_run.resultFile = args[3];
 }
 
