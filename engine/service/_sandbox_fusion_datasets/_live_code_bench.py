@@ -16,7 +16,6 @@ from importlib import resources
 from typing import Any
 
 from a2e_engine.engine.service._sandbox_fusion import RunCodeResponse
-from a2e_engine.engine.service._sandbox_fusion_datasets import _live_code_bench_judge as judge
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     MAX_BUILT_CHARS,
     MAX_ROWS,
@@ -49,7 +48,16 @@ MAX_RUN_S = 160
 #: ``testing_util.py`` and ``TEST_CODE``).
 _JUDGE = resources.files(__package__).joinpath("_live_code_bench_judge.py").read_text()
 _JUDGE_FILE = "lcb_judge.py"
-_RUN_JUDGE = "from lcb_judge import main\n\nmain({seconds})\n"
+_RUN_JUDGE = "from lcb_judge import main\n\nmain({seconds}, {files!r})\n"
+#: The files beside the judge, as its ``main`` is told of them; the verdict's name holds the
+#: request's nonce, which only the judge reads (from the nonce's file, deleted before the
+#: candidate's code runs).
+_FILES = {
+    "nonce": "lcb-nonce",
+    "tests": "test_cases.txt",
+    "code": "code.py",
+    "verdict": "lcb-verdict-{nonce}.json",
+}
 
 _FEWSHOT_PREFIX = """### Instruction
 You are an expert Python programmer. You will be given a question (problem specification) and will generate a correct Python program that matches the specification and passes all tests. You will NOT return anything except for the program.
@@ -249,12 +257,13 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> E
         raise OJError(400, f"config.provided_data.test is not JSON data: {exc}") from None
     bounded(len(written), "the test cases")
     files = {
-        "test_cases.txt": written,
-        "code.py": code,
+        _FILES["tests"]: written,
+        _FILES["code"]: code,
+        _FILES["nonce"]: nonce,
         _JUDGE_FILE: _JUDGE,
-        judge.NONCE: nonce,
     }
-    driver = _RUN_JUDGE.format(seconds=seconds)
+    driver = _RUN_JUDGE.format(seconds=seconds, files=_FILES)
+    verdict_file = _FILES["verdict"].format(nonce=nonce)
     answer = await run(
         program_run(
             driver,
@@ -262,11 +271,11 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> E
             10,
             min((seconds + 1) * count + 5, MAX_RUN_S),
             {name: _base64(text) for name, text in files.items()},
-            [judge.VERDICT.format(nonce=nonce)],
+            [verdict_file],
         )
     )
     refuse_sandbox_error(answer)
-    accepted = answer.status == "Success" and _judged_passed(answer, nonce)
+    accepted = answer.status == "Success" and _judged_passed(answer, verdict_file, nonce)
     exec_info = answer.wire()
     exec_info["files"] = {}
     return EvalResult(
@@ -285,10 +294,10 @@ def _base64(text: str) -> str:
     return base64.b64encode(text.encode("utf-8", "surrogatepass")).decode()
 
 
-def _judged_passed(answer: RunCodeResponse, nonce: str) -> bool:
+def _judged_passed(answer: RunCodeResponse, verdict_file: str, nonce: str) -> bool:
     """Whether the judge wrote that every case passed, with this request's nonce."""
     try:
-        verdict = json.loads(base64.b64decode(answer.files[judge.VERDICT.format(nonce=nonce)]))
+        verdict = json.loads(base64.b64decode(answer.files[verdict_file]))
         return verdict["nonce"] == nonce and verdict["passed"] is True
     except (KeyError, ValueError, TypeError, RecursionError):
         return False

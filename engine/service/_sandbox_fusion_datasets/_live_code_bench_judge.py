@@ -23,10 +23,10 @@ that reads the judge's memory, or replaces what its comparisons call, can still 
 verdict: this is a harness in the candidate's process, as LiveCodeBench's is; ``code_eval`` is
 the engine's judge that runs each case apart.
 
-Sent as ``lcb_judge.py`` and run as ``from lcb_judge import main; main(<seconds a case>)``,
-beside ``test_cases.txt``, ``code.py`` and ``lcb-nonce``; writes ``lcb-verdict-<nonce>.json``,
-prints the first failure's details (their ``metadata``) and exits 0 when every case passed,
-else 255.
+Sent as ``lcb_judge.py`` and run as ``from lcb_judge import main; main(<seconds a case>,
+<files>)``, beside the files ``main`` is told of (the test cases, the code, the nonce); writes
+the verdict's, prints the first failure's details (their ``metadata``) and exits 0 when every
+case passed, else 255. The engine never imports it: it only reads its text.
 """
 
 from __future__ import annotations
@@ -43,11 +43,6 @@ import types
 from io import StringIO
 from typing import Any
 from unittest.mock import mock_open, patch
-
-VERDICT = "lcb-verdict-{nonce}.json"  # a name the candidate cannot know, nor fill
-NONCE = "lcb-nonce"
-TESTS = "test_cases.txt"
-CODE = "code.py"
 
 #: Modules the candidate's module has imported before its code, all of their names and then
 #: the modules themselves (LiveCodeBench's, in its order).
@@ -338,15 +333,18 @@ def reliability_guard() -> None:
         sys.modules[name] = None  # type: ignore[assignment]
 
 
-def main(timeout: int) -> None:
-    with open(NONCE) as file:
+def main(timeout: int, files: dict[str, str]) -> None:
+    """``files`` names the ``nonce``, ``tests`` and ``code`` files and the ``verdict``'s, a
+    name with ``{nonce}`` in it: one the candidate cannot know, nor fill first."""
+    with open(files["nonce"]) as file:
         nonce = file.read()
-    with open(TESTS) as file:
+    with open(files["tests"]) as file:
         tests = json.load(file)
-    with open(CODE) as file:
+    with open(files["code"]) as file:
         code = file.read()
-    os.unlink(NONCE)
-    os.unlink(TESTS)
+    os.unlink(files["nonce"])
+    os.unlink(files["tests"])
+    verdict_file = files["verdict"].format(nonce=nonce)
     write = open  # the candidate may replace the builtin; the verdict is written with this
     signal.signal(signal.SIGALRM, _alarm)
     try:
@@ -364,7 +362,7 @@ def main(timeout: int) -> None:
     for result in results:  # no builtin the candidate may have replaced (``all``, ``json``)
         if result != True:  # noqa: E712 - theirs: anything but True fails
             passed = False
-    with write(VERDICT.format(nonce=nonce), "w") as file:
+    with write(verdict_file, "w") as file:
         verdict = "true" if passed else "false"
         file.write(f'{{"nonce": "{nonce}", "passed": {verdict}}}')
     if not passed:
