@@ -13,10 +13,11 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     DatasetType,
     OJError,
     Runner,
+    asset_files,
     bounded,
     column,
     go_imports_together,
-    json_column,
+    object_column,
     one_run,
     program_run,
 )
@@ -40,7 +41,7 @@ _AUTOEVAL_HINTS = {"zh": ("问题：", "答案："), "en": ("Question:", "Answer
 
 
 def _autoeval_prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> Prompt:
-    labels = _object_column(row, "labels")
+    labels = object_column(row, "labels")
     question, extra = column(row, "content"), config.extra
     context = extra.get("context", labels.get("context"))
     fewshot = extra.get("fewshot", labels.get("fewshot")) if config.is_fewshot else None
@@ -79,13 +80,6 @@ def _substituted(template: str, values: dict[str, Any]) -> str:
     return Template(template).safe_substitute(texts)
 
 
-def _object_column(row: dict[str, Any], name: str) -> dict[str, Any]:
-    value = json_column(row, name)
-    if not isinstance(value, dict):
-        raise OJError(400, f"config.provided_data.{name} must be an object")
-    return value
-
-
 def _with_tests(code: str, tests: str, repr_code: bool) -> str:
     """SandboxFusion's ``append_test``: the code where the tests mark ``#<INSERT>``, else
     before them, cut at its ``if __name__ ==``."""
@@ -98,13 +92,8 @@ def _with_tests(code: str, tests: str, repr_code: bool) -> str:
 
 
 async def _autoeval_submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> EvalResult:
-    labels, test = _object_column(row, "labels"), _object_column(row, "test")
-    asset = test.get("asset")
-    if isinstance(asset, str):
-        asset = json_column(test, "asset")
-    files = dict(asset) if isinstance(asset, dict) else {}
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise OJError(400, "config.provided_data.test.asset must map file names to base64")
+    labels, test = object_column(row, "labels"), object_column(row, "test")
+    files = asset_files(test)
     language = str(column(labels, "programming_language"))
     runs_as = str(labels.get("execution_language", language))
     if language == "java":

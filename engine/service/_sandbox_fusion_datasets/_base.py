@@ -104,6 +104,28 @@ def json_column(row: dict[str, Any], name: str) -> Any:
     return value
 
 
+def object_column(row: dict[str, Any], name: str) -> dict[str, Any]:
+    """A column that must be an object (or JSON text of one)."""
+    value = json_column(row, name)
+    if not isinstance(value, dict):
+        raise OJError(400, f"config.provided_data.{name} must be an object")
+    return value
+
+
+def asset_files(test: dict[str, Any], drop_nulls: bool = False) -> dict[str, str]:
+    """A test's ``asset`` (an object, or JSON text of one, of file names to base64) as the
+    run's files; with ``drop_nulls``, the files given as null left out (MBXP's)."""
+    asset = test.get("asset")
+    if isinstance(asset, str):
+        asset = json_column(test, "asset")
+    files = dict(asset) if isinstance(asset, dict) else {}
+    if drop_nulls:
+        files = {name: content for name, content in files.items() if content is not None}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise OJError(400, "config.provided_data.test.asset must map file names to base64")
+    return files
+
+
 def truncated(text: str, length: int = SHOWN_CHARS) -> str:
     """SandboxFusion's ``truncate_str``: past ``length``, its ends around ``...``."""
     if not text or len(text) <= length:

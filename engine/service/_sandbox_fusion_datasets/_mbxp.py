@@ -14,9 +14,10 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     DatasetType,
     OJError,
     Runner,
+    asset_files,
     bounded,
     column,
-    json_column,
+    object_column,
     one_run,
     program_run,
 )
@@ -43,15 +44,8 @@ _WORDING = {
 }
 
 
-def _labels(row: dict[str, Any]) -> dict[str, Any]:
-    labels = json_column(row, "labels")
-    if not isinstance(labels, dict):
-        raise OJError(400, "config.provided_data.labels must be an object")
-    return labels
-
-
 def _prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> Prompt:
-    labels = _labels(row)
+    labels = object_column(row, "labels")
     question, context = column(row, "content"), labels.get("docs")
     task = str(column(labels, "task_id"))
     fewshot = None
@@ -86,21 +80,9 @@ def _prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> Prompt:
     return Prompt(id=column(row, "id"), prompt=prompt, labels=labels)
 
 
-def _assets(test: dict[str, Any]) -> dict[str, str]:
-    asset = test.get("asset")
-    if isinstance(asset, str):
-        asset = json_column(test, "asset")
-    files = {k: v for k, v in asset.items() if v is not None} if isinstance(asset, dict) else {}
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise OJError(400, "config.provided_data.test.asset must map file names to base64")
-    return files
-
-
 async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> EvalResult:
-    labels, test = _labels(row), json_column(row, "test")
-    if not isinstance(test, dict):
-        raise OJError(400, "config.provided_data.test must be an object with code")
-    files = _assets(test)
+    labels, test = object_column(row, "labels"), object_column(row, "test")
+    files = asset_files(test, drop_nulls=True)
     mode = request.config.extra.get("autoeval_extract_code_mode", "first")
     if mode not in ("first", "all"):
         raise OJError(400, f"Invalid autoeval_extract_code_mode: {mode} (first or all)")
