@@ -9,12 +9,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import httpx
 
 from tests.waiting import wait_for
 from tests.worker_tree import WorkerTree
 
-__all__ = ["ServiceProcess", "run_serve", "wait_for"]
+__all__ = ["ServiceProcess", "run_serve", "served_client", "wait_for"]
 
 SERVE = [sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.0.0.1:0"]
 
@@ -75,3 +78,14 @@ def run_serve(flags: Sequence[str], timeout: float = 60) -> subprocess.Completed
         text=True,
         timeout=timeout,
     )
+
+
+@contextmanager
+def served_client(*flags: str, timeout: float = 120) -> Iterator[httpx.Client]:
+    """An httpx client of a server started with ``flags``, which must stop cleanly after."""
+    server = ServiceProcess(*flags)
+    try:
+        with httpx.Client(base_url=server.url, timeout=timeout) as client:
+            yield client
+    finally:
+        assert server.stop() == 0

@@ -25,7 +25,7 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._literal_pickle import (
     literal_pickle,
     unpacked,
 )
-from tests.service_process import ServiceProcess
+from tests.service_process import served_client
 
 CORPUS = json.loads((Path(__file__).parent / "live_code_bench_corpus.json").read_text())
 #: Submissions SandboxFusion accepts without judging them: its harness reads the exit status,
@@ -42,12 +42,8 @@ NOT_JUDGED_THERE = {
 
 @pytest.fixture(scope="module")
 def http() -> Iterator[httpx.Client]:
-    server = ServiceProcess("--max-workers", "4")
-    try:
-        with httpx.Client(base_url=server.url, timeout=120) as client:
-            yield client
-    finally:
-        assert server.stop() == 0
+    with served_client("--max-workers", "4") as client:
+        yield client
 
 
 def _submission(row: dict[str, Any], completion: str, **config: Any) -> dict[str, Any]:

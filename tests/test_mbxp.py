@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from a2e_engine.engine.service._sandbox_fusion_extraction_v2 import freeform_code_v2
-from tests.service_process import ServiceProcess
+from tests.service_process import served_client
 
 HERE = Path(__file__).parent
 CORPUS = json.loads((HERE / "mbxp_corpus.json").read_text())
@@ -29,12 +29,8 @@ COMPARED = ("accepted", "extracted_code", "full_code", "extracted_type")
 
 @pytest.fixture(scope="module")
 def http() -> Iterator[httpx.Client]:
-    server = ServiceProcess("--max-workers", "4")
-    try:
-        with httpx.Client(base_url=server.url, timeout=120) as client:
-            yield client
-    finally:
-        assert server.stop() == 0
+    with served_client("--max-workers", "4") as client:
+        yield client
 
 
 def test_submissions_are_judged_as_sandbox_fusion_judged_them(http: httpx.Client) -> None:
