@@ -53,6 +53,7 @@ from a2e_engine.benchmarks._measure import (
     median_figures,
     open_loop,
 )
+from a2e_engine.benchmarks._report import publish
 from a2e_engine.benchmarks._resources import CpuMeter, TreeCpuMeter, memory_by_role
 from a2e_engine.benchmarks._run_code_systems import RunCodeClient, sandboxfusion
 from a2e_engine.benchmarks._shared_servers import kept_across_workloads
@@ -657,6 +658,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         argv.remove("--reward-batch")
         return reward_batch.main(argv)
+    if "--cpu-limits" in argv:
+        from a2e_engine.benchmarks import cpu_limits
+
+        argv.remove("--cpu-limits")
+        return cpu_limits.main(argv)
     parser = argparse.ArgumentParser(
         prog="a2e bench",
         description="Measure what a sandboxed call costs on this engine and on the alternatives, "
@@ -709,6 +715,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="instead: one RL reward batch graded by verl's path on SandboxFusion and on a2e, "
         "and by the verl drop-in (a2e bench --reward-batch --help)",
+    )
+    parser.add_argument(
+        "--cpu-limits",
+        action="store_true",
+        help="instead: a program needing half its limit judged by CPU-time and by wall-clock "
+        "limits on a machine twice oversubscribed (a2e bench --cpu-limits --help)",
     )
     parser.add_argument(
         "--soak",
@@ -771,11 +783,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError as exc:
             parser.error(f"--chart needs matplotlib: pip install 'a2e-engine[bench]' ({exc})")
     report = run(options)
-    print(table(report))
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(report, out, indent=2)
-        print(f"\nJSON report: {args.json}")
+    publish(report, table(report), args.json)
     if args.chart:
         from a2e_engine.benchmarks._chart import draw
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import statistics
@@ -53,6 +52,7 @@ import httpx
 import psutil
 
 from a2e_engine.benchmarks._calling import http_service
+from a2e_engine.benchmarks._report import publish
 from a2e_engine.benchmarks._resources import tree_cpu_s
 from a2e_engine.benchmarks._reward_batch_corpus import QUICK_PROBLEMS, Sample, samples
 from a2e_engine.benchmarks._run_code_systems import (
@@ -621,11 +621,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress=not args.no_progress,
     )
     report = run(options)
-    print(table(report))
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(report, out, indent=1)
-        print(f"\nJSON report: {args.json}")
+    publish(report, table(report), args.json, indent=1)
     return 1 if {"B", "C"} & set(report["failed"]) else 0
 
 

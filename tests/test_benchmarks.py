@@ -580,6 +580,27 @@ def test_a2e_bench_breakdown_splits_a_request_by_process_and_stage(tmp_path: Pat
             assert phases["hardening"] > 0 and phases["job"] > 0 and phases["exit"] > 0, figures
 
 
+def test_a2e_bench_cpu_limits_judges_by_both_limits_under_both_loads(tmp_path: Path) -> None:
+    """A smoke run: each of the four rows judged its cases, the program was never wrong, and
+    under the CPU-time limit (twice what it needs) it was never TLE, busy machine or not."""
+    report_path = tmp_path / "cpu.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--cpu-limits", "--cases", "1",
+         "--rounds", "1", "--need", "0.1", "--no-progress", "--json", str(report_path)],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(report_path.read_text())
+    rows = {(row["load"], row["limit"]): row for row in report["rows"]}
+    assert set(rows) == {(load, limit) for load in ("1x", "2x")
+                         for limit in ("cpu_time_limit", "time_limit")}  # fmt: skip
+    assert all(row["cases"] == report["calls_at_once"] for row in rows.values())
+    assert all(row["other_verdicts"] == 0 for row in rows.values())
+    assert rows["2x", "cpu_time_limit"]["tle"] == rows["1x", "cpu_time_limit"]["tle"] == 0
+    assert rows["2x", "cpu_time_limit"]["engine_cpu_ms_per_case"] >= 80  # the program's 100
+    assert re.search(r"^2x +cpu_time_limit +\d+ +0 ", proc.stdout, re.M), proc.stdout
+
+
 def test_a2e_bench_path_files_lists_the_files_one_request_runs_through(tmp_path: Path) -> None:
     """A real ``a2e serve --stdio`` under the profile hook: one ``tool/call`` runs the host's
     call path (named as the checkout's folders are, in any thread), nothing of the benchmarks,

@@ -103,6 +103,7 @@ COMMANDS = {
     "benchmarks/bounds.py",
     "benchmarks/breakdown.py",
     "benchmarks/compare.py",
+    "benchmarks/cpu_limits.py",
     "benchmarks/layer_costs.py",
     "benchmarks/layer_throughput.py",
     "benchmarks/load.py",

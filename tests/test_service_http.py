@@ -289,6 +289,30 @@ def test_stdin_stdout_problems_are_judged_as_sandbox_fusion_does(service: Servic
     assert slow["status"] == "Failed"
     assert slow["run_result"]["status"] == "TimeLimitExceeded"
     assert slow["run_result"]["return_code"] is None
+    assert slow["run_result"]["exceeded"] == "wall_time"
+
+
+def test_run_code_takes_a_cpu_time_limit_beside_its_wall_clock_timeout(
+    service: ServiceProcess,
+) -> None:
+    spun = _run_code(service, {"code": "while True: pass", "cpu_time_limit": 0.3})
+    run = spun["run_result"]
+    assert (spun["status"], run["status"], run["exceeded"]) == (
+        "Failed",
+        "TimeLimitExceeded",
+        "cpu_time",
+    )
+    assert run["cpu_time"] < 5  # stopped at its CPU limit, not at run_timeout (10 s)
+    slept = _run_code(
+        service, {"code": "import time; time.sleep(9)", "cpu_time_limit": 0.3, "run_timeout": 0.5}
+    )
+    assert slept["run_result"]["exceeded"] == "wall_time"
+    refused = httpx.post(
+        f"{service.url}/run_code?token={TOKEN}",
+        json={"code": "print(1)", "language": "python", "cpu_time_limit": 0},
+        timeout=30,
+    )
+    assert refused.status_code == 422 and "cpu_time_limit" in refused.text
 
 
 def test_bash_files_and_fetch_files(service: ServiceProcess) -> None:

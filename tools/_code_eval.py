@@ -8,6 +8,12 @@ Judged by its output (any language of ``tools._languages``, ``tools._stdio_judge
 it exits 0). APPS's call-based problems (``input_output`` with ``fn_name``) are Python function
 tests, one per case.
 
+A program judged by running it may be limited by CPU time, as contest judges limit it
+(``cpu_time_limit``, each case's whole process tree): on a machine busy with other calls a
+program is not charged for the time it waited for a core. Its wall-clock limit (``time_limit``,
+by default ``WALL_PER_CPU`` times the CPU limit plus ``WALL_SLACK_S``) then only catches a
+program that sleeps or waits; a ``TLE`` case says which limit it ran past (``exceeded``).
+
 In Python, function tests, in two shapes, both common in training and benchmark harnesses:
 
 * HumanEval style: ``program`` (prompt + completion), ``tests`` (defining ``check``) and
@@ -70,12 +76,15 @@ from a2e_engine.tools._python_grading import (
 )
 from a2e_engine.tools._python_main import remember_fresh_interpreter
 from a2e_engine.tools._stdio_judge import (
+    WALL_PER_CPU,
+    WALL_SLACK_S,
     judge_cases,
     judge_options,
     judge_test_program,
+    wall_limit_for,
     with_tests,
 )
-from a2e_engine.tools._submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S
+from a2e_engine.tools._submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, cpu_seconds_of
 
 if TYPE_CHECKING:
     from a2e.caps.tools._models import ToolDefinition, ToolResult
@@ -131,8 +140,16 @@ class CodeEval(ToolPlugin):
                     ToolParameter(
                         name="time_limit",
                         type="number",
-                        description=f"seconds the program and its tests may take, or each "
-                        f"test case (default {DEFAULT_TIME_LIMIT_S:g})",
+                        description=f"wall-clock seconds the program and its tests may take, "
+                        f"or each test case (default {DEFAULT_TIME_LIMIT_S:g}; with "
+                        f"cpu_time_limit, {WALL_PER_CPU} times it + {WALL_SLACK_S:g})",
+                    ),
+                    ToolParameter(
+                        name="cpu_time_limit",
+                        type="number",
+                        description="CPU seconds each test case may spend, as contest judges "
+                        "limit it (all its processes and threads); a program that waits for "
+                        "the CPU on a busy machine is not charged for it",
                     ),
                     ToolParameter(
                         name="language",
@@ -197,6 +214,11 @@ class CodeEval(ToolPlugin):
         if not 0 < time_limit <= MAX_TIME_LIMIT_S:
             raise ValueError(f"time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
         if _judged_by_function_tests(arguments):
+            if arguments.get("cpu_time_limit") is not None:
+                raise ValueError(
+                    "cpu_time_limit applies to programs judged by test cases or a test program; "
+                    "Python function tests have time_limit, in wall-clock seconds"
+                )
             tests, entry_point = _tests_and_entry_point(arguments)
             spec = {"program": arguments["program"], "tests": tests, "entry_point": entry_point}
             return self._function_tests(spec, time_limit)
@@ -210,7 +232,10 @@ class CodeEval(ToolPlugin):
         missing = language.missing()
         if missing:
             raise ValueError(missing)
-        options = judge_options(arguments, time_limit)
+        cpu_time_limit = _cpu_time_limit(arguments)
+        if cpu_time_limit is not None and arguments.get("time_limit") is None:
+            time_limit = wall_limit_for(cpu_time_limit)
+        options = judge_options(arguments, time_limit, cpu_time_limit)
         workspace = self.context.workspace if self.context else os.getcwd()
         program = str(arguments["program"])
         if arguments.get("test_cases") is None and given is None:
@@ -402,6 +427,13 @@ class CodeEval(ToolPlugin):
 def _time_limit(arguments: dict[str, Any]) -> float:
     value = arguments.get("time_limit")
     return float(value) if isinstance(value, int | float) and value else DEFAULT_TIME_LIMIT_S
+
+
+def _cpu_time_limit(arguments: dict[str, Any]) -> float | None:
+    limit = cpu_seconds_of(arguments.get("cpu_time_limit"))
+    if limit is not None and limit > MAX_TIME_LIMIT_S:
+        raise ValueError(f"cpu_time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
+    return limit
 
 
 def _tests_and_entry_point(arguments: dict[str, Any]) -> tuple[str, str]:

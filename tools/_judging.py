@@ -140,7 +140,9 @@ def verdict_of_exit(run: dict[str, Any]) -> CaseVerdict:
     the part of a case's before its output is compared."""
     status = run["status"]
     if status == "TimeLimitExceeded":
-        return CaseVerdict(TIME, f"ran past its time limit ({run['execution_time']:.2f} s)")
+        spent = f"{run['execution_time']:.2f} s of wall-clock time, {run['cpu_time']:.2f} s of CPU"
+        which = "CPU time" if run.get("exceeded") == "cpu_time" else "wall-clock time"
+        return CaseVerdict(TIME, f"ran past its {which} limit ({spent})")
     if status == "MemoryLimitExceeded":
         return CaseVerdict(MEMORY, f"held {run['peak_memory_kb']} KiB, past its limit")
     if status != "Finished":

@@ -1,11 +1,19 @@
 """``run_captured``: one command in the worker, its output streamed as it comes, its stdin fed,
-within a time and a memory limit of its own if it has them, and nothing it started left running.
+within a wall-clock, a CPU-time and a memory limit of its own if it has them, and nothing it
+started left running.
 
 The command gets a process group of its own, killed as a whole once the command has exited or
 a limit is passed: background jobs do not hold the call up, and what is already written is
 collected. Output is decoded as UTF-8 (invalid bytes replaced) into the ``EventStream``s. The
 command is reaped with ``wait4``, which gives its CPU time; its peak memory and the memory limit
-are on what it held resident (``tools._resident_memory``).
+are on what it held resident, and the CPU limit on what its whole tree spent, read while it runs
+(``tools._tree_usage``).
+
+The CPU limit is what contest judges limit: a command that is not scheduled (the machine is
+busy) is not charged for it. It is judged as they judge it: past the limit while it runs, the
+command is killed; finished, it is over its limit still when ``wait4`` says it spent more (it
+ended between two readings). The wall-clock limit, given with it, only catches a command that
+sleeps or waits.
 """
 
 from __future__ import annotations
@@ -18,16 +26,16 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
-from a2e_engine.tools._resident_memory import own_resident_kb, peak_resident_kb
+from a2e_engine.tools._tree_usage import own_resident_kb, tree_usage
 
 __all__ = ["Child", "ChildStdio", "Finished", "TextSink", "run_captured", "watch"]
 
 #: After the command exits, how long output already in flight may take to arrive.
 DRAIN_S = 0.2
-#: How often a running command has its memory read, when it is measured.
-MEMORY_POLL_S = 0.01
+#: How often a running command has its memory and CPU time read, when either is measured.
+USAGE_POLL_S = 0.01
 #: How often the time limit is looked at otherwise.
 TICK_S = 0.05
 
@@ -40,14 +48,22 @@ class TextSink(Protocol):
     def getvalue(self) -> str: ...
 
 
+#: Which time limit a command ran past.
+TimeLimit = Literal["cpu_time", "wall_time"]
+
+
 @dataclass(frozen=True)
 class Finished:
     exit_code: int | None  # None: a limit was passed and it was killed; negative: a signal
     seconds: float  # wall-clock, from start to exit (or to the kill)
-    cpu_seconds: float = 0.0  # user + system, of the command and descendants it waited for
-    peak_kb: int = 0  # the most it held resident (tools._resident_memory)
-    timed_out: bool = False
+    cpu_seconds: float = 0.0  # user + system, of the command and its descendants
+    peak_kb: int = 0  # the most it held resident (tools._tree_usage)
+    time_exceeded: TimeLimit | None = None
     memory_exceeded: bool = False
+
+    @property
+    def timed_out(self) -> bool:
+        return self.time_exceeded is not None
 
 
 #: The child's stdin, stdout and stderr, as descriptors of ours for it to take.
@@ -78,11 +94,13 @@ def run_captured(
     preexec: Callable[[], None] | None = None,
     measure_memory: bool = False,
     tick: Callable[[], None] | None = None,
+    cpu_limit: float | None = None,
 ) -> Finished:
     """Run ``argv``; ``preexec`` runs in the child before it executes the command (one that
-    confines it further). Its memory is read every ``MEMORY_POLL_S`` when it has a limit or
-    ``measure_memory`` asks for ``peak_kb``; otherwise never. ``tick`` is called at each turn
-    of the loop that watches it (every ``TICK_S`` at the most)."""
+    confines it further). ``time_limit`` is wall-clock seconds, ``cpu_limit`` CPU seconds. Its
+    memory is read every ``USAGE_POLL_S`` when it has a limit or ``measure_memory`` asks for
+    ``peak_kb``, its CPU time when it has a limit; otherwise never. ``tick`` is called at each
+    turn of the loop that watches it (every ``TICK_S`` at the most)."""
 
     def start(stdio: ChildStdio) -> Child:
         return _Executed(
@@ -98,7 +116,9 @@ def run_captured(
             )
         )
 
-    return watch(start, stdin, out, err, time_limit, memory_limit_kb, measure_memory, tick)
+    return watch(
+        start, stdin, out, err, time_limit, memory_limit_kb, measure_memory, tick, cpu_limit
+    )
 
 
 class _Executed:
@@ -123,11 +143,14 @@ def watch(
     memory_limit_kb: int | None = None,
     measure_memory: bool = False,
     tick: Callable[[], None] | None = None,
+    cpu_limit: float | None = None,
 ) -> Finished:
     """Start a child with ``start`` (given its stdio: a pipe for ``stdin``, or /dev/null, and
     pipes for its output) and see it through as ``run_captured`` says. The child must be the
     leader of a process group of its own."""
     measure_memory = measure_memory or memory_limit_kb is not None
+    measure_cpu = cpu_limit is not None
+    polled = measure_memory or measure_cpu
     started = time.monotonic()
     stdin_r, stdin_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY), -1)
     out_r, out_w = os.pipe()
@@ -158,9 +181,10 @@ def watch(
         os.set_blocking(stdin_w, False)
         selector.register(stdin_w, selectors.EVENT_WRITE, feeding)
     give_up = started + time_limit if time_limit is not None else None
-    timed_out = memory_exceeded = False
-    seen_kb = 0
-    next_reading = 0.0  # when the memory is read next
+    time_exceeded: TimeLimit | None = None
+    memory_exceeded = False
+    seen_kb, seen_cpu = 0, 0.0
+    next_reading = 0.0  # when the memory and CPU time are read next
     reaped: tuple[int, float, int] | None = None  # status, CPU seconds, ru_maxrss
     drain_until: float | None = None
     while selector.get_map():
@@ -171,18 +195,23 @@ def watch(
             reaped = _reap(child, os.WNOHANG)
             if reaped is not None:
                 drain_until = now + DRAIN_S
-        if drain_until is None and measure_memory and now >= next_reading:
-            next_reading = now + MEMORY_POLL_S
-            seen_kb = max(seen_kb, peak_resident_kb(child.pid) - offset_kb)
+        if drain_until is None and polled and now >= next_reading:
+            next_reading = now + USAGE_POLL_S
+            usage = tree_usage(child.pid, measure_memory, measure_cpu)
+            seen_kb = max(seen_kb, usage.peak_kb - offset_kb)
+            seen_cpu = max(seen_cpu, usage.cpu_seconds)
             if memory_limit_kb is not None and seen_kb > memory_limit_kb:
                 memory_exceeded = True
+            elif cpu_limit is not None and seen_cpu > cpu_limit:
+                time_exceeded = "cpu_time"
+            if memory_exceeded or time_exceeded:
                 _kill_group(child.pid)
                 drain_until = now + DRAIN_S
         if drain_until is None and give_up is not None and now >= give_up:
-            timed_out = True
+            time_exceeded = "wall_time"
             _kill_group(child.pid)
             drain_until = now + DRAIN_S
-        turn = MEMORY_POLL_S if measure_memory else TICK_S
+        turn = USAGE_POLL_S if polled else TICK_S
         timeout = turn if drain_until is None else max(0.0, drain_until - now)
         for key, _ in selector.select(timeout):
             if key.data is feeding:
@@ -219,13 +248,16 @@ def watch(
     peak_kb = max(seen_kb, late_kb)
     if memory_limit_kb is not None and peak_kb > memory_limit_kb:
         memory_exceeded = True
-    killed = timed_out or memory_exceeded
+    cpu_seconds = max(cpu_seconds, seen_cpu)
+    if time_exceeded is None and cpu_limit is not None and cpu_seconds > cpu_limit:
+        time_exceeded = "cpu_time"  # it ended between two readings, past its limit
+    killed = time_exceeded is not None or memory_exceeded
     return Finished(
         None if killed else status,
         seconds,
         cpu_seconds,
         peak_kb,
-        timed_out and not memory_exceeded,
+        None if memory_exceeded else time_exceeded,
         memory_exceeded,
     )
 

@@ -8,8 +8,10 @@ finish with 0, ``SandboxError`` when it could not be run), ``compile_result`` (`
 language without a compile step) and ``run_result`` (``null`` when the compile failed), each
 with ``status`` (``Finished``, ``Error`` when it could not be started, ``TimeLimitExceeded``,
 ``MemoryLimitExceeded``), ``execution_time`` and ``cpu_time`` (s), ``peak_memory_kb``,
-``return_code`` (``null`` past a limit), ``stdout`` and ``stderr``; and ``files``, path to
-base64. The call succeeds whenever the program ran, whatever it did: the verdict is in the data.
+``return_code`` (``null`` past a limit), ``stdout`` and ``stderr``, and past a time limit which
+one (``exceeded``: ``wall_time`` for ``run_timeout``, SandboxFusion's, or ``cpu_time`` for the
+optional ``cpu_time_limit``); and ``files``, path to base64. The call succeeds whenever the
+program ran, whatever it did: the verdict is in the data.
 
 Runs under the ``process`` profile (it may fork and exec, it has no network), in a directory of
 its own in the session's workspace. Paths in ``files`` and ``fetch_files`` stay inside it. The
@@ -17,7 +19,7 @@ compiler and the program may change files only in their own directory (``confine
 their ``TMPDIR`` is inside it too), which is what lets the compile cache shared by every
 session of the engine (``tools._compile_cache``; its directories are ``plugin_dirs``, given to
 this plugin's workers alone) be trusted. ``memory_mb`` is
-on the program's resident memory (``tools._resident_memory``): past it, it is killed and the run is
+on the program's resident memory (``tools._tree_usage``): past it, it is killed and the run is
 ``MemoryLimitExceeded``, as it is when its runtime says it ran out (``Language.out_of_memory``).
 Everything the call holds, the compiler included, is capped by the call's memory cgroup.
 """
@@ -39,6 +41,7 @@ from a2e_engine.tools._submission import (
     DEFAULT_TIMEOUT_S,
     RunLimits,
     Submission,
+    cpu_seconds_of,
     memory_mb_of,
     seconds_of,
 )
@@ -92,7 +95,14 @@ class RunCode(ToolPlugin):
                     ToolParameter(
                         name="run_timeout",
                         type="number",
-                        description=f"seconds for the run ({DEFAULT_TIMEOUT_S:g})",
+                        description=f"wall-clock seconds for the run ({DEFAULT_TIMEOUT_S:g})",
+                    ),
+                    ToolParameter(
+                        name="cpu_time_limit",
+                        type="number",
+                        description="CPU seconds the run may spend, all its processes and "
+                        "threads together (none by default); past it the run is "
+                        "TimeLimitExceeded, with exceeded: cpu_time",
                     ),
                     ToolParameter(
                         name="fresh_interpreter",
@@ -137,6 +147,7 @@ class RunCode(ToolPlugin):
         limits = RunLimits(
             seconds_of(arguments.get("run_timeout"), "run_timeout"),
             memory_mb_of(arguments.get("memory_mb")),
+            cpu_seconds_of(arguments.get("cpu_time_limit")),
         )
         compile_seconds = seconds_of(arguments.get("compile_timeout"), "compile_timeout")
         workspace = self.context.workspace if self.context else os.getcwd()

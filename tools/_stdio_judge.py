@@ -36,10 +36,24 @@ from a2e_engine.tools._submission import (
     seconds_of,
 )
 
-__all__ = ["JudgeOptions", "judge_cases", "judge_options", "judge_test_program", "with_tests"]
+__all__ = [
+    "WALL_PER_CPU",
+    "WALL_SLACK_S",
+    "JudgeOptions",
+    "judge_cases",
+    "judge_options",
+    "judge_test_program",
+    "wall_limit_for",
+    "with_tests",
+]
 
 #: What a failing case's result carries of its stderr (and, when wrong, of its stdout).
 SHOWN_CHARS = 2000
+#: Under a CPU-time limit, the wall-clock limit when none is given: ``WALL_PER_CPU`` times it
+#: plus ``WALL_SLACK_S``. It only catches a program that sleeps or waits: one that computes is
+#: stopped by its CPU time first, unless it gets less than a third of a core.
+WALL_PER_CPU = 3
+WALL_SLACK_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -51,8 +65,11 @@ class JudgeOptions:
     stop_at_first_failure: bool
 
 
-def judge_options(arguments: dict[str, Any], seconds: float) -> JudgeOptions:
-    """The judging arguments of a ``code_eval`` call, checked."""
+def judge_options(
+    arguments: dict[str, Any], seconds: float, cpu_seconds: float | None = None
+) -> JudgeOptions:
+    """The judging arguments of a ``code_eval`` call, checked. ``seconds`` is the wall-clock
+    limit of each run; given ``cpu_seconds``, runs are limited by CPU time too."""
     compare = str(arguments.get("compare") or "whitespace")
     if compare not in COMPARISONS:
         raise ValueError(f"compare must be one of {sorted(COMPARISONS)}, not {compare!r}")
@@ -60,12 +77,17 @@ def judge_options(arguments: dict[str, Any], seconds: float) -> JudgeOptions:
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or tolerance < 0:
         raise ValueError(f"float_tolerance must be a number >= 0, got {tolerance!r}")
     return JudgeOptions(
-        RunLimits(seconds, memory_mb_of(arguments.get("memory_mb"))),
+        RunLimits(seconds, memory_mb_of(arguments.get("memory_mb")), cpu_seconds),
         seconds_of(arguments.get("compile_timeout"), "compile_timeout"),
         compare,
         float(tolerance),
         bool(arguments.get("stop_at_first_failure")),
     )
+
+
+def wall_limit_for(cpu_seconds: float) -> float:
+    """The wall-clock limit of a run limited to ``cpu_seconds`` of CPU time, when none is given."""
+    return WALL_PER_CPU * cpu_seconds + WALL_SLACK_S
 
 
 def judge_cases(
@@ -167,6 +189,8 @@ def _case_result(
         "peak_memory_kb": run["peak_memory_kb"],
         "return_code": run["return_code"],
     }
+    if "exceeded" in run:
+        result["exceeded"] = run["exceeded"]
     if verdict.verdict != ACCEPTED:
         result["reason"] = verdict.reason
         result["stderr"] = err.getvalue()[:SHOWN_CHARS]

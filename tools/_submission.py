@@ -56,6 +56,7 @@ __all__ = [
     "RunLimits",
     "StepResult",
     "Submission",
+    "cpu_seconds_of",
     "memory_mb_of",
     "not_started",
     "seconds_of",
@@ -70,13 +71,15 @@ _COMPILE_MEMORY_MB = 4096
 
 StepResult = dict[str, Any]
 """SandboxFusion's shape of one step: ``status``, ``execution_time``, ``cpu_time``,
-``peak_memory_kb``, ``return_code``, ``stdout``, ``stderr``."""
+``peak_memory_kb``, ``return_code``, ``stdout``, ``stderr``; and, past a time limit, which one
+it ran past: ``exceeded`` (``cpu_time`` or ``wall_time``)."""
 
 
 @dataclass(frozen=True)
 class RunLimits:
-    seconds: float
+    seconds: float  # wall-clock
     memory_mb: int  # 0: none of its own (the compile step: the call's cgroup caps it)
+    cpu_seconds: float | None = None  # CPU time of the whole process tree, when limited
 
 
 class Submission:
@@ -312,6 +315,7 @@ class Submission:
                     preexec=confine,
                     measure_memory=True,  # peak_memory_kb, the compile step's too
                     tick=tick,
+                    cpu_limit=limits.cpu_seconds,
                 )
             else:
                 script, args = argv[1], argv[2:]
@@ -324,6 +328,7 @@ class Submission:
                     memory_limit_kb=memory_limit_kb,
                     measure_memory=True,
                     tick=tick,
+                    cpu_limit=limits.cpu_seconds,
                 )
         except OSError as exc:  # the program could not be started at all
             return not_started(f"{argv[0]}: {exc.strerror or exc}")
@@ -331,7 +336,7 @@ class Submission:
             if confinement is not None:
                 confinement.close()
         stderr = err.getvalue()
-        return {
+        step: StepResult = {
             "status": _status(finished, stderr, language, memory_mb is not None),
             "execution_time": round(finished.seconds, 4),
             "cpu_time": round(finished.cpu_seconds, 4),
@@ -340,6 +345,9 @@ class Submission:
             "stdout": out.getvalue(),
             "stderr": stderr,
         }
+        if finished.time_exceeded is not None:
+            step["exceeded"] = finished.time_exceeded
+        return step
 
 
 def _status(finished: Finished, stderr: str, language: Language, limited: bool) -> str:
@@ -366,6 +374,15 @@ def seconds_of(value: Any, name: str) -> float:
         return DEFAULT_TIMEOUT_S
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def cpu_seconds_of(value: Any) -> float | None:
+    """A CPU-time limit given to a run, checked; None when none is given."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e9:
+        raise ValueError(f"cpu_time_limit must be a positive number of seconds, got {value!r}")
     return float(value)
 
 

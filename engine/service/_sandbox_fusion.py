@@ -9,7 +9,9 @@ fields are ignored, as it ignores them) and answers in its shape (``RunCodeRespo
 whose result has that shape already; ``LANGUAGES`` maps SandboxFusion's names to the tool's, one
 entry each. A language not served (``NOT_SERVED`` names SandboxFusion's own with the reason), or
 a call that could not run, is a ``SandboxError`` that says why. ``memory_limit_MB`` above 0 is
-the run's ``memory_mb``.
+the run's ``memory_mb``. Beyond SandboxFusion's fields, ``cpu_time_limit`` limits the run's CPU
+time as well (``run_timeout`` stays its wall-clock limit), and a step past a time limit says
+which (``exceeded``: ``cpu_time`` or ``wall_time``).
 
 ``/run_jupyter`` takes its ``RunJupyterRequest`` (``cells``, ``cell_timeout``, ``total_timeout``,
 ``kernel`` ``python3``, ``files``, ``fetch_files``) and maps onto the ``python_cells`` tool: 200
@@ -87,12 +89,16 @@ class RunCodeRequest(BaseModel):
     memory_limit_MB: int = Field(-1, description="above 0, the program's resident memory limit")
     files: dict[str, str | None] = Field({}, description="path (relative) to base64 content")
     fetch_files: list[str] = []
+    cpu_time_limit: float | None = Field(
+        None, gt=0, lt=1e9, description="CPU seconds the run may spend (its wall: run_timeout)"
+    )
 
 
 class CommandRunResult(BaseModel):
     """One step, compile or run. Beyond SandboxFusion's fields: ``cpu_time``, ``peak_memory_kb``,
     ``memory_exceeded`` (the step went past its memory limit: ``Finished``, with the exit it
-    had, as SandboxFusion says it), and the compile step's ``cached``."""
+    had, as SandboxFusion says it), ``exceeded`` (the time limit it ran past: ``cpu_time`` or
+    ``wall_time``), and the compile step's ``cached``."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -278,6 +284,8 @@ async def run_code(
         arguments["stdin"] = body.stdin
     if body.memory_limit_MB > 0:
         arguments["memory_mb"] = body.memory_limit_MB
+    if body.cpu_time_limit is not None:
+        arguments["cpu_time_limit"] = body.cpu_time_limit
     seconds = body.compile_timeout + body.run_timeout + SLACK_S
     result = await call_tool(state, request, "run_code", arguments, seconds)
     if isinstance(result, Response):
