@@ -38,6 +38,11 @@ CORPUS: list[tuple[str, str, dict[str, Any]]] = [
         {"stdin": "x\n" * 50_000},
     ),
     ("no stdin", "print(input())\n", {}),
+    (
+        "carriage returns stay in the lines read",
+        "import sys\nprint(repr(input()), repr(sys.stdin.read()))\n",
+        {"stdin": "x\r\ny\rz\r"},
+    ),
     ("exit status", "import sys\nprint('out')\nsys.exit(3)\n", {}),
     ("exit message", "import sys\nsys.exit('bye')\n", {}),
     ("exit builtin", "exit(4)\n", {}),

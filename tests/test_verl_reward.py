@@ -167,7 +167,7 @@ def test_what_each_sample_scores(service: ServiceProcess) -> None:
     third = pytest.approx(2 / 3)
     # fmt: off
     assert scores == [
-        1.0, 0.0, 0.0, third, third, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.5, 0.0, 0.0
+        1.0, 0.0, 0.0, third, third, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0
     ]
     # fmt: on
     assert late.result()[1] == [True, True, -3]

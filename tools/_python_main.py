@@ -406,7 +406,8 @@ def _shut_down(status: int) -> int:
 def _new_streams(fresh: FreshInterpreter) -> None:
     """``sys.stdin``, ``sys.stdout`` and ``sys.stderr`` made as a new interpreter makes them
     on descriptors 0, 1 and 2 (``create_stdio``: buffered as ``open`` buffers, the raw file
-    named ``<stdout>``, the text layer's ``mode`` set)."""
+    named ``<stdout>``, the text layer's ``mode`` set, and lines split at ``\n`` alone: on
+    POSIX a ``\r`` in the input stays in the line ``input()`` returns)."""
     for fd, name in enumerate(("stdin", "stdout", "stderr")):
         how = fresh.streams[name]
         mode = "r" if fd == 0 else "w"
@@ -416,6 +417,7 @@ def _new_streams(fresh: FreshInterpreter) -> None:
             buffered,
             encoding=how["encoding"],
             errors=how["errors"],
+            newline="\n",
             line_buffering=bool(how["line_buffering"]),
             write_through=bool(how["write_through"]),
         )
