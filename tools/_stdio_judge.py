@@ -5,8 +5,10 @@ Each case runs in a fresh process in a fresh directory (``tools._submission``), 
 all of them. The expected outputs never leave this process: the program gets its input on a
 pipe and nothing else; it runs as a child of a worker that is not dumpable and under a seccomp
 filter that refuses ``ptrace`` and ``process_vm_readv``, so it cannot read them from memory,
-and they are never written to a file. What it prints is kept whole up to the expected output's
-size plus ``OUTPUT_SLACK_CHARS`` for the comparison (``tools._judging``).
+and they are never written to a file. A Python program therefore runs in an interpreter of its
+own, never in a fork of this one (``tools._python_main``), whose memory holds them all. What
+it prints is kept whole up to the expected output's size plus ``OUTPUT_SLACK_CHARS`` for the
+comparison (``tools._judging``).
 """
 
 from __future__ import annotations
@@ -100,7 +102,11 @@ def judge_cases(
 ) -> dict[str, Any]:
     """``plugin_dirs``: the engine's shared compile cache, as ``Submission`` takes it."""
     started = time.monotonic()
-    submission = Submission(language, program, {}, workspace, plugin_dirs=plugin_dirs)
+    # Never a fork of this worker: it holds every case's expected output, and a fork would
+    # too (``sys._getframe`` reaches the case being judged; its memory holds them all).
+    submission = Submission(
+        language, program, {}, workspace, fresh_interpreter=True, plugin_dirs=plugin_dirs
+    )
     try:
         compiled = _compile(submission, options)
         if compiled is not None and compiled["return_code"] != 0:
