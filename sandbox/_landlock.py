@@ -261,20 +261,26 @@ _READ_RIGHTS = EXECUTE | READ_FILE | READ_DIR
 class WriteConfinement:
     """One more Landlock layer for a program a tool runs: beneath it the program, and all it
     starts, may change files only beneath the directories given (and write to ``/dev``'s
-    devices). What it may read is left as it was, unless ``readable`` is given: then it reads
-    only beneath those, the system's paths (``SYSTEM_READ_PATHS``), ``/dev`` and the writable
-    directories (a compiler whose output is shared: it must see nothing a session could change
-    but its own directory, or the output would depend on more than what it is keyed by).
+    devices), and, as any Landlock domain, trace or read the memory and descriptors of no
+    process outside it (``/proc/PID/mem``, ``/proc/PID/fd``). What it may read is left as it
+    was, unless ``readable`` is given: then it reads only beneath those, the system's paths
+    (``SYSTEM_READ_PATHS``), ``/dev`` and the writable directories (a compiler whose output is
+    shared: it must see nothing a session could change but its own directory, or the output
+    would depend on more than what it is keyed by).
 
     The ruleset is built in the tool's process, rules and path walks included; ``enforce``
     only applies it: in a child between fork and exec (a ``preexec_fn``), or in a process that
     is about to run such code itself (``code_eval``). Close it when no more will be."""
 
     def __init__(
-        self, abi: int, writable: Iterable[str], readable: Iterable[str] | None = None
+        self,
+        abi: int,
+        writable: Iterable[str],
+        readable: Iterable[str] | None = None,
+        scoped: bool = False,
     ) -> None:
         handled = _WRITE_RIGHTS if readable is None else _WRITE_RIGHTS | _READ_RIGHTS
-        self._ruleset = Ruleset(abi, handled=handled)
+        self._ruleset = Ruleset(abi, handled=handled, scoped=scoped)
         if readable is not None:
             self._ruleset.allow_read(covering_paths((*SYSTEM_READ_PATHS, *readable)))
         self._ruleset.allow_write(writable)
@@ -300,12 +306,14 @@ class WriteConfinement:
 
 
 def confine_writes(
-    writable: Iterable[str], readable: Iterable[str] | None = None
+    writable: Iterable[str], readable: Iterable[str] | None = None, scoped: bool = False
 ) -> WriteConfinement | None:
     """A ``WriteConfinement`` to ``writable`` (and reads to ``readable``, when given), or
-    ``None`` where the kernel has no Landlock: the caller must then not rely on it."""
+    ``None`` where the kernel has no Landlock: the caller must then not rely on it.
+    ``scoped``: nor may it signal a process outside it or reach its abstract unix sockets,
+    where the ABI has scopes (``ABI_SCOPED``)."""
     abi = abi_version()
-    return WriteConfinement(abi, writable, readable) if abi else None
+    return WriteConfinement(abi, writable, readable, scoped) if abi else None
 
 
 def abi_version() -> int:

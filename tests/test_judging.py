@@ -294,9 +294,9 @@ def test_a_program_cannot_read_the_expected_output(tools: ToolAPI) -> None:
 
 def test_a_python_program_holds_no_expected_output_in_its_own_memory(tools: ToolAPI) -> None:
     """A Python program in a fork of the worker would hold its memory: the case being judged one
-    frame down (``sys._getframe``), every expected output among its objects and in its heap
-(its writable mappings, read through ``/proc/self/mem``, its own to read). It
-    prints whatever it finds: a program that computes nothing must not pass."""
+    frame down (``sys._getframe``), every expected output among its objects and in its heap (its
+    writable mappings, read through ``/proc/self/mem``, its own to read). It prints whatever it
+    finds: a program that computes nothing must not pass."""
     secret = "expected-" + secrets.token_hex(8)
     search = textwrap.dedent(
         """

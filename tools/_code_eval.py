@@ -8,6 +8,9 @@ Judged by its output (any language of ``tools._languages``, ``tools._stdio_judge
 it exits 0). APPS's call-based problems (``input_output`` with ``fn_name``) are Python function
 tests, one per case.
 
+A problem with more than one right answer gives a ``checker`` (``tools._checker``: testlib's
+convention, the engine's ``testlib.h``), which judges each case's output instead of ``compare``.
+
 A program judged by running it may be limited by CPU time, as contest judges limit it
 (``cpu_time_limit``, each case's whole process tree): on a machine busy with other calls a
 program is not charged for the time it waited for a core. Its wall-clock limit (``time_limit``,
@@ -59,6 +62,7 @@ from a2e_engine.sandbox._exits import how_it_ended
 from a2e_engine.sandbox._landlock import WriteConfinement, confine_writes
 from a2e_engine.sandbox._run_root import program_writable
 from a2e_engine.tools._call_based import call_based_tests
+from a2e_engine.tools._checker import checker_of, checker_program
 from a2e_engine.tools._comparisons import COMPARISONS, DEFAULT_TOLERANCE
 from a2e_engine.tools._judging import cases_from
 from a2e_engine.tools._languages import LANGUAGES, Language
@@ -175,6 +179,14 @@ class CodeEval(ToolPlugin):
                         enum=sorted(COMPARISONS),
                     ),
                     ToolParameter(
+                        name="checker",
+                        type="object",
+                        description="a checker (special judge) for problems with more than one "
+                        "right answer: {source, language (cpp), files, presentation_error (WA "
+                        "or PE)}, run per case as testlib's checker <input> <output> <answer>; "
+                        "C++ gets the engine's testlib.h unless files holds one",
+                    ),
+                    ToolParameter(
                         name="float_tolerance",
                         type="number",
                         description=f"for compare=float (default {DEFAULT_TOLERANCE:g}); "
@@ -214,6 +226,8 @@ class CodeEval(ToolPlugin):
         if not 0 < time_limit <= MAX_TIME_LIMIT_S:
             raise ValueError(f"time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
         if _judged_by_function_tests(arguments):
+            if arguments.get("checker") is not None:
+                raise ValueError("a checker judges test cases' outputs: give test_cases")
             if arguments.get("cpu_time_limit") is not None:
                 raise ValueError(
                     "cpu_time_limit applies to programs judged by test cases or a test program; "
@@ -242,11 +256,18 @@ class CodeEval(ToolPlugin):
             tests = str(arguments.get("tests") or "")
             if not tests.strip():
                 raise ValueError("give test_cases, input_output or tests to judge the program by")
+            if options.checker is not None:
+                raise ValueError("a checker judges test cases' outputs: give test_cases")
             return judge_test_program(
                 language, program, tests, options, workspace, self.plugin_dirs
             )
+        if options.checker is not None and arguments.get("compare") is not None:
+            raise ValueError("give a checker or compare, not both: the checker judges outputs")
         cases = cases_from(arguments.get("test_cases"), given)
-        return judge_cases(language, program, cases, options, workspace, self.plugin_dirs)
+        read_roots = self.context.read_roots if self.context else ()
+        return judge_cases(
+            language, program, cases, options, workspace, self.plugin_dirs, read_roots
+        )
 
     def _function_tests(self, spec: dict[str, Any], time_limit: float) -> dict[str, Any]:
         """Python function tests: under the engine in this process, the report sealed for the
@@ -444,17 +465,26 @@ def _tests_and_entry_point(arguments: dict[str, Any]) -> tuple[str, str]:
     return str(arguments.get("tests") or ""), str(arguments.get("entry_point") or "")
 
 
-def compiled_source(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The language and source a call compiles, as ``_judge`` compiles them: what the engine's
-    shared compile cache works its key out from (``tools._compile_store``, in the supervisor);
-    None for Python's function tests, which compile nothing."""
+def compiled_sources(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[str, str]]]:
+    """The language, source and files of each program a call compiles, as ``_judge`` compiles
+    them (the program judged first, then its checker): what the engine's shared compile cache
+    works each key out from (``tools._compile_store``, in the supervisor); none for Python's
+    function tests, which compile nothing."""
     program = arguments.get("program")
     if _judged_by_function_tests(arguments) or not isinstance(program, str):
-        return None
+        return []
     language = str(arguments.get("language") or "python")
     if arguments.get("test_cases") is None and arguments.get("input_output") is None:
-        return language, with_tests(program, str(arguments.get("tests") or ""))
-    return language, program
+        return [(language, with_tests(program, str(arguments.get("tests") or "")), {})]
+    sources: list[tuple[str, str, dict[str, str]]] = [(language, program, {})]
+    try:
+        spec = checker_of(arguments.get("checker"))
+    except ValueError:  # the worker refuses it: nothing of it is compiled
+        spec = None
+    if spec is not None:
+        checker_language, source, files = checker_program(spec)
+        sources.append((checker_language.name, source, files))
+    return sources
 
 
 def _judged_by_function_tests(arguments: Mapping[str, Any]) -> bool:

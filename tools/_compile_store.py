@@ -3,8 +3,9 @@
 It lives in the supervisor (``sandbox._sharing.SharedStore``). The workers of ``run_code`` and
 ``code_eval`` read it (``tools._compile_cache``) and offer what they compiled; this keeps an
 offer only when it holds: the key it works out itself from the call's own arguments, through
-what the tool compiles for them (``compiled_call``: ``run_code``'s ``code`` and ``files``,
-``code_eval``'s program, with its test program after it where it has one), so that a worker,
+what the tool compiles for them (``compiled_calls``: ``run_code``'s ``code`` and ``files``,
+``code_eval``'s program, with its test program after it where it has one, and its checker with
+the files it compiles with), so that a worker,
 whatever it ran, can put nothing under the key of a program it was not sent; outputs whose
 names the language's compile step makes, sizes within the bound, a successful result. It writes
 every entry itself, owned by the engine's uid (directories 0711: a session uid reaches a file by
@@ -144,9 +145,17 @@ class SharedCompileCache:
     def offer(
         self, tool: str, arguments: Mapping[str, Any], what: str, data: dict[str, Any]
     ) -> None:
-        compiled = compiled_call(tool, arguments)
-        if compiled is None:  # its program, if any, runs in the worker's own process
+        programs = compiled_calls(tool, arguments)
+        if not programs:  # its program, if any, runs in the worker's own process
             log.debug("dropped an offer from a call that compiles nothing")
+            return
+        if what == "header":
+            for program in programs:
+                self._queue(self._asked_header, program, data)
+            return
+        compiled = _named(programs, data)
+        if compiled is None:
+            log.debug("dropped an offer for a program the call does not compile")
             return
         if what == "used":
             self._queue(self._used, compiled, data)
@@ -155,15 +164,14 @@ class SharedCompileCache:
                 self._release(compiled)  # dropped: whoever waits for it compiles
         elif what == "compiled":  # the call's compile ended with nothing to share
             self._release(compiled)
-        elif what == "header":
-            self._queue(self._asked_header, compiled, data)
         else:
             log.debug("dropped an offer of %.40r to the compile cache", what)
 
     def claim(
         self, tool: str, arguments: Mapping[str, Any]
     ) -> asyncio.Future[str | None] | Callable[[], None]:
-        compiled = compiled_call(tool, arguments)
+        programs = compiled_calls(tool, arguments)
+        compiled = programs[0] if programs else None  # the program judged, not its checker
         if compiled is None or not _claimable(compiled):
             return _nothing
         key = _key_of(compiled)
@@ -465,18 +473,28 @@ class SharedCompileCache:
                     self._loop.call_soon_threadsafe(self._header_done, where)
 
 
-def compiled_call(tool: str, arguments: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """What a call of ``tool`` compiles, as ``run_code``'s arguments say it (``language``,
-    ``code``, ``files``), or None when it compiles nothing a tool of the cache's makes."""
+def compiled_calls(tool: str, arguments: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """What a call of ``tool`` compiles, each as ``run_code``'s arguments say it
+    (``language``, ``code``, ``files``), the program judged first; none when it compiles
+    nothing a tool of the cache's makes."""
     if tool == "run_code":
-        return arguments
+        return [arguments]
     if tool == "code_eval":
-        from a2e_engine.tools._code_eval import compiled_source
+        from a2e_engine.tools._code_eval import compiled_sources
 
-        source = compiled_source(arguments)
-        if source is not None:
-            return {"language": source[0], "code": source[1], "files": {}}
-    return None
+        return [
+            {"language": language, "code": code, "files": files}
+            for language, code, files in compiled_sources(arguments)
+        ]
+    return []
+
+
+def _named(programs: list[Mapping[str, Any]], data: dict[str, Any]) -> Mapping[str, Any] | None:
+    """The program of a call whose key an offer names: the only one, or the one it names."""
+    if len(programs) == 1:
+        return programs[0]
+    key = data.get("key")
+    return next((p for p in programs if is_key(key) and _key_of(p) == key), None)
 
 
 def _claimable(compiled: Mapping[str, Any]) -> bool:

@@ -18,11 +18,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from a2e_engine.sandbox._landlock import abi_version
+from a2e_engine.tools._checker import Checker, CheckerSpec, checker_of
 from a2e_engine.tools._comparisons import COMPARISONS, default_tolerance
 from a2e_engine.tools._judging import (
     ACCEPTED,
     COMPILE,
+    JUDGE_ERROR,
     OUTPUT_SLACK_CHARS,
+    WRONG,
     Capture,
     CaseVerdict,
     JudgeCase,
@@ -58,6 +62,11 @@ WALL_PER_CPU = 3
 WALL_SLACK_S = 1.0
 
 
+#: With a checker, what a case's output may be: a right answer need not be as long as the
+#: jury's.
+CHECKED_OUTPUT_CHARS = 16 << 20
+
+
 @dataclass(frozen=True)
 class JudgeOptions:
     limits: RunLimits  # per case
@@ -65,6 +74,7 @@ class JudgeOptions:
     compare: str
     tolerance: float
     stop_at_first_failure: bool
+    checker: CheckerSpec | None = None  # judges each case's output instead of ``compare``
 
 
 def judge_options(
@@ -84,6 +94,7 @@ def judge_options(
         compare,
         float(tolerance),
         bool(arguments.get("stop_at_first_failure")),
+        checker_of(arguments.get("checker")),
     )
 
 
@@ -99,27 +110,54 @@ def judge_cases(
     options: JudgeOptions,
     workspace: str,
     plugin_dirs: tuple[str, ...] = (),
+    read_roots: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """``plugin_dirs``: the engine's shared compile cache, as ``Submission`` takes it."""
+    """``plugin_dirs``: the engine's shared compile cache, as ``Submission`` takes it;
+    ``read_roots``: what the engine lets calls read besides the system.
+
+    With a checker, the candidate is compiled before the checker is written anywhere, and its
+    runs are sealed (``Submission.sealed_runs``): they read nothing of the workspace but their
+    own directory, so neither the checker nor a case's files for it, and cannot signal it."""
     started = time.monotonic()
+    sealed = options.checker is not None
+    if sealed and abi_version() == 0:
+        raise ValueError(
+            "a checker needs Landlock, which this host lacks: without it the program judged "
+            "could read the checker and the answers"
+        )
     # Never a fork of this worker: it holds every case's expected output, and a fork would
     # too (``sys._getframe`` reaches the case being judged; its memory holds them all).
     submission = Submission(
-        language, program, {}, workspace, fresh_interpreter=True, plugin_dirs=plugin_dirs
+        language,
+        program,
+        {},
+        workspace,
+        fresh_interpreter=True,
+        plugin_dirs=plugin_dirs,
+        read_roots=read_roots,
+        sealed_runs=sealed,
     )
+    checker: Checker | None = None
     try:
         compiled = _compile(submission, options)
         if compiled is not None and compiled["return_code"] != 0:
             return _compile_error(compiled, len(cases), started)
+        if options.checker is not None:
+            checker = Checker(options.checker, workspace, plugin_dirs, options.limits.memory_mb)
+            failed = checker.compile(options.compile_seconds)
+            if failed is not None:
+                return _checker_error(failed, len(cases), compiled, started)
         results: list[dict[str, Any]] = []
         for number, case in enumerate(cases, 1):
             if options.stop_at_first_failure and results and not results[-1]["passed"]:
                 results.append({"name": f"case {number}", "verdict": "skipped", "passed": False})
                 continue
-            results.append(_judge_case(submission, number, case, options))
+            results.append(_judge_case(submission, number, case, options, checker))
         return _overall(results, compiled, started)
     finally:
         submission.close()
+        if checker is not None:
+            checker.close()
 
 
 def judge_test_program(
@@ -170,17 +208,30 @@ def _compile(submission: Submission, options: JudgeOptions) -> StepResult | None
 
 
 def _judge_case(
-    submission: Submission, number: int, case: JudgeCase, options: JudgeOptions
+    submission: Submission,
+    number: int,
+    case: JudgeCase,
+    options: JudgeOptions,
+    checker: Checker | None,
 ) -> dict[str, Any]:
-    out = Capture(len(case.output) + OUTPUT_SLACK_CHARS)
+    cap = CHECKED_OUTPUT_CHARS if checker is not None else len(case.output)
+    out = Capture(cap + OUTPUT_SLACK_CHARS)
     err = Capture(OUTPUT_SLACK_CHARS)
     where = submission.fresh_directory()
     try:
         run = submission.run(where, case.input, [], options.limits, out, err)
     finally:
         shutil.rmtree(where, ignore_errors=True)
-    verdict = verdict_of_run(run, out, case.output, options.compare, options.tolerance)
-    return _case_result(f"case {number}", verdict, run, out, err)
+    checked: dict[str, Any] = {}
+    if checker is None:
+        verdict = verdict_of_run(run, out, case.output, options.compare, options.tolerance)
+    else:
+        verdict = verdict_of_exit(run)
+        if verdict.verdict == ACCEPTED and out.overflowed:
+            verdict = CaseVerdict(WRONG, f"printed more than {out.limit} characters")
+        elif verdict.verdict == ACCEPTED:
+            verdict, checked = checker.check(case.input, out.getvalue(), case.output)
+    return {**_case_result(f"case {number}", verdict, run, out, err), **checked}
 
 
 def _case_result(
@@ -216,6 +267,23 @@ def _compile_error(compiled: StepResult, count: int, started: float) -> dict[str
         "compile": compiled,
         "tests": [],
         "summary": {COMPILE: count},
+        "duration_ms": int((time.monotonic() - started) * 1000),
+    }
+
+
+def _checker_error(
+    failed: StepResult, count: int, compiled: StepResult | None, started: float
+) -> dict[str, Any]:
+    """The call's verdict when its checker does not compile: a judge error, no case run."""
+    message = (failed["stderr"] or failed["stdout"])[:SHOWN_CHARS]
+    return {
+        "verdict": JUDGE_ERROR,
+        "passed": False,
+        "reason": "the checker does not compile" + (f": {message}" if message else ""),
+        "compile": compiled,
+        "checker_compile": failed,
+        "tests": [],
+        "summary": {JUDGE_ERROR: count},
         "duration_ms": int((time.monotonic() - started) * 1000),
     }
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox._beneath import copy_beneath, make_dirs_beneath, open_dir
-from a2e_engine.sandbox._landlock import confine_writes
+from a2e_engine.sandbox._landlock import confine_writes, readable_code_paths
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._run_root import program_writable
 from a2e_engine.tools._compile_cache import (
@@ -93,6 +93,7 @@ class Submission:
         plugin_dirs: tuple[str, ...] = (),
         read_roots: tuple[str, ...] = (),
         run_layer: bool = False,
+        sealed_runs: bool = False,
     ) -> None:
         """``run_layer``: its runs may write the worker's run layer too (``sandbox._run_root``),
         which outlives each run: for a program run once, not for cases that must each start
@@ -100,8 +101,12 @@ class Submission:
         a fork of the worker's warm interpreter (``Language.warm``, ``tools._python_main``) in
         a process of its own instead. ``plugin_dirs``: the engine's shared compile cache, when
         the tool was given it (``tools._compile_cache.caches_for``); ``read_roots``: what the
-        engine lets calls read besides the system (a toolchain there). The files are checked
-        here (a path outside the run's directory, content that is not base64), written later."""
+        engine lets calls read besides the system (a toolchain there). ``sealed_runs``: its
+        runs read nothing but the system, the read roots, the toolchain and their own
+        directory, and signal no process outside their own (what a checker of the call keeps
+        from the candidate, ``tools._checker``); where Landlock is missing they cannot be
+        sealed, and the caller must not run them. The files are checked here (a path outside
+        the run's directory, content that is not base64), written later."""
         self.language = language
         self.code = code
         self.files = dict(files)
@@ -111,6 +116,7 @@ class Submission:
         self.cache, self.headers = caches_for(plugin_dirs, workspace) if compiled else (None, None)
         self.read_roots = read_roots
         self.run_layer = run_layer
+        self.sealed_runs = sealed_runs
         self.warm = None if fresh_interpreter or not language.warm else fresh_interpreter_of()
         self._workspace_fd = open_dir(workspace)
         self._home_fd = -1
@@ -193,10 +199,7 @@ class Submission:
                 _write_contents(fd, [c for c in self._contents if not os.path.isabs(c[0])])
             finally:
                 os.close(fd)
-            # Not a read root the workspace lies beneath: the compile must not read it.
-            workspace = os.path.realpath(self.workspace)
-            roots = [r for r in self.read_roots if not under(workspace, os.path.realpath(r))]
-            readable = (*roots, *_toolchain_roots(language))
+            readable = self._readable()
             include = self._precompiled()
             argv = language.compile_argv(self.code, built, include or "")
             readable = (*readable, *([include] if include else ()))
@@ -259,7 +262,20 @@ class Submission:
         """One run; ``tick`` is called often (every few milliseconds) while it runs."""
         self._fill_home()
         argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
-        return self._step(argv, where, stdin, limits, out, err, warm=self.warm, tick=tick)
+        # A Python program imports what is installed beside the interpreter that runs it.
+        python = readable_code_paths(()) if self.language.warm else []
+        readable = (*self._readable(), *python) if self.sealed_runs else None
+        return self._step(
+            argv, where, stdin, limits, out, err, self.warm, tick, readable, self.sealed_runs
+        )
+
+    def _readable(self) -> tuple[str, ...]:
+        """What a run or a compile that must not see the session's files reads besides the
+        system and its own directory: the engine's read roots (but one the workspace lies
+        beneath) and the toolchain."""
+        workspace = os.path.realpath(self.workspace)
+        roots = [r for r in self.read_roots if not under(workspace, os.path.realpath(r))]
+        return (*roots, *_toolchain_roots(self.language))
 
     def close(self) -> None:
         if self._home_fd >= 0:
@@ -284,10 +300,12 @@ class Submission:
         warm: FreshInterpreter | None = None,
         tick: Callable[[], None] | None = None,
         readable: tuple[str, ...] | None = None,
+        scoped: bool = False,
     ) -> StepResult:
         """Run ``argv``, or, given ``warm``, the same program (``argv[1]``, a Python script,
         and its arguments) in a fork of this interpreter made to look like a fresh one.
-        ``readable``: it reads only these, the system and ``where`` (its ``HOME`` too)."""
+        ``readable``: it reads only these, the system and ``where`` (its ``HOME`` too);
+        ``scoped``: it signals no process outside its own Landlock domain."""
         language, memory_mb = self.language, limits.memory_mb or None
         env = {
             **os.environ,
@@ -298,7 +316,7 @@ class Submission:
         # A compile under the shared cache writes its own directory alone; a program run once
         # its run layer too (sandbox._run_root).
         layer = program_writable() if readable is None and self.run_layer else ()
-        confinement = confine_writes((where, *layer), readable)
+        confinement = confine_writes((where, *layer), readable, scoped)
         confine = confinement.enforce if confinement is not None else None
         memory_limit_kb = memory_mb * 1024 if memory_mb else None
         try:
