@@ -92,6 +92,23 @@ def test_past_its_time_limit_the_program_and_its_children_are_killed(tools: Tool
     assert 0.5 <= run["execution_time"] < 5
 
 
+def test_a_program_that_closes_its_output_is_still_held_to_its_time_limit(
+    tools: ToolAPI,
+) -> None:
+    """Its pipes closed, nothing is left to read: it must still be watched to its limit, not
+    waited for (which held the worker until the call's own deadline)."""
+    code = "import os\nos.close(1)\nos.close(2)\nwhile True:\n    pass\n"
+    result = tools.call(
+        tool_name="run_code",
+        arguments={"language": "python", "code": code, "run_timeout": 0.5},
+        timeout=30,
+    )
+    assert result.success, result.error
+    run = result.data["run_result"]
+    assert (run["status"], run["exceeded"]) == ("TimeLimitExceeded", "wall_time")
+    assert run["execution_time"] < 5
+
+
 def test_files_cannot_be_written_outside_the_run(tools: ToolAPI) -> None:
     content = base64.b64encode(b"x").decode()
     result = tools.call(

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import a2e_engine.tools as tools_package
+from tests.guessing_game import BINARY_SEARCH
 
 HEADER_DIR = Path(tools_package.__file__).parent / "testlib"
 CHECKERS = Path(__file__).parent / "testlib_checkers"
@@ -185,20 +186,6 @@ def test_a_checker_run_wrong_fails_the_judge_not_the_participant(built: Path) ->
     assert (done.returncode, done.stderr) == (3, 'FAIL Answer file not found: "missing.txt"\n')
 
 
-GUESSER = """
-lo, hi = 1, 1000000
-while True:
-    m = (lo + hi) // 2
-    print('?', m, flush=True)
-    r = input()
-    if r == '=':
-        print('!', m, flush=True)
-        break
-    if r == '>':
-        lo = m + 1
-    else:
-        hi = m - 1
-"""
 ASKS_TOO_MUCH = "for m in range(1, 30):\n    print('?', m, flush=True)\n    input()\n"
 GUESSES_WRONG = "print('! 5', flush=True)\n"
 
@@ -206,7 +193,7 @@ GUESSES_WRONG = "print('! 5', flush=True)\n"
 @pytest.mark.parametrize(
     ("solution", "code", "said", "written"),
     [
-        (GUESSER, 0, "ok found in 16 questions\n", "777\n"),
+        (BINARY_SEARCH, 0, "ok found in 16 questions\n", "777\n"),
         (ASKS_TOO_MUCH, 1, "wrong answer more than 20 questions\n", ""),
         (GUESSES_WRONG, 1, "wrong answer guessed 5, the number was 777\n", "5\n"),
     ],
@@ -240,3 +227,20 @@ def test_an_interactor_talks_to_the_solution_and_writes_its_output(
     solver.wait()
     assert (interactor.returncode, interactor.stderr) == (code, said)
     assert (built / "tout.txt").read_text() == written
+
+
+def test_an_endless_token_or_line_is_a_presentation_error(tmp_path: Path) -> None:
+    """Past the longest token or line a stream reads (``A2E_TESTLIB_MAX_TOKEN``, made small
+    here), the participant's output is PE, the jury's files FAIL: an endless word would
+    otherwise grow the checker to its memory limit, a judge error where the answer is wrong."""
+    checker = tmp_path / "words"
+    source = CHECKERS / "wcmp.cpp"
+    command = ["g++", "-std=c++17", "-DA2E_TESTLIB_MAX_TOKEN=8", "-I", str(HEADER_DIR)]
+    done = subprocess.run([*command, "-o", str(checker), str(source)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _check(tmp_path, "words", "", "abcdefghij", "abc") == (
+        2,
+        "wrong output format Token is too long\n",
+    )
+    assert _check(tmp_path, "words", "", "abc", "abcdefghij")[0] == 3

@@ -51,6 +51,11 @@ __all__ = [
     "CheckerSpec",
     "checker_of",
     "checker_program",
+    "compile_failure",
+    "jury_submission",
+    "message_of",
+    "points_of",
+    "verdict_of_jury",
 ]
 
 #: What the checker gets, in its directory: its argv, in this order.
@@ -73,32 +78,33 @@ class CheckerSpec:
     presentation_error: str  # what exit 2 is: WRONG (the default) or PRESENTATION
 
 
-def checker_of(value: Any) -> CheckerSpec | None:
-    """The call's ``checker`` checked: an object with ``source`` and optionally ``language``
-    (``cpp``), ``files`` (name to base64) and ``presentation_error`` (``WA`` or ``PE``)."""
+def checker_of(value: Any, field: str = "checker") -> CheckerSpec | None:
+    """The call's ``checker`` (or ``interactor``: ``field``) checked: an object with
+    ``source`` and optionally ``language`` (``cpp``), ``files`` (name to base64) and
+    ``presentation_error`` (``WA`` or ``PE``)."""
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise ValueError("checker must be an object: {source, language, files}")
+        raise ValueError(f"{field} must be an object: {{source, language, files}}")
     unknown = set(value) - {"source", "language", "files", "presentation_error"}
     if unknown:
-        raise ValueError(f"checker has unknown fields: {sorted(unknown)}")
+        raise ValueError(f"{field} has unknown fields: {sorted(unknown)}")
     source, name = value.get("source"), value.get("language", "cpp")
     if not isinstance(source, str) or not source.strip():
-        raise ValueError("checker.source must be the checker's source text")
+        raise ValueError(f"{field}.source must be the {field}'s source text")
     if name not in LANGUAGES:
-        raise ValueError(f"checker.language must be one of {sorted(LANGUAGES)}, not {name!r}")
+        raise ValueError(f"{field}.language must be one of {sorted(LANGUAGES)}, not {name!r}")
     files = value.get("files") or {}
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
-        raise ValueError("checker.files must be an object of file name to base64 content")
+        raise ValueError(f"{field}.files must be an object of file name to base64 content")
     for path in files:
         if os.path.isabs(path) or os.path.normpath(path).startswith(".."):
-            raise ValueError(f"checker.files: {path!r} must be a name beneath the checker's")
+            raise ValueError(f"{field}.files: {path!r} must be a name beneath the {field}'s")
         if os.path.normpath(path) in CASE_FILES:
-            raise ValueError(f"checker.files: {path!r} is a name the case's files take")
+            raise ValueError(f"{field}.files: {path!r} is a name the case's files take")
     pe = value.get("presentation_error", WRONG)
     if pe not in (WRONG, PRESENTATION):
-        raise ValueError(f"checker.presentation_error must be WA or PE, not {pe!r}")
+        raise ValueError(f"{field}.presentation_error must be WA or PE, not {pe!r}")
     return CheckerSpec(LANGUAGES[name], source, dict(files), pe)
 
 
@@ -124,22 +130,13 @@ class Checker:
     def __init__(
         self, spec: CheckerSpec, workspace: str, plugin_dirs: tuple[str, ...], memory_mb: int
     ) -> None:
-        language, source, files = checker_program(spec)
         self.spec = spec
         self.limits = RunLimits(CHECKER_SECONDS, memory_mb)
-        self.submission = Submission(
-            language, source, files, workspace, fresh_interpreter=True, plugin_dirs=plugin_dirs
-        )
+        self.submission = jury_submission(spec, workspace, plugin_dirs)
 
     def compile(self, seconds: float) -> StepResult | None:
         """The compile step, when it failed (None when it did not, or there is none)."""
-        out, err = Capture(MESSAGE_CHARS), Capture(MESSAGE_CHARS)
-        compiled = self.submission.compile(seconds, out, err)
-        if compiled is None:
-            compiled = self.submission.check_syntax(seconds, out, err)
-        if compiled is not None and compiled["return_code"] != 0:
-            return compiled
-        return None
+        return compile_failure(self.submission, seconds)
 
     def check(self, given: str, output: str, answer: str) -> tuple[CaseVerdict, dict[str, Any]]:
         """The checker's verdict on one case, and what the case's result says of it
@@ -156,26 +153,58 @@ class Checker:
             run = self.submission.run(where, None, list(CASE_FILES), self.limits, out, err)
         finally:
             shutil.rmtree(where, ignore_errors=True)
-        message = (err.getvalue().strip() or out.getvalue().strip())[:MESSAGE_CHARS]
-        return self._verdict(run, message), {"checker_message": message, **_points(run, message)}
+        message = message_of(run)
+        return self._verdict(run, message), {"checker_message": message, **points_of(run, message)}
 
     def _verdict(self, run: StepResult, message: str) -> CaseVerdict:
-        code = run["return_code"] if run["status"] == "Finished" else None
-        verdict = _VERDICTS.get(code) if isinstance(code, int) else None
-        if verdict is None:
-            return CaseVerdict(JUDGE_ERROR, f"the checker failed: {_ending(run, message)}")
-        if verdict == PRESENTATION:
-            verdict = self.spec.presentation_error
-        if verdict == PARTIAL and not _points(run, message):
-            return CaseVerdict(JUDGE_ERROR, "the checker gave points but said not how many")
-        reason = f"the checker says: {message}" if message else "the checker says so"
-        return CaseVerdict(verdict, "" if verdict == ACCEPTED else reason)
+        return verdict_of_jury(run, message, self.spec, "checker")
 
     def close(self) -> None:
         self.submission.close()
 
 
-def _points(run: StepResult, message: str) -> dict[str, float]:
+def jury_submission(spec: CheckerSpec, workspace: str, plugin_dirs: tuple[str, ...]) -> Submission:
+    """A checker's or an interactor's program, made ready to compile and run in a process of
+    its own (never a fork of the worker, which holds the answers)."""
+    language, source, files = checker_program(spec)
+    return Submission(
+        language, source, files, workspace, fresh_interpreter=True, plugin_dirs=plugin_dirs
+    )
+
+
+def compile_failure(submission: Submission, seconds: float) -> StepResult | None:
+    """A checker's or an interactor's compile step when it failed (None when it did not, or
+    there is none; for a language without one, a failed parse)."""
+    out, err = Capture(MESSAGE_CHARS), Capture(MESSAGE_CHARS)
+    compiled = submission.compile(seconds, out, err)
+    if compiled is None:
+        compiled = submission.check_syntax(seconds, out, err)
+    if compiled is not None and compiled["return_code"] != 0:
+        return compiled
+    return None
+
+
+def verdict_of_jury(run: StepResult, message: str, spec: CheckerSpec, who: str) -> CaseVerdict:
+    """The verdict a checker's or an interactor's run gives (testlib's exit codes), ``who``
+    naming it in the reason; any other ending is a judge error."""
+    code = run["return_code"] if run["status"] == "Finished" else None
+    verdict = _VERDICTS.get(code) if isinstance(code, int) else None
+    if verdict is None:
+        return CaseVerdict(JUDGE_ERROR, f"the {who} failed: {_ending(run, message)}")
+    if verdict == PRESENTATION:
+        verdict = spec.presentation_error
+    if verdict == PARTIAL and not points_of(run, message):
+        return CaseVerdict(JUDGE_ERROR, f"the {who} gave points but said not how many")
+    reason = f"the {who} says: {message}" if message else f"the {who} says so"
+    return CaseVerdict(verdict, "" if verdict == ACCEPTED else reason)
+
+
+def message_of(run: StepResult) -> str:
+    """What a checker or an interactor said: its stderr (testlib's), else its stdout."""
+    return (run["stderr"].strip() or run["stdout"].strip())[:MESSAGE_CHARS]
+
+
+def points_of(run: StepResult, message: str) -> dict[str, float]:
     """``points`` of a check that exited 7, read from ``points X`` that starts its message."""
     if run["return_code"] != 7:
         return {}
@@ -189,7 +218,7 @@ def _points(run: StepResult, message: str) -> dict[str, float]:
 def _ending(run: StepResult, message: str) -> str:
     status = run["status"]
     if status == "TimeLimitExceeded":
-        return f"it ran past its {CHECKER_SECONDS:g} s"
+        return f"it ran past its time limit ({run['execution_time']:.2f} s)"
     if status == "MemoryLimitExceeded":
         return "it ran past its memory limit"
     if status != "Finished":

@@ -187,6 +187,14 @@ class CodeEval(ToolPlugin):
                         "C++ gets the engine's testlib.h unless files holds one",
                     ),
                     ToolParameter(
+                        name="interactor",
+                        type="object",
+                        description="for an interactive problem: {source, language (cpp), "
+                        "files, presentation_error}, run beside the program per case as "
+                        "testlib's interactor <input> <output>, each one's stdout the other's "
+                        "stdin; its exit code is the verdict (then the checker's, if given)",
+                    ),
+                    ToolParameter(
                         name="float_tolerance",
                         type="number",
                         description=f"for compare=float (default {DEFAULT_TOLERANCE:g}); "
@@ -226,8 +234,9 @@ class CodeEval(ToolPlugin):
         if not 0 < time_limit <= MAX_TIME_LIMIT_S:
             raise ValueError(f"time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
         if _judged_by_function_tests(arguments):
-            if arguments.get("checker") is not None:
-                raise ValueError("a checker judges test cases' outputs: give test_cases")
+            for jury in ("checker", "interactor"):
+                if arguments.get(jury) is not None:
+                    raise ValueError(f"a {jury} judges test cases: give test_cases")
             if arguments.get("cpu_time_limit") is not None:
                 raise ValueError(
                     "cpu_time_limit applies to programs judged by test cases or a test program; "
@@ -256,13 +265,17 @@ class CodeEval(ToolPlugin):
             tests = str(arguments.get("tests") or "")
             if not tests.strip():
                 raise ValueError("give test_cases, input_output or tests to judge the program by")
-            if options.checker is not None:
-                raise ValueError("a checker judges test cases' outputs: give test_cases")
+            for jury in ("checker", "interactor"):
+                if getattr(options, jury) is not None:
+                    raise ValueError(f"a {jury} judges test cases: give test_cases")
             return judge_test_program(
                 language, program, tests, options, workspace, self.plugin_dirs
             )
-        if options.checker is not None and arguments.get("compare") is not None:
-            raise ValueError("give a checker or compare, not both: the checker judges outputs")
+        judged_otherwise = options.checker is not None or options.interactor is not None
+        if judged_otherwise and arguments.get("compare") is not None:
+            raise ValueError(
+                "give a checker or an interactor, or compare, not both: they judge the outputs"
+            )
         cases = cases_from(arguments.get("test_cases"), given)
         read_roots = self.context.read_roots if self.context else ()
         return judge_cases(
@@ -467,9 +480,9 @@ def _tests_and_entry_point(arguments: dict[str, Any]) -> tuple[str, str]:
 
 def compiled_sources(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[str, str]]]:
     """The language, source and files of each program a call compiles, as ``_judge`` compiles
-    them (the program judged first, then its checker): what the engine's shared compile cache
-    works each key out from (``tools._compile_store``, in the supervisor); none for Python's
-    function tests, which compile nothing."""
+    them (the program judged first, then its checker and its interactor): what the engine's
+    shared compile cache works each key out from (``tools._compile_store``, in the
+    supervisor); none for Python's function tests, which compile nothing."""
     program = arguments.get("program")
     if _judged_by_function_tests(arguments) or not isinstance(program, str):
         return []
@@ -477,13 +490,14 @@ def compiled_sources(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[
     if arguments.get("test_cases") is None and arguments.get("input_output") is None:
         return [(language, with_tests(program, str(arguments.get("tests") or "")), {})]
     sources: list[tuple[str, str, dict[str, str]]] = [(language, program, {})]
-    try:
-        spec = checker_of(arguments.get("checker"))
-    except ValueError:  # the worker refuses it: nothing of it is compiled
-        spec = None
-    if spec is not None:
-        checker_language, source, files = checker_program(spec)
-        sources.append((checker_language.name, source, files))
+    for jury in ("checker", "interactor"):
+        try:
+            spec = checker_of(arguments.get(jury), jury)
+        except ValueError:  # the worker refuses it: nothing of it is compiled
+            spec = None
+        if spec is not None:
+            jury_language, source, files = checker_program(spec)
+            sources.append((jury_language.name, source, files))
     return sources
 
 

@@ -5,7 +5,8 @@ Verdicts are the judges': ``AC`` (accepted), ``WA`` (wrong answer), ``TLE`` (tim
 ``MLE`` (memory limit), ``RE`` (runtime error: a non-zero exit, a signal, or a program that
 could not start), ``CE`` (compile error); and a checker's (``tools._checker``): ``PE``
 (presentation error, when the call asks for it), ``PC`` (partial points) and ``JE`` (the
-checker failed: a judge error). The overall verdict is ``AC`` when every case is, else
+checker failed: a judge error); and an interactive program's ``IL`` (idleness: it waited
+past its wall-clock limit). The overall verdict is ``AC`` when every case is, else
 the verdict of the first case, in order, that is not. How an output is compared (``compare``)
 is ``tools._comparisons``'s.
 """
@@ -32,6 +33,8 @@ ACCEPTED, WRONG, TIME, MEMORY, RUNTIME, COMPILE = "AC", "WA", "TLE", "MLE", "RE"
 #: A checker's other verdicts: presentation error (when asked for), partial points, and its
 #: own failure, a judge error that is no verdict on the candidate.
 PRESENTATION, PARTIAL, JUDGE_ERROR = "PE", "PC", "JE"
+#: An interactive program that waited past its wall-clock limit (for input, or on a pipe).
+IDLENESS = "IL"
 #: How much a program may print beyond the expected output before it is cut off (and wrong).
 OUTPUT_SLACK_CHARS = 1 << 16
 MAX_CASES = 10_000

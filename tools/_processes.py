@@ -30,7 +30,17 @@ from typing import Literal, Protocol
 
 from a2e_engine.tools._tree_usage import own_resident_kb, tree_usage
 
-__all__ = ["Child", "ChildStdio", "Finished", "TextSink", "run_captured", "watch"]
+__all__ = [
+    "Child",
+    "ChildStdio",
+    "Finished",
+    "Monitor",
+    "Outputs",
+    "TextSink",
+    "run_captured",
+    "start_command",
+    "watch",
+]
 
 #: After the command exits, how long output already in flight may take to arrive.
 DRAIN_S = 0.2
@@ -103,21 +113,33 @@ def run_captured(
     turn of the loop that watches it (every ``TICK_S`` at the most)."""
 
     def start(stdio: ChildStdio) -> Child:
-        return _Executed(
-            subprocess.Popen(
-                list(argv),
-                cwd=cwd,
-                env=env,
-                stdin=stdio[0],
-                stdout=stdio[1],
-                stderr=stdio[2],
-                start_new_session=True,  # its own process group, killed as a whole at the end
-                preexec_fn=preexec,
-            )
-        )
+        return start_command(argv, cwd, env, stdio, preexec)
 
     return watch(
         start, stdin, out, err, time_limit, memory_limit_kb, measure_memory, tick, cpu_limit
+    )
+
+
+def start_command(
+    argv: Sequence[str],
+    cwd: str,
+    env: dict[str, str],
+    stdio: ChildStdio,
+    preexec: Callable[[], None] | None = None,
+) -> Child:
+    """``argv`` started on ``stdio``, the leader of a process group of its own (killed as a
+    whole at the end), ``preexec`` run in it before it executes the command."""
+    return _Executed(
+        subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=env,
+            stdin=stdio[0],
+            stdout=stdio[1],
+            stderr=stdio[2],
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
     )
 
 
@@ -148,10 +170,6 @@ def watch(
     """Start a child with ``start`` (given its stdio: a pipe for ``stdin``, or /dev/null, and
     pipes for its output) and see it through as ``run_captured`` says. The child must be the
     leader of a process group of its own."""
-    measure_memory = measure_memory or memory_limit_kb is not None
-    measure_cpu = cpu_limit is not None
-    polled = measure_memory or measure_cpu
-    started = time.monotonic()
     stdin_r, stdin_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY), -1)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -165,101 +183,176 @@ def watch(
     finally:
         for fd in (stdin_r, out_w, err_w):
             os.close(fd)
-    offset_kb = child.resident_offset_kb or 0
-    # What an exec'd child held as this process's copy, for its ru_maxrss alone (a fork of
-    # this process says its own offset).
-    exec_d = child.resident_offset_kb is None
-    forked_kb = own_resident_kb() if measure_memory and exec_d else 0
-    selector = selectors.DefaultSelector()
-    for fd, stream in ((out_r, out), (err_r, err)):
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        selector.register(fd, selectors.EVENT_READ, (stream, decoder))
+    monitor = Monitor(child, time_limit, cpu_limit, memory_limit_kb, measure_memory)
+    outputs = Outputs({out_r: out, err_r: err})
     # Fed by this loop as the child reads it, not by a thread: starting one costs more than
     # a short run's whole watch.
     feeding = _Feeder(stdin_w, stdin.encode()) if stdin else None
     if feeding is not None:
         os.set_blocking(stdin_w, False)
-        selector.register(stdin_w, selectors.EVENT_WRITE, feeding)
-    give_up = started + time_limit if time_limit is not None else None
-    time_exceeded: TimeLimit | None = None
-    memory_exceeded = False
-    seen_kb, seen_cpu = 0, 0.0
-    next_reading = 0.0  # when the memory and CPU time are read next
-    reaped: tuple[int, float, int] | None = None  # status, CPU seconds, ru_maxrss
-    drain_until: float | None = None
-    while selector.get_map():
-        if tick is not None:
-            tick()
-        now = time.monotonic()
-        if reaped is None:
-            reaped = _reap(child, os.WNOHANG)
-            if reaped is not None:
-                drain_until = now + DRAIN_S
-        if drain_until is None and polled and now >= next_reading:
-            next_reading = now + USAGE_POLL_S
-            usage = tree_usage(child.pid, measure_memory, measure_cpu)
-            seen_kb = max(seen_kb, usage.peak_kb - offset_kb)
-            seen_cpu = max(seen_cpu, usage.cpu_seconds)
-            if memory_limit_kb is not None and seen_kb > memory_limit_kb:
-                memory_exceeded = True
-            elif cpu_limit is not None and seen_cpu > cpu_limit:
-                time_exceeded = "cpu_time"
-            if memory_exceeded or time_exceeded:
-                _kill_group(child.pid)
-                drain_until = now + DRAIN_S
-        if drain_until is None and give_up is not None and now >= give_up:
-            time_exceeded = "wall_time"
-            _kill_group(child.pid)
-            drain_until = now + DRAIN_S
-        turn = USAGE_POLL_S if polled else TICK_S
-        timeout = turn if drain_until is None else max(0.0, drain_until - now)
-        for key, _ in selector.select(timeout):
-            if key.data is feeding:
-                if not feeding.write():
-                    selector.unregister(key.fileobj)
-                    feeding.close()
-                continue
-            stream, decoder = key.data
-            data = os.read(key.fd, 65536)
-            if data:
-                stream.write(decoder.decode(data))
-            else:
-                stream.write(decoder.decode(b"", final=True))
-                selector.unregister(key.fileobj)
-        if drain_until is not None and time.monotonic() >= drain_until:
-            break  # a background job holds the pipes open: do not wait for it
-    selector.close()
-    if feeding is not None:
-        feeding.close()
-    if reaped is None:
-        reaped = _reap(child, 0)
-    assert reaped is not None
-    status, cpu_seconds, max_rss_kb = reaped
-    seconds = time.monotonic() - started
-    _kill_group(child.pid)  # what the command left running in its group
-    for fd in (out_r, err_r):
-        os.close(fd)
-    # ru_maxrss tells something only above what the child had as the worker's copy: a burst
-    # after the last reading.
-    if exec_d:
-        late_kb = max_rss_kb if measure_memory and max_rss_kb > forked_kb else 0
-    else:
-        late_kb = max_rss_kb - offset_kb if measure_memory else 0
-    peak_kb = max(seen_kb, late_kb)
-    if memory_limit_kb is not None and peak_kb > memory_limit_kb:
-        memory_exceeded = True
-    cpu_seconds = max(cpu_seconds, seen_cpu)
-    if time_exceeded is None and cpu_limit is not None and cpu_seconds > cpu_limit:
-        time_exceeded = "cpu_time"  # it ended between two readings, past its limit
-    killed = time_exceeded is not None or memory_exceeded
-    return Finished(
-        None if killed else status,
-        seconds,
-        cpu_seconds,
-        peak_kb,
-        None if memory_exceeded else time_exceeded,
-        memory_exceeded,
-    )
+        outputs.selector.register(stdin_w, selectors.EVENT_WRITE, feeding)
+    try:
+        outputs.follow([monitor], tick, feeding)
+    finally:
+        if feeding is not None:
+            feeding.close()
+    return monitor.finish()
+
+
+class Monitor:
+    """One started child seen through its limits: reaped as soon as it exits, its memory and
+    CPU time read every ``USAGE_POLL_S`` when either is measured (``tools._tree_usage``), its
+    process group killed past a limit and once it is done."""
+
+    def __init__(
+        self,
+        child: Child,
+        time_limit: float | None,
+        cpu_limit: float | None,
+        memory_limit_kb: int | None,
+        measure_memory: bool,
+    ) -> None:
+        self.child = child
+        self.started = time.monotonic()
+        self.cpu_limit, self.memory_limit_kb = cpu_limit, memory_limit_kb
+        self.measure_memory = measure_memory or memory_limit_kb is not None
+        self.polled = self.measure_memory or cpu_limit is not None
+        self.give_up = self.started + time_limit if time_limit is not None else None
+        self.offset_kb = child.resident_offset_kb or 0
+        # What an exec'd child held as this process's copy, for its ru_maxrss alone (a fork of
+        # this process says its own offset).
+        self.exec_d = child.resident_offset_kb is None
+        self.forked_kb = own_resident_kb() if self.measure_memory and self.exec_d else 0
+        self.time_exceeded: TimeLimit | None = None
+        self.memory_exceeded = False
+        self.seen_kb, self.seen_cpu = 0, 0.0
+        self.next_reading = 0.0  # when the memory and CPU time are read next
+        self.reaped: tuple[int, float, int] | None = None  # status, CPU seconds, ru_maxrss
+        self.ended: float | None = None  # when it exited or was killed
+
+    @property
+    def turn(self) -> float:
+        """How long the loop that watches it may wait between two looks."""
+        return USAGE_POLL_S if self.polled else TICK_S
+
+    def look(self, now: float) -> None:
+        """Reap it if it exited; else read its usage when due and kill it past a limit."""
+        if self.ended is not None:
+            return
+        self.reaped = _reap(self.child, os.WNOHANG)
+        if self.reaped is not None:
+            self.ended = now
+            return
+        if self.polled and now >= self.next_reading:
+            self.next_reading = now + USAGE_POLL_S
+            usage = tree_usage(self.child.pid, self.measure_memory, self.cpu_limit is not None)
+            self.seen_kb = max(self.seen_kb, usage.peak_kb - self.offset_kb)
+            self.seen_cpu = max(self.seen_cpu, usage.cpu_seconds)
+            if self.memory_limit_kb is not None and self.seen_kb > self.memory_limit_kb:
+                self.memory_exceeded = True
+            elif self.cpu_limit is not None and self.seen_cpu > self.cpu_limit:
+                self.time_exceeded = "cpu_time"
+        if not self.memory_exceeded and not self.time_exceeded:
+            if self.give_up is None or now < self.give_up:
+                return
+            self.time_exceeded = "wall_time"
+        _kill_group(self.child.pid)
+        self.ended = now
+
+    def stop(self) -> None:
+        """Kill it now, for no fault of its own (the process it talks to is gone)."""
+        if self.ended is None:
+            _kill_group(self.child.pid)
+            self.ended = time.monotonic()
+
+    def finish(self) -> Finished:
+        """Reaped (waiting for it if need be), what it left in its group killed: how it went."""
+        if self.reaped is None:
+            self.reaped = _reap(self.child, 0)
+        assert self.reaped is not None
+        status, cpu_seconds, max_rss_kb = self.reaped
+        seconds = time.monotonic() - self.started
+        _kill_group(self.child.pid)  # what the command left running in its group
+        # ru_maxrss tells something only above what the child had as the worker's copy: a burst
+        # after the last reading.
+        measured = self.measure_memory
+        if self.exec_d:
+            late_kb = max_rss_kb if measured and max_rss_kb > self.forked_kb else 0
+        else:
+            late_kb = max_rss_kb - self.offset_kb if measured else 0
+        peak_kb = max(self.seen_kb, late_kb)
+        memory_exceeded = self.memory_exceeded
+        if self.memory_limit_kb is not None and peak_kb > self.memory_limit_kb:
+            memory_exceeded = True
+        cpu_seconds = max(cpu_seconds, self.seen_cpu)
+        time_exceeded = self.time_exceeded
+        if time_exceeded is None and self.cpu_limit is not None and cpu_seconds > self.cpu_limit:
+            time_exceeded = "cpu_time"  # it ended between two readings, past its limit
+        killed = time_exceeded is not None or memory_exceeded
+        return Finished(
+            None if killed else status,
+            seconds,
+            cpu_seconds,
+            peak_kb,
+            None if memory_exceeded else time_exceeded,
+            memory_exceeded,
+        )
+
+
+class Outputs:
+    """The pipes the watched children write to, each read into its sink as UTF-8 (invalid
+    bytes replaced) as it comes; the read ends are closed with ``follow``."""
+
+    def __init__(self, sinks: dict[int, TextSink]) -> None:
+        self.selector = selectors.DefaultSelector()
+        for fd, sink in sinks.items():
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            self.selector.register(fd, selectors.EVENT_READ, (sink, decoder))
+        self.fds = list(sinks)
+
+    def follow(
+        self,
+        monitors: list[Monitor],
+        tick: Callable[[], None] | None = None,
+        feeding: _Feeder | None = None,
+    ) -> None:
+        """Read until every child has ended and its pipes are closed, or ``DRAIN_S`` after
+        the last one ended (a background job may hold them open: not waited for). A child
+        that closed its pipes is still watched to its end: its limits hold."""
+        drain_until: float | None = None
+        selector = self.selector
+        try:
+            while selector.get_map() or drain_until is None:
+                if tick is not None:
+                    tick()
+                now = time.monotonic()
+                for monitor in monitors:
+                    monitor.look(now)
+                if drain_until is None and all(m.ended is not None for m in monitors):
+                    if not selector.get_map():
+                        break  # every pipe closed already: nothing to wait for
+                    drain_until = now + DRAIN_S
+                turn = min(m.turn for m in monitors)
+                timeout = turn if drain_until is None else max(0.0, drain_until - now)
+                for key, _ in selector.select(timeout):
+                    if key.data is feeding and feeding is not None:
+                        if not feeding.write():
+                            selector.unregister(key.fileobj)
+                            feeding.close()
+                        continue
+                    sink, decoder = key.data
+                    data = os.read(key.fd, 65536)
+                    if data:
+                        sink.write(decoder.decode(data))
+                    else:
+                        sink.write(decoder.decode(b"", final=True))
+                        selector.unregister(key.fileobj)
+                if drain_until is not None and time.monotonic() >= drain_until:
+                    break
+        finally:
+            selector.close()
+            for fd in self.fds:
+                os.close(fd)
 
 
 def _reap(child: Child, options: int) -> tuple[int, float, int] | None:

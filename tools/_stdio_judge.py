@@ -21,6 +21,7 @@ from typing import Any
 from a2e_engine.sandbox._landlock import abi_version
 from a2e_engine.tools._checker import Checker, CheckerSpec, checker_of
 from a2e_engine.tools._comparisons import COMPARISONS, default_tolerance
+from a2e_engine.tools._interaction import Interactor
 from a2e_engine.tools._judging import (
     ACCEPTED,
     COMPILE,
@@ -75,6 +76,7 @@ class JudgeOptions:
     tolerance: float
     stop_at_first_failure: bool
     checker: CheckerSpec | None = None  # judges each case's output instead of ``compare``
+    interactor: CheckerSpec | None = None  # talks to the program: an interactive problem
 
 
 def judge_options(
@@ -95,6 +97,7 @@ def judge_options(
         float(tolerance),
         bool(arguments.get("stop_at_first_failure")),
         checker_of(arguments.get("checker")),
+        checker_of(arguments.get("interactor"), "interactor"),
     )
 
 
@@ -115,15 +118,16 @@ def judge_cases(
     """``plugin_dirs``: the engine's shared compile cache, as ``Submission`` takes it;
     ``read_roots``: what the engine lets calls read besides the system.
 
-    With a checker, the candidate is compiled before the checker is written anywhere, and its
-    runs are sealed (``Submission.sealed_runs``): they read nothing of the workspace but their
-    own directory, so neither the checker nor a case's files for it, and cannot signal it."""
+    With a checker or an interactor, the candidate is compiled before either is written
+    anywhere, and its runs are sealed (``Submission.sealed_runs``): they read nothing of the
+    workspace but their own directory, so neither the jury's programs nor a case's files for
+    them, and cannot signal them."""
     started = time.monotonic()
-    sealed = options.checker is not None
+    sealed = options.checker is not None or options.interactor is not None
     if sealed and abi_version() == 0:
         raise ValueError(
-            "a checker needs Landlock, which this host lacks: without it the program judged "
-            "could read the checker and the answers"
+            "a checker or an interactor needs Landlock, which this host lacks: without it the "
+            "program judged could read them and the answers"
         )
     # Never a fork of this worker: it holds every case's expected output, and a fork would
     # too (``sys._getframe`` reaches the case being judged; its memory holds them all).
@@ -137,27 +141,45 @@ def judge_cases(
         read_roots=read_roots,
         sealed_runs=sealed,
     )
-    checker: Checker | None = None
+    jury = Jury()
     try:
         compiled = _compile(submission, options)
         if compiled is not None and compiled["return_code"] != 0:
             return _compile_error(compiled, len(cases), started)
-        if options.checker is not None:
-            checker = Checker(options.checker, workspace, plugin_dirs, options.limits.memory_mb)
-            failed = checker.compile(options.compile_seconds)
+        memory_mb = options.limits.memory_mb
+        if options.interactor is not None:
+            jury.interactor = Interactor(options.interactor, workspace, plugin_dirs, memory_mb)
+            failed = jury.interactor.compile(options.compile_seconds)
             if failed is not None:
-                return _checker_error(failed, len(cases), compiled, started)
+                return _jury_error("interactor", failed, len(cases), compiled, started)
+        if options.checker is not None:
+            jury.checker = Checker(options.checker, workspace, plugin_dirs, memory_mb)
+            failed = jury.checker.compile(options.compile_seconds)
+            if failed is not None:
+                return _jury_error("checker", failed, len(cases), compiled, started)
         results: list[dict[str, Any]] = []
         for number, case in enumerate(cases, 1):
             if options.stop_at_first_failure and results and not results[-1]["passed"]:
                 results.append({"name": f"case {number}", "verdict": "skipped", "passed": False})
                 continue
-            results.append(_judge_case(submission, number, case, options, checker))
+            results.append(_judge_case(submission, number, case, options, jury))
         return _overall(results, compiled, started)
     finally:
         submission.close()
-        if checker is not None:
-            checker.close()
+        jury.close()
+
+
+@dataclass
+class Jury:
+    """What judges a problem's cases besides its expected outputs, when it has them."""
+
+    checker: Checker | None = None
+    interactor: Interactor | None = None
+
+    def close(self) -> None:
+        for program in (self.checker, self.interactor):
+            if program is not None:
+                program.close()
 
 
 def judge_test_program(
@@ -208,12 +230,11 @@ def _compile(submission: Submission, options: JudgeOptions) -> StepResult | None
 
 
 def _judge_case(
-    submission: Submission,
-    number: int,
-    case: JudgeCase,
-    options: JudgeOptions,
-    checker: Checker | None,
+    submission: Submission, number: int, case: JudgeCase, options: JudgeOptions, jury: Jury
 ) -> dict[str, Any]:
+    if jury.interactor is not None:
+        return _interactive_case(submission, number, case, options, jury.interactor, jury.checker)
+    checker = jury.checker
     cap = CHECKED_OUTPUT_CHARS if checker is not None else len(case.output)
     out = Capture(cap + OUTPUT_SLACK_CHARS)
     err = Capture(OUTPUT_SLACK_CHARS)
@@ -271,17 +292,38 @@ def _compile_error(compiled: StepResult, count: int, started: float) -> dict[str
     }
 
 
-def _checker_error(
-    failed: StepResult, count: int, compiled: StepResult | None, started: float
+def _interactive_case(
+    submission: Submission,
+    number: int,
+    case: JudgeCase,
+    options: JudgeOptions,
+    interactor: Interactor,
+    checker: Checker | None,
 ) -> dict[str, Any]:
-    """The call's verdict when its checker does not compile: a judge error, no case run."""
+    """One case of an interactive problem: the talk, the interactor's verdict, and then the
+    checker's on what the interactor wrote, when there is one."""
+    talk = interactor.talk(submission, case.input, options.limits)
+    verdict, said = interactor.verdict(talk, options.limits.cpu_seconds is not None)
+    if verdict.verdict == ACCEPTED and checker is not None:
+        verdict, checked = checker.check(case.input, talk.written, case.output)
+        said.update(checked)
+    out, err = Capture(SHOWN_CHARS), Capture(SHOWN_CHARS)
+    err.write(talk.program["stderr"])
+    return {**_case_result(f"case {number}", verdict, talk.program, out, err), **said}
+
+
+def _jury_error(
+    who: str, failed: StepResult, count: int, compiled: StepResult | None, started: float
+) -> dict[str, Any]:
+    """The call's verdict when its checker or interactor does not compile: a judge error, no
+    case run."""
     message = (failed["stderr"] or failed["stdout"])[:SHOWN_CHARS]
     return {
         "verdict": JUDGE_ERROR,
         "passed": False,
-        "reason": "the checker does not compile" + (f": {message}" if message else ""),
+        "reason": f"the {who} does not compile" + (f": {message}" if message else ""),
         "compile": compiled,
-        "checker_compile": failed,
+        f"{who}_compile": failed,
         "tests": [],
         "summary": {JUDGE_ERROR: count},
         "duration_ms": int((time.monotonic() - started) * 1000),

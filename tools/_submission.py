@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox._beneath import copy_beneath, make_dirs_beneath, open_dir
-from a2e_engine.sandbox._landlock import confine_writes, readable_code_paths
+from a2e_engine.sandbox._landlock import WriteConfinement, confine_writes, readable_code_paths
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._run_root import program_writable
 from a2e_engine.tools._compile_cache import (
@@ -46,13 +46,22 @@ from a2e_engine.tools._compile_cache import (
 )
 from a2e_engine.tools._confined import decoded_files, write_decoded
 from a2e_engine.tools._languages import Language, toolchain_path
-from a2e_engine.tools._processes import Finished, TextSink, run_captured, watch
+from a2e_engine.tools._processes import (
+    Child,
+    ChildStdio,
+    Finished,
+    TextSink,
+    run_captured,
+    start_command,
+    watch,
+)
 from a2e_engine.tools._python_main import FreshInterpreter, start_main
 from a2e_engine.tools._python_main import fresh_interpreter as fresh_interpreter_of
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
     "DEFAULT_TIMEOUT_S",
+    "Launch",
     "RunLimits",
     "StepResult",
     "Submission",
@@ -262,12 +271,19 @@ class Submission:
         """One run; ``tick`` is called often (every few milliseconds) while it runs."""
         self._fill_home()
         argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
-        # A Python program imports what is installed beside the interpreter that runs it.
-        python = readable_code_paths(()) if self.language.warm else []
-        readable = (*self._readable(), *python) if self.sealed_runs else None
+        readable = self._run_readable()
         return self._step(
             argv, where, stdin, limits, out, err, self.warm, tick, readable, self.sealed_runs
         )
+
+    def _run_readable(self) -> tuple[str, ...] | None:
+        """What a sealed run reads besides the system and its own directory; None for a run
+        that is not sealed. A Python program imports what is installed beside the
+        interpreter that runs it."""
+        if not self.sealed_runs:
+            return None
+        python = readable_code_paths(()) if self.language.warm else []
+        return (*self._readable(), *python)
 
     def _readable(self) -> tuple[str, ...]:
         """What a run or a compile that must not see the session's files reads besides the
@@ -306,17 +322,9 @@ class Submission:
         and its arguments) in a fork of this interpreter made to look like a fresh one.
         ``readable``: it reads only these, the system and ``where`` (its ``HOME`` too);
         ``scoped``: it signals no process outside its own Landlock domain."""
-        language, memory_mb = self.language, limits.memory_mb or None
-        env = {
-            **os.environ,
-            **({"HOME": where} if readable is not None else {}),
-            "TMPDIR": os.path.join(where, _TMP),
-            **language.environment(self.code, where, limits.memory_mb or _COMPILE_MEMORY_MB),
-        }
-        # A compile under the shared cache writes its own directory alone; a program run once
-        # its run layer too (sandbox._run_root).
-        layer = program_writable() if readable is None and self.run_layer else ()
-        confinement = confine_writes((where, *layer), readable, scoped)
+        memory_mb = limits.memory_mb or None
+        env = self._environment(where, limits, readable)
+        confinement = self._confinement(where, readable, scoped)
         confine = confinement.enforce if confinement is not None else None
         memory_limit_kb = memory_mb * 1024 if memory_mb else None
         try:
@@ -353,19 +361,72 @@ class Submission:
         finally:
             if confinement is not None:
                 confinement.close()
-        stderr = err.getvalue()
+        return self.step_result(finished, out.getvalue(), err.getvalue(), memory_mb is not None)
+
+    def launch(self, where: str, args: list[str], limits: RunLimits) -> Launch:
+        """A run of the program in ``where`` made ready to start on descriptors of the caller's
+        (``Launch.start``), sealed if its runs are: for a run that talks to another process
+        (``tools._interaction``). Always a process of its own, never a warm fork."""
+        self._fill_home()
+        argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
+        readable = self._run_readable()
+        env = self._environment(where, limits, readable)
+        return Launch(argv, where, env, self._confinement(where, readable, self.sealed_runs))
+
+    def step_result(
+        self, finished: Finished, stdout: str, stderr: str, limited: bool
+    ) -> StepResult:
+        """How a run went, in SandboxFusion's shape; ``limited``: it had a memory limit."""
         step: StepResult = {
-            "status": _status(finished, stderr, language, memory_mb is not None),
+            "status": _status(finished, stderr, self.language, limited),
             "execution_time": round(finished.seconds, 4),
             "cpu_time": round(finished.cpu_seconds, 4),
             "peak_memory_kb": finished.peak_kb,
             "return_code": finished.exit_code,
-            "stdout": out.getvalue(),
+            "stdout": stdout,
             "stderr": stderr,
         }
         if finished.time_exceeded is not None:
             step["exceeded"] = finished.time_exceeded
         return step
+
+    def _environment(
+        self, where: str, limits: RunLimits, readable: tuple[str, ...] | None
+    ) -> dict[str, str]:
+        memory_mb = limits.memory_mb or _COMPILE_MEMORY_MB
+        return {
+            **os.environ,
+            **({"HOME": where} if readable is not None else {}),
+            "TMPDIR": os.path.join(where, _TMP),
+            **self.language.environment(self.code, where, memory_mb),
+        }
+
+    def _confinement(
+        self, where: str, readable: tuple[str, ...] | None, scoped: bool
+    ) -> WriteConfinement | None:
+        # A compile under the shared cache writes its own directory alone; a program run once
+        # its run layer too (sandbox._run_root).
+        layer = program_writable() if readable is None and self.run_layer else ()
+        return confine_writes((where, *layer), readable, scoped)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A run ready to start: the command, its directory and environment, and the Landlock
+    layer it enforces on itself before it executes (closed with ``close``)."""
+
+    argv: list[str]
+    where: str
+    env: dict[str, str]
+    confinement: WriteConfinement | None
+
+    def start(self, stdio: ChildStdio) -> Child:
+        confine = self.confinement.enforce if self.confinement is not None else None
+        return start_command(self.argv, self.where, self.env, stdio, confine)
+
+    def close(self) -> None:
+        if self.confinement is not None:
+            self.confinement.close()
 
 
 def _status(finished: Finished, stderr: str, language: Language, limited: bool) -> str:

@@ -20,6 +20,13 @@
 
 #define VERSION "0.9.45-a2e"
 
+// The longest token or line a stream reads: past it, PE on the participant's output (FAIL on
+// the jury's files). Without a bound an endless token, one that never reaches a blank, grows
+// the checker or interactor to its memory limit, and a wrong answer becomes a judge error.
+#ifndef A2E_TESTLIB_MAX_TOKEN
+#define A2E_TESTLIB_MAX_TOKEN (64u << 20)
+#endif
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <fcntl.h>
@@ -478,7 +485,10 @@ struct InStream {
         if (c == -1) quit(_unexpected_eof, "Unexpected end of file - token expected");
         if (isBlanks((char)c)) quit(_pe, "Unexpected white-space - token expected");
         token.clear();
-        while ((c = peek_()) != -1 && !isBlanks((char)c)) token += (char)take_();
+        while ((c = peek_()) != -1 && !isBlanks((char)c)) {
+            if (token.size() >= A2E_TESTLIB_MAX_TOKEN) quit(_pe, "Token is too long");
+            token += (char)take_();
+        }
     }
 
     void readTokenTo(std::string& token) { readWordTo(token); }
@@ -680,6 +690,7 @@ struct InStream {
         line.clear();
         int c;
         while ((c = peek_()) != -1 && c != LF) {
+            if (line.size() >= A2E_TESTLIB_MAX_TOKEN) quit(_pe, "Line is too long");
             take_();
             if (c == CR) continue;
             line += (char)c;
