@@ -24,12 +24,14 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from a2e.caps.tools._schema import input_schema
 from a2e_engine.engine.mcp._server import SEARCH_TOOL
 from a2e_engine.tools._python_eval import PythonEval
+from tests.guessing_game import BINARY_SEARCH
 from tests.mcp_raw import INITIALIZE
 from tests.waiting import wait_for
 from tests.worker_tree import WorkerTree
 
 SERVE_MCP = ["-m", "a2e_engine.engine.cli", "serve", "--mcp", "--prefork", "1"]
 BENCH = "a2e_engine.benchmarks._workloads:BenchTools"
+CHECKERS = Path(__file__).parent / "testlib_checkers"
 
 
 @asynccontextmanager
@@ -100,6 +102,17 @@ def test_an_mcp_host_sees_the_engines_tools_and_their_results(tmp_path: Path) ->
                 },
             )
             assert not graded.is_error and graded.structured_content["verdict"] == "passed"  # type: ignore[index]
+            interactive = await session.call_tool(
+                "code_eval",
+                {
+                    "program": BINARY_SEARCH,
+                    "test_cases": [{"input": "99", "output": ""}],
+                    "interactor": {"source": (CHECKERS / "guess_interactor.cpp").read_text()},
+                    "cpu_time_limit": 2,
+                },
+            )
+            assert not interactive.is_error, interactive.content
+            assert interactive.structured_content["verdict"] == "AC"  # type: ignore[index]
 
             seen: list[tuple[float, float | None, str | None]] = []
 

@@ -18,6 +18,7 @@ from typing import Any, get_args
 import httpx
 import pytest
 
+from tests.guessing_game import BINARY_SEARCH
 from tests.service_process import ServiceProcess, wait_for
 
 TOKEN = "http-tests-token"
@@ -75,6 +76,28 @@ def test_call_a_tool(http: httpx.Client) -> None:
         and "invalid arguments" in invalid.json()["error"]
     )
     assert invalid.json()["error_code"] == "tool_error"  # the spec's code, as the spec has it
+
+
+def test_contest_judging_over_rest(http: httpx.Client) -> None:
+    """``code_eval`` with a checker, an interactor and a CPU-time limit, as a REST client sends
+    them: the same verdicts as in process (``tests/test_checkers.py``, ``test_interactors.py``)."""
+    checkers = Path(__file__).parent / "testlib_checkers"
+    derangement = {"source": (checkers / "derangement.cpp").read_text()}
+    game = {"source": (checkers / "guess_interactor.cpp").read_text()}
+    calls = [
+        ({"program": "print('3 1 2')", "test_cases": [{"input": "3", "output": "2 3 1"}],
+          "checker": derangement}, "AC"),
+        ({"program": "print('1 2 3')", "test_cases": [{"input": "3", "output": "2 3 1"}],
+          "checker": derangement}, "WA"),
+        ({"program": BINARY_SEARCH, "test_cases": [{"input": "4242", "output": ""}],
+          "interactor": game}, "AC"),
+        ({"program": "while True: pass", "test_cases": [{"input": "", "output": ""}],
+          "cpu_time_limit": 0.3}, "TLE"),
+    ]  # fmt: skip
+    for arguments, verdict in calls:
+        response = http.post("/v1/tools/code_eval", json={"arguments": arguments, "timeout": 60})
+        assert response.status_code == 200, response.text
+        assert response.json()["data"]["verdict"] == verdict, response.json()
 
 
 def test_a_call_streams_its_events_as_server_sent_events(http: httpx.Client) -> None:
