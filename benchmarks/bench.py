@@ -663,6 +663,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         argv.remove("--cpu-limits")
         return cpu_limits.main(argv)
+    if "--jury" in argv:
+        from a2e_engine.benchmarks import jury
+
+        argv.remove("--jury")
+        return jury.main(argv)
     parser = argparse.ArgumentParser(
         prog="a2e bench",
         description="Measure what a sandboxed call costs on this engine and on the alternatives, "
@@ -721,6 +726,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="instead: a program needing half its limit judged by CPU-time and by wall-clock "
         "limits on a machine twice oversubscribed (a2e bench --cpu-limits --help)",
+    )
+    parser.add_argument(
+        "--jury",
+        action="store_true",
+        help="instead: what a checker and an interactor add to judging a case "
+        "(a2e bench --jury --help)",
     )
     parser.add_argument(
         "--soak",

@@ -601,6 +601,21 @@ def test_a2e_bench_cpu_limits_judges_by_both_limits_under_both_loads(tmp_path: P
     assert re.search(r"^2x +cpu_time_limit +\d+ +0 ", proc.stdout, re.M), proc.stdout
 
 
+def test_a2e_bench_jury_measures_each_way_of_judging(tmp_path: Path) -> None:
+    """A smoke run: the three ways judged their cases (a case not accepted fails the run)."""
+    report_path = tmp_path / "jury.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--jury", "--cases", "2",
+         "--rounds", "1", "--no-progress", "--json", str(report_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(report_path.read_text())["rows"]
+    assert [row["way"] for row in rows] == ["compare", "checker", "interactor"]
+    assert all(row["cpu_ms_per_case"] > 0 for row in rows)
+    assert "a compiled checker adds" in proc.stdout
+
+
 def test_a2e_bench_path_files_lists_the_files_one_request_runs_through(tmp_path: Path) -> None:
     """A real ``a2e serve --stdio`` under the profile hook: one ``tool/call`` runs the host's
     call path (named as the checkout's folders are, in any thread), nothing of the benchmarks,

@@ -104,6 +104,7 @@ COMMANDS = {
     "benchmarks/breakdown.py",
     "benchmarks/compare.py",
     "benchmarks/cpu_limits.py",
+    "benchmarks/jury.py",
     "benchmarks/layer_costs.py",
     "benchmarks/layer_throughput.py",
     "benchmarks/load.py",

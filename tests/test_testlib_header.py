@@ -141,6 +141,11 @@ def test_checkers_judge_as_testlib_judges(
         ("doubles", "", 0, "ok TFTFTTT 0.010\n"),
         ("rnd", "", 0, "ok 1 2 3 4 5 1 1\n"),
         ("based", "2 40\n", 0, "ok 42\n"),
+        ("aliases", "1 2 30 40 0.5 0.25 0.75 0.5 7 x y z\n  rest of a line\nnext\nskipped\nlast\n",
+         0, "ok 12 3040 0.5 0.2 0.8 0.5 7 xyz [rest of a line] [next] [last]\n"),
+        ("aliases", "1 2 300", 1, "wrong answer Integer element b[1] equals to 300, violates the range [0, 99]\n"),
+        ("quitpi", "3/4", 7, "points points_info=3/4 as given\n"),
+        ("quitpi", "", 2, "wrong output format Unexpected end of file - token expected\n"),
     ],
 )  # fmt: skip
 def test_every_part_a_checker_calls(
@@ -227,6 +232,30 @@ def test_an_interactor_talks_to_the_solution_and_writes_its_output(
     solver.wait()
     assert (interactor.returncode, interactor.stderr) == (code, said)
     assert (built / "tout.txt").read_text() == written
+
+
+def test_a_generator_is_seeded_by_its_command_line(tmp_path: Path) -> None:
+    """``registerGen``: the same arguments give the same test, other arguments another (the
+    numbers are the header's own, not testlib's: a generator's tests are made by it, once)."""
+    source = tmp_path / "gen.cpp"
+    source.write_text(
+        '#include "testlib.h"\nint main(int argc, char* argv[]) {\n'
+        "    registerGen(argc, argv, 1);\n"
+        '    printf("%d %s\\n", rnd.next(1, 1000000), join(rnd.perm(5, 1)).c_str());\n}\n'
+    )
+    command = ["g++", "-std=c++17", "-Wall", "-Werror", "-I", str(HEADER_DIR)]
+    done = subprocess.run([*command, "-o", str(tmp_path / "gen"), str(source)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    def generated(*args: str) -> str:
+        run = subprocess.run([str(tmp_path / "gen"), *args], capture_output=True, text=True,
+                             timeout=30, check=True)  # fmt: skip
+        return run.stdout
+
+    assert generated("--n", "5") == generated("--n", "5")
+    assert generated("--n", "5") != generated("--n", "6")
+    assert sorted(generated("7").split()[1:]) == ["1", "2", "3", "4", "5"]
 
 
 def test_an_endless_token_or_line_is_a_presentation_error(tmp_path: Path) -> None:

@@ -75,6 +75,26 @@ int main(int argc, char* argv[]) {
         int x = rnd.next(3, 7);
         double d = rnd.next();
         quitf(_ok, "%s %d %d", join(p).c_str(), (int)(3 <= x && x <= 7), (int)(0 <= d && d < 1));
+    } else if (op == "aliases") {
+        vector<int> a = ouf.readIntegers(2, 0, 9, "a");
+        vector<long long> b = ouf.readLongs(2, 0, 99, "b");
+        vector<double> c = ouf.readDoubles(1, 0, 1, "c");
+        vector<double> d = ouf.readReals(1, 0, 1, "d");
+        double e = ouf.readReal(0, 1, "e");
+        double f = ouf.readStrictReal(0, 1, 1, 1, "f");
+        int g = ouf.readInteger();
+        vector<string> h = ouf.readTokens(2);
+        vector<string> i = ouf.readWords(1);
+        ouf.skipBlanks();
+        string j = ouf.readString();
+        vector<string> k = ouf.readStrings(1);
+        ouf.nextLine();
+        vector<string> l = ouf.readLines(1);
+        quitf(_ok, "%d%d %lld%lld %.1f %.1f %.1f %.1f %d %s%s%s [%s] [%s] [%s]", a[0], a[1], b[0],
+              b[1], c[0], d[0], e, f, g, h[0].c_str(), h[1].c_str(), i[0].c_str(), j.c_str(),
+              k[0].c_str(), l[0].c_str());
+    } else if (op == "quitpi") {
+        quitpi(ouf.readToken(), "as given");
     } else if (op == "based") {
         string line = ouf.readLine();
         InStream again(ouf, line);
