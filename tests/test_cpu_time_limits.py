@@ -17,7 +17,6 @@ import pytest
 
 from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine
-from a2e_engine.tools import _processes
 from a2e_engine.tools._judging import Capture
 from a2e_engine.tools._processes import run_captured
 from a2e_engine.tools._stdio_judge import wall_limit_for
@@ -114,10 +113,10 @@ def test_cpu_time_of_children_and_threads_is_counted(tools: ToolAPI) -> None:
         assert case["time"] < 10, case
 
 
-def test_work_moved_out_of_the_tree_is_bounded_by_the_wall_limit(tools: ToolAPI) -> None:
-    """A double fork leaves the tree the CPU time is read from: what it spends is not counted,
-    and the program that waits for it is stopped by the wall-clock limit."""
-    program = textwrap.dedent(
+def test_work_moved_out_of_the_tree_is_counted(tools: ToolAPI) -> None:
+    """A double fork, a child of a thread, a child past the 256th: each leaves the program's
+    process tree, none the worker's PID namespace, which is what a run is accounted as."""
+    double_fork = textwrap.dedent(
         """
         import os, time
         if os.fork() == 0:
@@ -128,9 +127,46 @@ def test_work_moved_out_of_the_tree_is_bounded_by_the_wall_limit(tools: ToolAPI)
         time.sleep(30)
         """
     )
-    data = _judge(tools, program, cpu_time_limit=0.3, time_limit=1)
-    case = data["tests"][0]
-    assert (case["verdict"], case["exceeded"]) == ("TLE", "wall_time"), data
+    from_a_thread = textwrap.dedent(
+        """
+        import os, threading, time
+        def start():
+            if os.fork() == 0:
+                while True: pass
+            time.sleep(30)
+        threading.Thread(target=start).start()
+        time.sleep(30)
+        """
+    )
+    for program in (double_fork, from_a_thread):
+        data = _judge(tools, program, cpu_time_limit=0.3, time_limit=10)
+        case = data["tests"][0]
+        assert (case["verdict"], case["exceeded"]) == ("TLE", "cpu_time"), data
+        assert case["time"] < 5, case
+
+
+def test_nothing_a_case_leaves_reaches_the_next(tools: ToolAPI) -> None:
+    """A process the first case leaves behind would compute the next case's answer in the
+    background, or keep a count in System V shared memory: both are gone when a case ends."""
+    program = textwrap.dedent(
+        """
+        import ctypes, os, sys, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        shm = libc.shmget(4242, 4096, 0o1600)  # IPC_CREAT
+        libc.shmat.restype = ctypes.c_void_p
+        count = ctypes.c_int.from_address(libc.shmat(shm, None, 0))
+        count.value += 1
+        left = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(30)
+            os._exit(0)
+        print(count.value, len(left))
+        """
+    )
+    data = _judge(tools, program, test_cases=[{"input": "", "output": "1 0"}] * 3)
+    assert data["verdict"] == "AC", [case.get("stdout") for case in data["tests"]]
 
 
 def test_each_case_has_its_own_cpu_time(tools: ToolAPI) -> None:
@@ -229,16 +265,13 @@ def test_a_starved_program_passes_by_cpu_time_and_not_by_wall_clock() -> None:
     assert {case.get("exceeded") for case in by_wall["tests"]} == {"wall_time"}, by_wall
 
 
-def test_a_run_that_ends_between_readings_is_judged_by_its_final_cpu_time(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_run_that_ends_between_readings_is_judged_by_its_final_cpu_time() -> None:
     """Readings every 10 ms can miss the end: a run over its limit by the exact figure
     ``wait4`` gives is TLE even if no reading saw it (here none sees anything)."""
-    monkeypatch.setattr(_processes, "tree_usage", lambda *_: TreeUsage())
     out, err = Capture(100), Capture(100)
     code = SPIN.format(seconds=0.3)
     finished = run_captured([sys.executable, "-c", code], "/", dict(os.environ), None, out, err,
-                            time_limit=10, cpu_limit=0.1)  # fmt: skip
+                            time_limit=10, cpu_limit=0.1, usage=lambda *_: TreeUsage())  # fmt: skip
     assert out.getvalue() == "ok\n"  # it ran to its end: nothing stopped it
     assert (finished.time_exceeded, finished.exit_code) == ("cpu_time", None)
     assert finished.cpu_seconds >= 0.3

@@ -52,6 +52,7 @@ __all__ = [
     "checker_of",
     "checker_program",
     "compile_failure",
+    "jury_memory_mb",
     "jury_submission",
     "message_of",
     "points_of",
@@ -62,6 +63,10 @@ __all__ = [
 CASE_FILES = ("input.txt", "output.txt", "answer.txt")
 #: Wall-clock seconds a check may take: a checker's own bug is a judge error, not a hang.
 CHECKER_SECONDS = 10.0
+#: The memory a checker or an interactor may hold at the least, whatever the case's limit: it
+#: is the jury's, and a program that made it run out (an endless word) would turn its own wrong
+#: answer into a judge error.
+JURY_MEMORY_MB = 1024
 #: What a case's result carries of the checker's message.
 MESSAGE_CHARS = 2000
 HEADER = "testlib.h"
@@ -131,7 +136,7 @@ class Checker:
         self, spec: CheckerSpec, workspace: str, plugin_dirs: tuple[str, ...], memory_mb: int
     ) -> None:
         self.spec = spec
-        self.limits = RunLimits(CHECKER_SECONDS, memory_mb)
+        self.limits = RunLimits(CHECKER_SECONDS, jury_memory_mb(memory_mb))
         self.submission = jury_submission(spec, workspace, plugin_dirs)
 
     def compile(self, seconds: float) -> StepResult | None:
@@ -161,6 +166,12 @@ class Checker:
 
     def close(self) -> None:
         self.submission.close()
+
+
+def jury_memory_mb(case_mb: int) -> int:
+    """What a checker or an interactor may hold: the case's limit, or ``JURY_MEMORY_MB`` if
+    that is more."""
+    return max(case_mb, JURY_MEMORY_MB)
 
 
 def jury_submission(spec: CheckerSpec, workspace: str, plugin_dirs: tuple[str, ...]) -> Submission:

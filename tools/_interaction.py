@@ -27,6 +27,7 @@ import contextlib
 import os
 import shutil
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ from a2e_engine.tools._checker import (
     CASE_FILES,
     CheckerSpec,
     compile_failure,
+    jury_memory_mb,
     jury_submission,
     message_of,
     points_of,
@@ -44,11 +46,13 @@ from a2e_engine.tools._judging import (
     ACCEPTED,
     IDLENESS,
     OUTPUT_SLACK_CHARS,
+    WRONG,
     Capture,
     CaseVerdict,
     verdict_of_exit,
 )
-from a2e_engine.tools._processes import Finished, Monitor, Outputs
+from a2e_engine.tools._processes import Finished, Monitor, Outputs, Usage
+from a2e_engine.tools._run_domain import sweep
 from a2e_engine.tools._submission import Launch, RunLimits, StepResult, Submission, not_started
 
 __all__ = ["INTERACTOR_SLACK_S", "Interaction", "Interactor"]
@@ -87,7 +91,7 @@ class Interactor:
     def talk(self, program: Submission, given: str, limits: RunLimits) -> Interaction:
         """The program (sealed) and the interactor side by side on ``given``, the case's
         input, to the end of both."""
-        jury_limits = RunLimits(limits.seconds + INTERACTOR_SLACK_S, self.memory_mb)
+        jury_limits = RunLimits(limits.seconds + INTERACTOR_SLACK_S, jury_memory_mb(self.memory_mb))
         solution_dir = program.fresh_directory()
         jury_dir = self.submission.fresh_directory()
         try:
@@ -99,7 +103,7 @@ class Interactor:
             solution = program.launch(solution_dir, [], limits)
             jury = self.submission.launch(jury_dir, list(CASE_FILES[:2]), jury_limits)
             try:
-                ran, judged = _side_by_side(solution, limits, jury, jury_limits)
+                ran, judged = _side_by_side(solution, limits, jury, jury_limits, program.usage)
             finally:
                 solution.close()
                 jury.close()
@@ -130,6 +134,9 @@ class Interactor:
         ended = verdict_of_exit(program)
         if status in ("TimeLimitExceeded", "MemoryLimitExceeded"):
             return ended, said
+        if jury["status"] == "Finished" and jury["return_code"] == -signal.SIGPIPE:
+            why = "it stopped reading before the interactor was done (the interactor's reply "
+            return CaseVerdict(WRONG, why + "found its input closed)"), said
         judged = verdict_of_jury(jury, message, self.spec, "interactor")
         if judged.verdict != ACCEPTED or ended.verdict == ACCEPTED:
             return judged, said
@@ -140,7 +147,11 @@ class Interactor:
 
 
 def _side_by_side(
-    solution: Launch, limits: RunLimits, jury: Launch, jury_limits: RunLimits
+    solution: Launch,
+    limits: RunLimits,
+    jury: Launch,
+    jury_limits: RunLimits,
+    usage: Callable[[tuple[int, ...]], Usage],
 ) -> tuple[tuple[Finished, str], tuple[Finished, str]]:
     """Both started on crossed pipes and watched to their ends; each one's ending and stderr.
     The interactor is stopped as soon as the program is stopped by a limit: it has nobody
@@ -167,18 +178,35 @@ def _side_by_side(
         for fd in ours:
             os.close(fd)
     memory = limits.memory_mb * 1024 or None
-    program = Monitor(solution_child, limits.seconds, limits.cpu_seconds, memory, True)
+    spared = (jury_child.pid,)
+    program = Monitor(
+        solution_child, limits.seconds, limits.cpu_seconds, memory, True, usage(spared)
+    )
     interactor = Monitor(jury_child, jury_limits.seconds, None, jury_limits.memory_mb * 1024, True)
     program_err, jury_err = Capture(OUTPUT_SLACK_CHARS), Capture(OUTPUT_SLACK_CHARS)
+    swept = False
 
-    def stop_when_alone() -> None:
+    def after_the_program() -> None:
+        """Once the program has ended, what it left is killed (a process it left could hold
+        the interactor's pipes open); once stopped by a limit, the interactor too: it has
+        nobody left to talk to."""
+        nonlocal swept
+        if program.reaped is not None and not swept:  # reaped here, not by the sweep
+            swept = True
+            sweep(spared)
         if program.time_exceeded or program.memory_exceeded:
             interactor.stop()
 
-    Outputs({solution_err_r: program_err, jury_err_r: jury_err}).follow(
-        [program, interactor], stop_when_alone
-    )
-    return (program.finish(), program_err.getvalue()), (interactor.finish(), jury_err.getvalue())
+    try:
+        Outputs({solution_err_r: program_err, jury_err_r: jury_err}).follow(
+            [program, interactor], after_the_program
+        )
+        return (program.finish(), program_err.getvalue()), (
+            interactor.finish(),
+            jury_err.getvalue(),
+        )
+    finally:
+        sweep()
 
 
 def _written(where: str) -> str:

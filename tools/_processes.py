@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from a2e_engine.tools._tree_usage import own_resident_kb, tree_usage
+from a2e_engine.tools._tree_usage import TreeUsage, own_resident_kb, tree_usage
 
 __all__ = [
     "Child",
@@ -37,6 +37,7 @@ __all__ = [
     "Monitor",
     "Outputs",
     "TextSink",
+    "Usage",
     "run_captured",
     "start_command",
     "watch",
@@ -60,6 +61,8 @@ class TextSink(Protocol):
 
 #: Which time limit a command ran past.
 TimeLimit = Literal["cpu_time", "wall_time"]
+#: What a running command has used, given its pid and whether to read memory and CPU time.
+Usage = Callable[[int, bool, bool], TreeUsage]
 
 
 @dataclass(frozen=True)
@@ -105,18 +108,20 @@ def run_captured(
     measure_memory: bool = False,
     tick: Callable[[], None] | None = None,
     cpu_limit: float | None = None,
+    usage: Usage = tree_usage,
 ) -> Finished:
     """Run ``argv``; ``preexec`` runs in the child before it executes the command (one that
     confines it further). ``time_limit`` is wall-clock seconds, ``cpu_limit`` CPU seconds. Its
     memory is read every ``USAGE_POLL_S`` when it has a limit or ``measure_memory`` asks for
-    ``peak_kb``, its CPU time when it has a limit; otherwise never. ``tick`` is called at each
-    turn of the loop that watches it (every ``TICK_S`` at the most)."""
+    ``peak_kb``, its CPU time when it has a limit; otherwise never; ``usage`` reads them (its
+    process tree by default). ``tick`` is called at each turn of the loop that watches it
+    (every ``TICK_S`` at the most)."""
 
     def start(stdio: ChildStdio) -> Child:
         return start_command(argv, cwd, env, stdio, preexec)
 
     return watch(
-        start, stdin, out, err, time_limit, memory_limit_kb, measure_memory, tick, cpu_limit
+        start, stdin, out, err, time_limit, memory_limit_kb, measure_memory, tick, cpu_limit, usage
     )
 
 
@@ -166,6 +171,7 @@ def watch(
     measure_memory: bool = False,
     tick: Callable[[], None] | None = None,
     cpu_limit: float | None = None,
+    usage: Usage = tree_usage,
 ) -> Finished:
     """Start a child with ``start`` (given its stdio: a pipe for ``stdin``, or /dev/null, and
     pipes for its output) and see it through as ``run_captured`` says. The child must be the
@@ -183,7 +189,7 @@ def watch(
     finally:
         for fd in (stdin_r, out_w, err_w):
             os.close(fd)
-    monitor = Monitor(child, time_limit, cpu_limit, memory_limit_kb, measure_memory)
+    monitor = Monitor(child, time_limit, cpu_limit, memory_limit_kb, measure_memory, usage)
     outputs = Outputs({out_r: out, err_r: err})
     # Fed by this loop as the child reads it, not by a thread: starting one costs more than
     # a short run's whole watch.
@@ -211,8 +217,10 @@ class Monitor:
         cpu_limit: float | None,
         memory_limit_kb: int | None,
         measure_memory: bool,
+        usage: Usage = tree_usage,
     ) -> None:
         self.child = child
+        self.usage = usage
         self.started = time.monotonic()
         self.cpu_limit, self.memory_limit_kb = cpu_limit, memory_limit_kb
         self.measure_memory = measure_memory or memory_limit_kb is not None
@@ -245,7 +253,7 @@ class Monitor:
             return
         if self.polled and now >= self.next_reading:
             self.next_reading = now + USAGE_POLL_S
-            usage = tree_usage(self.child.pid, self.measure_memory, self.cpu_limit is not None)
+            usage = self.usage(self.child.pid, self.measure_memory, self.cpu_limit is not None)
             self.seen_kb = max(self.seen_kb, usage.peak_kb - self.offset_kb)
             self.seen_cpu = max(self.seen_cpu, usage.cpu_seconds)
             if self.memory_limit_kb is not None and self.seen_kb > self.memory_limit_kb:

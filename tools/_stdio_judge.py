@@ -35,6 +35,7 @@ from a2e_engine.tools._judging import (
     verdict_of_run,
 )
 from a2e_engine.tools._languages import Language
+from a2e_engine.tools._run_domain import sweep
 from a2e_engine.tools._submission import (
     RunLimits,
     StepResult,
@@ -140,6 +141,7 @@ def judge_cases(
         plugin_dirs=plugin_dirs,
         read_roots=read_roots,
         sealed_runs=sealed,
+        alone=True,
     )
     jury = Jury()
     try:
@@ -194,7 +196,7 @@ def judge_test_program(
     started = time.monotonic()
     source = with_tests(program, tests)
     submission = Submission(
-        language, source, {}, workspace, plugin_dirs=plugin_dirs, run_layer=True
+        language, source, {}, workspace, plugin_dirs=plugin_dirs, run_layer=True, alone=True
     )
     try:
         compiled = _compile(submission, options)
@@ -242,6 +244,7 @@ def _judge_case(
     try:
         run = submission.run(where, case.input, [], options.limits, out, err)
     finally:
+        sweep()  # what the run left: before its files go, and before anything else runs
         shutil.rmtree(where, ignore_errors=True)
     checked: dict[str, Any] = {}
     if checker is None:

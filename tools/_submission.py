@@ -51,12 +51,15 @@ from a2e_engine.tools._processes import (
     ChildStdio,
     Finished,
     TextSink,
+    Usage,
     run_captured,
     start_command,
     watch,
 )
 from a2e_engine.tools._python_main import FreshInterpreter, start_main
 from a2e_engine.tools._python_main import fresh_interpreter as fresh_interpreter_of
+from a2e_engine.tools._run_domain import contained, namespace_usage
+from a2e_engine.tools._tree_usage import tree_usage
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -103,6 +106,7 @@ class Submission:
         read_roots: tuple[str, ...] = (),
         run_layer: bool = False,
         sealed_runs: bool = False,
+        alone: bool = False,
     ) -> None:
         """``run_layer``: its runs may write the worker's run layer too (``sandbox._run_root``),
         which outlives each run: for a program run once, not for cases that must each start
@@ -114,8 +118,11 @@ class Submission:
         runs read nothing but the system, the read roots, the toolchain and their own
         directory, and signal no process outside their own (what a checker of the call keeps
         from the candidate, ``tools._checker``); where Landlock is missing they cannot be
-        sealed, and the caller must not run them. The files are checked here (a path outside
-        the run's directory, content that is not base64), written later."""
+        sealed, and the caller must not run them. ``alone``: each of its runs is all that runs
+        in the worker (beside a problem's interactor): where the worker is its PID namespace's
+        init, a run is accounted as the whole namespace (``tools._run_domain``). The files are
+        checked here (a path outside the run's directory, content that is not base64), written
+        later."""
         self.language = language
         self.code = code
         self.files = dict(files)
@@ -126,6 +133,7 @@ class Submission:
         self.read_roots = read_roots
         self.run_layer = run_layer
         self.sealed_runs = sealed_runs
+        self.alone = alone
         self.warm = None if fresh_interpreter or not language.warm else fresh_interpreter_of()
         self._workspace_fd = open_dir(workspace)
         self._home_fd = -1
@@ -273,8 +281,26 @@ class Submission:
         argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
         readable = self._run_readable()
         return self._step(
-            argv, where, stdin, limits, out, err, self.warm, tick, readable, self.sealed_runs
+            argv,
+            where,
+            stdin,
+            limits,
+            out,
+            err,
+            self.warm,
+            tick,
+            readable,
+            self.sealed_runs,
+            self.usage(),
         )
+
+    def usage(self, spared: tuple[int, ...] = ()) -> Usage:
+        """How a run's memory and CPU time are read: its process tree, or, for a submission
+        whose runs are alone where the worker is its PID namespace's init, everything in the
+        namespace but the worker and the trees of ``spared`` (an interactor's)."""
+        if not self.alone or not contained():
+            return tree_usage
+        return lambda _pid, memory, cpu: namespace_usage(spared, memory, cpu)
 
     def _run_readable(self) -> tuple[str, ...] | None:
         """What a sealed run reads besides the system and its own directory; None for a run
@@ -317,6 +343,7 @@ class Submission:
         tick: Callable[[], None] | None = None,
         readable: tuple[str, ...] | None = None,
         scoped: bool = False,
+        usage: Usage = tree_usage,
     ) -> StepResult:
         """Run ``argv``, or, given ``warm``, the same program (``argv[1]``, a Python script,
         and its arguments) in a fork of this interpreter made to look like a fresh one.
@@ -342,6 +369,7 @@ class Submission:
                     measure_memory=True,  # peak_memory_kb, the compile step's too
                     tick=tick,
                     cpu_limit=limits.cpu_seconds,
+                    usage=usage,
                 )
             else:
                 script, args = argv[1], argv[2:]
@@ -355,6 +383,7 @@ class Submission:
                     measure_memory=True,
                     tick=tick,
                     cpu_limit=limits.cpu_seconds,
+                    usage=usage,
                 )
         except OSError as exc:  # the program could not be started at all
             return not_started(f"{argv[0]}: {exc.strerror or exc}")

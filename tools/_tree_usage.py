@@ -10,18 +10,29 @@ copy of the worker's pages, and the mark survives ``execve``, so it is never bel
 size. CPU time is each member's user and system time (all its threads) plus what its children
 that it has reaped used; ``wait4`` gives the exact figure once the command is reaped, this one
 is what a limit can act on while it runs, in clock ticks. A process that left the tree (a double
-fork re-parents it to the worker or the zygote) is not counted: the wall-clock limit bounds it.
+fork re-parents it to the worker or the zygote) is not in it: where the worker has a PID
+namespace of its own, a run is accounted as everything in it instead (``tools._run_domain``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["TreeUsage", "own_resident_kb", "tree_usage"]
+from a2e_engine.sandbox._limits import SANDBOX_PROCESSES
 
-#: A fork bomb's tree is capped elsewhere (pids cgroup); reading it must not take forever.
-_MAX_PROCESSES = 256
+__all__ = [
+    "MAX_PROCESSES",
+    "TreeUsage",
+    "descendants",
+    "own_resident_kb",
+    "tree_usage",
+    "usage_of",
+]
+
+#: As many processes as the sandbox holds at most (its pids cgroup): a tree is read whole.
+MAX_PROCESSES = SANDBOX_PROCESSES
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 #: In ``/proc/PID/stat``, after the command's name: utime, stime, cutime, cstime.
 _CPU_FIELDS = slice(11, 15)
@@ -36,20 +47,42 @@ class TreeUsage:
 def tree_usage(pid: int, memory: bool = True, cpu: bool = True) -> TreeUsage:
     """What ``pid`` and its descendants have used (0 for what has exited meanwhile); ``memory``
     and ``cpu`` say which of the two to read, the other is left at 0."""
-    kb, ticks, pending, seen = 0, 0, [pid], 0
-    while pending and seen < _MAX_PROCESSES:
-        current = pending.pop()
-        seen += 1
+    return usage_of(descendants(pid), memory, cpu)
+
+
+def usage_of(pids: Iterable[int], memory: bool = True, cpu: bool = True) -> TreeUsage:
+    """What the processes ``pids`` have used, together (0 for one that has exited)."""
+    kb, ticks = 0, 0
+    for pid in pids:
         try:
             if memory:
-                kb += _status_kb(f"/proc/{current}/status", b"VmHWM:")
+                kb += _status_kb(f"/proc/{pid}/status", b"VmHWM:")
             if cpu:
-                ticks += _cpu_ticks(f"/proc/{current}/stat")
-            with open(f"/proc/{current}/task/{current}/children", "rb") as fh:
-                pending.extend(int(child) for child in fh.read().split())
+                ticks += _cpu_ticks(f"/proc/{pid}/stat")
         except (OSError, ValueError):
             continue
     return TreeUsage(kb, ticks * _TICK_S)
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process beneath it, the children of each of their threads included
+    (a child forked by a thread is listed under that thread alone)."""
+    found: list[int] = []
+    pending = [pid]
+    while pending and len(found) < MAX_PROCESSES:
+        current = pending.pop()
+        found.append(current)
+        try:
+            threads = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                with open(f"/proc/{current}/task/{thread}/children", "rb") as fh:
+                    pending.extend(int(child) for child in fh.read().split())
+            except (OSError, ValueError):
+                continue
+    return found
 
 
 def own_resident_kb() -> int:
