@@ -22,10 +22,10 @@ outside their own domain (``tools._stdio_judge``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -137,7 +137,7 @@ class Checker:
     ) -> None:
         self.spec = spec
         self.limits = RunLimits(CHECKER_SECONDS, jury_memory_mb(memory_mb))
-        self.submission = jury_submission(spec, workspace, plugin_dirs)
+        self.submission = jury_submission(spec, workspace, plugin_dirs, confined_runs=False)
 
     def compile(self, seconds: float) -> StepResult | None:
         """The compile step, when it failed (None when it did not, or there is none)."""
@@ -146,18 +146,21 @@ class Checker:
     def check(self, given: str, output: str, answer: str) -> tuple[CaseVerdict, dict[str, Any]]:
         """The checker's verdict on one case, and what the case's result says of it
         (``checker_message``, ``points``)."""
-        where = self.submission.fresh_directory()
+        # In the directory it was compiled in, not a copy of it per case: the case's files
+        # are written there for this run alone (the program judged cannot read them: its
+        # runs are sealed, and what they left is gone before a checker runs).
+        where = self.submission.home
+        fd = open_dir(where)
         try:
-            fd = open_dir(where)
-            try:
-                for name, text in zip(CASE_FILES, (given, output, answer), strict=True):
-                    write_beneath(fd, name, text.encode("utf-8", "replace"))
-            finally:
-                os.close(fd)
+            for name, text in zip(CASE_FILES, (given, output, answer), strict=True):
+                write_beneath(fd, name, text.encode("utf-8", "replace"))
             out, err = Capture(MESSAGE_CHARS), Capture(MESSAGE_CHARS)
             run = self.submission.run(where, None, list(CASE_FILES), self.limits, out, err)
         finally:
-            shutil.rmtree(where, ignore_errors=True)
+            for name in CASE_FILES:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=fd)
+            os.close(fd)
         message = message_of(run)
         return self._verdict(run, message), {"checker_message": message, **points_of(run, message)}
 
@@ -174,12 +177,21 @@ def jury_memory_mb(case_mb: int) -> int:
     return max(case_mb, JURY_MEMORY_MB)
 
 
-def jury_submission(spec: CheckerSpec, workspace: str, plugin_dirs: tuple[str, ...]) -> Submission:
+def jury_submission(
+    spec: CheckerSpec, workspace: str, plugin_dirs: tuple[str, ...], confined_runs: bool = True
+) -> Submission:
     """A checker's or an interactor's program, made ready to compile and run in a process of
-    its own (never a fork of the worker, which holds the answers)."""
+    its own (never a fork of the worker, which holds the answers). ``confined_runs``:
+    ``Submission``'s."""
     language, source, files = checker_program(spec)
     return Submission(
-        language, source, files, workspace, fresh_interpreter=True, plugin_dirs=plugin_dirs
+        language,
+        source,
+        files,
+        workspace,
+        fresh_interpreter=True,
+        plugin_dirs=plugin_dirs,
+        confined_runs=confined_runs,
     )
 
 

@@ -234,7 +234,9 @@ class Monitor:
         self.time_exceeded: TimeLimit | None = None
         self.memory_exceeded = False
         self.seen_kb, self.seen_cpu = 0, 0.0
-        self.next_reading = 0.0  # when the memory and CPU time are read next
+        # When the memory and CPU time are read next: not at once, where a short run would
+        # have nothing to show (its last figures come from wait4 when it is reaped).
+        self.next_reading = self.started + USAGE_POLL_S
         self.reaped: tuple[int, float, int] | None = None  # status, CPU seconds, ru_maxrss
         self.ended: float | None = None  # when it exited or was killed
 

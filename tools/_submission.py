@@ -107,6 +107,7 @@ class Submission:
         run_layer: bool = False,
         sealed_runs: bool = False,
         alone: bool = False,
+        confined_runs: bool = True,
     ) -> None:
         """``run_layer``: its runs may write the worker's run layer too (``sandbox._run_root``),
         which outlives each run: for a program run once, not for cases that must each start
@@ -120,9 +121,12 @@ class Submission:
         from the candidate, ``tools._checker``); where Landlock is missing they cannot be
         sealed, and the caller must not run them. ``alone``: each of its runs is all that runs
         in the worker (beside a problem's interactor): where the worker is its PID namespace's
-        init, a run is accounted as the whole namespace (``tools._run_domain``). The files are
-        checked here (a path outside the run's directory, content that is not base64), written
-        later."""
+        init, a run is accounted as the whole namespace (``tools._run_domain``).
+        ``confined_runs=False``: its runs get no Landlock layer of their own over the worker's
+        (a checker's: the caller's own program, run where no program of the call's runs, and
+        started without a full fork of the worker, which the layer needs and which costs more
+        than the check). The files are checked here (a path outside the run's directory,
+        content that is not base64), written later."""
         self.language = language
         self.code = code
         self.files = dict(files)
@@ -134,6 +138,7 @@ class Submission:
         self.run_layer = run_layer
         self.sealed_runs = sealed_runs
         self.alone = alone
+        self.confined_runs = confined_runs
         self.warm = None if fresh_interpreter or not language.warm else fresh_interpreter_of()
         self._workspace_fd = open_dir(workspace)
         self._home_fd = -1
@@ -292,6 +297,7 @@ class Submission:
             readable,
             self.sealed_runs,
             self.usage(),
+            self.confined_runs,
         )
 
     def usage(self, spared: tuple[int, ...] = ()) -> Usage:
@@ -344,14 +350,16 @@ class Submission:
         readable: tuple[str, ...] | None = None,
         scoped: bool = False,
         usage: Usage = tree_usage,
+        confined: bool = True,
     ) -> StepResult:
         """Run ``argv``, or, given ``warm``, the same program (``argv[1]``, a Python script,
         and its arguments) in a fork of this interpreter made to look like a fresh one.
         ``readable``: it reads only these, the system and ``where`` (its ``HOME`` too);
-        ``scoped``: it signals no process outside its own Landlock domain."""
+        ``scoped``: it signals no process outside its own Landlock domain; ``confined``: a
+        Landlock layer of its own at all."""
         memory_mb = limits.memory_mb or None
         env = self._environment(where, limits, readable)
-        confinement = self._confinement(where, readable, scoped)
+        confinement = self._confinement(where, readable, scoped) if confined else None
         confine = confinement.enforce if confinement is not None else None
         memory_limit_kb = memory_mb * 1024 if memory_mb else None
         try:
