@@ -209,3 +209,22 @@ def test_an_interactor_with_what_it_cannot_judge_is_refused(tools: ToolAPI) -> N
         arguments={"program": "print(1)", "test_cases": HIDDEN, "interactor": {"src": "x"}},
     )
     assert not result.success and "interactor has unknown fields" in (result.error or "")
+
+
+def test_which_of_the_two_could_not_start_decides_the_verdict(tmp_path: Path) -> None:
+    """A program that could not be started is RE; an interactor that could not be, a judge
+    error: never the other way round."""
+    from a2e_engine.tools._checker import checker_of
+    from a2e_engine.tools._interaction import Interaction, Interactor
+    from a2e_engine.tools._submission import not_started
+
+    spec = checker_of(GAME, "interactor")
+    assert spec is not None
+    interactor = Interactor(spec, str(tmp_path), (), 256)
+    try:
+        failed, idle = not_started("could not start: ENOEXEC"), not_started("did not start")
+        program, _ = interactor.verdict(Interaction(failed, idle, "", "program"), False)
+        jury, _ = interactor.verdict(Interaction(idle, failed, "", "interactor"), False)
+    finally:
+        interactor.close()
+    assert (program.verdict, jury.verdict) == ("RE", "JE"), (program, jury)

@@ -71,6 +71,7 @@ class Interaction:
     program: StepResult
     interactor: StepResult
     written: str
+    unstarted: str = ""  # "program" or "interactor": the one that could not be started
 
 
 class Interactor:
@@ -110,9 +111,12 @@ class Interactor:
             program_step = program.step_result(ran[0], "", ran[1], True)
             jury_step = self.submission.step_result(judged[0], "", judged[1], True)
             return Interaction(program_step, jury_step, _written(jury_dir))
-        except OSError as exc:  # one of the two could not be started
+        except OSError as exc:  # one of the two could not be started: which, the verdict says
             failed = not_started(f"could not start: {exc.strerror or exc}")
-            return Interaction(failed, failed, "")
+            if isinstance(exc, _ProgramNotStarted):
+                return Interaction(failed, not_started("the program did not start"), "", "program")
+            idle = not_started("the interactor did not start")
+            return Interaction(idle, failed, "", "interactor")
         finally:
             shutil.rmtree(solution_dir, ignore_errors=True)
             shutil.rmtree(jury_dir, ignore_errors=True)
@@ -125,6 +129,10 @@ class Interactor:
         said: dict[str, Any] = {"interactor_message": message, **points_of(jury, message)}
         said["interactor"] = {k: v for k, v in jury.items() if k not in ("stdout", "stderr")}
         status = program["status"]
+        if talk.unstarted == "interactor":  # nothing was judged
+            return verdict_of_jury(jury, message, self.spec, "interactor"), said
+        if talk.unstarted == "program":
+            return verdict_of_exit(program), said
         if status == "TimeLimitExceeded" and program.get("exceeded") == "wall_time":
             idle = cpu_limited or program["cpu_time"] < program["execution_time"] / 2
             if idle:
@@ -165,6 +173,11 @@ def _side_by_side(
         jury_child = jury.start((to_jury_r, to_solution_w, jury_err_w))
         try:
             solution_child = solution.start((to_solution_r, to_jury_w, solution_err_w))
+        except OSError as exc:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(jury_child.pid, signal.SIGKILL)
+            os.waitpid(jury_child.pid, 0)
+            raise _ProgramNotStarted(exc.errno, exc.strerror) from exc
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(jury_child.pid, signal.SIGKILL)
@@ -207,6 +220,10 @@ def _side_by_side(
         )
     finally:
         sweep()
+
+
+class _ProgramNotStarted(OSError):
+    """The program could not be started (the interactor was, and has been killed)."""
 
 
 def _written(where: str) -> str:
