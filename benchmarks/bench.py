@@ -53,7 +53,7 @@ from a2e_engine.benchmarks._measure import (
     median_figures,
     open_loop,
 )
-from a2e_engine.benchmarks._report import publish
+from a2e_engine.benchmarks._report import publish, refuse_unwritable
 from a2e_engine.benchmarks._resources import CpuMeter, TreeCpuMeter, memory_by_role
 from a2e_engine.benchmarks._run_code_systems import RunCodeClient, sandboxfusion
 from a2e_engine.benchmarks._shared_servers import kept_across_workloads
@@ -641,33 +641,24 @@ def _extras_lines(workload: dict[str, Any], labels: dict[str, str]) -> list[str]
     return lines
 
 
+#: The benchmarks ``a2e bench`` runs instead of its own when given their flag, each a module
+#: of this package with a ``main(argv)`` of its own.
+INSTEAD = {
+    "--breakdown": "breakdown",
+    "--path-files": "path_files",
+    "--reward-batch": "reward_batch",
+    "--cpu-limits": "cpu_limits",
+    "--jury": "jury",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--breakdown" in argv:
-        from a2e_engine.benchmarks import breakdown
-
-        argv.remove("--breakdown")
-        return breakdown.main(argv)
-    if "--path-files" in argv:
-        from a2e_engine.benchmarks import path_files
-
-        argv.remove("--path-files")
-        return path_files.main(argv)
-    if "--reward-batch" in argv:
-        from a2e_engine.benchmarks import reward_batch
-
-        argv.remove("--reward-batch")
-        return reward_batch.main(argv)
-    if "--cpu-limits" in argv:
-        from a2e_engine.benchmarks import cpu_limits
-
-        argv.remove("--cpu-limits")
-        return cpu_limits.main(argv)
-    if "--jury" in argv:
-        from a2e_engine.benchmarks import jury
-
-        argv.remove("--jury")
-        return jury.main(argv)
+    for flag, module in INSTEAD.items():
+        if flag in argv:
+            argv.remove(flag)
+            benchmark = importlib.import_module(f"a2e_engine.benchmarks.{module}")
+            return int(benchmark.main(argv))
     parser = argparse.ArgumentParser(
         prog="a2e bench",
         description="Measure what a sandboxed call costs on this engine and on the alternatives, "
@@ -744,9 +735,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Before measuring anything: a run of minutes must not end in a file that cannot be written
     # or a missing package.
-    for flag, path in (("--json", args.json), ("--chart", args.chart)):
-        if path and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
-            parser.error(f"{flag}: cannot write {path} (its directory is missing or read-only)")
+    refuse_unwritable(parser, "--json", args.json)
+    refuse_unwritable(parser, "--chart", args.chart)
     if args.soak is not None:
         if args.soak < 100:
             parser.error("--soak needs at least 100 calls")

@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 
 from a2e.caps.tools._client import ToolAPI
-from a2e_engine.benchmarks._report import publish
+from a2e_engine.benchmarks._report import publish, refuse_unwritable
 from a2e_engine.benchmarks._resources import tree_cpu_s
 
 __all__ = ["Options", "main", "run", "table"]
@@ -221,8 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--cases and --rounds must be at least 1")
     if not 0 < args.need <= 30:
         parser.error("--need must be in (0, 30] seconds")
-    if args.json and not os.access(os.path.dirname(os.path.abspath(args.json)), os.W_OK):
-        parser.error(f"--json: cannot write {args.json}")
+    refuse_unwritable(parser, "--json", args.json)
     options = Options(args.cases, args.rounds, args.need, not args.no_progress)
     report = run(options)
     publish(report, table(report), args.json)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e.caps.tools._client import ToolAPI
-from a2e_engine.benchmarks._report import publish
+from a2e_engine.benchmarks._report import publish, refuse_unwritable
 from a2e_engine.benchmarks._resources import tree_cpu_s
 
 __all__ = ["Options", "main", "run", "table"]
@@ -157,8 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cases < 1 or args.rounds < 1:
         parser.error("--cases and --rounds must be at least 1")
-    if args.json and not os.access(os.path.dirname(os.path.abspath(args.json)), os.W_OK):
-        parser.error(f"--json: cannot write {args.json}")
+    refuse_unwritable(parser, "--json", args.json)
     try:
         report = run(Options(args.cases, args.rounds, not args.no_progress))
     except RuntimeError as exc:

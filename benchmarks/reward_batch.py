@@ -52,7 +52,7 @@ import httpx
 import psutil
 
 from a2e_engine.benchmarks._calling import http_service
-from a2e_engine.benchmarks._report import publish
+from a2e_engine.benchmarks._report import publish, refuse_unwritable
 from a2e_engine.benchmarks._resources import tree_cpu_s
 from a2e_engine.benchmarks._reward_batch_corpus import QUICK_PROBLEMS, Sample, samples
 from a2e_engine.benchmarks._run_code_systems import (
@@ -609,8 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--sandboxfusion-url: {exc}")
     if args.sandboxfusion_pid is not None and not args.sandboxfusion_url:
         parser.error("--sandboxfusion-pid needs --sandboxfusion-url")
-    if args.json and not os.access(os.path.dirname(os.path.abspath(args.json)), os.W_OK):
-        parser.error(f"--json: cannot write {args.json} (its directory is missing or read-only)")
+    refuse_unwritable(parser, "--json", args.json)
     options = Options(
         rounds=1 if args.quick else args.rounds,
         threads=args.threads,

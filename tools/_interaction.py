@@ -173,15 +173,12 @@ def _side_by_side(
         jury_child = jury.start((to_jury_r, to_solution_w, jury_err_w))
         try:
             solution_child = solution.start((to_solution_r, to_jury_w, solution_err_w))
-        except OSError as exc:
+        except BaseException as exc:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(jury_child.pid, signal.SIGKILL)
             os.waitpid(jury_child.pid, 0)
-            raise _ProgramNotStarted(exc.errno, exc.strerror) from exc
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(jury_child.pid, signal.SIGKILL)
-            os.waitpid(jury_child.pid, 0)
+            if isinstance(exc, OSError):
+                raise _ProgramNotStarted(exc.errno, exc.strerror) from exc
             raise
     except BaseException:
         for fd in (solution_err_r, jury_err_r):

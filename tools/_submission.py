@@ -23,6 +23,7 @@ supervisor writes.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -314,7 +315,7 @@ class Submission:
         interpreter that runs it."""
         if not self.sealed_runs:
             return None
-        python = readable_code_paths(()) if self.language.warm else []
+        python = _python_installation() if self.language.warm else ()
         return (*self._readable(), *python)
 
     def _readable(self) -> tuple[str, ...]:
@@ -512,6 +513,13 @@ def not_started(why: str) -> StepResult:
         "stdout": "",
         "stderr": why,
     }
+
+
+@functools.cache
+def _python_installation() -> tuple[str, ...]:
+    """Where this Python and its installed packages live: the same for every run, worked out
+    once (it resolves every site directory) rather than for each case."""
+    return tuple(readable_code_paths(()))
 
 
 def _toolchain_roots(language: Language) -> list[str]:
