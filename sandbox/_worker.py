@@ -32,6 +32,7 @@ from a2e_engine.sandbox._messages import (
     setup_error_frame,
 )
 from a2e_engine.sandbox._preparation import Preparation, Worker
+from a2e_engine.sandbox._template import Template, fork_template, wants_template
 
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
 
@@ -87,8 +88,11 @@ def _encoded_result(data: Any, max_frame: int) -> str | FailureFrame:
     return encoded
 
 
-def run_first_job(prep: Preparation, worker: Worker, job: Job, result_fd: int) -> None:
-    """The job this worker was forked for: the layers' last steps, then the tool."""
+def run_first_job(
+    prep: Preparation, worker: Worker, job: Job, result_fd: int, template: Template | None = None
+) -> None:
+    """The job this worker was forked for: the layers' last steps, then the tool (given the
+    clean template, started, when its plugin asked for one)."""
     workspace = job["workspace"]
     try:
         contain.on_job(prep, worker, job)
@@ -100,7 +104,7 @@ def run_first_job(prep: Preparation, worker: Worker, job: Job, result_fd: int) -
     os.environ["HOME"] = workspace
     os.environ["TMPDIR"] = job["tmp_dir"]
     tempfile.tempdir = job["tmp_dir"]  # the zygote may have cached the host's /tmp already
-    execute_job(prep.plugins[job["plugin"]], job, result_fd, prep.settings.max_frame)
+    execute_job(prep.plugins[job["plugin"]], job, result_fd, prep.settings.max_frame, template)
 
 
 def _enter(directory: str) -> None:
@@ -113,10 +117,12 @@ def _enter(directory: str) -> None:
         os.close(fd)
 
 
-def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) -> None:
+def execute_job(
+    plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int, template: Template | None = None
+) -> None:
     """The tool run on ``job`` in this process as it is now, its events and its result framed
     on ``result_fd``: the part of a job that a resident worker repeats for each of its jobs."""
-    plugin.context = _context(job)
+    plugin.context = _context(job, template)
 
     # Tool code may emit from several threads; frames larger than PIPE_BUF would interleave.
     # Once the result is written, late events (a lingering thread) are dropped, not sent.
@@ -147,7 +153,7 @@ def execute_job(plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int) ->
         write_frame_bytes(result_fd, frame)
 
 
-def _context(job: Job) -> ToolContext:
+def _context(job: Job, template: Template | None = None) -> ToolContext:
     """What the tool sees of its job."""
     return ToolContext(
         workspace=job["workspace"],
@@ -156,6 +162,7 @@ def _context(job: Job) -> ToolContext:
         streaming=bool(job.get("streaming")),
         call_id=job.get("call_id", ""),
         secrets=dict(job.get("secrets") or {}),
+        template=template,
     )
 
 
@@ -228,6 +235,33 @@ def serve_later_jobs(
         execute_job(plugins[first["plugin"]], job, result_fd, max_frame)
 
 
+def _template_for(
+    prep: Preparation, worker: Worker, job_fd: int, result_fd: int
+) -> Template | None:
+    """The clean template, forked now that the worker is hardened and before its job is read,
+    where a plugin of this zygote asks for one; None where it cannot be forked (the tool then
+    says it cannot run what needed it)."""
+    if not wants_template(prep):
+        return None
+    try:
+        return fork_template(prep, worker, (job_fd, result_fd))
+    except OSError:
+        return None
+
+
+def _started(template: Template | None, plugin: ToolPlugin, job: Job) -> Template | None:
+    """The template started on ``job``'s layers when its plugin wants it for this call; else
+    killed, now that the worker still can (``ToolPlugin.uses_template``)."""
+    if template is None:
+        return None
+    wanted = getattr(plugin, "clean_template", False) and not job.get("resident")
+    if wanted and plugin.uses_template(job["tool"], job["arguments"]):
+        template.start(job)
+        return template
+    template.close()
+    return None
+
+
 def run_worker(prep: Preparation, worker: Worker, job_fd: int, result_fd: int) -> None:
     """Entry point in the forked child. Never returns."""
     # No collection before the job: the objects the zygote made since it froze its heap are
@@ -242,16 +276,18 @@ def run_worker(prep: Preparation, worker: Worker, job_fd: int, result_fd: int) -
         except BaseException as exc:
             write_frame(result_fd, setup_error_frame(f"{type(exc).__name__}: {exc}"))
             os._exit(EXIT_SETUP_FAILED)
+        template = _template_for(prep, worker, job_fd, result_fd)
         try:
             job = cast(Job, read_frame(job_fd, max_frame))
         except EOFError:
             os._exit(0)  # never used: the supervisor shut down or discarded us
         if not job.get("resident"):
             os.close(job_fd)
+        template = _started(template, prep.plugins[job["plugin"]], job)
         # The tool's own garbage is collected as usual; what exists now is left alone for good.
         gc.freeze()
         gc.enable()
-        run_first_job(prep, worker, job, result_fd)
+        run_first_job(prep, worker, job, result_fd, template)
         if job.get("resident"):
             serve_later_jobs(prep.plugins, job, job_fd, result_fd, max_frame)
     except JobSetupError as exc:

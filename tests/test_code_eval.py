@@ -255,7 +255,7 @@ def test_the_candidate_writes_only_its_own_directory_and_its_run_layer(tools: To
     assert not os.path.exists("/mnt/planted")
 
 
-# -- one process per problem: the worker grades, the supervisor judges --
+# -- the tests judge in the worker, the program runs in its clean template --
 
 FORGED_FRAME = (
     "import os, stat\n"
@@ -271,36 +271,13 @@ FORGED_FRAME = (
     "        pass\n"
     "os._exit(0)\n"
 )
-PATCHED_SEAL = (
-    "import os, stat\nimport a2e_engine.tools._code_eval as ce\n"
-    "import a2e_engine.tools._python_grading as pg\n"
-    "from a2e_engine.sandbox._frames import write_frame_bytes\n"
-    "from a2e_engine.sandbox._worker import _encoded_result, _final_frame\n"
-    'forged = \'{"stage":"","exc_type":"","message":"","tests":[["check",true,"",""]]}\'\n'
-    "real = pg.seal\n"
-    "def forge(key, report):\n"
-    "    data = {ce.SEALED: forged, ce.SEAL: real(key, forged)}\n"
-    "    frame = _final_frame(_encoded_result(data, 1 << 20))\n"
-    "    for fd in range(3, 256):\n"
-    "        try:\n"
-    "            if stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
-    "                write_frame_bytes(fd, frame)\n"
-    "        except OSError:\n"
-    "            pass\n"
-    "    os._exit(0)\n"
-    "ce.seal = pg.seal = forge\n"
-    "def inc(x):\n    return 0\n"
-)
 
 
-@pytest.mark.parametrize(
-    "program", [FORGED_FRAME, PATCHED_SEAL], ids=["a result frame of its own", "patched sealing"]
-)
-def test_a_result_the_grader_did_not_seal_fails(tools: ToolAPI, program: str) -> None:
-    """Both would pass if the supervisor took the worker's word for the verdict."""
+def test_a_result_frame_the_program_writes_is_not_the_verdict(tools: ToolAPI) -> None:
+    """It reaches the judge's pipe, not the supervisor's: the template never held that."""
     result = tools.call(
         tool_name="code_eval",
-        arguments={"program": program, "tests": CHECK, "entry_point": "inc", "time_limit": 5},
+        arguments={"program": FORGED_FRAME, "tests": CHECK, "entry_point": "inc", "time_limit": 5},
         timeout=30,
     )
     assert result.success, result.error

@@ -33,14 +33,14 @@ tests that would run no assert (empty tests, a ``check`` neither called nor give
 ``entry_point``, top-level code without an ``assert``) fail with the reason, without running the
 program at all.
 
-Why the verdict is sealed: the candidate must not be able to *end* the grading in its favour.
-Under the engine the worker runs the tests in its own process, one process per problem, and
-seals its report with a key the supervisor made for this call (``secrets_for``); the supervisor
-opens the seal and judges (``accept_result``), and a worker that ended without a sealed report
-(an early exit, a crash, the time limit, which the supervisor enforces: ``time_limit_for``)
-fails. ``tools._python_grading`` says what this stops and what it cannot. The call runs under the
-``process`` profile; the candidate gets no network, the worker's limits, and may change files
-only in its own directory (its ``TMPDIR``).
+Why no candidate can forge its verdict: the tests run in the worker, which judges, and the
+program in the worker's clean template (``sandbox._template``), a process forked before the call
+arrived that holds nothing of the tests; the tests call the program's functions there and get
+plain data back (``tools._python_grading``). A candidate that ends, stalls past the time limit or
+answers with garbage fails, and the supervisor ends a worker whose tests run past it
+(``time_limit_for``). The call runs under the ``process`` profile; the candidate gets no
+network, the worker's limits, and may change files only in its own directory (its ``TMPDIR``)
+and signal no process outside its own.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
-import secrets
 import shutil
 import sys
 import tempfile
@@ -56,26 +55,26 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from a2e.caps.tools._plugin import SandboxProfile, ToolPlugin
+from a2e import _jsonwire as jsonwire
+from a2e.caps.tools._plugin import SandboxProfile, ToolContext, ToolExecutionError, ToolPlugin
 from a2e.caps.tools._reasons import ENDED_BY_WHAT_RAN, FailureReason
 from a2e_engine.sandbox._exits import how_it_ended
-from a2e_engine.sandbox._landlock import WriteConfinement, confine_writes
+from a2e_engine.sandbox._landlock import confine_writes
 from a2e_engine.sandbox._run_root import program_writable
 from a2e_engine.tools._call_based import call_based_tests
+from a2e_engine.tools._candidate import serve_candidate
+from a2e_engine.tools._candidate_process import CandidateProcess
 from a2e_engine.tools._checker import checker_of, checker_program
 from a2e_engine.tools._comparisons import COMPARISONS, DEFAULT_TOLERANCE
 from a2e_engine.tools._judging import cases_from
 from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._output import SPOOL_DIR, CappedText
+from a2e_engine.tools._plain_values import decode, encode
 from a2e_engine.tools._python_grading import (
     ended_early,
-    enter_workdir,
-    open_seal,
     outcome,
     plan_tests,
-    run_in_child,
     run_tests,
-    seal,
     verdict_of,
 )
 from a2e_engine.tools._python_main import remember_fresh_interpreter
@@ -98,8 +97,6 @@ __all__ = ["CodeEval"]
 DEFAULT_TIME_LIMIT_S = 10.0
 MAX_TIME_LIMIT_S = 300.0
 MAX_OUTPUT_CHARS = 20_000
-#: The secret a function-test call's report is sealed with, and where the report travels.
-GRADER_KEY, SEALED, SEAL = "grader_key", "sealed_report", "seal"
 #: Past its time limit, what a worker may take to start and to send its report.
 SETUP_SLACK_S = 0.5
 _WARM_UP_TESTS = "def check(candidate):\n    assert candidate() == 1\n"
@@ -109,6 +106,7 @@ class CodeEval(ToolPlugin):
     name = "code_eval"
     sandbox_profile = SandboxProfile.PROCESS
     retry_crashes = False  # a worker that died ran the candidate: that is its verdict
+    clean_template = True  # the candidate of function tests runs there, apart from its tests
     #: The engine's shared compile cache and precompiled headers, as ``run_code``'s
     #: (``tools._compile_cache.caches_for``); empty: the session's own cache.
     plugin_dirs: tuple[str, ...] = ()
@@ -283,8 +281,9 @@ class CodeEval(ToolPlugin):
         )
 
     def _function_tests(self, spec: dict[str, Any], time_limit: float) -> dict[str, Any]:
-        """Python function tests: under the engine in this process, the report sealed for the
-        supervisor; called directly, in a forked child (``tools._python_grading``)."""
+        """Python function tests: the tests here, the program in a process of its own (under
+        the engine the worker's clean template, which holds nothing of the tests; called
+        directly, a fork of this process), ``tools._python_grading``."""
         plan = plan_tests(str(spec["tests"] or ""), str(spec["entry_point"] or ""))
         if plan.refusal:
             return {
@@ -293,57 +292,54 @@ class CodeEval(ToolPlugin):
                 "stdout": "",
                 "stderr": "",
             }
-        secrets_given = self.context.secrets if self.context else {}
-        key = secrets_given.pop(GRADER_KEY, None) if isinstance(secrets_given, dict) else None
         workdir = self._workdir()
         # The candidate changes files only in its own directory, where long output is saved,
         # and its run layer: not the rest of the session's workspace (beneath /tmp), where
         # run_code's compile cache lives.
-        confinement = confine_writes((workdir, self._spool_dir(), *program_writable()))
+        writable = (workdir, self._spool_dir(), *program_writable())
         started = time.monotonic()
+        candidate = self._candidate(started + time_limit)
         try:
-            if key is not None:
-                result = self._sealed_here(spec, plan.test_names, workdir, confinement, key)
-            else:
-                result = run_in_child(spec, plan.test_names, workdir, time_limit, confinement)
+            with _JudgeOutput(self.context) as judge_output:
+                if self.context is not None:
+                    _enter_beside(workdir, writable)
+                result = run_tests(spec, plan, candidate, workdir, writable, time_limit)
             result["duration_ms"] = int((time.monotonic() - started) * 1000)
             for name, file in (("stdout", "out"), ("stderr", "err")):
-                kept = self._capped(name, os.path.join(workdir, file))
+                kept = self._capped(name, os.path.join(workdir, file), judge_output.get(name))
                 result[name] = kept.value()
                 result.update(kept.report())
                 if kept.truncated:
                     result["truncated"] = True
             return result
         finally:
-            if confinement is not None:
-                confinement.close()
+            candidate.finish()
             if self.context is None:
                 # Under the engine the call's tmp dir goes with the call (the worker's own
                 # tmpfs, or a directory the supervisor removes); called directly, nothing would.
                 shutil.rmtree(workdir, ignore_errors=True)
 
-    @staticmethod
-    def _sealed_here(
-        spec: dict[str, Any],
-        test_names: tuple[str, ...],
-        workdir: str,
-        confinement: WriteConfinement | None,
-        key: str,
-    ) -> dict[str, Any]:
-        """The tests in this worker, confined like a child would be; the report and its seal.
-        Nothing after this runs in a process the candidate has not been in: the worker ends
-        with the call."""
-        # Bound before the candidate runs: a name looked up afterwards could be its own.
-        sealer, sealed_key, seal_key = seal, SEALED, SEAL
-        flush_out, flush_err = sys.stdout.flush, sys.stderr.flush
-        enter_workdir(workdir, confinement)
-        report = run_tests(spec, test_names)
-        for flush in (flush_out, flush_err):
-            try:
-                flush()
-            except BaseException:  # a stream the candidate broke: nothing to save
-                pass
-        return {sealed_key: report, seal_key: sealer(key, report)}
+    def _candidate(self, deadline: float) -> CandidateProcess:
+        """The candidate's process: the worker's clean template under the engine."""
+        if self.context is None:
+            return CandidateProcess.forked(deadline)
+        template = self.context.template
+        if template is None:
+            raise ToolExecutionError(
+                "code_eval could not start a process for the program apart from its tests "
+                "(the worker had no clean template)",
+                retryable=True,
+            )
+        return CandidateProcess(
+            template.pid, template.requests, template.replies, template.close, deadline
+        )
+
+    def uses_template(self, tool_name: str, arguments: dict[str, Any]) -> bool:
+        return _judged_by_function_tests(arguments)
+
+    def template_main(self, requests: int, replies: int) -> None:
+        """In the clean template: the candidate's side of function tests."""
+        serve_candidate(requests, replies)
 
     def _workdir(self) -> str:
         """A directory of the candidate's own, not the call's /tmp: the workspace is mounted
@@ -356,25 +352,23 @@ class CodeEval(ToolPlugin):
         return workdir
 
     def preload(self) -> None:
-        """Run the function-test path once here, in the zygote, on a trivial problem.
+        """Run the function-test path's own machinery once here, in the zygote.
 
-        Parsing the tests (``ast``), compiling, sealing (OpenSSL's HMAC) and decoding the
-        output each set themselves up lazily on first use; done here, every worker is forked
-        with them ready instead of paying for them (and their copy-on-write faults) per call.
+        Parsing the tests (``ast``), compiling, encoding and decoding values and decoding the
+        output each set themselves up lazily on first use; done here, every worker (and its
+        template) is forked with them ready instead of paying for them (and their
+        copy-on-write faults) per call.
         """
-        spec = {"program": "def f():\n    return 1\n", "tests": _WARM_UP_TESTS, "entry_point": "f"}
-        plan = plan_tests(spec["tests"], spec["entry_point"])
-        report = run_tests(spec, plan.test_names)
-        verdict_of(report)
-        seal("0" * 64, report)
+        plan_tests(_WARM_UP_TESTS, "f")
+        compile(_WARM_UP_TESTS, "<tests>", "exec", dont_inherit=True)
+        sample = [1, 2.5, "x", None, True, (1,), {"k": {1, 2}}, b"x", float("nan")]
+        decode(jsonwire.loads(jsonwire.dumps({"value": encode(sample)}))["value"])
+        verdict_of(None, [{"name": "check", "passed": True}])
         # Programs judged on their output run as a fork of this interpreter (tools._python_main).
         remember_fresh_interpreter()
         codecs.getincrementaldecoder("utf-8")(errors="replace").decode(b"ok", final=True)
 
     # -- in the supervisor --
-
-    def secrets_for(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, str]:
-        return {GRADER_KEY: secrets.token_hex(32)} if _judged_by_function_tests(arguments) else {}
 
     def time_limit_for(self, tool_name: str, arguments: dict[str, Any]) -> float | None:
         if not _judged_by_function_tests(arguments):
@@ -388,24 +382,10 @@ class CodeEval(ToolPlugin):
         secrets_given: dict[str, str],
         result: ToolResult,
     ) -> ToolResult:
-        """Function tests' verdict, judged here from the sealed report; a worker that ended
-        without one failed (or timed out)."""
-        key = secrets_given.get(GRADER_KEY)
-        if key is None:
+        """Function tests' verdict when the worker, their judge, did not give one: past the
+        time limit it timed out; ended by what ran in it (the call's memory, say), it failed."""
+        if result.success or not _judged_by_function_tests(arguments):
             return result
-        data = result.data if isinstance(result.data, dict) else {}
-        if result.success and SEALED not in data:
-            plan = plan_tests(*_tests_and_entry_point(arguments))
-            if plan.refusal:  # nothing ran: the worker had nothing to seal
-                refused = outcome("failed", plan.refusal, [])
-                return result.model_copy(update={"data": {**data, **refused}})
-        if result.success:
-            if open_seal(key, data.get(SEALED), data.get(SEAL)):
-                verdict = verdict_of(data[SEALED])
-            else:
-                verdict = outcome("failed", "the verdict did not come from the grader", [])
-            kept = {k: v for k, v in data.items() if k not in (SEALED, SEAL, *verdict)}
-            return result.model_copy(update={"data": {**verdict, **kept}})
         if result.reason == FailureReason.TIMEOUT:
             verdict = outcome(
                 "timed out", f"did not finish within {_time_limit(arguments):g} s", []
@@ -438,8 +418,9 @@ class CodeEval(ToolPlugin):
                 os.makedirs(path, exist_ok=True)
         return path
 
-    def _capped(self, name: str, path: str) -> CappedText:
-        """What the program printed, capped like every tool's output (``tools._output``)."""
+    def _capped(self, name: str, path: str, more: str = "") -> CappedText:
+        """What the program printed (the file at ``path``), then what the tests printed
+        (``more``), capped like every tool's output (``tools._output``)."""
         context = self.context
         kept = CappedText(
             name,
@@ -455,7 +436,58 @@ class CodeEval(ToolPlugin):
         except OSError:
             pass
         kept.add(decoder.decode(b"", final=True))
+        if more:
+            kept.add(more)
         return kept
+
+
+def _enter_beside(workdir: str, writable: tuple[str, ...]) -> None:
+    """The tests run where the program does: ``workdir`` their working and temporary
+    directory too (what they compare the program's paths or files with), and they change no
+    more than it may. Under the engine only: called directly, this is the caller's process."""
+    os.chdir(workdir)
+    os.environ["TMPDIR"] = tempfile.tempdir = workdir
+    confinement = confine_writes(writable)
+    if confinement is not None:
+        confinement.enforce()
+        confinement.close()
+
+
+class _JudgeOutput:
+    """What the tests print, where the candidate cannot read it: under the engine the
+    worker's stdout and stderr go to files of no name while they run (``get`` reads them
+    back); called directly, they stay the caller's (``get`` is empty)."""
+
+    def __init__(self, context: ToolContext | None) -> None:
+        self.enabled = context is not None
+        self.tmp_dir = context.tmp_dir if context is not None else ""
+        self.files: dict[str, int] = {}
+        self.saved: dict[int, int] = {}
+        self.text: dict[str, str] = {}
+
+    def __enter__(self) -> _JudgeOutput:
+        if self.enabled:
+            for fd, name in ((1, "stdout"), (2, "stderr")):
+                self.files[name] = os.open(self.tmp_dir, os.O_TMPFILE | os.O_RDWR, 0o600)
+                self.saved[fd] = os.dup(fd)
+                os.dup2(self.files[name], fd)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        for fd, saved in self.saved.items():
+            os.dup2(saved, fd)
+            os.close(saved)
+        for name, file in self.files.items():
+            with contextlib.suppress(OSError):
+                os.lseek(file, 0, os.SEEK_SET)
+                self.text[name] = os.read(file, MAX_OUTPUT_CHARS * 4).decode("utf-8", "replace")
+            os.close(file)
+
+    def get(self, name: str) -> str:
+        return self.text.get(name, "")
 
 
 def _time_limit(arguments: dict[str, Any]) -> float:

@@ -188,8 +188,8 @@ def changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 
 def leftover_processes(engine: Engine, wait_s: float = 5.0) -> list[psutil.Process]:
-    """Descendants of every zygote (each plugin's) that are not idle pre-forked workers,
-    after up to ``wait_s`` for the call's worker to be reaped (workers that sent their result
+    """Descendants of every zygote (each plugin's) that are not idle pre-forked workers nor
+    their clean templates (``sandbox._template``: forked before any job), after up to ``wait_s`` for the call's worker to be reaped (workers that sent their result
     exit off the call's path) and for a worker being forked to become idle."""
     deadline = time.monotonic() + wait_s
     while True:
@@ -203,10 +203,17 @@ def leftover_processes(engine: Engine, wait_s: float = 5.0) -> list[psutil.Proce
                 descendants = psutil.Process(pid).children(recursive=True)
             except psutil.NoSuchProcess:
                 continue
-            left += [p for p in descendants if p.pid not in idle]
+            left += [p for p in descendants if p.pid not in idle and _parent(p) not in idle]
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.05)
+
+
+def _parent(process: psutil.Process) -> int | None:
+    try:
+        return process.ppid()
+    except psutil.NoSuchProcess:
+        return None
 
 
 @dataclass

@@ -1,0 +1,191 @@
+"""Verdicts a candidate did not earn: each forgery a policy under RL could find, with the honest
+programs beside it (a right one passes, a wrong one fails), through ``code_eval``.
+
+Python function tests run in the worker, which judges, and the program in its clean template,
+a process forked before the call arrived: the program's values come back as plain data and the
+judge compares them (``tools._python_grading``). Every forgery here passed when the program and
+its tests shared one interpreter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.security.harness import Attacker, attack
+
+JUDGE = "the tests run in the judge's process; the program's values reach it as plain data"
+
+CHECK = "def check(candidate):\n    assert candidate(2) == 3\n    assert candidate(-1) == 0\n"
+RIGHT = "def inc(x):\n    return x + 1\n"
+WRONG = "def inc(x):\n    return 0\n"
+
+
+def verdict(attacker: Attacker, **arguments: Any) -> dict[str, Any]:
+    result = attacker.attack(tool="code_eval", timeout=30, time_limit=10, **arguments)
+    assert result.success, result.error
+    return dict(result.data)
+
+
+def check_form(attacker: Attacker, program: str) -> dict[str, Any]:
+    return verdict(attacker, program=program, tests=CHECK, entry_point="inc")
+
+
+#: APPS's call-based form: ``fn_name`` and the arguments and results as JSON.
+CALL_BASED = {"fn_name": "inc", "inputs": [[2], [-1], [41]], "outputs": [3, 0, 42]}
+
+
+def call_based(attacker: Attacker, program: str) -> dict[str, Any]:
+    return verdict(attacker, program=program, input_output=CALL_BASED)
+
+
+def test_honest_programs_get_their_verdicts(attacker: Attacker) -> None:
+    assert check_form(attacker, RIGHT)["verdict"] == "passed"
+    assert check_form(attacker, WRONG)["verdict"] == "failed"
+    assert call_based(attacker, RIGHT)["verdict"] == "passed"
+    assert call_based(attacker, WRONG)["verdict"] == "failed"
+    solution = "class Solution:\n    def inc(self, x):\n        return x + 1\n"
+    assert call_based(attacker, solution)["verdict"] == "passed"
+
+
+@attack("1a. replace the tests' comparison (call-based)", full=JUDGE, reduced=JUDGE)
+def test_replacing_the_comparison(attacker: Attacker) -> None:
+    program = "def inc(x):\n    globals()['_a2e_same'] = lambda got, expected: True\n    return 0\n"
+    report = call_based(attacker, program)
+    assert report["verdict"] == "failed", report
+
+
+@attack("1b. read the expected value from the caller's frame", full=JUDGE, reduced=JUDGE)
+def test_reading_the_expected_value_from_a_frame(attacker: Attacker) -> None:
+    program = (
+        "import sys\n"
+        "def inc(x):\n"
+        "    frame = sys._getframe(1)\n"
+        "    while frame is not None:\n"
+        "        if 'expected' in frame.f_locals:\n"
+        "            return frame.f_locals['expected']\n"
+        "        frame = frame.f_back\n"
+        "    return 0\n"
+    )
+    assert call_based(attacker, program)["verdict"] == "failed"
+
+
+EQUAL_TO_ANYTHING = {
+    "an object whose __eq__ says yes": "class Anything:\n"
+    "    def __eq__(self, other):\n        return True\n"
+    "def inc(x):\n    return Anything()\n",
+    "an int subclass whose __eq__ says yes": "class Int(int):\n"
+    "    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
+    "def inc(x):\n    return Int(7)\n",
+    "a str subclass whose __eq__ says yes": "class Str(str):\n"
+    "    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n"
+    "def inc(x):\n    return Str('no')\n",
+}
+
+
+@attack("1c. return a value equal to anything", full=JUDGE, reduced=JUDGE)
+@pytest.mark.parametrize("program", EQUAL_TO_ANYTHING.values(), ids=EQUAL_TO_ANYTHING.keys())
+def test_values_equal_to_anything(attacker: Attacker, program: str) -> None:
+    assert check_form(attacker, program)["verdict"] == "failed"
+    assert call_based(attacker, program)["verdict"] == "failed"
+
+
+#: The tests hold a value no program could compute: only one that reads them gets it right.
+MARKER = "a2e-expected-5e0c17b2"
+TESTS_WITH_A_SECRET = (
+    f"def check(candidate):\n    got = candidate()\n    assert got == {MARKER!r}, got\n"
+)
+SEARCH_MEMORY = """
+import gc, re, sys
+
+def _found_in_objects():
+    for obj in gc.get_objects():
+        if isinstance(obj, dict):
+            values = list(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            values = list(obj)
+        else:
+            values = [obj]
+        for value in values:
+            if isinstance(value, str) and 'a2e-expected-' in value:
+                match = re.search(r'a2e-expected-[0-9a-f]{8}', value)
+                if match:
+                    return match.group(0)
+    frame = sys._getframe()
+    while frame is not None:
+        for value in list(frame.f_locals.values()) + list(frame.f_globals.values()):
+            if isinstance(value, str) and 'a2e-expected-' in value:
+                return re.search(r'a2e-expected-[0-9a-f]{8}', value).group(0)
+        frame = frame.f_back
+    return None
+
+def _found_in_memory():
+    try:
+        return _scanned()
+    except OSError:  # not dumpable under every layer: its own memory is closed to it too
+        return None
+
+def _scanned():
+    pattern = re.compile(rb'a2e-expected-[0-9a-f]{8}')
+    with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb') as mem:
+        for line in maps:
+            fields = line.split()
+            if 'r' not in fields[1] or (len(fields) > 5 and fields[5].startswith('[v')):
+                continue
+            start, end = (int(part, 16) for part in fields[0].split('-'))
+            try:
+                mem.seek(start)
+                match = pattern.search(mem.read(end - start))
+            except (OSError, ValueError, OverflowError):
+                continue
+            if match:
+                return match.group(0).decode()
+    return None
+
+def secret():
+    return _found_in_objects() or _found_in_memory() or 'not found'
+"""
+
+
+@attack("1d. search its own memory for the tests", full=JUDGE, reduced=JUDGE)
+def test_searching_memory_for_the_expected_value(attacker: Attacker) -> None:
+    report = verdict(
+        attacker, program=SEARCH_MEMORY, tests=TESTS_WITH_A_SECRET, entry_point="secret"
+    )
+    assert report["verdict"] == "failed", report
+    assert "not found" in report["reason"], report
+
+
+@attack("1e. write a passing result to every pipe it holds", full=JUDGE, reduced=JUDGE)
+def test_writing_a_result_of_its_own(attacker: Attacker) -> None:
+    program = (
+        "import json, os, stat, struct\n"
+        "body = json.dumps({'t': 'result', 'ok': True, 'data': {'verdict': 'passed', "
+        "'passed': True, 'reason': None, 'tests': []}}).encode()\n"
+        "answer = json.dumps({'value': 3}).encode()\n"
+        "for fd in range(3, 256):\n"
+        "    try:\n"
+        "        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
+        "            for data in (body, answer):\n"
+        "                os.write(fd, struct.pack('>I', len(data)) + data)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "def inc(x):\n    return 0\n"
+    )
+    assert check_form(attacker, program)["verdict"] == "failed"
+
+
+@attack("1f. end itself, or the judge, during the tests", full=JUDGE, reduced=JUDGE)
+@pytest.mark.parametrize(
+    "program",
+    [
+        "import os\ndef inc(x):\n    os._exit(0)\n",
+        "import os, signal\ndef inc(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 0\n",
+        "import os, signal\ndef inc(x):\n    os.kill(os.getppid(), signal.SIGSTOP)\n    return 0\n",
+    ],
+    ids=["os._exit", "SIGKILL to the judge", "SIGSTOP to the judge"],
+)
+def test_ending_itself_or_the_judge(attacker: Attacker, program: str) -> None:
+    report = check_form(attacker, program)
+    assert report["verdict"] != "passed", report
