@@ -37,6 +37,7 @@ from a2e_engine.engine.service._sandbox_fusion import (
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     MAX_COMPLETION_CHARS,
     MAX_ROWS,
+    DatasetType,
     OJError,
     bounded,
 )
@@ -53,6 +54,13 @@ from a2e_engine.engine.service._sandbox_fusion_oj_types import (
 from a2e_engine.engine.service._state import ServiceState
 
 __all__ = ["online_judge_routes"]
+
+#: Where a verdict is reached out of the program's reach: ``code_eval``'s function tests and
+#: stdin/stdout cases (docs/grading.md).
+UNFORGEABLE_MODE = (
+    "code_eval: Python function tests judged outside the program's process, and stdin/stdout "
+    "cases compared outside it"
+)
 
 
 class _Refused(Exception):
@@ -87,6 +95,14 @@ _NO_TABLES = (
     "this engine keeps no dataset tables: give the rows in config.provided_data "
     "(a list for /get_prompts and /list_ids, one row for /get_prompt_by_id and /submit)"
 )
+
+
+def _trust(kind: DatasetType) -> dict[str, Any]:
+    """What a result says of how far its verdict can be trusted: whether the program could
+    have forged it, and where it could not have."""
+    if not kind.forgeable:
+        return {"forgeable": False}
+    return {"forgeable": True, "unforgeable_mode": UNFORGEABLE_MODE}
 
 
 def _dumped(answer: BaseModel) -> dict[str, Any]:
@@ -134,7 +150,9 @@ def online_judge_routes(state: ServiceState) -> list[Route]:
                 raise _Refused(answer)
             return answer
 
-        return _dumped(await kind.submit(body, row, run))
+        result = await kind.submit(body, row, run)
+        result.extra = {**(result.extra or {}), **_trust(kind)}
+        return _dumped(result)
 
     async def list_datasets(request: Request) -> Response:
         return json_response([i for kind in DATASET_TYPES.values() for i in kind.dataset_ids])

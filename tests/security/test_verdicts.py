@@ -9,11 +9,15 @@ its tests shared one interpreter.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.security.harness import Attacker, attack
+from tests.service_process import served_client
 
 JUDGE = "the tests run in the judge's process; the program's values reach it as plain data"
 
@@ -189,3 +193,108 @@ def test_writing_a_result_of_its_own(attacker: Attacker) -> None:
 def test_ending_itself_or_the_judge(attacker: Attacker, program: str) -> None:
     report = check_form(attacker, program)
     assert report["verdict"] != "passed", report
+
+
+# -- 2. LiveCodeBench's harness, as SandboxFusion runs it, beside the program --
+
+#: A call-based row of LiveCodeBench's: each input is its arguments, one JSON value a line.
+LCB_ROW = {
+    "id": "add2",
+    "content": "q",
+    "labels": {"task_id": "add2"},
+    "test": {
+        "input_output": json.dumps(
+            {"inputs": ["1\n2", "10\n-20"], "outputs": ["3", "-10"], "fn_name": "add"}
+        )
+    },
+}
+LCB_FORGERIES = {
+    "its comparison replaced in sys.modules": "import sys\n"
+    "sys.modules['lcb_judge'].returned_matches = lambda got, expected: True\n"
+    "class Solution:\n    def add(self, a, b):\n        return 0\n",
+    "the expected value read from the judge's frame": "import sys\n"
+    "class Solution:\n    def add(self, a, b):\n"
+    "        return sys._getframe(1).f_locals['expected']\n",
+    "an int whose __eq__ says yes": "class Yes(int):\n"
+    "    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
+    "class Solution:\n    def add(self, a, b):\n        return Yes(0)\n",
+}
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    with served_client("--max-workers", "2") as client:
+        yield client
+
+
+def _lcb(http: httpx.Client, program: str) -> dict[str, Any]:
+    answer = http.post(
+        "/submit",
+        json={
+            "dataset": "live_code_bench_v1",
+            "id": "add2",
+            "completion": f"```python\n{program}```",
+            "config": {"provided_data": LCB_ROW, "run_timeout": 2},
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
+
+
+@attack(
+    "2. forge LiveCodeBench's verdict in its harness",
+    full="the result says the verdict is forgeable and names code_eval, where it fails",
+    reduced="(served with every layer)",
+)
+@pytest.mark.parametrize("program", LCB_FORGERIES.values(), ids=LCB_FORGERIES.keys())
+def test_live_code_bench_says_its_verdict_is_forgeable(http: httpx.Client, program: str) -> None:
+    """SandboxFusion's harness runs in the program's process: the forgery is accepted there,
+    and here, where the result says so. Judged by code_eval instead, it fails."""
+    honest = _lcb(http, "class Solution:\n    def add(self, a, b):\n        return a - b\n")
+    assert honest["accepted"] is False
+    forged = _lcb(http, program)
+    assert forged["accepted"] is True  # as SandboxFusion's own harness accepts it
+    assert forged["extra"]["forgeable"] is True
+    assert forged["extra"]["unforgeable_mode"].startswith("code_eval"), forged["extra"]
+    cases = json.loads(LCB_ROW["test"]["input_output"])  # type: ignore[index]
+    judged = http.post(
+        "/v1/tools/code_eval",
+        json={
+            "arguments": {
+                "program": program,
+                "input_output": {
+                    "fn_name": cases["fn_name"],
+                    "inputs": [
+                        [json.loads(a) for a in given.split("\n")] for given in cases["inputs"]
+                    ],
+                    "outputs": [json.loads(expected) for expected in cases["outputs"]],
+                },
+            }
+        },
+    )
+    assert judged.status_code == 200, judged.text
+    assert judged.json()["data"]["verdict"] == "failed", judged.json()
+
+
+def test_a_verdict_reached_outside_the_program_is_not_called_forgeable(
+    http: httpx.Client,
+) -> None:
+    """CommonOJ's cases are compared in the server: out of the program's reach."""
+    row = {
+        "id": "ab",
+        "content": "a+b",
+        "test": [{"input": {"stdin": "1 2"}, "output": {"stdout": "3"}}],
+        "labels": {},
+    }
+    answer = http.post(
+        "/submit",
+        json={
+            "dataset": "code_contests",
+            "id": "ab",
+            "completion": "```python\na, b = map(int, input().split())\nprint(a + b)\n```",
+            "config": {"provided_data": row, "language": "python"},
+        },
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["accepted"] is True
+    assert answer.json()["extra"] == {"forgeable": False}

@@ -148,6 +148,11 @@ class DatasetType:
     aliases: tuple[str, ...] = ()
     #: The prompts of a list of rows, where they are not each row's ``prompt`` in turn.
     listing: Callable[[list[dict[str, Any]], str, TestConfig], list[Prompt]] | None = None
+    #: Whether the verdict is reached in the program's own process, as SandboxFusion reaches
+    #: it (tests appended to the program, a harness beside it), so that a program can forge
+    #: it: ``/submit`` says so in the result's ``extra`` and names ``code_eval``, which judges
+    #: where the program cannot reach (docs/grading.md).
+    forgeable: bool = True
 
     def prompts(self, rows: list[dict[str, Any]], dataset: str, config: TestConfig) -> list[Prompt]:
         """Each row's prompt, refused once they come to more than ``MAX_LISTED_CHARS``: what a

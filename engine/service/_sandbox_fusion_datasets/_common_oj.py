@@ -188,4 +188,7 @@ def _within_share(exec_info: dict[str, Any], share: int) -> dict[str, Any]:
     return exec_info
 
 
-COMMON_OJ = DatasetType("CommonOJDataset", ("code_contests",), _oj_prompt, _oj_submit)
+# Each case's output is compared here, in the server: out of the program's reach.
+COMMON_OJ = DatasetType(
+    "CommonOJDataset", ("code_contests",), _oj_prompt, _oj_submit, forgeable=False
+)
