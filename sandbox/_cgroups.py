@@ -1,6 +1,7 @@
-"""Layers ``pids_cgroup`` and ``memory_cgroup``: per-call cgroups, caps on processes (pids) and
-memory that no fork, thread, memfd or shared memory segment gets around, plus a pids cap on
-the whole sandbox.
+"""Layers ``pids_cgroup``, ``memory_cgroup`` and ``case_cgroup``: per-call cgroups, caps on
+processes (pids) and memory that no fork, thread, memfd or shared memory segment gets around,
+plus a pids cap on the whole sandbox; and beneath each call's, the case group that each program
+the call runs joins (``sandbox._case_group``: what it spends, and the one way to end all of it).
 
 A fork bomb, a thread bomb or memory held outside ``RLIMIT_AS`` in one call must neither harm
 the host nor starve the other calls. Nor may all of them together: the supervisor makes one
@@ -30,9 +31,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Unpack
 
+from a2e_engine.sandbox._case_group import CASE, open_case_group
 from a2e_engine.sandbox._leftovers import dead_owners, owner_tag
 from a2e_engine.sandbox._limits import SANDBOX_PROCESSES
 from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
+from a2e_engine.sandbox._profiles import PROFILES
 
 if TYPE_CHECKING:
     from a2e_engine.sandbox.layers import Facts, LayerReports
@@ -73,6 +76,8 @@ class SlotGroups:
         self.events = events  # file with the "oom_kill N" counter, for memory
         self._free: list[Slot] = []
         self._count = 0
+        #: Whether each slot has a case group beneath it (``sandbox._case_group``).
+        self.cases = False
 
     @classmethod
     def create(
@@ -96,6 +101,8 @@ class SlotGroups:
         os.mkdir(path)
         for name, value in self.slot_settings.items():
             _write(os.path.join(path, name), value)
+        if self.cases:
+            os.mkdir(os.path.join(path, CASE))
         return Slot(path, self.oom_kills(path))
 
     def release_slot(self, slot: Slot) -> bool:
@@ -108,10 +115,11 @@ class SlotGroups:
         oom, slot.oom_kills = kills > slot.oom_kills, kills  # empty now: it cannot change
         if self._still_charged(slot.path):
             try:
-                os.rmdir(slot.path)
-                return oom
+                remove_cgroup_tree(slot.path)
+                os.stat(slot.path)
             except OSError:
-                pass
+                return oom  # gone
+
         self._free.append(slot)
         return oom
 
@@ -163,6 +171,7 @@ class Cgroups(Layer):
             per_call_mb=limits.call_memory_mb,
             total_mb=prep.settings.sandbox_memory_mb if parent else 0,
         )
+        _prepare_cases(prep, enabled)
 
     def spawning(self, prep: Preparation, worker: Worker) -> None:
         """In the zygote: a slot of each controller's group for the worker to join."""
@@ -175,9 +184,13 @@ class Cgroups(Layer):
 
     def apply(self, prep: Preparation, worker: Worker) -> None:
         """In the worker, right after its fds are closed: everything below, and every child,
-        counts against the slots it was given."""
+        counts against the slots it was given; and its case group opened, while it still may
+        (``sandbox._case_group``)."""
         for slot in worker.slots.values():
             join_cgroup(slot.path)
+        cases = [c for c, groups in prep.cgroups.items() if groups.cases and c in worker.slots]
+        if cases and PROFILES[worker.profile].allow_processes:  # none to run, none to hold
+            open_case_group({c: worker.slots[c].path for c in cases})
 
     def reaped(self, prep: Preparation, worker: Worker, alive: Collection[int]) -> None:
         """Its slots back, for the next worker; ``worker.oom`` if the OOM killer struck in
@@ -193,6 +206,30 @@ class Cgroups(Layer):
 
 
 LAYER = Cgroups()
+
+
+#: The hierarchies a case group is made in: ``memory`` and ``pids`` beneath the call's slots,
+#: ``freezer`` and ``cpuacct`` in groups of their own for it.
+CASE_CONTROLLERS = ("freezer", "cpuacct", "memory", "pids")
+
+
+def _prepare_cases(prep: Preparation, enabled: bool) -> None:
+    """In the zygote: the case group beneath every slot (``sandbox._case_group``): in the
+    freezer and cpuacct hierarchies, sandbox groups and slots of their own made for it."""
+    if enabled:
+        for controller in ("freezer", "cpuacct"):
+            try:
+                prep.cgroups[controller] = SlotGroups.create(controller, {}, {})
+            except OSError:
+                continue
+    made = [c for c in CASE_CONTROLLERS if c in prep.cgroups]
+    for controller in made:  # without a freezer, still what they count
+        prep.cgroups[controller].cases = True
+    paths = [prep.cgroups[c].path for c in made if c in ("freezer", "cpuacct")]
+    why = None
+    if "freezer" not in made:
+        why = "disabled by configuration" if not enabled else "no freezer cgroup hierarchy"
+    prep.report("case_cgroup", why, controllers=made, paths=paths)
 
 
 def _prepare(
@@ -301,7 +338,8 @@ def made_by(layers: LayerReports) -> list[str]:
     """The cgroups a zygote's layer report says it made: the supervisor removes them when it
     stops, since a zygote killed outright cannot."""
     made = ("pids_cgroup", "memory_cgroup")
-    return [layers.fact(name, "path") for name in made if layers.active(name)]
+    paths = [layers.fact(name, "path") for name in made if layers.active(name)]
+    return paths + list(layers.fact("case_cgroup", "paths") or [])
 
 
 def kill_members(path: str, wait_s: float = 2.0) -> None:

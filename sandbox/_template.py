@@ -32,6 +32,7 @@ from a2e.caps.tools._plugin import ToolContext
 from a2e_engine.sandbox import _contain as contain
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._beneath import open_unlinked
+from a2e_engine.sandbox._case_group import forget_case_group
 from a2e_engine.sandbox._forking import fork_single_threaded, thread_count
 from a2e_engine.sandbox._frames import read_frame, write_frame
 
@@ -151,6 +152,7 @@ def _template_life(prep: Preparation, worker: Worker, requests: int, replies: in
     """In the template: wait for the job's layers, take them, and run the plugin's
     ``template_main``; a worker that closes the pipe first ends it."""
     syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+    forget_case_group()  # the worker's to use: what the template runs must not hold it
     try:
         job: Any = read_frame(requests, prep.settings.max_frame)
     except EOFError:

@@ -197,6 +197,15 @@ CATALOG: dict[str, Entry] = {
         "root, cgroup v1",
         "_cgroups",
     ),
+    "case_cgroup": Entry(
+        "a program a tool runs (a test case, a compile, a run) outliving its step or hiding "
+        "what it spends: each joins its worker's case group before it executes, which is "
+        "frozen and emptied at the step's end (no process can fork away from the kill), whose "
+        "CPU time counts every member, exited ones too, and whose memory counts memfd, shmem "
+        "and tmpfs pages, limited by the kernel",
+        "root, cgroup v1 with a freezer",
+        "_cgroups",
+    ),
 }
 
 
@@ -218,6 +227,8 @@ class Facts(TypedDict, total=False):
     total: int  # pids_cgroup: of all calls together
     per_call_mb: int  # memory_cgroup
     total_mb: int  # memory_cgroup: what the whole sandbox may hold
+    controllers: list[str]  # case_cgroup: the hierarchies the case group is in
+    paths: list[str]  # case_cgroup: the sandbox groups made for it (freezer, cpuacct)
     first_uid: int  # identity
     opened: list[str]  # identity: the closed directories opened on the way to the interpreter
     abi: int  # landlock, scoped_ipc

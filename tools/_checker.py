@@ -192,6 +192,7 @@ def jury_submission(
         fresh_interpreter=True,
         plugin_dirs=plugin_dirs,
         confined_runs=confined_runs,
+        jury=True,
     )
 
 

@@ -190,7 +190,13 @@ def _side_by_side(
     memory = limits.memory_mb * 1024 or None
     spared = (jury_child.pid,)
     program = Monitor(
-        solution_child, limits.seconds, limits.cpu_seconds, memory, True, usage(spared)
+        solution_child,
+        limits.seconds,
+        limits.cpu_seconds,
+        memory,
+        True,
+        usage(spared),
+        solution.domain,
     )
     interactor = Monitor(jury_child, jury_limits.seconds, None, jury_limits.memory_mb * 1024, True)
     program_err, jury_err = Capture(OUTPUT_SLACK_CHARS), Capture(OUTPUT_SLACK_CHARS)

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from a2e_engine.tools._run_domain import CaseDomain
 from a2e_engine.tools._tree_usage import TreeUsage, own_resident_kb, tree_usage
 
 __all__ = [
@@ -109,19 +110,31 @@ def run_captured(
     tick: Callable[[], None] | None = None,
     cpu_limit: float | None = None,
     usage: Usage = tree_usage,
+    domain: CaseDomain | None = None,
 ) -> Finished:
     """Run ``argv``; ``preexec`` runs in the child before it executes the command (one that
     confines it further). ``time_limit`` is wall-clock seconds, ``cpu_limit`` CPU seconds. Its
     memory is read every ``USAGE_POLL_S`` when it has a limit or ``measure_memory`` asks for
     ``peak_kb``, its CPU time when it has a limit; otherwise never; ``usage`` reads them (its
-    process tree by default). ``tick`` is called at each turn of the loop that watches it
-    (every ``TICK_S`` at the most)."""
+    process tree by default), or, given the run's case group (``domain``, which the child
+    joins in ``preexec``), the group does, to the end of the run. ``tick`` is called at each
+    turn of the loop that watches it (every ``TICK_S`` at the most)."""
 
     def start(stdio: ChildStdio) -> Child:
         return start_command(argv, cwd, env, stdio, preexec)
 
     return watch(
-        start, stdin, out, err, time_limit, memory_limit_kb, measure_memory, tick, cpu_limit, usage
+        start,
+        stdin,
+        out,
+        err,
+        time_limit,
+        memory_limit_kb,
+        measure_memory,
+        tick,
+        cpu_limit,
+        usage,
+        domain,
     )
 
 
@@ -172,6 +185,7 @@ def watch(
     tick: Callable[[], None] | None = None,
     cpu_limit: float | None = None,
     usage: Usage = tree_usage,
+    domain: CaseDomain | None = None,
 ) -> Finished:
     """Start a child with ``start`` (given its stdio: a pipe for ``stdin``, or /dev/null, and
     pipes for its output) and see it through as ``run_captured`` says. The child must be the
@@ -189,7 +203,7 @@ def watch(
     finally:
         for fd in (stdin_r, out_w, err_w):
             os.close(fd)
-    monitor = Monitor(child, time_limit, cpu_limit, memory_limit_kb, measure_memory, usage)
+    monitor = Monitor(child, time_limit, cpu_limit, memory_limit_kb, measure_memory, usage, domain)
     outputs = Outputs({out_r: out, err_r: err})
     # Fed by this loop as the child reads it, not by a thread: starting one costs more than
     # a short run's whole watch.
@@ -208,7 +222,10 @@ def watch(
 class Monitor:
     """One started child seen through its limits: reaped as soon as it exits, its memory and
     CPU time read every ``USAGE_POLL_S`` when either is measured (``tools._tree_usage``), its
-    process group killed past a limit and once it is done."""
+    process group killed past a limit and once it is done. Given its run's case group
+    (``domain``), the group is read instead, and after the child has exited too, as long as
+    its output is still read (what it left may still hold it, and work): past a limit then,
+    the run is over limit all the same, and the group is emptied."""
 
     def __init__(
         self,
@@ -218,9 +235,11 @@ class Monitor:
         memory_limit_kb: int | None,
         measure_memory: bool,
         usage: Usage = tree_usage,
+        domain: CaseDomain | None = None,
     ) -> None:
         self.child = child
-        self.usage = usage
+        self.domain = domain
+        self.usage = domain.usage if domain is not None else usage
         self.started = time.monotonic()
         self.cpu_limit, self.memory_limit_kb = cpu_limit, memory_limit_kb
         self.measure_memory = measure_memory or memory_limit_kb is not None
@@ -246,13 +265,39 @@ class Monitor:
         return USAGE_POLL_S if self.polled else TICK_S
 
     def look(self, now: float) -> None:
-        """Reap it if it exited; else read its usage when due and kill it past a limit."""
+        """Reap it if it exited; else read its usage when due and kill it past a limit. Once
+        it has exited, its case group's usage is read on while the run lingers."""
         if self.ended is not None:
+            if self.domain is not None and self.polled and not self.over_limit:
+                self._read_usage(now)
+                if self.over_limit:
+                    self.domain.kill()
             return
         self.reaped = _reap(self.child, os.WNOHANG)
         if self.reaped is not None:
             self.ended = now
             return
+        self._read_usage(now)
+        if not self.over_limit:
+            if self.give_up is None or now < self.give_up:
+                return
+            self.time_exceeded = "wall_time"
+        self.kill()
+        self.ended = now
+
+    @property
+    def over_limit(self) -> bool:
+        return self.memory_exceeded or self.time_exceeded is not None
+
+    def kill(self) -> None:
+        """The run killed: its case group emptied, or its process group killed."""
+        if self.domain is not None:
+            self.domain.kill()
+        else:
+            _kill_group(self.child.pid)
+
+    def _read_usage(self, now: float) -> None:
+        """Its memory and CPU time read when due; a limit it ran past marked."""
         if self.polled and now >= self.next_reading:
             self.next_reading = now + USAGE_POLL_S
             usage = self.usage(self.child.pid, self.measure_memory, self.cpu_limit is not None)
@@ -262,17 +307,11 @@ class Monitor:
                 self.memory_exceeded = True
             elif self.cpu_limit is not None and self.seen_cpu > self.cpu_limit:
                 self.time_exceeded = "cpu_time"
-        if not self.memory_exceeded and not self.time_exceeded:
-            if self.give_up is None or now < self.give_up:
-                return
-            self.time_exceeded = "wall_time"
-        _kill_group(self.child.pid)
-        self.ended = now
 
     def stop(self) -> None:
         """Kill it now, for no fault of its own (the process it talks to is gone)."""
         if self.ended is None:
-            _kill_group(self.child.pid)
+            self.kill()
             self.ended = time.monotonic()
 
     def finish(self) -> Finished:
@@ -283,6 +322,11 @@ class Monitor:
         status, cpu_seconds, max_rss_kb = self.reaped
         seconds = time.monotonic() - self.started
         _kill_group(self.child.pid)  # what the command left running in its group
+        if self.domain is not None:  # and all else the run started: its last figures
+            ended = self.domain.end()
+            if ended.cpu_seconds is not None:
+                cpu_seconds = max(cpu_seconds, ended.cpu_seconds)
+            self.memory_exceeded |= ended.out_of_memory
         # ru_maxrss tells something only above what the child had as the worker's copy: a burst
         # after the last reading.
         measured = self.measure_memory

@@ -1,17 +1,24 @@
-"""A judged run's processes as the worker's PID namespace holds them: what a run spent, and what
-it left behind cleared before anything else runs.
+"""A program's run as everything it started, not as the process the worker started: what it
+spent and held, what ends it, and what is left of it once it is done.
 
-A worker with a PID namespace of its own is its init (pid 1): every process a run starts stays
-in that namespace, whatever it does to leave the run's process group or tree (a double fork, a
-child of a thread, ``setsid``), and ``/proc`` shows no other. So where that holds
-(``contained``), a run of ``code_eval`` (the only thing running, beside the problem's interactor)
-is accounted as the whole namespace but the worker and the spared (``namespace_usage``): its
-CPU time and memory limits cannot be escaped by moving work out of its tree. And after each
-run, before a checker runs or the next case starts, everything it left is killed and reaped and
-the System V IPC objects it made are removed (``sweep``): nothing of one case reaches the next,
-nor can hold a checker's pipe, its processes or its disk. Without a PID namespace of its own
-(the namespace layer off) neither holds: a run is its process tree, and what escapes it is
-bounded by the wall-clock limit and killed with the call.
+Where the worker has a case group (``sandbox._case_group``: root, cgroup v1 with a freezer), a
+run is its group (``CaseDomain``): the program joins it before it executes, so every process it
+starts is in it whatever it does (a double fork, ``setsid``, a child that forks and lets its
+parent exit in a loop); its CPU time is the group's, exited members included, and its memory
+each member's resident high-water mark plus what the group holds that no process maps (memfd
+and shmem pages, tmpfs files), the kernel killing it past its limit. At the run's end the group
+is frozen and emptied (``CaseDomain.end``): nothing of it outlives its step, and the last
+reading counts what it spent after the program itself exited.
+
+Without one, where the worker is its PID namespace's init (pid 1: every process a run starts
+stays in that namespace), a run of ``code_eval`` (the only thing running, beside an
+interactor) is accounted as the whole namespace but the worker and the spared
+(``namespace_usage``), and what it left is killed, the namespace listed again until nothing is
+left (``sweep``). Without either, a run is its process tree: what escapes it is bounded by the
+wall-clock limit and killed with the call.
+
+After each run of a case, the System V IPC objects of the worker's IPC namespace are removed
+too (``sweep``): Landlock does not cover them.
 """
 
 from __future__ import annotations
@@ -20,14 +27,91 @@ import contextlib
 import ctypes
 import os
 import signal
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
+from a2e_engine.sandbox._case_group import CaseGroup, case_group
 from a2e_engine.tools._tree_usage import TreeUsage, descendants, usage_of
 
-__all__ = ["contained", "namespace_usage", "sweep"]
+__all__ = ["CaseDomain", "CaseEnd", "case_domain", "contained", "namespace_usage", "sweep"]
 
 #: ``IPC_RMID``, for ``shmctl``, ``msgctl`` and ``semctl``.
 _IPC_RMID = 0
+#: How long a sweep without a case group may chase what a run left, and wait for it to go.
+_SWEEP_S = 2.0
+
+
+@dataclass(frozen=True)
+class CaseEnd:
+    """A run's last figures, once nothing of it is left: its CPU time (None: not counted by
+    the group), whether the kernel killed a member for its memory, and whether it is gone."""
+
+    cpu_seconds: float | None
+    out_of_memory: bool
+    gone: bool
+
+
+class CaseDomain:
+    """One run's case group, from ``begin`` (before it starts) to ``end``."""
+
+    def __init__(self, group: CaseGroup) -> None:
+        self.group = group
+        self._oom_before = 0
+
+    def begin(self, memory_limit_kb: int | None) -> None:
+        """Ready for a run limited to ``memory_limit_kb`` of memory (None: the call's). The
+        kernel's limit lies a little above it, for what it counts that a resident set does not
+        (page tables, what the program's files hold in the page cache): the run's own limit
+        is judged on what the group holds, this one only stops what would run past it."""
+        limit = None
+        if memory_limit_kb:
+            slack_kb = max(16 << 10, memory_limit_kb // 8)
+            limit = (memory_limit_kb + slack_kb) << 10
+        self.group.begin(limit)
+        self._oom_before = self.group.oom_kills()
+
+    def join(self) -> None:
+        """In the run's process, before it executes the program."""
+        self.group.join()
+
+    def usage(self, _pid: int, memory: bool = True, cpu: bool = True) -> TreeUsage:
+        """What the run has used so far (``tools._processes.Usage``): its members' resident
+        high-water marks plus what the group holds unmapped, and the group's CPU time."""
+        kb = 0
+        if memory:
+            kb = usage_of(self.group.members(), memory=True, cpu=False).peak_kb
+            kb += self.group.shmem_kb() or 0
+        seconds = 0.0
+        if cpu:
+            counted = self.group.cpu_seconds()
+            if counted is None:
+                counted = usage_of(self.group.members(), memory=False, cpu=True).cpu_seconds
+            seconds = counted
+        return TreeUsage(kb, seconds)
+
+    def out_of_memory(self) -> bool:
+        """Whether the kernel has killed a member for the group's memory since ``begin``."""
+        return self.group.oom_kills() > self._oom_before
+
+    def kill(self) -> None:
+        """Everything of the run killed now (past a limit)."""
+        self.group.sweep()
+
+    def end(self) -> CaseEnd:
+        """Everything of the run killed (frozen first): its last figures."""
+        gone = self.group.sweep()
+        return CaseEnd(self.group.cpu_seconds(), self.out_of_memory(), gone)
+
+
+def case_domain() -> CaseDomain | None:
+    """A run's case group in this worker, where it has one that can be frozen and is its PID
+    namespace's init (the group's members are found there): a run then is its group. None
+    elsewhere (the runs are accounted as below)."""
+    group = case_group()
+    if group is None or not group.has("freezer") or not contained():
+        return None
+    return CaseDomain(group)
 
 
 def contained() -> bool:
@@ -41,22 +125,52 @@ def namespace_usage(spared: Iterable[int] = (), memory: bool = True, cpu: bool =
 
 
 def sweep(spared: Iterable[int] = ()) -> None:
-    """Kill every process of the namespace but this one and the trees of ``spared``, reap those
-    that are this process's children (orphans come to it), and remove the System V IPC objects
-    of the namespace. Nothing where this is not a namespace's init. A child the caller will
-    reap itself must be reaped first, or spared."""
+    """Nothing left of the last run: its case group emptied (frozen first), or without one,
+    every process of the namespace but this one and the trees of ``spared`` killed until none
+    is left, and this process's children among them reaped; then the System V IPC objects of
+    the namespace removed. A child the caller will reap itself must be reaped first, or
+    spared. Nothing but the case group where this is not a namespace's init."""
+    domain = case_domain()
+    if domain is not None:
+        domain.group.sweep()
     if not contained():
         return
     spared = list(spared)
-    for pid in _others(spared):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    if domain is None:
+        _kill_all_but(spared)
     keep = {pid for root in spared for pid in descendants(root)}
-    for pid in _children():
-        if pid not in keep:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+    _reap(lambda: [pid for pid in _children() if pid not in keep])
     _remove_ipc()
+
+
+def _kill_all_but(spared: list[int]) -> None:
+    """Kill every process of the namespace but this one and the trees of ``spared``, listing
+    it again until a listing finds none: one that forks away between a listing and its kill
+    is in the next (bounded by ``_SWEEP_S``)."""
+    deadline = time.monotonic() + _SWEEP_S
+    while time.monotonic() < deadline:
+        others = _others(spared)
+        if not others:
+            return
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        _reap(_children, wait=False)
+
+
+def _reap(children: Callable[[], list[int]], wait: bool = True) -> None:
+    """Reap ``children()`` that have exited, without blocking on one that has not: with
+    ``wait``, looking again until none is left or ``_SWEEP_S`` passed."""
+    deadline = time.monotonic() + (_SWEEP_S if wait else 0)
+    while True:
+        pending = children()
+        for pid in pending:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    pending.remove(pid)
+        if not pending or time.monotonic() >= deadline:
+            return
+        time.sleep(0.001)
 
 
 def _others(spared: Iterable[int]) -> list[int]:

@@ -59,7 +59,7 @@ from a2e_engine.tools._processes import (
 )
 from a2e_engine.tools._python_main import FreshInterpreter, start_main
 from a2e_engine.tools._python_main import fresh_interpreter as fresh_interpreter_of
-from a2e_engine.tools._run_domain import contained, namespace_usage
+from a2e_engine.tools._run_domain import CaseDomain, case_domain, contained, namespace_usage
 from a2e_engine.tools._tree_usage import tree_usage
 
 __all__ = [
@@ -109,6 +109,7 @@ class Submission:
         sealed_runs: bool = False,
         alone: bool = False,
         confined_runs: bool = True,
+        jury: bool = False,
     ) -> None:
         """``run_layer``: its runs may write the worker's run layer too (``sandbox._run_root``),
         which outlives each run: for a program run once, not for cases that must each start
@@ -126,8 +127,10 @@ class Submission:
         ``confined_runs=False``: its runs get no Landlock layer of their own over the worker's
         (a checker's: the caller's own program, run where no program of the call's runs, and
         started without a full fork of the worker, which the layer needs and which costs more
-        than the check). The files are checked here (a path outside the run's directory,
-        content that is not base64), written later."""
+        than the check). ``jury``: the problem's own checker or interactor, whose steps stay
+        out of the worker's case group (``tools._run_domain``), which every step of the
+        program judged joins, its compile and syntax check too. The files are checked here (a
+        path outside the run's directory, content that is not base64), written later."""
         self.language = language
         self.code = code
         self.files = dict(files)
@@ -140,6 +143,7 @@ class Submission:
         self.sealed_runs = sealed_runs
         self.alone = alone
         self.confined_runs = confined_runs
+        self.jury = jury
         self.warm = None if fresh_interpreter or not language.warm else fresh_interpreter_of()
         self._workspace_fd = open_dir(workspace)
         self._home_fd = -1
@@ -173,7 +177,13 @@ class Submission:
         else:
             self._fill_home()
             argv = language.compile_argv(self.code, self.home)
-            compiled = {**self._step(argv, self.home, None, RunLimits(seconds, 0), out, err)}
+            limits = RunLimits(seconds, 0)
+            readable = self._readable()
+            compiled = {
+                **self._step(
+                    argv, self.home, None, limits, out, err, readable=readable, scoped=True
+                )
+            }
             compiled["cached"] = False
             if cache is not None and compiled["return_code"] == 0:
                 made = _outputs(self.home, language)
@@ -204,7 +214,12 @@ class Submission:
             return None
         self._fill_home()
         argv = language.argv(language.syntax_check, self.code, self.home, 0)
-        checked = self._step(argv, self.home, None, RunLimits(seconds, 0), out, err)
+        limits = RunLimits(seconds, 0)
+        # It may run the program's code (Perl's BEGIN, Racket's reader): sealed as a run is.
+        readable = self._readable()
+        checked = self._step(
+            argv, self.home, None, limits, out, err, readable=readable, scoped=True
+        )
         return checked if checked["return_code"] != 0 else None
 
     def _compile_apart(
@@ -227,7 +242,9 @@ class Submission:
             argv = language.compile_argv(self.code, built, include or "")
             readable = (*readable, *([include] if include else ()))
             limits = RunLimits(seconds, 0)
-            compiled = {**self._step(argv, built, None, limits, out, err, readable=readable)}
+            compiled = {
+                **self._step(argv, built, None, limits, out, err, readable=readable, scoped=True)
+            }
             compiled["cached"] = False
             outputs = _outputs(built, language) if compiled["return_code"] == 0 else {}
             if outputs:
@@ -361,8 +378,11 @@ class Submission:
         memory_mb = limits.memory_mb or None
         env = self._environment(where, limits, readable)
         confinement = self._confinement(where, readable, scoped) if confined else None
-        confine = confinement.enforce if confinement is not None else None
+        domain = self._domain()
         memory_limit_kb = memory_mb * 1024 if memory_mb else None
+        if domain is not None:
+            domain.begin(memory_limit_kb)
+        prepare = _preparing(domain, confinement)
         try:
             if warm is None:
                 finished = run_captured(
@@ -374,16 +394,17 @@ class Submission:
                     err,
                     time_limit=limits.seconds,
                     memory_limit_kb=memory_limit_kb,
-                    preexec=confine,
+                    preexec=prepare,
                     measure_memory=True,  # peak_memory_kb, the compile step's too
                     tick=tick,
                     cpu_limit=limits.cpu_seconds,
                     usage=usage,
+                    domain=domain,
                 )
             else:
                 script, args = argv[1], argv[2:]
                 finished = watch(
-                    lambda stdio: start_main(warm, script, args, where, env, stdio, confine),
+                    lambda stdio: start_main(warm, script, args, where, env, stdio, prepare),
                     stdin,
                     out,
                     err,
@@ -393,13 +414,21 @@ class Submission:
                     tick=tick,
                     cpu_limit=limits.cpu_seconds,
                     usage=usage,
+                    domain=domain,
                 )
         except OSError as exc:  # the program could not be started at all
+            if domain is not None:
+                domain.end()
             return not_started(f"{argv[0]}: {exc.strerror or exc}")
         finally:
             if confinement is not None:
                 confinement.close()
         return self.step_result(finished, out.getvalue(), err.getvalue(), memory_mb is not None)
+
+    def _domain(self) -> CaseDomain | None:
+        """The case group each step of the program judged runs in, where the worker has one
+        (none for the jury's own programs)."""
+        return None if self.jury else case_domain()
 
     def launch(self, where: str, args: list[str], limits: RunLimits) -> Launch:
         """A run of the program in ``where`` made ready to start on descriptors of the caller's
@@ -409,7 +438,8 @@ class Submission:
         argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
         readable = self._run_readable()
         env = self._environment(where, limits, readable)
-        return Launch(argv, where, env, self._confinement(where, readable, self.sealed_runs))
+        confinement = self._confinement(where, readable, self.sealed_runs)
+        return Launch(argv, where, env, confinement, self._domain(), limits.memory_mb)
 
     def step_result(
         self, finished: Finished, stdout: str, stderr: str, limited: bool
@@ -450,21 +480,43 @@ class Submission:
 
 @dataclass(frozen=True)
 class Launch:
-    """A run ready to start: the command, its directory and environment, and the Landlock
-    layer it enforces on itself before it executes (closed with ``close``)."""
+    """A run ready to start: the command, its directory and environment, the Landlock layer
+    it enforces on itself before it executes (closed with ``close``), and the case group it
+    joins then, where it has one (``domain``, begun at ``start``, limited to ``memory_mb``)."""
 
     argv: list[str]
     where: str
     env: dict[str, str]
     confinement: WriteConfinement | None
+    domain: CaseDomain | None = None
+    memory_mb: int = 0
 
     def start(self, stdio: ChildStdio) -> Child:
-        confine = self.confinement.enforce if self.confinement is not None else None
-        return start_command(self.argv, self.where, self.env, stdio, confine)
+        if self.domain is not None:
+            self.domain.begin(self.memory_mb * 1024 or None)
+        prepare = _preparing(self.domain, self.confinement)
+        return start_command(self.argv, self.where, self.env, stdio, prepare)
 
     def close(self) -> None:
         if self.confinement is not None:
             self.confinement.close()
+
+
+def _preparing(
+    domain: CaseDomain | None, confinement: WriteConfinement | None
+) -> Callable[[], None] | None:
+    """What a run's process does before it executes: join its case group, then enforce its
+    Landlock layer (which would refuse it the group's files: they are not its to write)."""
+    if domain is None:
+        return confinement.enforce if confinement is not None else None
+    if confinement is None:
+        return domain.join
+
+    def prepare() -> None:
+        domain.join()
+        confinement.enforce()
+
+    return prepare
 
 
 def _status(finished: Finished, stderr: str, language: Language, limited: bool) -> str:
