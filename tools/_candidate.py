@@ -12,8 +12,9 @@ The judge writes one request at a time and reads one answer; the requests:
 * ``{"op": "call", "ref", "args", "kwargs"}``: call what ``ref`` refers to; the answer is
   ``{"value", "mutated"}`` (``mutated``: the arguments the call changed, ``[[position or
   keyword, encoded]...]``), or ``{"raised": [type name, message]}``;
-* ``{"op": "attribute", "ref", "name"}``, ``{"op": "items", "ref"}`` (``list()`` of it),
-  ``{"op": "text", "ref"}`` (its ``repr``): ``{"value"}`` or ``{"raised"}``.
+* ``{"op": "attribute", "ref", "name"}``, ``{"op": "set", "ref", "name", "value"}`` (the
+  tests give an object of the program's an attribute), ``{"op": "items", "ref"}`` (``list()``
+  of it), ``{"op": "text", "ref"}`` (its ``repr``): ``{"value"}`` or ``{"raised"}``.
 
 Anything with no plain form stays here and is sent as a reference (``{"$": "ref", "v": n}``)
 that later requests name. Nothing here is trusted by the judge: the candidate runs in this
@@ -142,6 +143,11 @@ class _Candidate:
             if type(name) is not str:
                 raise TypeError("an attribute's name must be a string")
             return lambda: self.encoded(getattr(target, name))
+        if op == "set":
+            name, value = request["name"], request["value"]
+            if type(name) is not str:
+                raise TypeError("an attribute's name must be a string")
+            return lambda: self.assigned(target, name, value)
         if op == "items":
             return lambda: self.encoded(list(target))
         if op == "text":
@@ -201,6 +207,10 @@ class _Candidate:
         if mutated and "value" in answer:
             answer["mutated"] = mutated
         return answer
+
+    def assigned(self, target: Any, name: str, value: Any) -> dict[str, Any]:
+        setattr(target, name, self.decoded(value))
+        return {"value": None}
 
     def encoded(self, value: Any) -> dict[str, Any]:
         try:

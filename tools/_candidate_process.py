@@ -139,6 +139,10 @@ class CandidateProcess:
     def attribute(self, number: int, name: str) -> Any:
         return self.value_of(self.ask({"op": "attribute", "ref": number, "name": name}))
 
+    def set_attribute(self, number: int, name: str, value: Any) -> None:
+        request = {"op": "set", "ref": number, "name": name}
+        self.value_of(self.ask({**request, "value": self.encoded_argument(value)}))
+
     def items(self, number: int) -> list[Any]:
         value = self.value_of(self.ask({"op": "items", "ref": number}))
         if type(value) is not list:
@@ -266,7 +270,8 @@ class CandidateProcess:
 
 class Remote:
     """Something of the program's that has no plain form, kept in the candidate's process:
-    called, its attributes read, iterated (its items copied), shown; equal only to itself."""
+    called, its attributes read and set, iterated (its items copied), shown; equal only to
+    itself."""
 
     __slots__ = ("_callable", "_kind", "_link", "_number")
 
@@ -280,6 +285,12 @@ class Remote:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         return self._link.attribute(self._number, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in Remote.__slots__:
+            object.__setattr__(self, name, value)
+        else:
+            self._link.set_attribute(self._number, name, value)
 
     def __iter__(self) -> Any:
         return iter(self._link.items(self._number))

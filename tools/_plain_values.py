@@ -101,6 +101,8 @@ class _Encoder:
             return {"$": "fraction", "v": [value.numerator, value.denominator]}
         if isinstance(value, range):
             return {"$": "range", "v": [value.start, value.stop, value.step]}
+        if isinstance(value, type) and _BUILTIN_TYPES.get(value.__name__) is value:
+            return {"$": "type", "v": value.__name__}
         if self.refer is None:
             raise Unencodable(f"a value of type {kind.__name__} has no plain form")
         return self.refer(value)
@@ -152,6 +154,29 @@ def _plain_scalar(value: Any) -> tuple[Any] | None:
 
 
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+#: The builtin types a value may name (a test that passes ``int`` to a function that filters
+#: by type): the class itself is sent by its name, and is the same class on the other side.
+_BUILTIN_TYPES: dict[str, type] = {
+    kind.__name__: kind
+    for kind in (
+        bool,
+        int,
+        float,
+        complex,
+        str,
+        bytes,
+        bytearray,
+        list,
+        tuple,
+        dict,
+        set,
+        frozenset,
+        range,
+        type(None),
+        object,
+        type,
+    )
+}
 
 
 class _Decoder:
@@ -255,4 +280,12 @@ _DECODERS: dict[str, Callable[[_Decoder, Any, int], Any]] = {
     "decimal": _decimal,
     "fraction": _fraction,
     "range": _range,
+    "type": lambda d, p, depth: _builtin_type(p),
 }
+
+
+def _builtin_type(payload: Any) -> type:
+    kind = _BUILTIN_TYPES.get(payload) if type(payload) is str else None
+    if kind is None:
+        raise Unencodable(f"not a builtin type: {payload!r}")
+    return kind
