@@ -84,16 +84,18 @@ class CaseGroup:
         text = self._read(("cpuacct", "cpuacct.usage"))
         return int(text) / 1e9 if text and text.strip().isdigit() else None
 
-    def shmem_kb(self) -> int | None:
-        """What the group holds that no process's resident set shows: shared memory, memfd
-        and tmpfs pages (``total_shmem``), in KiB."""
+    def held_kb(self) -> int | None:
+        """What the group's members hold now as the kernel charges it, in KiB: their anonymous
+        memory (``total_rss``, each page once however many processes share it) and their
+        shared memory, memfd and tmpfs pages (``total_shmem``, mapped or not); no page cache."""
         text = self._read(("memory", "memory.stat"), 16384)
         if text is None:
             return None
+        held = 0
         for line in text.split(b"\n"):
-            if line.startswith(b"total_shmem "):
-                return int(line.split()[1]) >> 10
-        return None
+            if line.startswith((b"total_rss ", b"total_shmem ")):
+                held += int(line.split()[1])
+        return held >> 10
 
     def oom_kills(self) -> int:
         """How many members the kernel's OOM killer has killed, ever (compare two readings)."""

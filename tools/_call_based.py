@@ -1,12 +1,11 @@
 """APPS's call-based problems as Python function tests: ``input_output`` with ``fn_name``, whose
 ``inputs`` are argument lists and ``outputs`` the return values, JSON. Each case becomes a
-``test_case_<n>`` function for ``code_eval``'s grading child, which calls the function the
-program defines at the top level, or the method of that name of its class ``Solution``
-(LeetCode's form, common in APPS). A result, taken through JSON (tuples are lists; an object
-that claims to equal anything is no answer), equals the expected value, or its only element when
-that is a one-element list (APPS wraps many that way). Like every in-process test, such tests
-run beside the program: ``code_eval``'s docstring says what that cannot stop.
-"""
+``test_case_<n>`` function for ``code_eval``'s judge, which calls the function the program
+defines at the top level, or the method of that name of its class ``Solution`` (LeetCode's
+form, common in APPS), as the judge holds them (``_a2e_program``:
+``tools._python_grading.tests_namespace``). A result, taken through JSON (tuples are lists),
+equals the expected value, or its only element when that is a one-element list (APPS wraps many
+that way). The tests run in the judge, apart from the program (``tools._python_grading``)."""
 
 from __future__ import annotations
 
@@ -20,10 +19,10 @@ import json as _a2e_json
 
 
 def _a2e_function(name):
-    found = globals().get(name)
+    found = _a2e_program.get(name)
     if callable(found):
         return found
-    return getattr(globals()["Solution"](), name)
+    return getattr(_a2e_program["Solution"](), name)
 
 
 def _a2e_same(got, expected):

@@ -89,8 +89,8 @@ class CandidateProcess:
     def load(
         self, program: str, imports: str, workdir: str, writable: tuple[str, ...]
     ) -> dict[str, Any]:
-        """Run the program, then the tests' ``imports`` beside it; the judge's namespace of
-        what it defined. The program's own exception is raised here (``raise_from``)."""
+        """Run the program, then the tests' ``imports`` beside it; what it defined, by name, as
+        the judge holds it. The program's own exception is raised here (``raise_from``)."""
         answer = self.ask(
             {
                 "op": "load",
@@ -105,18 +105,20 @@ class CandidateProcess:
         found = answer.get("names")
         if type(found) is not list:
             self.end("answered the judge with something it could not read")
-        namespace: dict[str, Any] = {}
+        names: dict[str, Any] = {}
         for entry in found:
             if type(entry) is not list or len(entry) != 3 or type(entry[0]) is not str:
                 self.end("answered the judge with something it could not read")
             name, kind, data = entry
+            if not name.isidentifier() or name.startswith("__"):
+                continue
             if kind == "module":
-                module = _standard_module(data)
+                module = _library_module(data)
                 if module is not None:
-                    namespace[name] = module
+                    names[name] = module
             elif kind == "value":
-                namespace[name] = self.decoded(data)
-        return namespace
+                names[name] = self.decoded(data)
+        return names
 
     def call(self, number: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         sent_args = [self.encoded_argument(arg) for arg in args]
@@ -316,24 +318,36 @@ def _change_in_place(target: Any, value: Any) -> None:
         target.update(value)
 
 
-def _standard_module(name: Any) -> Any:
-    """The standard library's module of that name, imported here (the tests may use what the
-    program imported without importing it themselves); None for any other. Never a module
-    found where the program could have written one."""
-    if type(name) is not str or name.split(".")[0] not in sys.stdlib_module_names:
+#: The modules the judge imports for the tests when the program imported them (the tests may
+#: use what the program's prompt imported without importing it themselves): libraries a
+#: program commonly imports, whose import runs nothing but their own definitions. Never one
+#: named by the program alone: importing ``unittest.__main__`` runs test discovery.
+LIBRARY_MODULES = frozenset(
+    {
+        "abc", "array", "base64", "binascii", "bisect", "calendar", "cmath", "collections",
+        "collections.abc", "colorsys", "copy", "csv", "dataclasses", "datetime", "decimal",
+        "difflib", "enum", "fractions", "functools", "hashlib", "heapq", "hmac", "html", "io",
+        "itertools", "json", "keyword", "math", "numbers", "operator", "os", "os.path",
+        "pprint", "queue", "random", "re", "statistics", "string", "struct", "sys", "tempfile",
+        "textwrap", "time", "typing", "unicodedata", "uuid", "zlib", "numpy", "numpy.linalg",
+    }
+)  # fmt: skip
+
+
+def _library_module(name: Any) -> Any:
+    """The library module of that name (``LIBRARY_MODULES``), imported here; None for any
+    other. Imported from the judge's own path: the program's directory is not on it
+    (``tools._code_eval``)."""
+    if type(name) is not str or name not in LIBRARY_MODULES:
         return None
     if name in sys.modules:
         return sys.modules[name]
     import importlib
 
-    path = sys.path
     try:
-        sys.path = [p for p in path if p and os.path.isabs(p)]
         return importlib.import_module(name)
     except Exception:
         return None
-    finally:
-        sys.path = path
 
 
 def _how(status: int | None) -> str:

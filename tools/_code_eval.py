@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import importlib.machinery
 import os
 import shutil
 import sys
@@ -60,6 +61,7 @@ from a2e.caps.tools._plugin import SandboxProfile, ToolContext, ToolExecutionErr
 from a2e.caps.tools._reasons import ENDED_BY_WHAT_RAN, FailureReason
 from a2e_engine.sandbox._exits import how_it_ended
 from a2e_engine.sandbox._landlock import confine_writes
+from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._run_root import program_writable
 from a2e_engine.tools._call_based import call_based_tests
 from a2e_engine.tools._candidate import serve_candidate
@@ -444,13 +446,34 @@ class CodeEval(ToolPlugin):
 def _enter_beside(workdir: str, writable: tuple[str, ...]) -> None:
     """The tests run where the program does: ``workdir`` their working and temporary
     directory too (what they compare the program's paths or files with), and they change no
-    more than it may. Under the engine only: called directly, this is the caller's process."""
+    more than it may. Nothing they import may come from there, nor from anywhere else the
+    program may write (its run layer's ``/tmp``): a module of the program's, imported by the
+    judge, would run its code there. Under the engine only: called directly, this is the
+    caller's process."""
+    sys.path[:] = [entry for entry in sys.path if _importable_from(entry, writable)]
     os.chdir(workdir)
     os.environ["TMPDIR"] = tempfile.tempdir = workdir
     confinement = confine_writes(writable)
     if confinement is not None:
         confinement.enforce()
         confinement.close()
+
+
+def _importable_from(entry: str, writable: tuple[str, ...]) -> bool:
+    """Whether the judge may import from this entry of ``sys.path``: a directory the program
+    cannot write (absolute, beneath none of ``writable`` or mounted read-only there: the run
+    layer's ``/root`` is writable, the Python installation bound in it is not), or what a
+    path hook other than the file system's serves (an editable install's finder); never the
+    working directory (``""``, relative)."""
+    if os.path.isabs(entry):
+        if not any(under(os.path.normpath(entry), place) for place in writable):
+            return True
+        try:  # beneath a place the program writes: only where that is mounted read-only
+            return bool(os.statvfs(entry).f_flag & os.ST_RDONLY)
+        except OSError:
+            return False
+    finder = sys.path_importer_cache.get(entry)
+    return finder is not None and not isinstance(finder, importlib.machinery.FileFinder)
 
 
 class _JudgeOutput:

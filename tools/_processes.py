@@ -301,7 +301,7 @@ class Monitor:
         if self.polled and now >= self.next_reading:
             self.next_reading = now + USAGE_POLL_S
             usage = self.usage(self.child.pid, self.measure_memory, self.cpu_limit is not None)
-            self.seen_kb = max(self.seen_kb, usage.peak_kb - self.offset_kb)
+            self.seen_kb = max(self.seen_kb, usage.peak_kb - self.offset_kb, usage.held_kb)
             self.seen_cpu = max(self.seen_cpu, usage.cpu_seconds)
             if self.memory_limit_kb is not None and self.seen_kb > self.memory_limit_kb:
                 self.memory_exceeded = True

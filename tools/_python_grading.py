@@ -21,17 +21,20 @@ imported, only the standard library's are there (imported by the judge).
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.tools._candidate_process import CandidateProcess
 
 __all__ = [
+    "PROGRAM_NAMES",
     "GradingPlan",
     "ended_early",
     "outcome",
     "plan_tests",
     "run_tests",
+    "tests_namespace",
     "verdict_of",
 ]
 
@@ -51,8 +54,8 @@ def run_tests(
     stage = "program"
     entry_point, test_names = spec.get("entry_point"), plan.test_names
     try:
-        namespace = candidate.load(str(spec["program"]), plan.imports, workdir, writable)
-        namespace["__name__"] = "__main__"
+        program = candidate.load(str(spec["program"]), plan.imports, workdir, writable)
+        namespace = tests_namespace(program)
         stage = "tests"
         test_code = compile(spec.get("tests") or "", "<tests>", "exec", dont_inherit=True)
         if not entry_point and not test_names:
@@ -63,7 +66,7 @@ def run_tests(
             exec(test_code, namespace)
         if entry_point:
             stage = "check"
-            check, function = namespace["check"], namespace[entry_point]
+            check, function = namespace["check"], program[entry_point]
             results.append(_test("check", lambda: check(function)))
         else:
             for name in test_names:
@@ -76,6 +79,22 @@ def run_tests(
     if candidate.ended is not None:
         return ended_early(candidate.ended)
     return verdict_of(failure, results)
+
+
+#: The name under which the tests find all the program defined, builtins' names included
+#: (``tools._call_based`` looks a function up there).
+PROGRAM_NAMES = "_a2e_program"
+
+
+def tests_namespace(program: dict[str, Any]) -> dict[str, Any]:
+    """The tests' globals: what the program defined (they call its functions by name), but
+    never a builtin's name: a program that defines ``abs``, ``set`` or ``isinstance`` does not
+    change what the tests' own calls to them do. All of it is under ``PROGRAM_NAMES``."""
+    shadowing = set(dir(builtins))
+    namespace = {name: value for name, value in program.items() if name not in shadowing}
+    namespace["__name__"] = "__main__"
+    namespace[PROGRAM_NAMES] = dict(program)
+    return namespace
 
 
 def _test(name: str, run: Any) -> dict[str, Any]:

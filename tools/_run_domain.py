@@ -5,8 +5,9 @@ Where the worker has a case group (``sandbox._case_group``: root, cgroup v1 with
 run is its group (``CaseDomain``): the program joins it before it executes, so every process it
 starts is in it whatever it does (a double fork, ``setsid``, a child that forks and lets its
 parent exit in a loop); its CPU time is the group's, exited members included, and its memory
-each member's resident high-water mark plus what the group holds that no process maps (memfd
-and shmem pages, tmpfs files), the kernel killing it past its limit. At the run's end the group
+what the group holds (each page once, however many members share it, and memfd and shmem
+pages no process maps) or a member's resident high-water mark, whichever is more, the kernel
+killing it just past its limit. At the run's end the group
 is frozen and emptied (``CaseDomain.end``): nothing of it outlives its step, and the last
 reading counts what it spent after the program itself exited.
 
@@ -40,6 +41,8 @@ __all__ = ["CaseDomain", "CaseEnd", "case_domain", "contained", "namespace_usage
 _IPC_RMID = 0
 #: How long a sweep without a case group may chase what a run left, and wait for it to go.
 _SWEEP_S = 2.0
+#: How far above a run's memory limit the kernel's lies, at least (``CaseDomain.begin``).
+KERNEL_SLACK_KB = 4 << 10
 
 
 @dataclass(frozen=True)
@@ -61,12 +64,13 @@ class CaseDomain:
 
     def begin(self, memory_limit_kb: int | None) -> None:
         """Ready for a run limited to ``memory_limit_kb`` of memory (None: the call's). The
-        kernel's limit lies a little above it, for what it counts that a resident set does not
-        (page tables, what the program's files hold in the page cache): the run's own limit
-        is judged on what the group holds, this one only stops what would run past it."""
+        kernel's limit lies a little above it (``KERNEL_SLACK``), for what it counts that the
+        run's own reading does not (page tables, kernel stacks; the page cache it reclaims
+        first): the run's limit is judged on its readings, and the kernel's stops, at once,
+        what would run past it between two of them."""
         limit = None
         if memory_limit_kb:
-            slack_kb = max(16 << 10, memory_limit_kb // 8)
+            slack_kb = max(KERNEL_SLACK_KB, memory_limit_kb // 32)
             limit = (memory_limit_kb + slack_kb) << 10
         self.group.begin(limit)
         self._oom_before = self.group.oom_kills()
@@ -76,19 +80,23 @@ class CaseDomain:
         self.group.join()
 
     def usage(self, _pid: int, memory: bool = True, cpu: bool = True) -> TreeUsage:
-        """What the run has used so far (``tools._processes.Usage``): its members' resident
-        high-water marks plus what the group holds unmapped, and the group's CPU time."""
-        kb = 0
+        """What the run has used so far (``tools._processes.Usage``): the larger of what the
+        group holds (``CaseGroup.held_kb``: each page once, memfd and shmem too) and the
+        highest resident high-water mark of a member (a burst of one process between two
+        readings); and the group's CPU time."""
+        mark = held = 0
         if memory:
-            kb = usage_of(self.group.members(), memory=True, cpu=False).peak_kb
-            kb += self.group.shmem_kb() or 0
+            marks = [
+                usage_of([pid], memory=True, cpu=False).peak_kb for pid in self.group.members()
+            ]
+            mark, held = max(marks, default=0), self.group.held_kb() or 0
         seconds = 0.0
         if cpu:
             counted = self.group.cpu_seconds()
             if counted is None:
                 counted = usage_of(self.group.members(), memory=False, cpu=True).cpu_seconds
             seconds = counted
-        return TreeUsage(kb, seconds)
+        return TreeUsage(mark, seconds, held)
 
     def out_of_memory(self) -> bool:
         """Whether the kernel has killed a member for the group's memory since ``begin``."""

@@ -42,6 +42,9 @@ _CPU_FIELDS = slice(11, 15)
 class TreeUsage:
     peak_kb: int = 0  # the sum of VmHWM: what the tree has held at most, or a little more
     cpu_seconds: float = 0.0
+    #: What a case group holds as the kernel charges it (``tools._run_domain``): the run's own
+    #: pages alone, none it shares with the worker it was forked from.
+    held_kb: int = 0
 
 
 def tree_usage(pid: int, memory: bool = True, cpu: bool = True) -> TreeUsage:

@@ -229,3 +229,82 @@ def test_a_case_that_starts_nothing_ends_at_once(attacker: Attacker, language: s
     )
     assert report["verdict"] == "AC"
     assert report["duration_ms"] < 5000, report["duration_ms"]
+
+
+#: A grandchild, orphaned at once, holds ``NMB`` MiB (huge pages) for a moment, and tells the
+#: program on a pipe: over before the first reading of the case's memory.
+MEMORY_BURST = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main() {
+    long n = (long)NMB << 20; int fd[2]; if (pipe(fd)) return 1;
+    pid_t child = fork();
+    if (child == 0) {
+        if (fork() == 0) {
+            char* raw = (char*)mmap(0, n + (2 << 20), PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            char* p = (char*)(((uintptr_t)raw + (2 << 20) - 1) & ~(uintptr_t)((2 << 20) - 1));
+            madvise(p, n, MADV_HUGEPAGE);
+            long s = 0;
+            for (long i = 0; i < n; i += 4096) p[i] = 1;
+            for (long i = 0; i < n; i += 4096) s += p[i];
+            char r = s == n / 4096 ? 'y' : 'n'; if (write(fd[1], &r, 1) != 1) _exit(1);
+            _exit(0);
+        }
+        _exit(0);
+    }
+    close(fd[1]); waitpid(child, 0, 0); char r = 0; if (read(fd[0], &r, 1) != 1) r = 0;
+    puts(r == 'y' ? "ok" : "no");
+}
+"""
+#: 20 MiB shared between processes: mapped shared, or inherited by two children that read it.
+SHARED_PAGES = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main() {
+    long n = 20L << 20; int mode; if (scanf("%d", &mode) != 1) return 1;
+    char* p = mode == 0 ? (char*)mmap(0, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                                      -1, 0)
+                        : (char*)malloc(n);
+    memset(p, 1, n);
+    for (int k = 0; k < (mode == 0 ? 0 : 2); k++)
+        if (fork() == 0) { long s = 0; for (long i = 0; i < n; i += 4096) s += p[i];
+                           usleep(100000); _exit(s != n / 4096); }
+    usleep(100000);
+    int status, bad = 0; while (wait(&status) > 0) bad |= status;
+    puts(bad ? "no" : "ok");
+}
+"""
+
+
+@attack(
+    "5b. a burst of memory in an orphan, over before it is read",
+    full="the kernel limits the case group just past its limit",
+    reduced=NO_GROUP,
+)
+def test_a_burst_between_two_readings_is_still_out_of_memory(
+    sandbox: Sandbox, attacker: Attacker
+) -> None:
+    cases = [{"input": "", "output": "ok"}] * 5
+    honest = judged(attacker, "c", MEMORY_BURST.replace("NMB", "16"), cases, memory_mb=32)
+    assert honest["verdict"] == "AC", honest["tests"]
+    burst = judged(attacker, "c", MEMORY_BURST.replace("NMB", "44"), cases, memory_mb=32)
+    if has_case_group(sandbox):
+        assert burst["summary"] == {"MLE": 5}, burst["tests"]
+
+
+def test_pages_shared_between_processes_count_once(sandbox: Sandbox, attacker: Attacker) -> None:
+    """An honest program is not over its limit for what its processes share."""
+    shared = [{"input": "0", "output": "ok"}]
+    assert judged(attacker, "c", SHARED_PAGES, shared, memory_mb=32)["verdict"] == "AC"
+    forked = [{"input": "1", "output": "ok"}]
+    report = judged(attacker, "c", SHARED_PAGES, forked, memory_mb=48)
+    if has_case_group(sandbox):
+        assert report["verdict"] == "AC", report["tests"]

@@ -195,6 +195,58 @@ def test_ending_itself_or_the_judge(attacker: Attacker, program: str) -> None:
     assert report["verdict"] != "passed", report
 
 
+#: A module the judge would run: written to the program's directory, and named as the module
+#: of a name the program defines (importing ``unittest.__main__`` runs test discovery there).
+JUDGES_VERDICT_REPLACED = (
+    "import a2e_engine.tools._python_grading as g\n"
+    "g.verdict_of = lambda failure, tests: g.outcome('passed', None, "
+    "[{'name': 'check', 'passed': True}])\n"
+)
+MODULE_FOR_THE_JUDGE = (
+    "import types\n"
+    f"open('test_evil.py', 'w').write({JUDGES_VERDICT_REPLACED!r})\n"
+    "open('/tmp/random.py', 'w').write({JUDGES_VERDICT_REPLACED!r})\n"
+    "_m = types.ModuleType('unittest.__main__')\n"
+    "def inc(x):\n    return 100\n"
+).replace("{JUDGES_VERDICT_REPLACED!r}", repr(JUDGES_VERDICT_REPLACED))
+
+
+@attack("1g. have the judge import a module of its own", full=JUDGE, reduced=JUDGE)
+def test_the_judge_imports_nothing_of_the_programs(attacker: Attacker) -> None:
+    assert check_form(attacker, MODULE_FOR_THE_JUDGE)["verdict"] == "failed"
+    assert call_based(attacker, MODULE_FOR_THE_JUDGE)["verdict"] == "failed"
+    mbpp = verdict(
+        attacker, program=MODULE_FOR_THE_JUDGE, tests="import random\nassert inc(2) == 3\n"
+    )
+    assert mbpp["verdict"] == "failed", mbpp
+
+
+@attack("1h. replace a builtin the tests call", full=JUDGE, reduced=JUDGE)
+def test_builtins_the_tests_call_stay_builtins(attacker: Attacker) -> None:
+    wrong_with_abs = WRONG + "def abs(x):\n    return 0\n"
+    tests = "def check(candidate):\n    assert abs(candidate(2) - 3) < 1e-6\n"
+    report = verdict(attacker, program=wrong_with_abs, tests=tests, entry_point="inc")
+    assert report["verdict"] == "failed", report
+    wrong_with_set = "def inc(t):\n    return t\ndef set(*a):\n    return 1\n"
+    report = verdict(
+        attacker, program=wrong_with_set, tests="assert set(inc((1, 2))) == set((2, 3))\n"
+    )
+    assert report["verdict"] == "failed", report
+
+
+@attack("1i. change the expected value in place through a builtin", full=JUDGE, reduced=JUDGE)
+def test_the_expected_value_never_reaches_the_program(attacker: Attacker) -> None:
+    program = (
+        "_last = [None]\n"
+        "def inc(x):\n    _last[0] = 100\n    return 100\n"
+        "def isinstance(obj, kind):\n"
+        "    if type(obj) is list:\n        obj[:] = [_last[0]]\n    return True\n"
+    )
+    given = {"fn_name": "inc", "inputs": [[2], [-1], [41]], "outputs": [[3], [0], [42]]}
+    report = verdict(attacker, program=program, input_output=given)
+    assert report["verdict"] == "failed", report
+
+
 # -- 2. LiveCodeBench's harness, as SandboxFusion runs it, beside the program --
 
 #: A call-based row of LiveCodeBench's: each input is its arguments, one JSON value a line.
