@@ -81,6 +81,27 @@ def register(sub: Subcommands) -> None:
         help=f"connections at once (default {ServiceConfig.max_connections})",
     )
     http.add_argument(
+        "--max-idle-connections",
+        type=int,
+        default=ServiceConfig.max_idle_connections,
+        help="connections waiting for a request, besides those; one more closes the one idle "
+        "longest (default: a quarter of --max-connections, 8 to 256)",
+    )
+    http.add_argument(
+        "--max-connections-per-address",
+        type=int,
+        default=ServiceConfig.max_connections_per_address,
+        help="connections one client address may hold (default: a quarter of "
+        "--max-connections, 2 to 64)",
+    )
+    http.add_argument(
+        "--websocket-idle-s",
+        type=float,
+        default=ServiceConfig.websocket_idle_s,
+        help="close a WebSocket with no call in flight and no message for this long "
+        f"(default {ServiceConfig.websocket_idle_s:g})",
+    )
+    http.add_argument(
         "--max-message-bytes",
         type=int,
         default=ServiceConfig.max_message_bytes,
@@ -200,6 +221,9 @@ def service_config_of(args: argparse.Namespace) -> ServiceConfig:
             tls_key=args.tls_key,
             drain_s=args.drain_s,
             max_connections=args.max_connections,
+            max_idle_connections=args.max_idle_connections,
+            max_connections_per_address=args.max_connections_per_address,
+            websocket_idle_s=args.websocket_idle_s,
             max_message_bytes=args.max_message_bytes,
             max_outbox_bytes=args.max_outbox_bytes,
             request_timeout_s=args.request_timeout_s,

@@ -22,6 +22,7 @@ from starlette.websockets import WebSocket
 
 from a2e_engine.engine.mcp._http import McpEndpoint
 from a2e_engine.engine.service._auth import RequireToken
+from a2e_engine.engine.service._body_budget import HoldBodies
 from a2e_engine.engine.service._draining import RefuseWhileDraining
 from a2e_engine.engine.service._openapi import openapi_document
 from a2e_engine.engine.service._probes import probe_routes
@@ -61,5 +62,5 @@ def build_app(state: ServiceState, mcp: McpEndpoint, version: str = "0") -> Requ
         *online_judge_routes(state),
     ]
     app = Starlette(routes=routes)
-    gated = RefuseWhileDraining(app, state, undrained)
+    gated = RefuseWhileDraining(HoldBodies(app, state.bodies), state, undrained)
     return RequireToken(gated, config.token, OPEN_PATHS, on_refused=state.metrics.reject)

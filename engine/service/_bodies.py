@@ -9,6 +9,7 @@ same models, is the contract the handlers keep."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -18,6 +19,7 @@ from starlette.responses import JSONResponse
 
 from a2e import _jsonwire as jsonwire
 from a2e._codec import describe_validation_error
+from a2e_engine.engine.service._body_budget import OFF_LOOP_BYTES, BodyBudget, charge_of
 
 __all__ = [
     "STRICT",
@@ -79,15 +81,46 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-async def read_model(request: Request, model: type[M], limit: int, timeout_s: float) -> M:
+async def read_model(
+    request: Request,
+    model: type[M],
+    limit: int,
+    timeout_s: float,
+    budget: BodyBudget | None = None,
+) -> M:
     """The body as ``model``: 413 past ``limit``, 408 if it takes longer than ``timeout_s``,
-    400 naming the field for anything else."""
+    400 naming the field for anything else. With the service's ``budget``, the body is charged
+    what it may cost once read before it is parsed (413 past what a request may hold, 503 past
+    what the requests in flight leave), and a long one is parsed off the loop's thread
+    (``engine.service._body_budget``)."""
     try:
         body = await asyncio.wait_for(_read_body(request, limit), timeout_s)
     except TimeoutError:
         raise BadRequest(
             408, "timeout", f"the body did not arrive within {timeout_s:g} s"
         ) from None
+    if budget is not None:
+        charge = charge_of(body)
+        why = budget.fits(charge)
+        if why:
+            budget.refused += 1
+            if charge > budget.per_request:
+                raise BadRequest(413, "too_large", why)
+            raise BadRequest(503, "overloaded", why, {"Retry-After": "1"})
+        budget.take(request.scope, charge)
+        if len(body) > OFF_LOOP_BYTES:
+            return await asyncio.get_running_loop().run_in_executor(
+                _PARSER, _parsed, body, model
+            )
+    return _parsed(body, model)
+
+
+#: One thread parses the long bodies, one at a time: off the loop's thread, and never many at
+#: once (each holds the interpreter while the parser, written in C, runs).
+_PARSER = ThreadPoolExecutor(1, thread_name_prefix="a2e-body")
+
+
+def _parsed(body: bytes, model: type[M]) -> M:
     try:
         value: Any = jsonwire.loads(body) if body.strip() else {}
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -98,6 +131,8 @@ async def read_model(request: Request, model: type[M], limit: int, timeout_s: fl
         return model.model_validate(value)
     except ValidationError as exc:
         raise BadRequest(400, "invalid_request", describe_validation_error(exc)) from None
+    except RecursionError:
+        raise BadRequest(400, "invalid_request", "the body is nested too deeply") from None
 
 
 async def until_disconnected(request: Request) -> None:

@@ -32,7 +32,11 @@ class ServiceConfig:
     WebSocket message and a request body; ``max_outbox_bytes`` is what a connection may have
     waiting to be sent before a client that does not read is dropped. ``drain_s``: on SIGTERM,
     how long calls in flight may take to finish before they are cancelled. ``max_connections``
-    bounds the connections served at once (past it: 503)."""
+    bounds the connections served at once (past it: 503); apart from them, at most
+    ``max_idle_connections`` wait for a request (one more and the one idle longest is closed),
+    a client address holds at most ``max_connections_per_address`` (0: a derived default, both),
+    and a WebSocket with no call in flight and no message for ``websocket_idle_s`` is closed
+    (``engine.service._connections``)."""
 
     host: str = "127.0.0.1"
     port: int = 8080
@@ -43,6 +47,13 @@ class ServiceConfig:
     max_outbox_bytes: int = 64 * 1024 * 1024
     drain_s: float = 30.0
     max_connections: int = 1024
+    max_idle_connections: int = 0
+    max_connections_per_address: int = 0
+    websocket_idle_s: float = 300.0
+    #: What the bodies of the requests in flight may hold together once read (0: sixteen
+    #: times ``max_message_bytes``), each at most four times ``max_message_bytes``
+    #: (``engine.service._body_budget``).
+    max_bodies_bytes: int = 0
     #: How long a client may take to send its request line and headers, or a body.
     request_timeout_s: float = 30.0
     #: Each MCP call's timeout (``/mcp``), as MCP requests carry none.
@@ -61,3 +72,28 @@ class ServiceConfig:
             raise ValueError("drain_s must be >= 0, max_connections >= 1, request_timeout_s > 0")
         if not self.mcp_call_timeout_s > 0:
             raise ValueError("mcp_call_timeout_s must be a positive number of seconds")
+        if self.max_bodies_bytes < 0:
+            raise ValueError("max_bodies_bytes must be >= 0")
+        if self.max_idle_connections < 0 or self.max_connections_per_address < 0:
+            raise ValueError("max_idle_connections and max_connections_per_address must be >= 0")
+        if not self.websocket_idle_s > 0:
+            raise ValueError("websocket_idle_s must be a positive number of seconds")
+
+    @property
+    def bodies_bytes(self) -> int:
+        return self.max_bodies_bytes or 16 * self.max_message_bytes
+
+    @property
+    def body_charge_bytes(self) -> int:
+        """What one request's body may cost once read."""
+        return min(4 * self.max_message_bytes, self.bodies_bytes)
+
+    @property
+    def idle_connections(self) -> int:
+        """How many connections may wait for a request at once."""
+        return self.max_idle_connections or max(8, min(256, self.max_connections // 4))
+
+    @property
+    def connections_per_address(self) -> int:
+        """How many connections one client address may hold."""
+        return self.max_connections_per_address or max(2, min(64, self.max_connections // 4))

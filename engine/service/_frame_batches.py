@@ -20,12 +20,37 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.exceptions import InvalidState
 from websockets.protocol import State
 
-__all__ = ["SEND_MANY", "BatchingWebSocketProtocol", "text_frame"]
+from a2e_engine.engine.service._connections import Connections
+
+__all__ = ["SEND_MANY", "BatchingWebSocketProtocol", "text_frame", "tracked_websockets"]
 
 SEND_MANY = "a2e.websocket.send_many"
 
 
 class BatchingWebSocketProtocol(WebSocketsSansIOProtocol):
+    #: The service's connections (``engine.service._connections``), where it keeps one.
+    ledger: Connections | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        if self.ledger is not None:
+            if not self.ledger.opened(self):
+                transport.abort()
+                return
+            self.ledger.became_working(self)  # its endpoint judges when it idles
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.ledger is not None:
+            self.ledger.closed(self)
+        super().connection_lost(exc)
+
+    def peer_address(self) -> str:
+        return self.client[0] if self.client else ""
+
+    def close_connection(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.close()
+
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
         # The app's task is created, not yet run: it sees the extension.
@@ -52,6 +77,11 @@ class BatchingWebSocketProtocol(WebSocketsSansIOProtocol):
         out = conn.data_to_send()
         out.extend(text_frame(text.encode()) for text in texts)
         self.transport.write(b"".join(out))
+
+
+def tracked_websockets(ledger: Connections) -> type[BatchingWebSocketProtocol]:
+    """The WebSocket protocol class to give uvicorn (``ws=``), each connection in ``ledger``."""
+    return type("TrackedWebSocketProtocol", (BatchingWebSocketProtocol,), {"ledger": ledger})
 
 
 def text_frame(payload: bytes) -> bytes:

@@ -9,6 +9,10 @@ request head; past it the connection is closed. ``httptools`` sets no limit on a
 and uvicorn keeps what it parsed, so a head past ``MAX_HEAD_BYTES`` gets 431 and the
 connection is closed. The body has its own limits (``engine.service._bodies``); a WebSocket,
 once upgraded, is no longer watched here.
+
+Each connection is also in the service's ledger (``engine.service._connections``): refused at
+once past its address's share, idle while it waits for a head (and closable for a newer one),
+working while a request on it is answered.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from a2e import _jsonwire as jsonwire
+from a2e_engine.engine.service._connections import Connections
 
 __all__ = ["MAX_HEAD_BYTES", "bounded_heads"]
 
@@ -28,6 +33,7 @@ MAX_HEAD_BYTES = 64 * 1024
 
 class _BoundedHeads(HttpToolsProtocol):
     head_timeout_s: float  # the service's request_timeout_s (``bounded_heads``)
+    ledger: Connections  # the service's (``bounded_heads``)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -55,7 +61,21 @@ class _BoundedHeads(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if not self.ledger.opened(self):
+            transport.abort()  # its address holds its share: not read at all
+            return
         self._arm()
+
+    def peer_address(self) -> str:
+        return self.client[0] if self.client else ""
+
+    def close_connection(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def on_headers_complete(self) -> None:
+        self.ledger.became_working(self)
+        super().on_headers_complete()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -84,18 +104,23 @@ class _BoundedHeads(HttpToolsProtocol):
         super().on_response_complete()
         if not self.transport.is_closing():
             self._arm()
+            self.ledger.became_idle(self)
 
     def handle_websocket_upgrade(self) -> None:
         self._upgraded = True
         self._disarm()
+        self.ledger.closed(self)  # the WebSocket protocol takes the connection over, and counts it
         super().handle_websocket_upgrade()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self.ledger.closed(self)
         super().connection_lost(exc)
 
 
-def bounded_heads(seconds: float) -> type[HttpToolsProtocol]:
+def bounded_heads(seconds: float, ledger: Connections) -> type[HttpToolsProtocol]:
     """The protocol class to give uvicorn (``http=``): heads within ``seconds`` and
-    ``MAX_HEAD_BYTES``."""
-    return type("BoundedHeadsProtocol", (_BoundedHeads,), {"head_timeout_s": seconds})
+    ``MAX_HEAD_BYTES``, each connection in ``ledger``."""
+    return type(
+        "BoundedHeadsProtocol", (_BoundedHeads,), {"head_timeout_s": seconds, "ledger": ledger}
+    )

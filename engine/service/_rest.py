@@ -134,7 +134,7 @@ def rest_routes(state: ServiceState) -> list[Route]:
     async def call_tool(request: Request) -> Response:
         try:
             body = await read_model(
-                request, CallBody, config.max_message_bytes, config.request_timeout_s
+                request, CallBody, config.max_message_bytes, config.request_timeout_s, state.bodies
             )
             streaming = "text/event-stream" in request.headers.get("accept", "")
             call = _call_request(request.path_params["tool_name"], body, streaming)

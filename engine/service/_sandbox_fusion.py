@@ -299,7 +299,9 @@ async def read_request(state: ServiceState, request: Request, model: type[Body])
     """The body read as ``model``; one that cannot be read is 422, SandboxFusion's status."""
     config = state.config
     try:
-        return await read_model(request, model, config.max_message_bytes, config.request_timeout_s)
+        return await read_model(
+            request, model, config.max_message_bytes, config.request_timeout_s, state.bodies
+        )
     except BadRequest as exc:
         state.metrics.reject(exc.error)
         if exc.status == 400:

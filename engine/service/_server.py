@@ -24,7 +24,7 @@ from a2e_engine.engine._version import engine_version
 from a2e_engine.engine.mcp._http import McpEndpoint
 from a2e_engine.engine.service._app import build_app
 from a2e_engine.engine.service._config import ServiceConfig
-from a2e_engine.engine.service._frame_batches import BatchingWebSocketProtocol
+from a2e_engine.engine.service._frame_batches import tracked_websockets
 from a2e_engine.engine.service._request_heads import bounded_heads
 from a2e_engine.engine.service._state import ServiceState
 
@@ -66,8 +66,8 @@ class HttpService:
         self._socket = _bind(config.host, config.port)
         server_config = uvicorn.Config(
             build_app(self.state, self.mcp, engine_version()),
-            http=bounded_heads(config.request_timeout_s),
-            ws=BatchingWebSocketProtocol,
+            http=bounded_heads(config.request_timeout_s, self.state.connections),
+            ws=tracked_websockets(self.state.connections),
             ws_max_size=2 * config.max_message_bytes,
             ws_per_message_deflate=False,  # CPU per message, and a way to inflate memory
             lifespan="off",
@@ -75,7 +75,7 @@ class HttpService:
             access_log=False,
             server_header=False,
             proxy_headers=False,
-            limit_concurrency=config.max_connections,
+            limit_concurrency=self.state.connections.server_limit,
             timeout_graceful_shutdown=CLOSE_S,
             ssl_certfile=config.tls_cert,
             ssl_keyfile=config.tls_key,

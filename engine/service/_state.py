@@ -12,7 +12,9 @@ from starlette.responses import Response
 from a2e._messages import A2EError, A2EMessage, ErrorCode
 from a2e.caps.tools._models import ToolCallRequest, ToolCallResponse, ToolResult
 from a2e_engine.engine._host import Host, Refused
+from a2e_engine.engine.service._body_budget import BodyBudget
 from a2e_engine.engine.service._config import ServiceConfig
+from a2e_engine.engine.service._connections import Connections
 from a2e_engine.engine.service._metrics import ServiceMetrics
 from a2e_engine.engine.service._responses import refusal_response, result_or_gone
 
@@ -27,10 +29,17 @@ class ServiceState:
     host: Host
     config: ServiceConfig
     metrics: ServiceMetrics = field(init=False)
+    connections: Connections = field(init=False)
+    bodies: BodyBudget = field(init=False)
     draining: bool = False
 
     def __post_init__(self) -> None:
         self.metrics = ServiceMetrics(self.host)
+        config = self.config
+        self.connections = Connections(
+            config.max_connections, config.idle_connections, config.connections_per_address
+        )
+        self.bodies = BodyBudget(config.bodies_bytes, config.body_charge_bytes)
 
     def watch(self, message: A2EMessage) -> None:
         """Each message the WebSocket sends: results and refusals are counted."""

@@ -7,9 +7,11 @@ so a reply goes from the engine to the socket without a hop between threads. A f
 not a message gets an ``error`` reply and the connection goes on; a message over the limit gets
 ``message_too_large`` (twice the limit and the server closes with 1009 before reading it). A
 client that stops reading is dropped once ``max_outbox_bytes`` wait for it; a client that goes
-away has its calls cancelled, their workers killed, its sessions ended. What waits to be sent
-goes out in one write where the server allows it (``engine.service._frame_batches``), each
-message still its own frame.
+away has its calls cancelled, their workers killed, its sessions ended. One with no call in
+flight that sends and is sent nothing for ``websocket_idle_s`` is closed (1000, "idle"): an
+idle connection must not hold what working clients need (``engine.service._connections``).
+What waits to be sent goes out in one write where the server allows it
+(``engine.service._frame_batches``), each message still its own frame.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from a2e._codec import ProtocolError, decode, encode
 from a2e._messages import A2EError, A2EMessage, ErrorCode
-from a2e.caps.tools._models import ToolCallRequest
+from a2e.caps.tools._models import ToolCallRequest, ToolCallResponse
 from a2e_engine.engine._host import Host, HostClosed
 from a2e_engine.engine.service._config import ServiceConfig
 from a2e_engine.engine.service._frame_batches import SEND_MANY
@@ -78,9 +81,11 @@ async def serve_websocket(
     while ``draining()``, new calls are refused (``overloaded``) and those running go on."""
     await websocket.accept()
     outbox = _Outbox(config.max_outbox_bytes)
+    idleness = _Idleness(config.websocket_idle_s)
 
     def send(message: A2EMessage) -> None:  # on the host's loop: this one
         watch(message)
+        idleness.sent(message)
         outbox.put(encode(message))
 
     peer = f"{websocket.client.host}:{websocket.client.port}" if websocket.client else "?"
@@ -91,6 +96,7 @@ async def serve_websocket(
         return
 
     def receive(message: A2EMessage | ProtocolError) -> None:
+        idleness.received(message)
         if type(message) is ToolCallRequest and draining():
             send(
                 A2EError(
@@ -105,14 +111,19 @@ async def serve_websocket(
 
     writer = asyncio.create_task(_write(websocket, outbox))
     reader = asyncio.create_task(_read(websocket, receive, config.max_message_bytes))
+    watchdog = asyncio.create_task(idleness.until_idle())
     try:
-        await asyncio.wait((reader, writer), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait((reader, writer, watchdog), return_when=asyncio.FIRST_COMPLETED)
     finally:
         with contextlib.suppress(HostClosed):
             connection.close()
-        for task in (reader, writer):
+        for task in (reader, writer, watchdog):
             task.cancel()
-        await asyncio.gather(reader, writer, return_exceptions=True)
+        await asyncio.gather(reader, writer, watchdog, return_exceptions=True)
+    if watchdog.done() and not watchdog.cancelled():
+        log.info("closed %s: idle for %g s", peer, config.websocket_idle_s)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(websocket.close(1000, "idle"), CLOSE_WAIT_S)
     if outbox.overflowed:
         log.warning("dropped %s: it left more than %d bytes unread", peer, outbox.limit)
         # The close frame waits behind what the client does not read: not for ever.
@@ -120,6 +131,34 @@ async def serve_websocket(
             await asyncio.wait_for(
                 websocket.close(CLOSE_POLICY, "too much unread: read your messages"), CLOSE_WAIT_S
             )
+
+
+class _Idleness:
+    """When a connection last sent or was sent a message, and which of its calls are in
+    flight (a client waiting for a long call is not idle)."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.last = time.monotonic()
+        self.calls: set[str] = set()
+
+    def received(self, message: A2EMessage | ProtocolError) -> None:
+        self.last = time.monotonic()
+        if type(message) is ToolCallRequest:
+            self.calls.add(message.id)
+
+    def sent(self, message: A2EMessage) -> None:
+        self.last = time.monotonic()
+        if type(message) in (ToolCallResponse, A2EError):
+            self.calls.discard(message.req_id)  # type: ignore[attr-defined]
+
+    async def until_idle(self) -> None:
+        """Returns once the connection has been idle for ``limit_s``."""
+        while True:
+            left = self.last + self.limit_s - time.monotonic()
+            if left <= 0 and not self.calls:
+                return
+            await asyncio.sleep(max(left, self.limit_s / 4, 0.01))
 
 
 async def _read(
