@@ -266,6 +266,7 @@ class Engine:
             receive_mounts=() if quota_off else (state_dir.path,),
             memory_parent=memory.group if memory else "",
             sandbox_memory_mb=memory.limit_mb if memory else 0,
+            max_workers=self.worker_bound.workers,
         )
         return PoolConfig(
             zygote=zygote,

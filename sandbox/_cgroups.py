@@ -1,7 +1,8 @@
-"""Layers ``pids_cgroup``, ``memory_cgroup`` and ``case_cgroup``: per-call cgroups, caps on
-processes (pids) and memory that no fork, thread, memfd or shared memory segment gets around,
-plus a pids cap on the whole sandbox; and beneath each call's, the case group that each program
-the call runs joins (``sandbox._case_group``: what it spends, and the one way to end all of it).
+"""Layers ``pids_cgroup``, ``memory_cgroup``, ``cpu_cgroup`` and ``case_cgroup``: per-call
+cgroups, caps on processes (pids) and memory that no fork, thread, memfd or shared memory
+segment gets around, plus a pids cap on the whole sandbox that every call's cap fits in; one
+equal weight of the CPU per call; and beneath each call's, the case group that each program the
+call runs joins (``sandbox._case_group``: what it spends, and the one way to end all of it).
 
 A fork bomb, a thread bomb or memory held outside ``RLIMIT_AS`` in one call must neither harm
 the host nor starve the other calls. Nor may all of them together: the supervisor makes one
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Unpack
 
 from a2e_engine.sandbox._case_group import CASE, open_case_group
 from a2e_engine.sandbox._leftovers import dead_owners, owner_tag
-from a2e_engine.sandbox._limits import SANDBOX_PROCESSES
+from a2e_engine.sandbox._limits import SANDBOX_PROCESSES, process_shares
 from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
 from a2e_engine.sandbox._profiles import PROFILES
 
@@ -59,6 +60,8 @@ _PREFIX = "a2e-sandbox-"
 _ENGINE_PREFIX = "a2e-engine-"
 #: A released memory slot still charged with more than this is retired (see ``release_slot``).
 RETIRE_ABOVE_BYTES = 32 << 20
+#: Each call's weight in the CPU controller (the kernel's default for a group).
+CALL_CPU_SHARES = 1024
 
 
 @dataclass
@@ -149,15 +152,29 @@ class Cgroups(Layer):
         """In the zygote: the sandbox group and its slots' settings per controller that can
         be had (each reported, active or why not)."""
         limits, enabled = prep.settings.limits, prep.settings.isolation.cgroups
+        per_call, total = limits.processes, SANDBOX_PROCESSES
+        if prep.settings.max_workers:
+            per_call, total = process_shares(limits.processes, prep.settings.max_workers)
         _prepare(
             prep,
             "pids",
             "pids_cgroup",
             enabled=enabled,
-            sandbox={"pids.max": str(SANDBOX_PROCESSES)},
-            slot={"pids.max": str(limits.processes)},
-            per_call=limits.processes,
-            total=SANDBOX_PROCESSES,
+            sandbox={"pids.max": str(total)},
+            slot={"pids.max": str(per_call)},
+            per_call=per_call,
+            total=total,
+        )
+        # Each call one equal weight of the CPU, however many processes and sessions it
+        # makes (without a group, the kernel's autogroup gives each session one).
+        _prepare(
+            prep,
+            "cpu",
+            "cpu_cgroup",
+            enabled=enabled,
+            sandbox={},
+            slot={"cpu.shares": str(CALL_CPU_SHARES)},
+            per_call_shares=CALL_CPU_SHARES,
         )
         parent = prep.settings.memory_parent
         _prepare(
@@ -337,7 +354,7 @@ def own_path(controller: str) -> str:
 def made_by(layers: LayerReports) -> list[str]:
     """The cgroups a zygote's layer report says it made: the supervisor removes them when it
     stops, since a zygote killed outright cannot."""
-    made = ("pids_cgroup", "memory_cgroup")
+    made = ("pids_cgroup", "memory_cgroup", "cpu_cgroup")
     paths = [layers.fact(name, "path") for name in made if layers.active(name)]
     return paths + list(layers.fact("case_cgroup", "paths") or [])
 

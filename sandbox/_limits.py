@@ -18,11 +18,36 @@ from typing import Any
 
 from a2e_engine.sandbox._frames import DEFAULT_MAX_FRAME
 
-__all__ = ["SANDBOX_PROCESSES", "InvalidLimit", "Limits", "OutputCaps"]
+__all__ = ["SANDBOX_PROCESSES", "InvalidLimit", "Limits", "OutputCaps", "process_shares"]
 
 #: Processes and threads of all workers of one zygote and their children together (the
-#: sandbox's pids cgroup, ``sandbox._cgroups``), whatever each call's ``Limits.processes``.
+#: sandbox's pids cgroup, ``sandbox._cgroups``) when how many calls run at once is not known,
+#: and the least it is given when it is (``process_shares``).
 SANDBOX_PROCESSES = 4096
+#: What the idle workers of a zygote and their templates hold, beside the calls that run.
+IDLE_PROCESSES = 256
+#: The fewest processes and threads a call is given, however many run at once.
+LEAST_PER_CALL = 32
+
+
+def process_shares(per_call: int, workers: int, pid_max: int = 0) -> tuple[int, int]:
+    """Processes and threads for each call, and for the sandbox, when ``workers`` calls may
+    run at once: the sandbox's cap is every call's own together (and the idle workers'), so
+    that no call, however many processes and threads it starts, makes another's fork fail;
+    the calls' within half the host's pid space (``pid_max``, read from the kernel when 0),
+    each call's cut to fit there; never less than ``SANDBOX_PROCESSES`` for the sandbox."""
+    budget = max(SANDBOX_PROCESSES, (pid_max or _host_pid_max()) // 2)
+    workers = max(1, workers)
+    per_call = max(LEAST_PER_CALL, min(per_call, budget // workers))
+    return per_call, max(SANDBOX_PROCESSES, per_call * workers + IDLE_PROCESSES)
+
+
+def _host_pid_max() -> int:
+    try:
+        with open("/proc/sys/kernel/pid_max") as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return 32768
 
 
 class InvalidLimit(ValueError):

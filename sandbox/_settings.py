@@ -70,6 +70,9 @@ class ZygoteSettings:
     #: group), and the bound it has (``sandbox._cgroups.create_sandbox_memory``).
     memory_parent: str = ""
     sandbox_memory_mb: int = 0
+    #: How many calls may run at once (the engine's worker bound; 0: not known): the
+    #: sandbox's cap on processes is theirs together (``sandbox._limits.process_shares``).
+    max_workers: int = 0
 
     def __post_init__(self) -> None:
         unknown = set(self.profiles) - set(PROFILES)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Required, TypedDict, cast
 
 from a2e_engine.sandbox._frames import DEFAULT_MAX_FRAME
-from a2e_engine.sandbox._limits import SANDBOX_PROCESSES, Limits
+from a2e_engine.sandbox._limits import Limits
 
 __all__ = [
     "CATALOG",
@@ -182,9 +182,16 @@ CATALOG: dict[str, Entry] = {
         "_landlock",
     ),
     "pids_cgroup": Entry(
-        f"fork and thread bombs: {_L.processes} processes and threads per call, "
-        f"{SANDBOX_PROCESSES} for the "
-        "sandbox; the zygote stays outside and can always fork",
+        f"fork and thread bombs: {_L.processes} processes and threads per call, and for the "
+        "sandbox every call's cap together (so that no call's bomb fails another's fork), "
+        "within half the host's pid space (each call's cut to fit); the zygote stays outside "
+        "and can always fork",
+        "root, cgroup v1",
+        "_cgroups",
+    ),
+    "cpu_cgroup": Entry(
+        "one call taking the others' CPU by starting many processes or sessions (the kernel's "
+        "autogroup gives each session a share): each call's processes share one equal weight",
         "root, cgroup v1",
         "_cgroups",
     ),
@@ -226,6 +233,7 @@ class Facts(TypedDict, total=False):
     per_call: int  # pids_cgroup: processes and threads of one call
     total: int  # pids_cgroup: of all calls together
     per_call_mb: int  # memory_cgroup
+    per_call_shares: int  # cpu_cgroup: each call's weight
     total_mb: int  # memory_cgroup: what the whole sandbox may hold
     controllers: list[str]  # case_cgroup: the hierarchies the case group is in
     paths: list[str]  # case_cgroup: the sandbox groups made for it (freezer, cpuacct)
