@@ -59,8 +59,10 @@ class Connection:
         policy: Policy | None = None,
         name: str = "",
         on_closed: Callable[[Connection], None] | None = None,
+        tenant: str = "",
     ) -> None:
         self.services = services
+        self.tenant = tenant
         self.config = services.calls.config
         self._send = send
         self.policy = policy
@@ -238,7 +240,9 @@ class Connection:
     ) -> None:
         """The handshake's session, then what waited behind it."""
         try:
-            opened = await self.services.sessions.open(request.client, frozenset(granted), policies)
+            opened = await self.services.sessions.open(
+                request.client, frozenset(granted), policies, self.tenant
+            )
         except (UidsExhausted, OverBound, OSError) as exc:
             self.error(request.id, ErrorCode.OVERLOADED, f"cannot open a session: {exc}")
         except Exception as exc:  # the engine's own bug: logged, and still answered

@@ -40,6 +40,7 @@ from a2e_engine.engine._host_session import (
 from a2e_engine.engine._identities import SessionUids, UidsExhausted
 from a2e_engine.engine._loop import EngineLoop
 from a2e_engine.engine._memory_bound import (
+    Holdings,
     OverBound,
     PressureRelief,
     SandboxMemory,
@@ -188,7 +189,7 @@ class Engine:
             services = self._services(state_dir, pool, audit, memory)
             pool.memory_room = services.sessions.bound.has_room
             ready = SessionPool(services.sessions, self.worker_bound.busy, SUPPORTED_CAPABILITIES)
-            relief = self._pressure_relief(services)
+            relief = self._pressure_relief(services, pool)
             self._running = _Started(state_dir, pool, services, ready, relief)
             self._undo = undo.pop_all()
         return self
@@ -217,15 +218,18 @@ class Engine:
                 exc.errno, f"cannot open the audit log {self.config.audit_path}: {exc.strerror}"
             ) from None
 
-    def _pressure_relief(self, services: Services) -> PressureRelief:
-        """Started on the engine's loop, stopped with the engine."""
+    def _pressure_relief(self, services: Services, pool: WorkerPool) -> PressureRelief:
+        """Started on the engine's loop, stopped with the engine; what sessions hold, from
+        then on, judges the bound's admissions too."""
         sessions = services.sessions
         residents = services.calls.residents
-        relief = PressureRelief(
-            sessions.bound,
+        holdings = Holdings(
             lambda: list(sessions.live.values()),
             residents.kept_bytes if residents is not None else lambda session_id: 0,
+            pool.running_bytes,
         )
+        sessions.bound.holdings = holdings
+        relief = PressureRelief(sessions.bound, holdings)
 
         async def start() -> None:
             relief.start()
@@ -347,7 +351,12 @@ class Engine:
     # -- the host protocol (engine.host) --
 
     async def open_session(
-        self, client: str, *, policy: Policy | None = None, stateless: bool = False
+        self,
+        client: str,
+        *,
+        policy: Policy | None = None,
+        stateless: bool = False,
+        tenant: str = "",
     ) -> EngineSession:
         running = self._running
         if running is None:
@@ -355,10 +364,10 @@ class Engine:
         policies = [self.policy] if policy is None else [self.policy, policy]
         try:
             if stateless:
-                session = await running.ready_sessions.take(client, policies)
+                session = await running.ready_sessions.take(client, policies, tenant)
             else:
                 session = await running.services.sessions.open(
-                    client, SUPPORTED_CAPABILITIES, policies
+                    client, SUPPORTED_CAPABILITIES, policies, tenant
                 )
         except (UidsExhausted, OverBound, OSError) as exc:
             raise Refused(
@@ -383,13 +392,18 @@ class Engine:
             self._sessions.discard(session)
 
     def open_connection(
-        self, send: Send, *, policy: Policy | None = None, name: str = ""
+        self, send: Send, *, policy: Policy | None = None, name: str = "", tenant: str = ""
     ) -> Connection:
         running = self._running
         if running is None:
             raise HostClosed("the engine is not running; use 'with Engine(...) as engine:'")
         connection = Connection(
-            running.services, send, policy=policy, name=name, on_closed=self._forget
+            running.services,
+            send,
+            policy=policy,
+            name=name,
+            on_closed=self._forget,
+            tenant=tenant,
         )
         with self._connections_lock:
             self._connections.add(connection)

@@ -127,17 +127,26 @@ class HostSession(Protocol):
 
 class Host(Protocol):
     async def open_session(
-        self, client: str, *, policy: Policy | None = None, stateless: bool = False
+        self,
+        client: str,
+        *,
+        policy: Policy | None = None,
+        stateless: bool = False,
+        tenant: str = "",
     ) -> HostSession:
         """A new session on the host's loop; ``policy`` applies on top of the host's own.
         ``stateless``: for one request that keeps nothing between its calls and the next
-        request's, so it may be one prepared ahead. ``Refused`` when none can be had."""
+        request's, so it may be one prepared ahead. ``tenant``: who it is for, when the
+        front-end knows (a client address, an API key; ``engine._memory_bound``): its share
+        of the sandbox is judged with the others of that tenant. ``Refused`` when none can be
+        had."""
 
     def open_connection(
-        self, send: Send, *, policy: Policy | None = None, name: str = ""
+        self, send: Send, *, policy: Policy | None = None, name: str = "", tenant: str = ""
     ) -> HostConnection:
         """A new connection whose replies go to ``send``; ``policy`` applies on top of the
-        host's own to every session opened on it. ``name`` is for logs."""
+        host's own to every session opened on it, and ``tenant`` (as ``open_session``'s) to
+        each of them. ``name`` is for logs."""
 
     def status(self) -> HostStatus:
         """A snapshot, from any thread; never raises (a stopped host is not ready)."""

@@ -245,6 +245,8 @@ class EngineSession:
         and ``why`` for its client's next call."""
         if not self.closed:
             self.ended_because = why
+            for running in self._calls.values():
+                running.cancelled.why = why
             self.close()
 
     def close(self) -> None:

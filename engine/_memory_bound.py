@@ -12,10 +12,16 @@ to a tmpfs: the kernel keeps it under ``limit_mb``, so the host never runs short
 Within it, one tenant must not take another's share. Reserving each session's whole quota
 would leave room for a handful of sessions (the running calls' memory is most of the host's),
 so sessions are admitted by what the sandbox holds, and pressure is relieved the way a kubelet
-evicts: past ``HIGH_WATER`` of the bound a new session, stateful or a REST request's, is
-refused with ``overloaded``; past ``PRESSURE`` the session that holds the most (its
-workspace's pages and its resident worker's memory) is ended, its client told why, before the
-kernel would have to kill whatever process is largest, another tenant's kept state perhaps.
+evicts. What a session holds (``Holdings``) is its workspace's pages, the memory of the worker
+it keeps, and that of each call it runs now (its worker's group: its programs, their memfd
+and shmem pages); a tenant (a client address or an API key for the service, else the session
+itself: ``Session.tenant_key``) holds what its sessions do. Past ``HIGH_WATER`` of the bound
+a new session, stateful or a REST request's, is refused with ``overloaded`` when its tenant
+holds its fair share already (the bound divided among the tenants that hold any), and
+admitted when it does not: a tenant whose idle sessions fill the sandbox turns only itself
+away. Past ``PRESSURE`` the session that holds the most, of a tenant past its fair share, is
+ended, its client told why, before the kernel would have to kill whatever process is largest,
+another tenant's kept state perhaps; a session holding less than ``SMALL_BYTES`` never is.
 
 Without that group (no memory cgroup here, or ``--no-cgroups``) nothing measures what the
 sandbox holds: the bound is kept by reservation instead, each session with a tmpfs reserving
@@ -60,6 +66,8 @@ SHARE_OF_MEMORY = 0.9
 RELIEF_EVERY_S = 0.2
 #: How long an ended session may take to give its memory back before the next is ended.
 RELIEF_GRACE_S = 5.0
+#: A session holding less than this is never ended to relieve pressure.
+SMALL_BYTES = 32 << 20
 
 
 class OverBound(RuntimeError):
@@ -71,13 +79,42 @@ def derived_limit_mb(available_mb: int) -> int:
     return int(available_mb * SHARE_OF_MEMORY)
 
 
+class Holdings:
+    """What each session holds of the sandbox's memory, and each tenant: ``sessions`` gives the
+    live sessions, ``kept`` what the worker a session keeps holds (by its id), ``running``
+    what the calls a session runs now hold (by its workspace)."""
+
+    def __init__(
+        self,
+        sessions: Callable[[], Iterable[Session]],
+        kept: Callable[[str], int],
+        running: Callable[[str], int],
+    ) -> None:
+        self.sessions = sessions
+        self.kept = kept
+        self.running = running
+
+    def of(self, session: Session) -> int:
+        return session.held_bytes() + self.kept(session.id) + self.running(session.workspace)
+
+    def by_tenant(self) -> dict[str, int]:
+        held: dict[str, int] = {}
+        for session in self.sessions():
+            key = session.tenant_key
+            held[key] = held.get(key, 0) + self.of(session)
+        return held
+
+
 class MemoryBound:
     """``usage``: what the engine's memory group holds, in bytes (None: there is none, and
-    sessions reserve their quotas instead)."""
+    sessions reserve their quotas instead). ``holdings``: what sessions and tenants hold,
+    once the engine knows (until then, past the high-water mark, every new session is
+    refused)."""
 
     def __init__(self, limit_mb: int, usage: Callable[[], int] | None = None) -> None:
         self.limit_mb = limit_mb
         self.usage = usage
+        self.holdings: Holdings | None = None
         self._reserved_mb = 0
         self._lock = threading.Lock()
 
@@ -94,17 +131,36 @@ class MemoryBound:
         except (OSError, ValueError):
             return None
 
-    def check(self) -> None:
-        """``OverBound`` when the sandbox holds past the high-water mark: no new session, nor
-        a request in a session prepared ahead, until it holds less."""
+    def check(self, tenant: str = "") -> None:
+        """``OverBound`` when the sandbox holds past the high-water mark and ``tenant`` holds
+        its fair share of it already (any tenant, where what each holds is not known): no new
+        session of its, nor a request in a session prepared ahead, until it holds less."""
         if not self.limit_mb or self.usage is None:
             return
         held_mb = self.held_mb()
-        if held_mb > self.limit_mb * HIGH_WATER:
-            raise OverBound(
-                f"the sandbox holds {held_mb} MiB of the {self.limit_mb} MiB it may; "
-                "no new session until sessions end"
+        if held_mb <= self.limit_mb * HIGH_WATER:
+            return
+        share_mb = self.fair_share_mb(tenant)
+        if share_mb is not None and share_mb[0] < share_mb[1]:
+            return  # it holds less than its share: the pressure is another's
+        raise OverBound(
+            f"the sandbox holds {held_mb} MiB of the {self.limit_mb} MiB it may"
+            + (
+                f", {share_mb[0]} MiB of it yours, your share being {share_mb[1]} MiB"
+                if share_mb is not None
+                else ""
             )
+            + "; no new session until sessions end"
+        )
+
+    def fair_share_mb(self, tenant: str) -> tuple[int, int] | None:
+        """What ``tenant`` holds and its fair share, in MiB (the bound divided among the
+        tenants holding any, itself counted); None where it is not known."""
+        if not tenant or self.holdings is None:
+            return None
+        held = self.holdings.by_tenant()
+        holding = {key for key, size in held.items() if size > 0} | {tenant}
+        return held.get(tenant, 0) >> 20, int(self.limit_mb * HIGH_WATER) // len(holding)
 
     def has_room(self) -> bool:
         """Whether a call may start beyond those that start whatever they use
@@ -115,13 +171,13 @@ class MemoryBound:
             return False  # not known: no room is assumed
         return not self.limit_mb or held_mb <= self.limit_mb * HIGH_WATER
 
-    def admit(self, quota_mb: int) -> None:
-        """Take a new session whose workspace holds up to ``quota_mb``, or ``OverBound`` saying
-        why not. Give it back with ``release`` when the session ends."""
+    def admit(self, quota_mb: int, tenant: str = "") -> None:
+        """Take a new session of ``tenant`` whose workspace holds up to ``quota_mb``, or
+        ``OverBound`` saying why not. Give it back with ``release`` when the session ends."""
         if not self.limit_mb:
             return
         if self.usage is not None:
-            self.check()
+            self.check(tenant)
             return
         with self._lock:
             if self._reserved_mb + quota_mb > self.limit_mb:
@@ -141,19 +197,12 @@ class MemoryBound:
 
 class PressureRelief:
     """On the engine's loop, while it runs: past ``PRESSURE`` of the bound, end the session
-    that holds the most, one at a time (the next only once the last one's memory came back, or
-    ``RELIEF_GRACE_S`` passed). ``sessions`` gives the live sessions; ``kept_bytes`` what a
-    session's resident worker holds, by the session's id."""
+    that holds the most among the tenants past their fair share, one at a time (the next only
+    once the last one's memory came back, or ``RELIEF_GRACE_S`` passed)."""
 
-    def __init__(
-        self,
-        bound: MemoryBound,
-        sessions: Callable[[], Iterable[Session]],
-        kept_bytes: Callable[[str], int],
-    ) -> None:
+    def __init__(self, bound: MemoryBound, holdings: Holdings) -> None:
         self.bound = bound
-        self.sessions = sessions
-        self.kept_bytes = kept_bytes
+        self.holdings = holdings
         self.ended: list[str] = []  # why each session it ended was, for the log and tests
         self._task: asyncio.Task[None] | None = None
 
@@ -178,9 +227,18 @@ class PressureRelief:
             waiting_until = loop.time() + RELIEF_GRACE_S if self.relieve() else 0.0
 
     def relieve(self) -> bool:
-        """End the session that holds the most, if any holds anything; whether one was."""
-        held = [(self._held(s), s) for s in self.sessions() if s.evict is not None]
-        held = [(size, session) for size, session in held if size > 0]
+        """End the session that holds the most of those of a tenant past its fair share, and
+        not little; whether one was."""
+        tenants = {key: size for key, size in self.holdings.by_tenant().items() if size > 0}
+        if not tenants:
+            return False
+        share = self.bound.limit_mb * HIGH_WATER * (1 << 20) / len(tenants)
+        held = [
+            (self.holdings.of(session), session)
+            for session in self.holdings.sessions()
+            if session.evict is not None and tenants.get(session.tenant_key, 0) > share
+        ]
+        held = [(size, session) for size, session in held if size >= SMALL_BYTES]
         if not held:
             return False
         size, session = max(held, key=lambda pair: pair[0])
@@ -194,9 +252,6 @@ class PressureRelief:
         assert session.evict is not None
         session.evict(why)
         return True
-
-    def _held(self, session: Session) -> int:
-        return session.held_bytes() + self.kept_bytes(session.id)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,13 @@ class Session:
     quota_mb: int = 0  # its directory is a tmpfs of this size (sandbox._quota); 0: a plain one
     #: Ends it, saying why to its client (set by the host session that serves it).
     evict: Callable[[str], None] | None = None
+    #: Who it is for, where the front-end knows (``Host.open_session``); empty: itself.
+    tenant: str = ""
+
+    @property
+    def tenant_key(self) -> str:
+        """The tenant whose share of the sandbox it counts in: its own, or its session's."""
+        return self.tenant or f"session:{self.id}"
 
     @property
     def guard(self) -> str:

@@ -53,22 +53,23 @@ class SessionPool:
     def ready(self) -> int:
         return len(self._ready)
 
-    async def take(self, client: str, policies: list[Policy]) -> Session:
+    async def take(self, client: str, policies: list[Policy], tenant: str = "") -> Session:
         """A ready session; with none ready, the first one wiped within ``RECYCLE_WAIT_S``, or
         one made now; ``UidsExhausted``, ``OverBound`` or ``OSError`` when none can be had
         (a request past the sandbox's memory bound is refused too, as a new session is).
         The pool refills behind it."""
-        self.sessions.bound.check()
+        self.sessions.bound.check(tenant)
         if not self._ready and self._recycling:  # one being wiped comes back in a moment
             await asyncio.wait(
                 self._recycling, timeout=RECYCLE_WAIT_S, return_when=asyncio.FIRST_COMPLETED
             )
         session = self._ready.popleft() if self._ready else None
         if session is None:
-            session = await self.sessions.open(client, self.capabilities, [])
+            session = await self.sessions.open(client, self.capabilities, [], tenant)
         self._leased += 1
         session.client = client
         session.policies = list(policies)
+        session.tenant = tenant
         self.fill()
         return session
 
@@ -118,6 +119,7 @@ class SessionPool:
             except OSError as exc:
                 log.warning("a pooled session could not be wiped, so it ends: %s", exc)
         self._leased -= 1  # counted until now, so that nothing is made in its place meanwhile
+        session.tenant = ""
         if wiped and not self.closed and self._short():
             self._ready.append(session)
             return

@@ -45,12 +45,17 @@ class Sessions:
         self._ending: set[asyncio.Task[None]] = set()
 
     async def open(
-        self, client: str, capabilities: frozenset[str], policies: list[Policy]
+        self,
+        client: str,
+        capabilities: frozenset[str],
+        policies: list[Policy],
+        tenant: str = "",
     ) -> Session:
         """A new session with its directories, made in a thread of the loop's chores (a mount
         and its propagation take a while, and the loop must not wait); ``UidsExhausted``,
-        ``OverBound`` or ``OSError`` if none can be had now."""
-        session = self._new(client, capabilities, policies)
+        ``OverBound`` or ``OSError`` if none can be had now (``tenant``'s share of the
+        sandbox's memory counts there: ``engine._memory_bound``)."""
+        session = self._new(client, capabilities, policies, tenant)
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(None, session.create_dirs)
@@ -60,8 +65,10 @@ class Sessions:
             raise
         return session
 
-    def _new(self, client: str, capabilities: frozenset[str], policies: list[Policy]) -> Session:
-        self.bound.admit(self.quota_mb)
+    def _new(
+        self, client: str, capabilities: frozenset[str], policies: list[Policy], tenant: str
+    ) -> Session:
+        self.bound.admit(self.quota_mb, tenant)
         try:
             uid = self.uids.take() if self.uids is not None else None
         except BaseException:
@@ -75,6 +82,7 @@ class Sessions:
             root=os.path.join(self.state_dir, uuid.uuid4().hex, "session"),
             uid=uid,
             quota_mb=self.quota_mb,
+            tenant=tenant,
         )
         self.live[session.id] = session
         return session

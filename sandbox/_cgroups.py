@@ -49,6 +49,7 @@ __all__ = [
     "join_cgroup",
     "kill_members",
     "made_by",
+    "memory_of_process",
     "memory_usage",
     "own_path",
     "remove_cgroup_tree",
@@ -333,6 +334,29 @@ def _new_group(parent: str, prefix: str, settings: dict[str, str]) -> str:
         os.rmdir(path)
         raise
     return path
+
+
+def memory_of_process(pid: int) -> int:
+    """In the supervisor: what the memory group of process ``pid`` (a worker's slot) holds, in
+    bytes: everything its processes hold, memfd and shmem pages too; the process's resident
+    memory where it is in no group of ours; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/cgroup", "rb") as fh:
+            lines = fh.read().split(b"\n")
+    except OSError:
+        return 0
+    for line in lines:
+        _, controllers, path = ([*line.split(b":", 2), b"", b""])[:3]
+        if b"memory" in controllers.split(b",") and _PREFIX.encode() in path:
+            try:
+                return memory_usage(_ROOT + "/memory" + path.decode())
+            except (OSError, ValueError):
+                break
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def memory_usage(path: str) -> int:

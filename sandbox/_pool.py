@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox._busy import computing, pid_of
+from a2e_engine.sandbox._cgroups import memory_of_process
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._limits import OutputCaps
 from a2e_engine.sandbox._messages import Job
@@ -139,6 +140,8 @@ class WorkerPool:
         #: (``sandbox._busy.pid_of``) and when their run began, by the pid their zygote
         #: reported.
         self._running: dict[int, tuple[int, float]] = {}
+        #: The workspace of each running job's session, by its worker's pid.
+        self._workspaces: dict[int, str] = {}
         #: Whether the sandbox's memory has room for a call beyond ``busy_workers`` (the
         #: engine's memory bound sets it; without one, there is none).
         self.memory_room: Callable[[], bool] = lambda: False
@@ -256,6 +259,18 @@ class WorkerPool:
         held = starting + computing(short) + max(0, computing(long) - busy)
         return held < busy and self.memory_room()
 
+    def running_bytes(self, workspace: str) -> int:
+        """What the jobs running for the session of ``workspace`` hold now: their workers'
+        memory groups (everything they run, memfd and shmem pages too), or without those
+        their workers' resident memory."""
+        held = 0
+        for worker, where in list(self._workspaces.items()):
+            if where == workspace:
+                running = self._running.get(worker)
+                if running is not None:
+                    held += memory_of_process(running[0])
+        return held
+
     # -- running a job --
 
     async def run(
@@ -325,6 +340,7 @@ class WorkerPool:
             assert worker is not None
             queued_ms = int((loop.time() - queued_at) * 1000)
             self._running[worker.pid] = (pid_of(worker.pidfd) or worker.pid, loop.time())
+            self._workspaces[worker.pid] = job["workspace"]
             try:
                 if alive is not None:
                     outcome = await alive.run(job, deadline, on_event, stop)
@@ -335,6 +351,7 @@ class WorkerPool:
                     )
             finally:
                 self._running.pop(worker.pid, None)
+                self._workspaces.pop(worker.pid, None)
             outcome.queued_ms = queued_ms
             return alive, outcome
 

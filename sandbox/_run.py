@@ -327,7 +327,10 @@ async def run_job(
     finally:
         reader.stop()
         worker.close()
-    return outcome_of(worker, reader, ended_by, exit_awaited, deadline, limits)
+    outcome = outcome_of(worker, reader, ended_by, exit_awaited, deadline, limits)
+    if outcome.reason == FailureReason.CANCELLED and stop.why:
+        outcome.error = f"cancelled ({stop.why}); the worker and all its processes were killed"
+    return outcome
 
 
 async def send_job(
@@ -427,8 +430,9 @@ def not_started(
 ) -> Outcome:
     """A call that never got a worker: cancelled, or timed out while ``waiting``."""
     if stop.is_set():
+        why = f": {stop.why}" if stop.why else ""
         return Outcome(
-            FailureReason.CANCELLED, error=f"cancelled before the tool started ({waiting})"
+            FailureReason.CANCELLED, error=f"cancelled before the tool started ({waiting}){why}"
         )
     return Outcome(
         FailureReason.TIMEOUT,

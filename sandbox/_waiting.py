@@ -22,6 +22,8 @@ class StopSignal(asyncio.Event):
     def __init__(self) -> None:
         super().__init__()
         self._callbacks: list[Callable[[], None]] = []
+        #: Why, when the one who stopped the call said (the engine ending its session).
+        self.why = ""
 
     def set(self) -> None:
         super().set()

@@ -65,6 +65,12 @@ def register(sub: Subcommands) -> None:
     http.add_argument(
         "--no-auth", action="store_true", help="serve without a token (warned beyond loopback)"
     )
+    http.add_argument(
+        "--api-key-file",
+        metavar="FILE",
+        help="API keys, one a line (# comments), each a client of its own: what one holds of "
+        "the sandbox is judged apart from the others' (without keys, by client address)",
+    )
     http.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate")
     http.add_argument("--tls-key", metavar="FILE", help="... and this key")
     http.add_argument(
@@ -195,17 +201,21 @@ def service_config_of(args: argparse.Namespace) -> ServiceConfig:
     except ValueError:
         raise UsageError(f"--http: {address!r} is not HOST:PORT or PORT") from None
     token = args.token or None
-    if args.no_auth and token is not None:
-        raise UsageError("--no-auth and a token (--token or $A2E_TOKEN) exclude each other")
+    api_keys = _api_keys(args.api_key_file)
+    if args.no_auth and (token is not None or api_keys):
+        raise UsageError(
+            "--no-auth and a token (--token, $A2E_TOKEN, --api-key-file) exclude each other"
+        )
     if not is_loopback(host):
         if args.host is None:
             raise UsageError(
                 f"{host} is not a loopback address: to serve beyond this machine, give it "
                 "with --host"
             )
-        if token is None and not args.no_auth:
+        if token is None and not api_keys and not args.no_auth:
             raise UsageError(
-                f"serving on {host} needs a token (--token or $A2E_TOKEN), or --no-auth"
+                f"serving on {host} needs a token (--token, $A2E_TOKEN or --api-key-file), "
+                "or --no-auth"
             )
         if args.no_auth:
             say(
@@ -217,6 +227,7 @@ def service_config_of(args: argparse.Namespace) -> ServiceConfig:
             host=host,
             port=port,
             token=token,
+            api_keys=api_keys,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             drain_s=args.drain_s,
@@ -231,6 +242,25 @@ def service_config_of(args: argparse.Namespace) -> ServiceConfig:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _api_keys(path: str | None) -> tuple[str, ...]:
+    """The keys of ``--api-key-file``: one a line, blank lines and ``#`` comments skipped."""
+    if path is None:
+        return ()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"--api-key-file {path}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    keys = tuple(
+        line.strip() for line in lines if line.strip() and not line.strip().startswith("#")
+    )
+    if not keys:
+        raise UsageError(f"--api-key-file {path}: no key in it")
+    return keys
 
 
 def _serve_http(args: argparse.Namespace) -> int:
@@ -250,7 +280,8 @@ def _serve_http(args: argparse.Namespace) -> int:
             raise CommandFailed(str(exc)) from None
         say(
             f"serving on {service.url} (WebSocket {service.url.replace('http', 'ws', 1)}/a2e); "
-            f"auth {'on' if service_config.token else 'off'}; layers: {layer_summary(engine)}"
+            f"auth {'on' if service_config.token or service_config.api_keys else 'off'}; "
+            f"layers: {layer_summary(engine)}"
         )
         stopping = threading.Event()
 

@@ -159,15 +159,24 @@ class RayEngine:
 
     # -- the host protocol (engine.host.Host), for a2e serve --http --ray --
 
-    def open_connection(self, send: Send, *, policy: Policy | None = None, name: str = "") -> Any:
+    def open_connection(
+        self, send: Send, *, policy: Policy | None = None, name: str = "", tenant: str = ""
+    ) -> Any:
         """A host connection whose session lives on one node (``cluster.host``)."""
-        return self._host.open_connection(send, policy=policy, name=name)
+        return self._host.open_connection(send, policy=policy, name=name, tenant=tenant)
 
     async def open_session(
-        self, client: str, *, policy: Policy | None = None, stateless: bool = False
+        self,
+        client: str,
+        *,
+        policy: Policy | None = None,
+        stateless: bool = False,
+        tenant: str = "",
     ) -> HostSession:
         """A session on one node, over a host connection (``cluster.host``)."""
-        return await self._host.open_session(client, policy=policy, stateless=stateless)
+        return await self._host.open_session(
+            client, policy=policy, stateless=stateless, tenant=tenant
+        )
 
     def status(self) -> HostStatus:
         return self._host.status()

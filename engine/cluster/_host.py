@@ -61,7 +61,7 @@ class ClusterHost:
         return self._loop.run(coro, timeout)
 
     def open_connection(
-        self, send: Send, *, policy: Policy | None = None, name: str = ""
+        self, send: Send, *, policy: Policy | None = None, name: str = "", tenant: str = ""
     ) -> _RelayedConnection:
         node = self.cluster.pick()
         if node is None:
@@ -70,10 +70,16 @@ class ClusterHost:
         return _RelayedConnection(transport, send, self.loop, name)
 
     async def open_session(
-        self, client: str, *, policy: Policy | None = None, stateless: bool = False
+        self,
+        client: str,
+        *,
+        policy: Policy | None = None,
+        stateless: bool = False,
+        tenant: str = "",
     ) -> HostSession:
         """A session over a connection (its nodes have the sessions: one is opened on the one
-        the connection is pinned to); ``stateless`` changes nothing here."""
+        the connection is pinned to); ``stateless`` changes nothing here, nor ``tenant``: each
+        node judges memory by its own sessions."""
         return await open_wire_session(self, client, policy)
 
     def status(self) -> HostStatus:

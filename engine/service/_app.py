@@ -63,4 +63,6 @@ def build_app(state: ServiceState, mcp: McpEndpoint, version: str = "0") -> Requ
     ]
     app = Starlette(routes=routes)
     gated = RefuseWhileDraining(HoldBodies(app, state.bodies), state, undrained)
-    return RequireToken(gated, config.token, OPEN_PATHS, on_refused=state.metrics.reject)
+    return RequireToken(
+        gated, config.token, OPEN_PATHS, on_refused=state.metrics.reject, api_keys=config.api_keys
+    )

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs
 from a2e import _jsonwire as jsonwire
 from a2e_engine.engine.service._bodies import ErrorBody
 
-__all__ = ["RequireToken", "presented_token", "refuse", "strip_path_token"]
+__all__ = ["RequireToken", "presented_token", "refuse", "strip_path_token", "tenant_of"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -29,6 +29,8 @@ App = Callable[[Scope, Receive, SendMessage], Awaitable[None]]
 
 #: The path prefix that carries a token: ``/t/<token>/rest/of/the/path``.
 PATH_TOKEN = "/t/"
+#: Where a request's scope says which API key it showed (``tenant_of``).
+TENANT = "a2e.tenant"
 
 
 def strip_path_token(scope: Scope) -> tuple[Scope, str | None]:
@@ -62,9 +64,11 @@ class RequireToken:
         token: str | None,
         open_paths: frozenset[str],
         on_refused: Callable[[str], None] = lambda reason: None,
+        api_keys: tuple[str, ...] = (),
     ) -> None:
         self.app = app
         self._expected = token.encode() if token is not None else None
+        self._keys = [key.encode() for key in api_keys]
         self.open_paths = open_paths
         self._on_refused = on_refused
 
@@ -74,14 +78,17 @@ class RequireToken:
         else:
             in_path = None
         if (
-            self._expected is None
+            (self._expected is None and not self._keys)
             or scope["type"] not in ("http", "websocket")
             or scope["path"] in self.open_paths
         ):
             await self.app(scope, receive, send)
             return
         shown = in_path if in_path is not None else presented_token(scope)
-        if shown is not None and hmac.compare_digest(shown.encode(), self._expected):
+        key = self._key_of(shown.encode()) if shown is not None else None
+        if key is not None:
+            if key:
+                scope[TENANT] = key
             await self.app(scope, receive, send)
             return
         self._on_refused("unauthorized")
@@ -94,6 +101,28 @@ class RequireToken:
             f"{why}: send 'Authorization: Bearer <token>' or ?token=",
             [(b"www-authenticate", b'Bearer realm="a2e"')],
         )
+
+    def _key_of(self, shown: bytes) -> str | None:
+        """Which of the service's keys ``shown`` is: ``""`` for its token, ``key:N`` for the
+        N-th API key (its client, a tenant of its own), None for none. Every one is compared,
+        in constant time each, whichever matches."""
+        found: str | None = None
+        if self._expected is not None and hmac.compare_digest(shown, self._expected):
+            found = ""
+        for number, key in enumerate(self._keys, 1):
+            if hmac.compare_digest(shown, key) and found is None:
+                found = f"key:{number}"
+        return found
+
+
+def tenant_of(scope: Scope) -> str:
+    """Who a request is for, as far as the service can tell: the API key it showed, where the
+    service has several, one per client; else its client's address."""
+    keyed = scope.get(TENANT)
+    if isinstance(keyed, str) and keyed:
+        return keyed
+    client = scope.get("client")
+    return f"address:{client[0]}" if client else "address:?"
 
 
 async def refuse(

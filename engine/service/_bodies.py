@@ -109,9 +109,7 @@ async def read_model(
             raise BadRequest(503, "overloaded", why, {"Retry-After": "1"})
         budget.take(request.scope, charge)
         if len(body) > OFF_LOOP_BYTES:
-            return await asyncio.get_running_loop().run_in_executor(
-                _PARSER, _parsed, body, model
-            )
+            return await asyncio.get_running_loop().run_in_executor(_PARSER, _parsed, body, model)
     return _parsed(body, model)
 
 

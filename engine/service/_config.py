@@ -47,6 +47,9 @@ class ServiceConfig:
     max_outbox_bytes: int = 64 * 1024 * 1024
     drain_s: float = 30.0
     max_connections: int = 1024
+    #: Keys besides ``token``, one per client: each is a tenant of its own (the service's
+    #: shares of memory are judged per tenant; without keys, per client address).
+    api_keys: tuple[str, ...] = ()
     max_idle_connections: int = 0
     max_connections_per_address: int = 0
     websocket_idle_s: float = 300.0
@@ -72,6 +75,10 @@ class ServiceConfig:
             raise ValueError("drain_s must be >= 0, max_connections >= 1, request_timeout_s > 0")
         if not self.mcp_call_timeout_s > 0:
             raise ValueError("mcp_call_timeout_s must be a positive number of seconds")
+        if any(not key or key.strip() != key for key in self.api_keys):
+            raise ValueError("an API key is empty, or begins or ends with a space")
+        if len(set(self.api_keys)) != len(self.api_keys) or self.token in self.api_keys:
+            raise ValueError("the API keys must differ from each other and from the token")
         if self.max_bodies_bytes < 0:
             raise ValueError("max_bodies_bytes must be >= 0")
         if self.max_idle_connections < 0 or self.max_connections_per_address < 0:

@@ -37,6 +37,7 @@ from a2e.caps.tools._models import (
     ToolResult,
 )
 from a2e_engine.engine._host import HostSession, Refused
+from a2e_engine.engine.service._auth import tenant_of
 from a2e_engine.engine.service._bodies import STRICT, BadRequest, read_model, read_query
 from a2e_engine.engine.service._responses import (
     json_response,
@@ -120,7 +121,9 @@ def rest_routes(state: ServiceState) -> list[Route]:
             filter_kind=asked.kind,
         )
         try:
-            session = await host.open_session("rest", stateless=True)
+            session = await host.open_session(
+                "rest", stateless=True, tenant=tenant_of(request.scope)
+            )
         except Refused as exc:
             return state.refusal(exc)
         try:
@@ -147,7 +150,9 @@ def rest_routes(state: ServiceState) -> list[Route]:
                 return answer
             return json_response(answer.model_dump_wire(), RESULT_STATUS.get(answer.reason, 200))
         try:
-            session = await host.open_session("rest", stateless=True)
+            session = await host.open_session(
+                "rest", stateless=True, tenant=tenant_of(request.scope)
+            )
         except Refused as exc:
             return state.refusal(exc)
         # Closed after the response however it ends, even if the stream never started.

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from a2e._messages import A2EError, A2EMessage, ErrorCode
 from a2e.caps.tools._models import ToolCallRequest, ToolCallResponse, ToolResult
 from a2e_engine.engine._host import Host, Refused
+from a2e_engine.engine.service._auth import tenant_of
 from a2e_engine.engine.service._body_budget import BodyBudget
 from a2e_engine.engine.service._config import ServiceConfig
 from a2e_engine.engine.service._connections import Connections
@@ -69,7 +70,9 @@ class ServiceState:
         says why there is none (a refusal; 499 when the client went away first, its call
         cancelled)."""
         try:
-            session = await self.host.open_session(front_end, stateless=True)
+            session = await self.host.open_session(
+                front_end, stateless=True, tenant=tenant_of(request.scope)
+            )
         except Refused as exc:
             return self.refusal(exc)
         try:

@@ -29,6 +29,7 @@ from a2e._codec import ProtocolError, decode, encode
 from a2e._messages import A2EError, A2EMessage, ErrorCode
 from a2e.caps.tools._models import ToolCallRequest, ToolCallResponse
 from a2e_engine.engine._host import Host, HostClosed
+from a2e_engine.engine.service._auth import tenant_of
 from a2e_engine.engine.service._config import ServiceConfig
 from a2e_engine.engine.service._frame_batches import SEND_MANY
 
@@ -90,7 +91,9 @@ async def serve_websocket(
 
     peer = f"{websocket.client.host}:{websocket.client.port}" if websocket.client else "?"
     try:
-        connection = host.open_connection(send, name=f"ws {peer}")
+        connection = host.open_connection(
+            send, name=f"ws {peer}", tenant=tenant_of(websocket.scope)
+        )
     except HostClosed:
         await websocket.close(CLOSE_GOING_AWAY, "the engine is stopping")
         return

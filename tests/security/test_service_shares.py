@@ -205,3 +205,107 @@ def test_large_bodies_do_not_stall_the_service(server: ServiceProcess) -> None:
     # Before: a median of 170 ms and a second at worst, each body parsed on the loop.
     assert statistics.median(latencies) < 0.1, latencies
     assert max(latencies) < 0.75, latencies
+
+
+# -- 8. the sandbox's memory, shared by tenants --
+
+#: Filled a MiB at a time in the session's workspace (its tmpfs pages are what it holds).
+FILL = (
+    "for mib in range({mb}):\n"
+    "    with open(f'fill{{mib // 64}}', 'ab') as fh:\n"
+    "        fh.write(b'x' * (1 << 20))\n"
+    "'filled'"
+)
+
+
+VICTIM_KEY, HOG_KEY = "key-of-the-victim", "key-of-the-hog"
+
+
+@pytest.fixture(scope="module")
+def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """A server whose sandbox may hold 640 MiB in all, with a key for each client."""
+    folder = tmp_path_factory.mktemp("bounded")
+    config, keys = folder / "a2e.toml", folder / "keys"
+    config.write_text(
+        "[engine]\nmax_workers = 3\nworkspace_mb = 256\n"
+        "[engine.admission]\nsandbox_memory_mb = 640\n"
+    )
+    keys.write_text(f"# one a client\n{VICTIM_KEY}\n{HOG_KEY}\n")
+    served = ServiceProcess("--config", str(config), "--api-key-file", str(keys))
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def _session(server: ServiceProcess, key: str) -> tuple[A2EClient, ToolAPI]:
+    client = A2EClient(WebSocketTransport(server.ws_url, token=key))
+    return client, ToolAPI(client)
+
+
+def _run_code(server: ServiceProcess, key: str, code: str = "print(7)") -> httpx.Response:
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        return client.post(
+            "/run_code",
+            json={"code": code, "language": "python"},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+
+
+@attack(
+    "8a. idle sessions of one client fill the sandbox's memory",
+    full="past the high-water mark a new session is refused only to a tenant past its share",
+    reduced="(served with every layer)",
+)
+def test_a_tenants_idle_sessions_turn_only_itself_away(bounded: ServiceProcess) -> None:
+    hogs = [_session(bounded, HOG_KEY) for _ in range(4)]
+    try:
+        for _, tools in hogs:
+            filled = tools.call(tool_name="python_eval", arguments={"code": FILL.format(mb=140)})
+            assert filled.success, filled.error
+        answers = [_run_code(bounded, VICTIM_KEY) for _ in range(5)]
+        assert [a.status_code for a in answers] == [200] * 5, [a.text for a in answers]
+        client, tools = _session(bounded, VICTIM_KEY)  # a new handshake is admitted
+        try:
+            answer = tools.call(tool_name="python_eval", arguments={"code": "6 * 7"})
+            assert answer.success and answer.data["value"] == 42, answer
+        finally:
+            client.close()
+        turned = _run_code(bounded, HOG_KEY)
+        assert turned.status_code == 429, turned.text
+    finally:
+        for client, _ in hogs:
+            client.close()
+
+
+#: Memory a REST call holds in memfds, for a few seconds.
+HOLDS_MEMFDS = (
+    "import os, time\n"
+    "fds = [os.memfd_create('held') for _ in range(4)]\n"
+    "block = b'x' * (1 << 20)\n"
+    "for fd in fds:\n"
+    "    for i in range(120):\n"
+    "        os.pwrite(fd, block, i << 20)\n"
+    "time.sleep(6)\n"
+    "print('held')\n"
+)
+
+
+@attack(
+    "8b. a running call's memfds push the sandbox past its pressure mark",
+    full="what a running call holds is its session's: that session is the one ended",
+    reduced="(served with every layer)",
+)
+def test_pressure_ends_the_session_that_holds_it(bounded: ServiceProcess) -> None:
+    client, victim = _session(bounded, VICTIM_KEY)
+    try:
+        kept = victim.call(tool_name="python_eval", arguments={"code": FILL.format(mb=100)})
+        assert kept.success, kept.error
+        hog = _run_code(bounded, HOG_KEY, HOLDS_MEMFDS)
+        assert hog.status_code == 200 and "ran short of memory" in hog.json()["message"], hog.text
+        still = victim.call(
+            tool_name="python_eval", arguments={"code": "import os\nos.path.getsize('fill0')"}
+        )
+        assert still.success and still.data["value"] == 64 << 20, still
+    finally:
+        client.close()
