@@ -60,7 +60,6 @@ from a2e import _jsonwire as jsonwire
 from a2e.caps.tools._plugin import SandboxProfile, ToolContext, ToolExecutionError, ToolPlugin
 from a2e.caps.tools._reasons import ENDED_BY_WHAT_RAN, FailureReason
 from a2e_engine.sandbox._exits import how_it_ended
-from a2e_engine.sandbox._landlock import confine_writes
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._run_root import program_writable
 from a2e_engine.tools._call_based import call_based_tests
@@ -445,18 +444,13 @@ class CodeEval(ToolPlugin):
 
 def _enter_beside(workdir: str, writable: tuple[str, ...]) -> None:
     """The tests run where the program does: ``workdir`` their working and temporary
-    directory too (what they compare the program's paths or files with), and they change no
-    more than it may. Nothing they import may come from there, nor from anywhere else the
-    program may write (its run layer's ``/tmp``): a module of the program's, imported by the
-    judge, would run its code there. Under the engine only: called directly, this is the
-    caller's process."""
+    directory too (what they compare the program's paths or files with). Nothing they import
+    may come from there, nor from anywhere else the program may write (its run layer's
+    ``/tmp``): a module of the program's, imported by the judge, would run its code there.
+    Under the engine only: called directly, this is the caller's process."""
     sys.path[:] = [entry for entry in sys.path if _importable_from(entry, writable)]
     os.chdir(workdir)
     os.environ["TMPDIR"] = tempfile.tempdir = workdir
-    confinement = confine_writes(writable)
-    if confinement is not None:
-        confinement.enforce()
-        confinement.close()
 
 
 def _importable_from(entry: str, writable: tuple[str, ...]) -> bool:

@@ -79,17 +79,16 @@ class CaseDomain:
         """In the run's process, before it executes the program."""
         self.group.join()
 
-    def usage(self, _pid: int, memory: bool = True, cpu: bool = True) -> TreeUsage:
+    def usage(self, pid: int, memory: bool = True, cpu: bool = True) -> TreeUsage:
         """What the run has used so far (``tools._processes.Usage``): the larger of what the
         group holds (``CaseGroup.held_kb``: each page once, memfd and shmem too) and the
-        highest resident high-water mark of a member (a burst of one process between two
-        readings); and the group's CPU time."""
+        resident high-water mark of its first process, ``pid`` (a burst between two
+        readings); and the group's CPU time. Two reads of the group's files and one of
+        ``/proc``, whatever the run started."""
         mark = held = 0
         if memory:
-            marks = [
-                usage_of([pid], memory=True, cpu=False).peak_kb for pid in self.group.members()
-            ]
-            mark, held = max(marks, default=0), self.group.held_kb() or 0
+            mark = usage_of([pid], memory=True, cpu=False).peak_kb
+            held = self.group.held_kb() or 0
         seconds = 0.0
         if cpu:
             counted = self.group.cpu_seconds()
