@@ -221,6 +221,12 @@ class CodeEval(ToolPlugin):
                     ToolParameter(name="passed", type="boolean", description="verdict == passed"),
                     ToolParameter(name="reason", type="string", description="why not passed"),
                     ToolParameter(name="tests", type="array", description="per-test results"),
+                    ToolParameter(
+                        name="forgeable",
+                        type="boolean",
+                        description="whether the program could have forged the verdict: true "
+                        "for a test program appended to it (its tests run in its process)",
+                    ),
                 ],
                 idempotent=True,
                 tags=["code", "python", "grading", "judge"],
@@ -243,7 +249,7 @@ class CodeEval(ToolPlugin):
                 )
             tests, entry_point = _tests_and_entry_point(arguments)
             spec = {"program": arguments["program"], "tests": tests, "entry_point": entry_point}
-            return self._function_tests(spec, time_limit)
+            return {**self._function_tests(spec, time_limit), "forgeable": False}
         language = LANGUAGES[str(arguments.get("language") or "python")]
         return self._judge(language, arguments, time_limit, arguments.get("input_output"))
 
@@ -267,9 +273,12 @@ class CodeEval(ToolPlugin):
             for jury in ("checker", "interactor"):
                 if getattr(options, jury) is not None:
                     raise ValueError(f"a {jury} judges test cases: give test_cases")
-            return judge_test_program(
+            # The tests run in the program's own process (MultiPL-E's form): it can end them,
+            # or change them, in its favour.
+            judged = judge_test_program(
                 language, program, tests, options, workspace, self.plugin_dirs
             )
+            return {**judged, "forgeable": True}
         judged_otherwise = options.checker is not None or options.interactor is not None
         if judged_otherwise and arguments.get("compare") is not None:
             raise ValueError(
@@ -277,9 +286,10 @@ class CodeEval(ToolPlugin):
             )
         cases = cases_from(arguments.get("test_cases"), given)
         read_roots = self.context.read_roots if self.context else ()
-        return judge_cases(
+        judged = judge_cases(
             language, program, cases, options, workspace, self.plugin_dirs, read_roots
         )
+        return {**judged, "forgeable": False}
 
     def _function_tests(self, spec: dict[str, Any], time_limit: float) -> dict[str, Any]:
         """Python function tests: the tests here, the program in a process of its own (under
@@ -400,7 +410,13 @@ class CodeEval(ToolPlugin):
             verdict = ended_early(how)
         else:
             return result  # cancelled, or the sandbox could not run it: not a verdict
-        data = {**verdict, "duration_ms": result.duration_ms, "stdout": "", "stderr": ""}
+        data = {
+            **verdict,
+            "duration_ms": result.duration_ms,
+            "stdout": "",
+            "stderr": "",
+            "forgeable": False,
+        }
         return result.model_copy(
             update={
                 "success": True,

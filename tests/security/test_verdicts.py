@@ -247,6 +247,20 @@ def test_the_expected_value_never_reaches_the_program(attacker: Attacker) -> Non
     assert report["verdict"] == "failed", report
 
 
+def test_each_result_says_whether_its_verdict_could_be_forged(attacker: Attacker) -> None:
+    """Function tests and test cases are judged out of the program's reach; a test program
+    appended to it (MultiPL-E's form) runs in its process, and one that exits first passes:
+    the result says so."""
+    assert check_form(attacker, WRONG)["forgeable"] is False
+    cases = verdict(attacker, language="python", program="print(3)", test_cases=[
+        {"input": "", "output": "3"}])  # fmt: skip
+    assert cases["verdict"] == "AC" and cases["forgeable"] is False
+    early_exit = "#include <stdlib.h>\nint add(int a, int b) { exit(0); }\n"
+    appended = verdict(attacker, language="c", program=early_exit,
+                       tests="int main(void) { return add(1, 2) == 3 ? 0 : 1; }")  # fmt: skip
+    assert appended["verdict"] == "AC" and appended["forgeable"] is True, appended
+
+
 # -- 2. LiveCodeBench's harness, as SandboxFusion runs it, beside the program --
 
 #: A call-based row of LiveCodeBench's: each input is its arguments, one JSON value a line.
