@@ -115,6 +115,13 @@ def register(sub: Subcommands) -> None:
         f"(default {ServiceConfig.max_message_bytes})",
     )
     http.add_argument(
+        "--max-bodies-bytes",
+        type=int,
+        default=ServiceConfig.max_bodies_bytes,
+        help="what the bodies of the requests in flight may hold together once read "
+        "(default: 16 times --max-message-bytes)",
+    )
+    http.add_argument(
         "--request-timeout-s",
         type=float,
         default=ServiceConfig.request_timeout_s,
@@ -236,6 +243,7 @@ def service_config_of(args: argparse.Namespace) -> ServiceConfig:
             max_connections_per_address=args.max_connections_per_address,
             websocket_idle_s=args.websocket_idle_s,
             max_message_bytes=args.max_message_bytes,
+            max_bodies_bytes=args.max_bodies_bytes,
             max_outbox_bytes=args.max_outbox_bytes,
             request_timeout_s=args.request_timeout_s,
             mcp_call_timeout_s=args.call_timeout_s,
