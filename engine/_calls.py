@@ -285,6 +285,7 @@ async def run_call(
             uid=session.uid,
             cancel_grace_s=min(float(tool.plugin.cancel_grace_s), MAX_CANCEL_GRACE_S),
             secrets=secrets,
+            tenant=session.tenant_key,
         )
         try:
             if resident:

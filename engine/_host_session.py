@@ -15,6 +15,7 @@ the last call is done.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,20 +49,30 @@ SUPPORTED_CAPABILITIES = frozenset(capability.value for capability in A2ECapabil
 
 class PendingCalls:
     """Calls pending in the whole engine, against ``Admission.max_pending_calls``: past it a
-    call is refused at once (retryably) instead of queueing without bound."""
+    call is refused at once (retryably) instead of queueing without bound; and one tenant's
+    (``Session.tenant_key``) against half of it, so that the others always find room."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.count = 0
+        self.by_tenant: collections.Counter[str] = collections.Counter()
 
-    def admit(self) -> bool:
-        if self.count >= self.limit:
+    @property
+    def per_tenant(self) -> int:
+        return max(1, (self.limit + 1) // 2)
+
+    def admit(self, tenant: str = "") -> bool:
+        if self.count >= self.limit or self.by_tenant[tenant] >= self.per_tenant:
             return False
         self.count += 1
+        self.by_tenant[tenant] += 1
         return True
 
-    def release(self) -> None:
+    def release(self, tenant: str = "") -> None:
         self.count -= 1
+        self.by_tenant[tenant] -= 1
+        if self.by_tenant[tenant] <= 0:
+            del self.by_tenant[tenant]
 
 
 @dataclass(frozen=True)
@@ -167,11 +178,12 @@ class EngineSession:
                 request.id,
                 retryable=True,
             )
-        pending = self.services.pending
-        if not pending.admit():
+        pending, tenant = self.services.pending, self.session.tenant_key
+        if not pending.admit(tenant):
             raise _refusal(
                 ErrorCode.OVERLOADED,
-                f"{pending.count} calls are pending; try again later",
+                f"{pending.count} calls are pending, {pending.by_tenant[tenant]} of them of "
+                f"this client (at most {pending.per_tenant}); try again later",
                 request.id,
                 retryable=True,
             )
@@ -179,7 +191,7 @@ class EngineSession:
         loop = asyncio.get_running_loop()
         deadline = Deadline.after(min(request.timeout, config.max_timeout), loop)
         cancelled = StopSignal()
-        task = loop.create_task(self._run(request, deadline, on_event, cancelled))
+        task = loop.create_task(self._run(request, deadline, on_event, cancelled, tenant))
         self._calls[request.id] = _RunningCall(task, cancelled)
         # Still in flight until the callbacks its caller adds next have run (the reply sent):
         # a connection that ends meanwhile waits for it rather than dropping its answer.
@@ -192,6 +204,7 @@ class EngineSession:
         deadline: Deadline,
         on_event: Callable[[ToolEvent], None],
         cancelled: StopSignal,
+        tenant: str,
     ) -> ToolResult:
         try:
             return await run_call(
@@ -201,7 +214,7 @@ class EngineSession:
             log.exception("call %s (%s) failed inside the engine", request.id, request.tool_name)
             raise
         finally:
-            self.services.pending.release()
+            self.services.pending.release(tenant)
 
     async def call(self, request: ToolCallRequest) -> Bursts:
         """The call's events in the bursts they came in (what a worker wrote between two reads

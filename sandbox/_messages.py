@@ -97,6 +97,8 @@ class Job(TypedDict):
     #: The first job of a resident worker, which stays for its session's next jobs of the
     #: same tool (``sandbox._resident``); absent: the worker exits after this one.
     resident: NotRequired[bool]
+    #: Whose call it is, for fair turns at the worker slots (``sandbox._slots``).
+    tenant: NotRequired[str]
 
 
 # -- worker -> supervisor: built by the worker --

@@ -324,10 +324,11 @@ class WorkerPool:
                 claim = self._claim(job) if claim.result() == CLAIM_AGAIN else None
             if claim is not None and not isinstance(claim, asyncio.Future):
                 held.callback(claim)
-            if not await self._slots.acquire(deadline, stop):
+            tenant = job.get("tenant", "")
+            if not await self._slots.acquire(deadline, stop, tenant):
                 waiting = "waiting for a free worker slot"
                 return kept, self._not_started(stop, deadline, queued_at, waiting)
-            held.callback(self._slots.release)
+            held.callback(self._slots.release, tenant)
             worker = alive.worker if alive is not None else None
             if supply is not None:
                 taken = await self._take(supply, job, deadline, stop, queued_at)

@@ -75,12 +75,19 @@ def test_python_eval_keeps_head_and_tail_and_saves_the_rest(tight: Engine) -> No
 
 
 def test_too_many_pending_calls_are_refused_retryably(tight: Engine) -> None:
-    tools = ToolAPI(tight.connect())
-    pendings = [tools.start(tool_name="sleep", arguments={"seconds": 0.1}) for _ in range(6)]
+    """Past half the engine's bound (rounded up) a client's calls are refused, and another's
+    still find room; past the whole of it, everyone's are."""
+    tools, other, third = (ToolAPI(tight.connect()) for _ in range(3))
+    pendings = [tools.start(tool_name="sleep", arguments={"seconds": 0.3}) for _ in range(6)]
+    theirs = [other.start(tool_name="sleep", arguments={"seconds": 0.3}) for _ in range(2)]
+    late = third.call(tool_name="sleep", arguments={"seconds": 0.1})
     results = [p.result() for p in pendings]
     refused = [r for r in results if r.error_code == "overloaded"]
-    assert len(refused) == 3 and "pending" in (refused[0].error or "")
-    assert sum(r.success for r in results) == 3
+    assert len(refused) == 4 and "2 of them of this client" in (refused[0].error or "")
+    assert sum(r.success for r in results) == 2
+    their_results = [p.result() for p in theirs]
+    assert sum(r.success for r in their_results) == 1
+    assert late.error_code == "overloaded" and late.error and "3 calls are pending" in late.error
 
 
 def test_one_connection_cannot_take_every_place_in_the_queue() -> None:

@@ -140,3 +140,31 @@ def test_the_sandbox_cap_holds_every_call_at_its_own(roomy: Engine) -> None:
     if not layer["active"]:
         pytest.skip(layer["reason"])
     assert layer["total"] >= layer["per_call"] * 10
+
+
+@pytest.fixture(scope="module")
+def one_slot() -> Iterator[Engine]:
+    """An engine that runs one call at a time: every other waits for its turn."""
+    with Engine(config=EngineConfig(max_workers=1, prefork=1, max_timeout=60)) as engine:
+        yield engine
+
+
+@attack(
+    "12. a tenant queues many calls ahead of another's",
+    full="turns at the worker slots go to the tenant holding the fewest",
+    reduced="(the same in every mode)",
+)
+def test_a_queue_of_one_tenant_does_not_hold_up_another(one_slot: Engine) -> None:
+    hog = ToolAPI(one_slot.connect(client_name="hog"))
+    sleeper = {"code": "import time\ntime.sleep(1)"}
+    queued = [hog.start(tool_name="python_eval", arguments=sleeper, timeout=60) for _ in range(12)]
+    try:
+        time.sleep(0.5)  # the hog's first call runs, the others wait
+        victim = ToolAPI(one_slot.connect(client_name="victim"))
+        started = time.monotonic()
+        result = victim.call(tool_name="python_eval", arguments={"code": "6 * 7"}, timeout=8)
+        assert result.success and result.data["value"] == 42, result
+        assert time.monotonic() - started < 4, "it waited behind the hog's queue"
+    finally:
+        for call in queued:
+            call.cancel()
