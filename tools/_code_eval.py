@@ -567,8 +567,9 @@ def compiled_sources(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[
 
 
 def _judged_by_function_tests(arguments: Mapping[str, Any]) -> bool:
-    """Whether a call is judged by Python function tests: what ``_execute_tool`` runs in the
-    worker and the supervisor's hooks seal and check, decided in this one place."""
+    """Whether a call is judged by Python function tests: what ``_execute_tool`` judges apart
+    from the program, what wants the clean template (``uses_template``) and what the
+    supervisor's hooks time and turn into a verdict, decided in this one place."""
     language = str(arguments.get("language") or "python")
     given = arguments.get("input_output")
     if language != "python":
