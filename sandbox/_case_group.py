@@ -18,7 +18,8 @@ capabilities), as descriptors: writing to one is allowed by the credentials it w
 so the worker, and a child of it before it executes, can use them whatever their uid by then. A
 child joins with ``join`` (it writes its own pid, ``0``); the descriptors are close-on-exec, and a
 program never holds them. Where a hierarchy is missing, what needs it says so by returning None
-(``cpu_seconds``, ``shmem_kb``) or falls back (``members`` reads ``pids``' list without a freezer).
+(``cpu_seconds``, ``held_kb``) or does without (``sweep`` chases the members unfrozen where there
+is no freezer).
 """
 
 from __future__ import annotations
@@ -124,10 +125,6 @@ class CaseGroup:
                 found.append(int(name))
         return found
 
-    def empty(self) -> bool:
-        """Whether no member is left (a zombie is none: it waits for its parent, who reaps)."""
-        return not self.members()
-
     def vacant(self) -> bool:
         """Whether the group holds no task at all, zombies included: read in one system call
         (``pids.current``), and so what a sweep looks at first (False where it cannot
@@ -143,25 +140,15 @@ class CaseGroup:
             return True  # what a run leaves, mostly: nothing to freeze, list or kill
         frozen = self._freeze()
         try:
-            for _ in range(64):  # without a freezer, a forking member is chased this long
-                members = self.members()
-                if not members:
-                    break
-                for pid in members:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.kill(pid, signal.SIGKILL)
-                if frozen:
-                    break
+            _kill(self.members())
         finally:
             if frozen:
                 self._write(("freezer", "freezer.state"), b"THAWED")
         deadline = time.monotonic() + GONE_WAIT_S
-        while not self.empty():
+        while members := self.members():  # a zombie is none: its parent, the worker, reaps
             if time.monotonic() > deadline:
                 return False
-            for pid in self.members():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            _kill(members)  # without a freezer, what forked since the last list
             time.sleep(0.001)
         return True
 
@@ -202,6 +189,12 @@ class CaseGroup:
             return True
         except OSError:
             return False
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 _CURRENT: list[CaseGroup] = []
