@@ -6,41 +6,35 @@ capabilities it keeps for the job's uid).
 A tool that must run untrusted code apart from what judges it asks for one
 (``ToolPlugin.clean_template``): ``code_eval`` runs a candidate there while the worker, holding
 the tests and the expected values, judges what comes back. The worker forks it once hardened,
-off the call's path (``fork_template``). When the job comes and is one of such a plugin, the
+off the call's path (``sandbox._worker``). When the job comes and is one of such a plugin, the
 worker gives it the job's layers without the arguments or the secrets (``Template.start``); the
 template takes the job's last steps itself (its uid, its Landlock domain, the workspace), and
 then runs the plugin's ``template_main`` on the two pipes it shares with the worker, one each
 way. Any other job kills it.
 
 The worker is the template's parent: in the worker's PID namespace it dies with the worker;
-without one it has a death signal and the zygote, as subreaper, kills what is left.
+without one it has a death signal and the zygote, as subreaper, kills what is left. Its life,
+which takes a job as the worker takes its own, is the worker's code (``sandbox._worker``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from a2e.caps.tools._plugin import ToolContext
-from a2e_engine.sandbox import _contain as contain
-from a2e_engine.sandbox import _syscalls as syscalls
-from a2e_engine.sandbox._beneath import open_unlinked
-from a2e_engine.sandbox._case_group import forget_case_group
 from a2e_engine.sandbox._forking import fork_single_threaded, thread_count
-from a2e_engine.sandbox._frames import read_frame, write_frame
+from a2e_engine.sandbox._frames import write_frame
 
 if TYPE_CHECKING:
     from a2e_engine.sandbox._messages import Job
-    from a2e_engine.sandbox._preparation import Preparation, Worker
+    from a2e_engine.sandbox._preparation import Preparation
 
-__all__ = ["Template", "fork_serving", "fork_template", "wants_template"]
+__all__ = ["Template", "fork_serving", "wants_template"]
 
 #: How long a template the worker cannot kill has to end once its pipe is closed.
 _GRACE_S = 0.05
@@ -68,13 +62,11 @@ class Template:
     pid: int
     requests: int
     replies: int
-    started: bool = False
 
     def start(self, job: Job) -> None:
         """Give it the job's layers (never its arguments or its secrets)."""
         layers = {name: job[name] for name in _LAYER_FIELDS if name in job}  # type: ignore[literal-required]
         write_frame(self.requests, {**layers, "arguments": {}, "secrets": {}})
-        self.started = True
 
     def close(self) -> int | None:
         """End it and reap it: how it ended, as an exit code (a negative signal number), or
@@ -114,16 +106,6 @@ def wants_template(prep: Preparation) -> bool:
     return any(getattr(plugin, "clean_template", False) for plugin in prep.plugins)
 
 
-def fork_template(prep: Preparation, worker: Worker, closed: tuple[int, ...]) -> Template:
-    """In the hardened worker, before it reads its job: the template, which closes the
-    worker's descriptors ``closed`` (its job and result pipes) first thing."""
-
-    def life(requests: int, replies: int) -> None:
-        _template_life(prep, worker, requests, replies)
-
-    return Template(*fork_serving(life, closed))
-
-
 def fork_serving(
     serve: Callable[[int, int], None], closed: tuple[int, ...] = ()
 ) -> tuple[int, int, int]:
@@ -146,33 +128,3 @@ def fork_serving(
     os.close(to_child)
     os.close(from_child)
     return pid, requests, replies
-
-
-def _template_life(prep: Preparation, worker: Worker, requests: int, replies: int) -> None:
-    """In the template: wait for the job's layers, take them, and run the plugin's
-    ``template_main``; a worker that closes the pipe first ends it."""
-    syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
-    forget_case_group()  # the worker's to use: what the template runs must not hold it
-    try:
-        job: Any = read_frame(requests, prep.settings.max_frame)
-    except EOFError:
-        return
-    contain.on_job(prep, worker, job)
-    fd = open_unlinked(job["workspace"])
-    try:
-        os.fchdir(fd)
-    finally:
-        os.close(fd)
-    os.environ["HOME"] = job["workspace"]
-    os.environ["TMPDIR"] = tempfile.tempdir = job["tmp_dir"]
-    plugin = prep.plugins[job["plugin"]]
-    plugin.context = ToolContext(
-        workspace=job["workspace"],
-        tmp_dir=job["tmp_dir"],
-        read_roots=tuple(job.get("read_roots", ())),
-        call_id=job.get("call_id", ""),
-    )
-    # As the worker before its tool: what the zygote made stays frozen, the rest is collected.
-    gc.freeze()
-    gc.enable()
-    plugin.template_main(requests, replies)

@@ -21,7 +21,9 @@ from a2e.caps.tools._plugin import ToolCancelled, ToolContext, ToolExecutionErro
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox import _contain as contain
 from a2e_engine.sandbox import _sharing as sharing
+from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._beneath import open_unlinked
+from a2e_engine.sandbox._case_group import forget_case_group
 from a2e_engine.sandbox._frames import read_frame, write_frame, write_frame_bytes
 from a2e_engine.sandbox._messages import (
     FailureFrame,
@@ -32,7 +34,7 @@ from a2e_engine.sandbox._messages import (
     setup_error_frame,
 )
 from a2e_engine.sandbox._preparation import Preparation, Worker
-from a2e_engine.sandbox._template import Template, fork_template, wants_template
+from a2e_engine.sandbox._template import Template, fork_serving, wants_template
 
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
 
@@ -93,18 +95,23 @@ def run_first_job(
 ) -> None:
     """The job this worker was forked for: the layers' last steps, then the tool (given the
     clean template, started, when its plugin asked for one)."""
-    workspace = job["workspace"]
     try:
-        contain.on_job(prep, worker, job)
-        _enter(workspace)
+        _take_job(prep, worker, job)
         if float(job.get("cancel_grace_s") or 0) > 0:
             signal.signal(signal.SIGTERM, _raise_cancelled)
     except (OSError, KeyError) as exc:
         raise JobSetupError(f"the job could not start: {type(exc).__name__}: {exc}") from None
-    os.environ["HOME"] = workspace
+    execute_job(prep.plugins[job["plugin"]], job, result_fd, prep.settings.max_frame, template)
+
+
+def _take_job(prep: Preparation, worker: Worker, job: Job) -> None:
+    """The job's layers' last steps in this process (the worker, or its clean template), its
+    workspace the working directory and its directories the environment's."""
+    contain.on_job(prep, worker, job)
+    _enter(job["workspace"])
+    os.environ["HOME"] = job["workspace"]
     os.environ["TMPDIR"] = job["tmp_dir"]
     tempfile.tempdir = job["tmp_dir"]  # the zygote may have cached the host's /tmp already
-    execute_job(prep.plugins[job["plugin"]], job, result_fd, prep.settings.max_frame, template)
 
 
 def _enter(directory: str) -> None:
@@ -240,13 +247,35 @@ def _template_for(
 ) -> Template | None:
     """The clean template, forked now that the worker is hardened and before its job is read,
     where a plugin of this zygote asks for one; None where it cannot be forked (the tool then
-    says it cannot run what needed it)."""
+    says it cannot run what needed it). It closes the job and result pipes first thing."""
     if not wants_template(prep):
         return None
+
+    def life(requests: int, replies: int) -> None:
+        _template_life(prep, worker, requests, replies)
+
     try:
-        return fork_template(prep, worker, (job_fd, result_fd))
+        return Template(*fork_serving(life, (job_fd, result_fd)))
     except OSError:
         return None
+
+
+def _template_life(prep: Preparation, worker: Worker, requests: int, replies: int) -> None:
+    """In the template: wait for the job's layers, take them, and run the plugin's
+    ``template_main``; a worker that closes the pipe first ends it."""
+    syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+    forget_case_group()  # the worker's to use: what the template runs must not hold it
+    try:
+        job = cast(Job, read_frame(requests, prep.settings.max_frame))
+    except EOFError:
+        return
+    _take_job(prep, worker, job)
+    plugin = prep.plugins[job["plugin"]]
+    plugin.context = _context(job)
+    # As the worker before its tool: what the zygote made stays frozen, the rest is collected.
+    gc.freeze()
+    gc.enable()
+    plugin.template_main(requests, replies)
 
 
 def _started(template: Template | None, plugin: ToolPlugin, job: Job) -> Template | None:
