@@ -118,12 +118,9 @@ class SlotGroups:
         kills = self.oom_kills(slot.path)
         oom, slot.oom_kills = kills > slot.oom_kills, kills  # empty now: it cannot change
         if self._still_charged(slot.path):
-            try:
-                remove_cgroup_tree(slot.path)
-                os.stat(slot.path)
-            except OSError:
-                return oom  # gone
-
+            remove_cgroup_tree(slot.path)
+            if not os.path.exists(slot.path):
+                return oom  # retired
         self._free.append(slot)
         return oom
 
@@ -341,17 +338,14 @@ def memory_of_process(pid: int) -> int:
     bytes: everything its processes hold, memfd and shmem pages too; the process's resident
     memory where it is in no group of ours; 0 once it is gone."""
     try:
-        with open(f"/proc/{pid}/cgroup", "rb") as fh:
-            lines = fh.read().split(b"\n")
+        path = own_path("memory", pid)
     except OSError:
         return 0
-    for line in lines:
-        _, controllers, path = ([*line.split(b":", 2), b"", b""])[:3]
-        if b"memory" in controllers.split(b",") and _PREFIX.encode() in path:
-            try:
-                return memory_usage(_ROOT + "/memory" + path.decode())
-            except (OSError, ValueError):
-                break
+    if _PREFIX in path:
+        try:
+            return memory_usage(_ROOT + "/memory" + path)
+        except (OSError, ValueError):
+            pass
     try:
         with open(f"/proc/{pid}/statm", "rb") as fh:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -364,10 +358,10 @@ def memory_usage(path: str) -> int:
     return int(_read(os.path.join(path, "memory.usage_in_bytes")))
 
 
-def own_path(controller: str) -> str:
-    """This process's cgroup path for ``controller`` (v1), or in the unified hierarchy (v2)
-    for ``""``."""
-    with open("/proc/self/cgroup") as fh:
+def own_path(controller: str, pid: int | str = "self") -> str:
+    """The cgroup path of process ``pid`` (this one unless told) for ``controller`` (v1), or
+    in the unified hierarchy (v2) for ``""``."""
+    with open(f"/proc/{pid}/cgroup") as fh:
         for line in fh:
             _, controllers, path = line.rstrip("\n").split(":", 2)
             if controller in controllers.split(","):
