@@ -7,6 +7,8 @@ template, the values between them as plain data (``tools._plain_values``)."""
 from __future__ import annotations
 
 import math
+import os
+import time
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from a2e.caps.tools._client import ToolAPI
+from a2e_engine.tools._candidate_process import CandidateEnded, CandidateProcess
 from a2e_engine.tools._plain_values import MAX_DEPTH, Unencodable, decode, encode
 
 
@@ -190,3 +193,26 @@ def test_a_value_too_large_or_deep_to_read_fails_its_test(tools: ToolAPI) -> Non
     )
     report = grade(tools, program, "def check(f):\n    assert f() == []\n", entry_point="deep")
     assert report["verdict"] == "failed" and "deeper than" in report["reason"], report
+
+
+def test_a_candidates_process_is_stopped_once() -> None:
+    """The judge finishes with the candidate's process where the tests end and again where the
+    call does: once reaped, its pid may be another process's, which a second kill would hit."""
+    stops: list[int] = []
+    candidate = CandidateProcess.forked(time.monotonic() + 30)
+    pid = candidate.pid
+    stop = candidate._stop
+    assert stop is not None
+
+    def counted() -> int | None:
+        stops.append(pid)
+        return stop()
+
+    candidate._stop = counted
+    candidate.finish()
+    candidate.finish()
+    with pytest.raises(CandidateEnded):
+        candidate.end("finished")
+    assert stops == [pid]
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

@@ -67,7 +67,7 @@ class CandidateProcess:
         self, pid: int, requests: int, replies: int, stop: Callable[[], int | None], deadline: float
     ) -> None:
         self.pid, self.requests, self.replies = pid, requests, replies
-        self._stop = stop
+        self._stop: Callable[[], int | None] | None = stop
         self.deadline = deadline  # time.monotonic() past which an answer is too late
         self.ended: str | None = None  # how it ended, once it did (or was ended)
         self.timed_out = False
@@ -254,7 +254,8 @@ class CandidateProcess:
         raise CandidateEnded(self.ended)
 
     def stop(self) -> int | None:
-        """Kill and reap it, and close the pipes; its exit code (None: not known)."""
+        """Kill and reap it, and close the pipes, once: its exit code (None: not known, or
+        stopped before). Never again after: its pid, reaped, may be another process's now."""
         for fd in (self.requests, self.replies):
             if fd >= 0:
                 try:
@@ -262,7 +263,8 @@ class CandidateProcess:
                 except OSError:
                     pass
         self.requests = self.replies = -1
-        return self._stop()
+        stop, self._stop = self._stop, None
+        return stop() if stop is not None else None
 
     def finish(self) -> None:
         """Once the tests are done: the candidate ended, and how, unless it had already."""
