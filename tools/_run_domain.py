@@ -64,7 +64,7 @@ class CaseDomain:
 
     def begin(self, memory_limit_kb: int | None) -> None:
         """Ready for a run limited to ``memory_limit_kb`` of memory (None: the call's). The
-        kernel's limit lies a little above it (``KERNEL_SLACK``), for what it counts that the
+        kernel's limit lies a little above it (``KERNEL_SLACK_KB``), for what it counts that the
         run's own reading does not (page tables, kernel stacks; the page cache it reclaims
         first): the run's limit is judged on its readings, and the kernel's stops, at once,
         what would run past it between two of them."""
@@ -170,14 +170,18 @@ def _reap(children: Callable[[], list[int]], wait: bool = True) -> None:
     ``wait``, looking again until none is left or ``_SWEEP_S`` passed."""
     deadline = time.monotonic() + (_SWEEP_S if wait else 0)
     while True:
-        pending = children()
-        for pid in pending:
-            with contextlib.suppress(ChildProcessError):
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    pending.remove(pid)
+        pending = [pid for pid in children() if not _reaped(pid)]
         if not pending or time.monotonic() >= deadline:
             return
         time.sleep(0.001)
+
+
+def _reaped(pid: int) -> bool:
+    """Whether child ``pid`` is reaped now (or was already), without waiting for it."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] != 0
+    except ChildProcessError:
+        return True
 
 
 def _others(spared: Iterable[int]) -> list[int]:
