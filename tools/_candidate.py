@@ -35,7 +35,7 @@ from a2e import _jsonwire as jsonwire
 from a2e_engine.sandbox._landlock import confine_writes
 from a2e_engine.tools._plain_values import Unencodable, decode, encode
 
-__all__ = ["MAX_MESSAGE", "serve_candidate"]
+__all__ = ["MAX_MESSAGE", "described", "serve_candidate"]
 
 #: The most a request or an answer may take, either way.
 MAX_MESSAGE = 16 << 20
@@ -250,11 +250,18 @@ def _enter(workdir: str, writable: list[str]) -> None:
 
 
 def _raised(exc: BaseException) -> dict[str, Any]:
+    name, message = described(exc)
+    return {"raised": [name[:200], message]}
+
+
+def described(exc: BaseException) -> tuple[str, str]:
+    """An exception as its class's name and its message: capped, and never itself raising
+    (an exception's ``__str__`` is the program's code, or the tests')."""
     try:
         message = str(exc)[:2000]
     except BaseException:
         message = "<unprintable>"
-    return {"raised": [type(exc).__name__[:200], message]}
+    return type(exc).__name__, message
 
 
 def _size(data: Any) -> int:

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import ast
 import builtins
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from a2e_engine.tools._candidate import described
 from a2e_engine.tools._candidate_process import CandidateProcess
 
 __all__ = [
@@ -72,7 +73,7 @@ def run_tests(
             for name in test_names:
                 results.append(_test(name, lambda name=name: namespace[name]()))
     except BaseException as exc:
-        failure = (stage, *_format_exception(exc))
+        failure = (stage, *described(exc))
     candidate.finish()
     if candidate.timed_out:
         return outcome("timed out", f"did not finish within {time_limit:g} s", [])
@@ -101,7 +102,7 @@ def _test(name: str, run: Any) -> dict[str, Any]:
     try:
         run()
     except BaseException as exc:
-        kind, message = _format_exception(exc)
+        kind, message = described(exc)
         return {"name": name, "passed": False, "error": f"{kind}: {message}" if message else kind}
     return {"name": name, "passed": True}
 
@@ -163,8 +164,7 @@ def plan_tests(tests: str, entry_point: str) -> GradingPlan:
     imports = "\n".join(
         ast.unparse(node) for node in module.body if isinstance(node, ast.Import | ast.ImportFrom)
     )
-    plan = _plan(module, entry_point)
-    return GradingPlan(plan.test_names, plan.refusal, imports)
+    return replace(_plan(module, entry_point), imports=imports)
 
 
 def _plan(module: ast.Module, entry_point: str) -> GradingPlan:
@@ -232,11 +232,3 @@ def _reaches_assert(
             continue  # defined here, run only if called
         todo.extend(ast.iter_child_nodes(node))
     return False
-
-
-def _format_exception(exc: BaseException) -> tuple[str, str]:
-    try:
-        message = str(exc)[:2000]
-    except BaseException:
-        message = "<unprintable>"
-    return type(exc).__name__, message
