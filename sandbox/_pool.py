@@ -137,11 +137,9 @@ class WorkerPool:
         self._start_all = start_all
         self._slots: WorkerSlots | None = None
         #: The workers of the calls holding a slot: their pids as this process sees them
-        #: (``sandbox._busy.pid_of``) and when their run began, by the pid their zygote
-        #: reported.
-        self._running: dict[int, tuple[int, float]] = {}
-        #: The workspace of each running job's session, by its worker's pid.
-        self._workspaces: dict[int, str] = {}
+        #: (``sandbox._busy.pid_of``), when their run began and their session's workspace, by
+        #: the pid their zygote reported.
+        self._running: dict[int, tuple[int, float, str]] = {}
         #: Whether the sandbox's memory has room for a call beyond ``busy_workers`` (the
         #: engine's memory bound sets it; without one, there is none).
         self.memory_room: Callable[[], bool] = lambda: False
@@ -254,8 +252,8 @@ class WorkerPool:
         assert self._slots is not None
         busy, now = self._slots.busy, asyncio.get_running_loop().time()
         starting = self._slots.in_flight - len(self._running)
-        short = [pid for pid, began in self._running.values() if now - began < LONG_RUN_S]
-        long = [pid for pid, began in self._running.values() if now - began >= LONG_RUN_S]
+        short = [pid for pid, began, _ in self._running.values() if now - began < LONG_RUN_S]
+        long = [pid for pid, began, _ in self._running.values() if now - began >= LONG_RUN_S]
         held = starting + computing(short) + max(0, computing(long) - busy)
         return held < busy and self.memory_room()
 
@@ -263,13 +261,8 @@ class WorkerPool:
         """What the jobs running for the session of ``workspace`` hold now: their workers'
         memory groups (everything they run, memfd and shmem pages too), or without those
         their workers' resident memory."""
-        held = 0
-        for worker, where in list(self._workspaces.items()):
-            if where == workspace:
-                running = self._running.get(worker)
-                if running is not None:
-                    held += memory_of_process(running[0])
-        return held
+        running = list(self._running.values())
+        return sum(memory_of_process(pid) for pid, _, where in running if where == workspace)
 
     # -- running a job --
 
@@ -340,8 +333,8 @@ class WorkerPool:
                     job = cast(Job, {**job, "resident": True})
             assert worker is not None
             queued_ms = int((loop.time() - queued_at) * 1000)
-            self._running[worker.pid] = (pid_of(worker.pidfd) or worker.pid, loop.time())
-            self._workspaces[worker.pid] = job["workspace"]
+            seen_as = pid_of(worker.pidfd) or worker.pid
+            self._running[worker.pid] = (seen_as, loop.time(), job["workspace"])
             try:
                 if alive is not None:
                     outcome = await alive.run(job, deadline, on_event, stop)
@@ -352,7 +345,6 @@ class WorkerPool:
                     )
             finally:
                 self._running.pop(worker.pid, None)
-                self._workspaces.pop(worker.pid, None)
             outcome.queued_ms = queued_ms
             return alive, outcome
 
