@@ -160,7 +160,12 @@ class MemoryBound:
             return None
         held = self.holdings.by_tenant()
         holding = {key for key, size in held.items() if size > 0} | {tenant}
-        return held.get(tenant, 0) >> 20, int(self.limit_mb * HIGH_WATER) // len(holding)
+        return held.get(tenant, 0) >> 20, self.share_bytes(len(holding)) >> 20
+
+    def share_bytes(self, tenants: int) -> int:
+        """Each tenant's fair share when ``tenants`` hold memory: the high-water mark of the
+        bound divided among them."""
+        return int(self.limit_mb * HIGH_WATER * (1 << 20)) // max(1, tenants)
 
     def has_room(self) -> bool:
         """Whether a call may start beyond those that start whatever they use
@@ -232,7 +237,7 @@ class PressureRelief:
         tenants = {key: size for key, size in self.holdings.by_tenant().items() if size > 0}
         if not tenants:
             return False
-        share = self.bound.limit_mb * HIGH_WATER * (1 << 20) / len(tenants)
+        share = self.bound.share_bytes(len(tenants))
         held = [
             (self.holdings.of(session), session)
             for session in self.holdings.sessions()
