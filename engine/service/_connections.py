@@ -23,11 +23,12 @@ peer and closes its transport. A WebSocket's idleness is its endpoint's to judge
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 from typing import Protocol
 
-__all__ = ["Connections", "Tracked"]
+__all__ = ["Connections", "Tracked", "TrackedTransport"]
 
 log = logging.getLogger("a2e.service")
 
@@ -38,6 +39,21 @@ class Tracked(Protocol):
     def peer_address(self) -> str: ...
 
     def close_connection(self) -> None: ...
+
+
+class TrackedTransport:
+    """``Tracked`` for uvicorn's protocol objects, its HTTP and its WebSocket ones alike,
+    mixed in before them: the address of their client, and their transport closed."""
+
+    client: tuple[str, int] | None
+    transport: asyncio.Transport
+
+    def peer_address(self) -> str:
+        return self.client[0] if self.client else ""
+
+    def close_connection(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.close()
 
 
 class Connections:

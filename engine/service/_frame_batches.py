@@ -20,14 +20,14 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.exceptions import InvalidState
 from websockets.protocol import State
 
-from a2e_engine.engine.service._connections import Connections
+from a2e_engine.engine.service._connections import Connections, TrackedTransport
 
 __all__ = ["SEND_MANY", "BatchingWebSocketProtocol", "text_frame", "tracked_websockets"]
 
 SEND_MANY = "a2e.websocket.send_many"
 
 
-class BatchingWebSocketProtocol(WebSocketsSansIOProtocol):
+class BatchingWebSocketProtocol(TrackedTransport, WebSocketsSansIOProtocol):
     #: The service's connections (``engine.service._connections``), where it keeps one.
     ledger: Connections | None = None
 
@@ -43,13 +43,6 @@ class BatchingWebSocketProtocol(WebSocketsSansIOProtocol):
         if self.ledger is not None:
             self.ledger.closed(self)
         super().connection_lost(exc)
-
-    def peer_address(self) -> str:
-        return self.client[0] if self.client else ""
-
-    def close_connection(self) -> None:
-        if not self.transport.is_closing():
-            self.transport.close()
 
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)

@@ -23,7 +23,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from a2e import _jsonwire as jsonwire
-from a2e_engine.engine.service._connections import Connections
+from a2e_engine.engine.service._connections import Connections, TrackedTransport
 
 __all__ = ["MAX_HEAD_BYTES", "bounded_heads"]
 
@@ -31,7 +31,7 @@ __all__ = ["MAX_HEAD_BYTES", "bounded_heads"]
 MAX_HEAD_BYTES = 64 * 1024
 
 
-class _BoundedHeads(HttpToolsProtocol):
+class _BoundedHeads(TrackedTransport, HttpToolsProtocol):
     head_timeout_s: float  # the service's request_timeout_s (``bounded_heads``)
     ledger: Connections  # the service's (``bounded_heads``)
 
@@ -65,13 +65,6 @@ class _BoundedHeads(HttpToolsProtocol):
             transport.abort()  # its address holds its share: not read at all
             return
         self._arm()
-
-    def peer_address(self) -> str:
-        return self.client[0] if self.client else ""
-
-    def close_connection(self) -> None:
-        if not self.transport.is_closing():
-            self.transport.close()
 
     def on_headers_complete(self) -> None:
         self.ledger.became_working(self)
