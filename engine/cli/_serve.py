@@ -263,9 +263,8 @@ def _api_keys(path: str | None) -> tuple[str, ...]:
         raise UsageError(
             f"--api-key-file {path}: {getattr(exc, 'strerror', None) or exc}"
         ) from None
-    keys = tuple(
-        line.strip() for line in lines if line.strip() and not line.strip().startswith("#")
-    )
+    stripped = (line.strip() for line in lines)
+    keys = tuple(line for line in stripped if line and not line.startswith("#"))
     if not keys:
         raise UsageError(f"--api-key-file {path}: no key in it")
     return keys
