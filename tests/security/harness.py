@@ -189,8 +189,9 @@ def changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 def leftover_processes(engine: Engine, wait_s: float = 5.0) -> list[psutil.Process]:
     """Descendants of every zygote (each plugin's) that are not idle pre-forked workers nor
-    their clean templates (``sandbox._template``: forked before any job), after up to ``wait_s`` for the call's worker to be reaped (workers that sent their result
-    exit off the call's path) and for a worker being forked to become idle."""
+    their clean templates (``sandbox._template``: forked before any job), after up to
+    ``wait_s`` for the call's worker to be reaped (workers that sent their result exit off the
+    call's path) and for a worker being forked to become idle."""
     deadline = time.monotonic() + wait_s
     while True:
         assert engine.pool is not None
