@@ -216,6 +216,9 @@ public class Main {
   }
 }
 """
+_PYTHON = """n = int(input())
+print(sum(int(x) ** 2 for x in input().split()))
+"""
 
 
 def _cases() -> list[dict[str, str]]:
@@ -238,6 +241,13 @@ def judge_payloads() -> list[Payload]:
         )
         for language, program in (("cpp", _CPP), ("java", _JAVA))
     ]
+
+
+def python_judge_payloads() -> list[Payload]:
+    """A Python program on the judge workload's cases: what a grader of Python stdin/stdout
+    problems pays per case, with no compile to hide it."""
+    arguments = {"language": "python", "program": _PYTHON, "test_cases": _cases(), "time_limit": 10}
+    return [Payload("code_eval", arguments, script="", label="python")]
 
 
 # -- SandboxFusion's /run_code --
@@ -412,6 +422,14 @@ WORKLOADS = (
         judge_payloads,
         engine_answer=lambda data: str((data or {}).get("verdict", "")),
         needs_programs=("g++", "javac", "java"),
+        scripted=False,
+        quick=False,
+    ),
+    Workload(
+        "judge_python",
+        f"a Python program judged on {JUDGE_CASES} stdin/stdout cases",
+        python_judge_payloads,
+        engine_answer=lambda data: str((data or {}).get("verdict", "")),
         scripted=False,
         quick=False,
     ),
