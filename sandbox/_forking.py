@@ -24,18 +24,22 @@ reports their exits promptly even when tool code keeps every CPU busy.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
 from a2e_engine.sandbox._probe import Answer, ProbeFailed, in_child
+from a2e_engine.sandbox._syscalls import syscall_number
 
 __all__ = [
     "LAYER",
     "ForkPlan",
     "enter_idle_priority",
+    "fork_as_sibling",
     "fork_single_threaded",
     "leave_idle_priority",
     "probe_idle_priority",
@@ -46,6 +50,11 @@ __all__ = [
 _fork = ctypes.PyDLL(None, use_errno=True).fork
 _fork.restype = ctypes.c_int
 _fork.argtypes = ()
+
+_syscall = ctypes.PyDLL(None, use_errno=True).syscall
+_syscall.restype = ctypes.c_long
+#: ``clone``'s flag for a child of the caller's parent.
+CLONE_PARENT = 0x00008000
 
 _NORMAL = os.sched_param(0)
 
@@ -129,6 +138,34 @@ def fork_single_threaded(reseed_child: bool = True) -> int:
     if pid == 0 and reseed_child:
         reseed_random()
     return pid
+
+
+def fork_as_sibling() -> int:
+    """Like ``fork_single_threaded``, but the child is this process's parent's child, not its
+    own (``clone(CLONE_PARENT)``): the parent reaps it, learns its exit status and its
+    resource usage from the kernel, and signals it as its own, while it starts as a copy of
+    this process's memory. For a single-threaded caller that is not a PID namespace's init
+    (whose children cannot be given to a parent outside it: ``EINVAL``).
+
+    A raw ``clone`` (``fork`` takes no flags) skips libc's after-fork work, which a
+    single-threaded process needs for nothing: glibc reads the thread id from the kernel
+    where it signals itself, and no lock is held across the call. It skips the at-fork
+    handlers that libraries register too: a process that loaded one which needs them in its
+    children (gRPC) must not fork this way; an engine worker loads none."""
+    number = _clone_number()
+    flags = ctypes.c_ulong(CLONE_PARENT | signal.SIGCHLD)
+    pid = int(_syscall(ctypes.c_long(number), flags, None, None, None, None))
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"clone: {os.strerror(err)}")
+    if pid == 0:
+        reseed_random()
+    return pid
+
+
+@functools.cache
+def _clone_number() -> int:
+    return syscall_number("clone")
 
 
 def reseed_random() -> None:

@@ -18,6 +18,7 @@ from a2e import _jsonwire as jsonwire
 __all__ = [
     "DEFAULT_MAX_FRAME",
     "EVENT_PREFIX",
+    "HEADER_SIZE",
     "SKIPPED_EVENT",
     "FrameDecoder",
     "FrameError",
@@ -25,12 +26,14 @@ __all__ = [
     "encode_frame",
     "frame_of_body",
     "read_frame",
+    "read_frame_body",
     "write_frame",
     "write_frame_bytes",
 ]
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 _HEADER = struct.Struct(">I")
+HEADER_SIZE = _HEADER.size
 #: How every event frame starts as the worker encodes it (``messages.event_frame``, compact
 #: JSON): what lets a reader past the event cap skip one without decoding it.
 EVENT_PREFIX = b'{"t":"event",'
@@ -134,7 +137,14 @@ def _read_exact(fd: int, size: int) -> bytes:
 def read_frame(fd: int, max_frame: int = DEFAULT_MAX_FRAME) -> dict[str, Any]:
     """Blocking read of one frame (worker side, reading its job from the supervisor: with the
     standard library's parser, ``jsonwire.plain_loads``)."""
-    (length,) = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    return read_frame_body(fd, b"", max_frame)
+
+
+def read_frame_body(fd: int, head: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> dict[str, Any]:
+    """The rest of a frame of which ``head``, the first bytes of its header, was read already
+    (by a reader that took descriptors with them)."""
+    head += _read_exact(fd, _HEADER.size - len(head))
+    (length,) = _HEADER.unpack(head)
     if length > max_frame:
         raise FrameTooLarge(f"frame of {length} bytes exceeds the limit of {max_frame} bytes")
     return _decode_body(_read_exact(fd, length), jsonwire.plain_loads)

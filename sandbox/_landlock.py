@@ -55,6 +55,7 @@ __all__ = [
     "confine_writes",
     "covering_paths",
     "readable_code_paths",
+    "restrict_self",
 ]
 
 #: What any program needs to run. ``/etc`` is included whole; keeping root-only files there
@@ -285,15 +286,10 @@ class WriteConfinement:
             self._ruleset.allow_read(covering_paths((*SYSTEM_READ_PATHS, *readable)))
         self._ruleset.allow_write(writable)
         self._ruleset.allow_devices(("/dev",))
-        self._fd = self._ruleset.fd
-        self._number = _NUMBERS["landlock_restrict_self"]
-        self._restrict = _ENTRIES["landlock_restrict_self"]
+        self.fd = self._ruleset.fd  # what another process enforces it by (``restrict_self``)
 
     def enforce(self) -> None:
-        # Without no_new_privs (a worker whose seccomp layer is off) Landlock refuses.
-        syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
-        if self._restrict(self._number, self._fd, 0) < 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+        restrict_self(self.fd)
 
     def close(self) -> None:
         self._ruleset.close()
@@ -303,6 +299,14 @@ class WriteConfinement:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def restrict_self(ruleset_fd: int) -> None:
+    """Enforce a ruleset (a ``WriteConfinement``'s ``fd``, or a copy of it another process
+    sent) on the calling process: one more Landlock layer."""
+    # Without no_new_privs (a worker whose seccomp layer is off) Landlock refuses.
+    syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
+    _syscall("landlock_restrict_self", ruleset_fd, 0)
 
 
 def confine_writes(

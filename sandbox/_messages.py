@@ -1,7 +1,10 @@
 """The sandbox's own messages, declared once: what each side may say, how it is built, and how
 the supervisor checks what it reads.
 
-Supervisor -> worker, one frame on the job pipe (``sandbox._frames``): the job (``Job``).
+Supervisor -> worker, on the job pipe (``sandbox._frames``): the job (``Job``) as two frames,
+its layers and then its payload (``encode_job``). The worker takes the layers (its uid, its
+Landlock domain, its workspace) and may fork its clean template (``sandbox._template``) before
+it reads the payload, the arguments and secrets: what holds no payload cannot leak one.
 
 Worker -> supervisor, frames on the result pipe, in this order:
 
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from a2e.caps.tools._reasons import TOOL_REASONS, FailureReason
-from a2e_engine.sandbox._frames import encode_frame, frame_of_body
+from a2e_engine.sandbox._frames import encode_frame, frame_of_body, read_frame
 from a2e_engine.sandbox.layers import LayerReport
 
 __all__ = [
@@ -62,8 +65,13 @@ __all__ = [
     "check_control",
     "check_worker_frame",
     "control",
+    "encode_job",
     "event_frame",
     "failure_frame",
+    "job_with_payload",
+    "read_job",
+    "read_layers",
+    "read_payload",
     "result_frame",
     "setup_error_frame",
     "share_frame",
@@ -99,6 +107,42 @@ class Job(TypedDict):
     resident: NotRequired[bool]
     #: Whose call it is, for fair turns at the worker slots (``sandbox._slots``).
     tenant: NotRequired[str]
+
+
+#: What of a job is its payload, sent after its layers: the arguments and the secrets.
+PAYLOAD_FIELDS = ("arguments", "secrets")
+
+
+def encode_job(job: Job) -> bytes:
+    """``job`` as its two frames, written at once: its layers (the payload empty), then its
+    payload."""
+    payload = {name: job[name] for name in PAYLOAD_FIELDS}  # type: ignore[literal-required]
+    return encode_frame({**job, "arguments": {}, "secrets": {}}) + encode_frame(payload)
+
+
+def read_layers(fd: int, max_frame: int) -> Job:
+    """The first frame of a job: the job without its payload (``arguments`` and ``secrets``
+    empty)."""
+    return cast(Job, read_frame(fd, max_frame))
+
+
+def read_payload(fd: int, max_frame: int) -> dict[str, Any]:
+    """The second frame of a job: its arguments and secrets."""
+    return read_frame(fd, max_frame)
+
+
+def read_job(fd: int, max_frame: int) -> Job:
+    """A whole job, its two frames read at once."""
+    return job_with_payload(read_layers(fd, max_frame), read_payload(fd, max_frame))
+
+
+def job_with_payload(layers: Job, payload: dict[str, Any]) -> Job:
+    """The whole job, from its two frames (fields of the payload that are not one are
+    ignored)."""
+    given = {name: payload.get(name) or {} for name in PAYLOAD_FIELDS}
+    if not all(isinstance(value, dict) for value in given.values()):
+        raise ValueError("a job's arguments and secrets are objects")
+    return cast(Job, {**layers, **given})
 
 
 # -- worker -> supervisor: built by the worker --

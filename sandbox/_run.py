@@ -34,7 +34,6 @@ from a2e_engine.sandbox._frames import (
     FrameDecoder,
     FrameError,
     FrameTooLarge,
-    encode_frame,
 )
 from a2e_engine.sandbox._limits import Limits, OutputCaps
 from a2e_engine.sandbox._messages import (
@@ -45,6 +44,7 @@ from a2e_engine.sandbox._messages import (
     Result,
     Share,
     check_worker_frame,
+    encode_job,
 )
 from a2e_engine.sandbox._profiles import PROFILES
 from a2e_engine.sandbox._waiting import StopSignal, race
@@ -336,9 +336,10 @@ async def run_job(
 async def send_job(
     worker: WorkerHandle, job: Job, deadline: Deadline, stop: StopSignal, close: bool = True
 ) -> None:
-    """``job`` written to the worker's job pipe as it drains; then the pipe is closed, unless
-    the worker is resident (``close=False``: its next jobs follow on it)."""
-    data = memoryview(encode_frame(job))
+    """``job`` written to the worker's job pipe as it drains (its two frames,
+    ``sandbox._messages.encode_job``); then the pipe is closed, unless the worker is resident
+    (``close=False``: its next jobs follow on it)."""
+    data = memoryview(encode_job(job))
     loop = asyncio.get_running_loop()
     while data:
         try:

@@ -1,20 +1,20 @@
-"""A clean template: a fork of a hardened worker made before its job arrives, which therefore
-holds nothing of the job (no arguments, no secrets, no answers) and no descriptor to the
-supervisor, and is confined as the worker is (seccomp, namespaces, cgroups, rlimits, the
-capabilities it keeps for the job's uid).
+"""A clean template: a fork of a worker made once the worker has taken its job's layers (its
+uid, its Landlock domain, its workspace) and before it reads the job's payload (the arguments
+and the secrets, ``sandbox._messages.encode_job``). It therefore holds nothing of the call (no
+argument, no secret, no answer) and no descriptor to the supervisor, and is confined exactly as
+the worker is: seccomp, namespaces, cgroups, rlimits, the uid, the Landlock domain (the same
+domain: the worker can signal it and what it starts).
 
 A tool that must run untrusted code apart from what judges it asks for one
-(``ToolPlugin.clean_template``): ``code_eval`` runs a candidate there while the worker, holding
-the tests and the expected values, judges what comes back. The worker forks it once hardened,
-off the call's path (``sandbox._worker``). When the job comes and is one of such a plugin, the
-worker gives it the job's layers without the arguments or the secrets (``Template.start``); the
-template takes the job's last steps itself (its uid, its Landlock domain, the workspace), and
-then runs the plugin's ``template_main`` on the two pipes it shares with the worker, one each
-way. Any other job kills it.
+(``ToolPlugin.clean_template``): ``code_eval`` runs a candidate of function tests there while the
+worker, holding the tests and the expected values, judges what comes back, and forks each
+Python case of stdin/stdout tests from it (``tools._template_cases``). Its life is the worker's
+code (``sandbox._worker``): it runs the plugin's ``template_main`` on one end of a unix socket
+pair (``Template.channel`` is the worker's end), over which frames travel each way and
+descriptors with them (``write_frame_with_fds``).
 
 The worker is the template's parent: in the worker's PID namespace it dies with the worker;
-without one it has a death signal and the zygote, as subreaper, kills what is left. Its life,
-which takes a job as the worker takes its own, is the worker's code (``sandbox._worker``).
+without one it has a death signal and the zygote, as subreaper, kills what is left.
 """
 
 from __future__ import annotations
@@ -22,109 +22,99 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from a2e_engine.sandbox._forking import fork_single_threaded, thread_count
-from a2e_engine.sandbox._frames import write_frame
-
-if TYPE_CHECKING:
-    from a2e_engine.sandbox._messages import Job
-    from a2e_engine.sandbox._preparation import Preparation
-
-__all__ = ["Template", "fork_serving", "wants_template"]
-
-#: How long a template the worker cannot kill has to end once its pipe is closed.
-_GRACE_S = 0.05
-
-#: What a job's layers need of it: the template is given these fields, nothing else.
-_LAYER_FIELDS = (
-    "zygote",
-    "plugin",
-    "tool",
-    "profile",
-    "workspace",
-    "tmp_dir",
-    "read_roots",
-    "call_id",
-    "uid",
-    "streaming",
+from a2e_engine.sandbox._frames import (
+    HEADER_SIZE,
+    FrameError,
+    encode_frame,
+    read_frame_body,
+    write_frame_bytes,
 )
+
+__all__ = ["Template", "fork_serving", "read_frame_with_fds", "write_frame_with_fds"]
 
 
 @dataclass
 class Template:
-    """The worker's handle on its template: its pid, the pipe the worker writes to it
-    (``requests``) and the one it reads from it (``replies``)."""
+    """The worker's handle on its template: its pid and the worker's end of their socket
+    pair."""
 
     pid: int
-    requests: int
-    replies: int
-
-    def start(self, job: Job) -> None:
-        """Give it the job's layers (never its arguments or its secrets)."""
-        layers = {name: job[name] for name in _LAYER_FIELDS if name in job}  # type: ignore[literal-required]
-        write_frame(self.requests, {**layers, "arguments": {}, "secrets": {}})
+    channel: int
+    _reaped: bool = False
 
     def close(self) -> int | None:
         """End it and reap it: how it ended, as an exit code (a negative signal number), or
-        None when that is not known yet.
-
-        Its job's Landlock domain is its own, not one beneath the worker's, so where Landlock
-        scopes signals the worker cannot kill it: closing its pipe ends a template that
-        behaves, and whatever it still runs dies with the worker (its PID namespace, or its
-        death signal and the zygote's sweep of orphans)."""
-        for fd in (self.requests, self.replies):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self.requests = self.replies = -1
-        try:
+        None when that is not known (it was closed before)."""
+        if self.channel >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.channel)
+            self.channel = -1
+        if self._reaped:
+            return None  # its pid may be another process's by now
+        self._reaped = True
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
-            killed = True
-        except ProcessLookupError:
-            killed = True  # gone already, a zombie to reap
-        except PermissionError:
-            killed = False
-        deadline = time.monotonic() + (0 if killed else _GRACE_S)
-        while True:
-            try:
-                pid, status = os.waitpid(self.pid, 0 if killed else os.WNOHANG)
-            except ChildProcessError:
-                return None
-            if pid:
-                return os.waitstatus_to_exitcode(status)
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.002)
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            return None
+        return os.waitstatus_to_exitcode(status)
 
 
-def wants_template(prep: Preparation) -> bool:
-    """Whether a worker of this zygote forks a template: one of its plugins asks for one."""
-    return any(getattr(plugin, "clean_template", False) for plugin in prep.plugins)
-
-
-def fork_serving(
-    serve: Callable[[int, int], None], closed: tuple[int, ...] = ()
-) -> tuple[int, int, int]:
-    """A child that closes ``closed`` and runs ``serve(requests, replies)`` on a pipe each way
-    to this process, then exits (1 if it raised); its pid, and this process's ends of the
-    pipes: the one it writes requests to and the one it reads replies from."""
-    to_child, requests = os.pipe2(os.O_CLOEXEC)
-    replies, from_child = os.pipe2(os.O_CLOEXEC)
+def fork_serving(serve: Callable[[int], None], closed: tuple[int, ...] = ()) -> tuple[int, int]:
+    """A child that closes ``closed`` and runs ``serve(channel)`` on its end of a unix socket
+    pair with this process, then exits (1 if it raised); its pid, and this process's end."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours_fd, theirs_fd = ours.detach(), theirs.detach()  # both close-on-exec, as Python makes them
     pid = fork_single_threaded() if thread_count() == 1 else os.fork()
     if pid == 0:  # pragma: no cover - the child never returns
         code = 0
         try:
-            for fd in (*closed, requests, replies):
+            for fd in (*closed, ours_fd):
                 os.close(fd)
-            serve(to_child, from_child)
+            serve(theirs_fd)
         except BaseException:
             code = 1
         finally:
             os._exit(code)
-    os.close(to_child)
-    os.close(from_child)
-    return pid, requests, replies
+    os.close(theirs_fd)
+    return pid, ours_fd
+
+
+def write_frame_with_fds(channel: int, obj: Mapping[str, Any], fds: Sequence[int]) -> None:
+    """One frame on a unix socket, ``fds`` sent with its first bytes (``SCM_RIGHTS``)."""
+    frame = encode_frame(obj)
+    with socket.socket(fileno=channel) as sock:
+        try:
+            sent = socket.send_fds(sock, [frame], list(fds))
+        finally:
+            sock.detach()
+    write_frame_bytes(channel, frame[sent:])
+
+
+def read_frame_with_fds(
+    channel: int, max_frame: int, max_fds: int
+) -> tuple[dict[str, Any], list[int]]:
+    """One frame from a unix socket and the descriptors sent with it (the caller's to close);
+    ``EOFError`` at the end. More than ``max_fds`` descriptors is an error (none is kept)."""
+    with socket.socket(fileno=channel) as sock:
+        try:
+            head, fds, flags, _ = socket.recv_fds(sock, HEADER_SIZE, max_fds)
+        finally:
+            sock.detach()
+    try:
+        if flags & socket.MSG_CTRUNC:
+            raise FrameError(f"a frame came with more than {max_fds} descriptors")
+        if not head:
+            raise EOFError("the channel is closed")
+        return read_frame_body(channel, head, max_frame), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise

@@ -24,17 +24,22 @@ from a2e_engine.sandbox import _sharing as sharing
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._beneath import open_unlinked
 from a2e_engine.sandbox._case_group import forget_case_group
-from a2e_engine.sandbox._frames import read_frame, write_frame, write_frame_bytes
+from a2e_engine.sandbox._frames import write_frame, write_frame_bytes
 from a2e_engine.sandbox._messages import (
     FailureFrame,
     Job,
+    encode_job,
     event_frame,
     failure_frame,
+    job_with_payload,
+    read_job,
+    read_layers,
+    read_payload,
     result_frame,
     setup_error_frame,
 )
 from a2e_engine.sandbox._preparation import Preparation, Worker
-from a2e_engine.sandbox._template import Template, fork_serving, wants_template
+from a2e_engine.sandbox._template import Template, fork_serving
 
 __all__ = ["EXIT_SETUP_FAILED", "run_worker"]
 
@@ -91,24 +96,23 @@ def _encoded_result(data: Any, max_frame: int) -> str | FailureFrame:
 
 
 def run_first_job(
-    prep: Preparation, worker: Worker, job: Job, result_fd: int, template: Template | None = None
+    prep: Preparation, job: Job, result_fd: int, template: Template | None = None
 ) -> None:
-    """The job this worker was forked for: the layers' last steps, then the tool (given the
-    clean template, started, when its plugin asked for one)."""
-    try:
-        _take_job(prep, worker, job)
-        if float(job.get("cancel_grace_s") or 0) > 0:
-            signal.signal(signal.SIGTERM, _raise_cancelled)
-    except (OSError, KeyError) as exc:
-        raise JobSetupError(f"the job could not start: {type(exc).__name__}: {exc}") from None
+    """The job this worker was forked for, its layers taken: the tool (given the clean
+    template, when its plugin asked for one)."""
+    if float(job.get("cancel_grace_s") or 0) > 0:
+        signal.signal(signal.SIGTERM, _raise_cancelled)
     execute_job(prep.plugins[job["plugin"]], job, result_fd, prep.settings.max_frame, template)
 
 
 def _take_job(prep: Preparation, worker: Worker, job: Job) -> None:
-    """The job's layers' last steps in this process (the worker, or its clean template), its
-    workspace the working directory and its directories the environment's."""
-    contain.on_job(prep, worker, job)
-    _enter(job["workspace"])
+    """The job's layers' last steps in this process, its workspace the working directory and
+    its directories the environment's (what its clean template inherits)."""
+    try:
+        contain.on_job(prep, worker, job)
+        _enter(job["workspace"])
+    except (OSError, KeyError) as exc:
+        raise JobSetupError(f"the job could not start: {type(exc).__name__}: {exc}") from None
     os.environ["HOME"] = job["workspace"]
     os.environ["TMPDIR"] = job["tmp_dir"]
     tempfile.tempdir = job["tmp_dir"]  # the zygote may have cached the host's /tmp already
@@ -211,8 +215,8 @@ def rehearse_job_path(prep: Preparation, worker: Worker) -> None:
     max_frame = prep.settings.max_frame
     rehearsal_r, rehearsal_w = os.pipe2(os.O_CLOEXEC)
     try:
-        write_frame(rehearsal_w, _REHEARSAL)
-        job = cast(Job, read_frame(rehearsal_r, max_frame))
+        write_frame_bytes(rehearsal_w, encode_job(_REHEARSAL))
+        job = read_job(rehearsal_r, max_frame)
     finally:
         os.close(rehearsal_r)
         os.close(rehearsal_w)
@@ -235,24 +239,24 @@ def serve_later_jobs(
     directory) hold for all of them: every job of a resident worker is of one session."""
     while True:
         try:
-            job = cast(Job, read_frame(job_fd, max_frame))
+            job = read_job(job_fd, max_frame)
         except EOFError:
             return
         job = cast(Job, {**job, "workspace": first["workspace"], "tmp_dir": first["tmp_dir"]})
         execute_job(plugins[first["plugin"]], job, result_fd, max_frame)
 
 
-def _template_for(
-    prep: Preparation, worker: Worker, job_fd: int, result_fd: int
-) -> Template | None:
-    """The clean template, forked now that the worker is hardened and before its job is read,
-    where a plugin of this zygote asks for one; None where it cannot be forked (the tool then
-    says it cannot run what needed it). It closes the job and result pipes first thing."""
-    if not wants_template(prep):
+def _template_for(prep: Preparation, layers: Job, job_fd: int, result_fd: int) -> Template | None:
+    """The clean template, forked now that the worker has taken the job's layers and before it
+    reads the payload, where the job's plugin asks for one; None where it does not (or a
+    resident job), or where it cannot be forked (the tool then says it cannot run what needed
+    it). The template closes the job and result pipes first thing."""
+    plugin = prep.plugins[layers["plugin"]]
+    if not getattr(plugin, "clean_template", False) or layers.get("resident"):
         return None
 
-    def life(requests: int, replies: int) -> None:
-        _template_life(prep, worker, requests, replies)
+    def life(channel: int) -> None:
+        _template_life(plugin, layers, channel)
 
     try:
         return Template(*fork_serving(life, (job_fd, result_fd)))
@@ -260,35 +264,16 @@ def _template_for(
         return None
 
 
-def _template_life(prep: Preparation, worker: Worker, requests: int, replies: int) -> None:
-    """In the template: wait for the job's layers, take them, and run the plugin's
-    ``template_main``; a worker that closes the pipe first ends it."""
+def _template_life(plugin: ToolPlugin, layers: Job, channel: int) -> None:
+    """In the template: the plugin's ``template_main``, with what a tool of the job sees of it
+    but its payload; it dies with the worker."""
     syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
     forget_case_group()  # the worker's to use: what the template runs must not hold it
-    try:
-        job = cast(Job, read_frame(requests, prep.settings.max_frame))
-    except EOFError:
-        return
-    _take_job(prep, worker, job)
-    plugin = prep.plugins[job["plugin"]]
-    plugin.context = _context(job)
+    plugin.context = _context(layers)
     # As the worker before its tool: what the zygote made stays frozen, the rest is collected.
     gc.freeze()
     gc.enable()
-    plugin.template_main(requests, replies)
-
-
-def _started(template: Template | None, plugin: ToolPlugin, job: Job) -> Template | None:
-    """The template started on ``job``'s layers when its plugin wants it for this call; else
-    killed, now that the worker still can (``ToolPlugin.uses_template``)."""
-    if template is None:
-        return None
-    wanted = getattr(plugin, "clean_template", False) and not job.get("resident")
-    if wanted and plugin.uses_template(job["tool"], job["arguments"]):
-        template.start(job)
-        return template
-    template.close()
-    return None
+    plugin.template_main(channel)
 
 
 def run_worker(prep: Preparation, worker: Worker, job_fd: int, result_fd: int) -> None:
@@ -305,18 +290,19 @@ def run_worker(prep: Preparation, worker: Worker, job_fd: int, result_fd: int) -
         except BaseException as exc:
             write_frame(result_fd, setup_error_frame(f"{type(exc).__name__}: {exc}"))
             os._exit(EXIT_SETUP_FAILED)
-        template = _template_for(prep, worker, job_fd, result_fd)
         try:
-            job = cast(Job, read_frame(job_fd, max_frame))
+            layers = read_layers(job_fd, max_frame)
         except EOFError:
             os._exit(0)  # never used: the supervisor shut down or discarded us
+        _take_job(prep, worker, layers)
+        template = _template_for(prep, layers, job_fd, result_fd)
+        job = job_with_payload(layers, read_payload(job_fd, max_frame))
         if not job.get("resident"):
             os.close(job_fd)
-        template = _started(template, prep.plugins[job["plugin"]], job)
         # The tool's own garbage is collected as usual; what exists now is left alone for good.
         gc.freeze()
         gc.enable()
-        run_first_job(prep, worker, job, result_fd, template)
+        run_first_job(prep, job, result_fd, template)
         if job.get("resident"):
             serve_later_jobs(prep.plugins, job, job_fd, result_fd, max_frame)
     except JobSetupError as exc:

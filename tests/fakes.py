@@ -21,14 +21,13 @@ import itertools
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import dill
 
 from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.sandbox._frames import read_frame
-from a2e_engine.sandbox._messages import Exited, Forked, Job, Ready
+from a2e_engine.sandbox._messages import Exited, Forked, Ready, read_job
 from a2e_engine.sandbox._pool import WorkerPool
 from a2e_engine.sandbox._run import report_layers
 from a2e_engine.sandbox._settings import ZygoteSettings
@@ -109,7 +108,7 @@ class ThreadZygote:
         """``sandbox._worker.run_worker`` without its layers or its process."""
         try:
             try:
-                job = cast(Job, read_frame(job_fd, self._max_frame))
+                job = read_job(job_fd, self._max_frame)
             except (EOFError, OSError):
                 return  # never used: the supply discarded it
             plugins = list(self._plugins)

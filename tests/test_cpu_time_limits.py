@@ -147,7 +147,8 @@ def test_work_moved_out_of_the_tree_is_counted(tools: ToolAPI) -> None:
 
 def test_nothing_a_case_leaves_reaches_the_next(tools: ToolAPI) -> None:
     """A process the first case leaves behind would compute the next case's answer in the
-    background, or keep a count in System V shared memory: both are gone when a case ends."""
+    background, or keep a count in System V shared memory: both are gone when a case ends.
+    (The processes that judge, the worker and its clean template, are there for every case.)"""
     program = textwrap.dedent(
         """
         import ctypes, os, sys, time
@@ -156,12 +157,21 @@ def test_nothing_a_case_leaves_reaches_the_next(tools: ToolAPI) -> None:
         libc.shmat.restype = ctypes.c_void_p
         count = ctypes.c_int.from_address(libc.shmat(shm, None, 0))
         count.value += 1
-        left = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+        def name(pid):
+            try:
+                with open(f"/proc/{pid}/comm") as fh:
+                    return fh.read().strip()
+            except OSError:
+                return ""
+        left = [p for p in os.listdir("/proc") if p.isdigit() and name(p) == "left-behind"]
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
+                with open("/proc/self/comm", "w") as fh:
+                    fh.write("left-behind")
                 time.sleep(30)
             os._exit(0)
+        time.sleep(0.2)  # the one it leaves is named by now
         print(count.value, len(left))
         """
     )

@@ -4,6 +4,7 @@ the supervisor accepts, and what breaks a declaration is refused with a sentence
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, cast
 
 import pytest
@@ -14,14 +15,19 @@ from a2e_engine.sandbox._messages import (
     CONTROL,
     ControlMessage,
     Event,
+    Job,
     MalformedMessage,
     Result,
     SetupError,
     check_control,
     check_worker_frame,
     control,
+    encode_job,
     event_frame,
     failure_frame,
+    job_with_payload,
+    read_layers,
+    read_payload,
     result_frame,
     setup_error_frame,
 )
@@ -129,3 +135,42 @@ def test_a_zygotes_own_footprint_is_read_back() -> None:
 def test_a_footprint_that_breaks_its_shape_is_refused(report: Any) -> None:
     with pytest.raises(ValueError):
         check_footprint(report)
+
+
+def test_a_job_comes_as_its_layers_and_then_its_payload() -> None:
+    """The worker reads the first frame alone (and may fork its clean template then): it holds
+    none of the arguments or secrets, which come whole in the second."""
+    job = cast(
+        Job,
+        {
+            "zygote": "z",
+            "plugin": 0,
+            "tool": "code_eval",
+            "arguments": {"program": "print(1)", "test_cases": [{"output": "answer-7f3a"}]},
+            "profile": "process",
+            "workspace": "/w",
+            "tmp_dir": "/t",
+            "streaming": False,
+            "read_roots": [],
+            "call_id": "c",
+            "uid": 1000,
+            "cancel_grace_s": 0.0,
+            "secrets": {"TOKEN": "secret-91c2"},
+        },
+    )
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, encode_job(job))
+        layers = read_layers(read_end, 1 << 20)
+        assert layers["arguments"] == {} and layers["secrets"] == {}
+        assert "answer-7f3a" not in json.dumps(layers) and "secret-91c2" not in json.dumps(layers)
+        assert job_with_payload(layers, read_payload(read_end, 1 << 20)) == job
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("payload", [{"arguments": [1]}, {"secrets": "x"}])
+def test_a_payload_that_is_not_objects_is_refused(payload: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="objects"):
+        job_with_payload(cast(Job, {"tool": "t"}), payload)

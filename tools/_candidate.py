@@ -35,8 +35,10 @@ from a2e import _jsonwire as jsonwire
 from a2e_engine.sandbox._landlock import confine_writes
 from a2e_engine.tools._plain_values import Unencodable, decode, encode
 
-__all__ = ["MAX_MESSAGE", "described", "serve_candidate"]
+__all__ = ["MAX_MESSAGE", "ROLE", "described", "serve_candidate"]
 
+#: The first frame the worker sends a clean template that is to be the candidate's process.
+ROLE = {"role": "candidate"}
 #: The most a request or an answer may take, either way.
 MAX_MESSAGE = 16 << 20
 #: Mutable arguments whose changes a call sends back.

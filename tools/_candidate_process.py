@@ -77,12 +77,12 @@ class CandidateProcess:
         """A candidate's process forked from this one, for code_eval called outside the
         engine (no template there: the fork holds what this process holds)."""
 
-        def serve(requests: int, replies: int) -> None:
+        def serve(channel: int) -> None:
             os.setpgid(0, 0)  # what it starts goes with it (``_kill_and_reap``)
-            serve_candidate(requests, replies)
+            serve_candidate(channel, channel)
 
-        pid, requests, replies = fork_serving(serve)
-        return cls(pid, requests, replies, lambda: _kill_and_reap(pid), deadline)
+        pid, channel = fork_serving(serve)
+        return cls(pid, channel, channel, lambda: _kill_and_reap(pid), deadline)
 
     # -- requests --
 

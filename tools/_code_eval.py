@@ -60,9 +60,11 @@ from a2e import _jsonwire as jsonwire
 from a2e.caps.tools._plugin import SandboxProfile, ToolContext, ToolExecutionError, ToolPlugin
 from a2e.caps.tools._reasons import ENDED_BY_WHAT_RAN, FailureReason
 from a2e_engine.sandbox._exits import how_it_ended
+from a2e_engine.sandbox._frames import read_frame, write_frame
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._run_root import program_writable
 from a2e_engine.tools._call_based import call_based_tests
+from a2e_engine.tools._candidate import ROLE as CANDIDATE_ROLE
 from a2e_engine.tools._candidate import serve_candidate
 from a2e_engine.tools._candidate_process import CandidateProcess
 from a2e_engine.tools._checker import checker_of, checker_program
@@ -89,6 +91,8 @@ from a2e_engine.tools._stdio_judge import (
     with_tests,
 )
 from a2e_engine.tools._submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, cpu_seconds_of
+from a2e_engine.tools._template_cases import ROLE as CASES_ROLE
+from a2e_engine.tools._template_cases import TemplateCases, serve_cases
 
 if TYPE_CHECKING:
     from a2e.caps.tools._models import ToolDefinition, ToolResult
@@ -235,6 +239,14 @@ class CodeEval(ToolPlugin):
         ]
 
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        template = self.context.template if self.context is not None else None
+        try:
+            return self._judged(arguments)
+        finally:
+            if template is not None:  # whatever used it is done with it
+                template.close()
+
+    def _judged(self, arguments: dict[str, Any]) -> dict[str, Any]:
         time_limit = _time_limit(arguments)
         if not 0 < time_limit <= MAX_TIME_LIMIT_S:
             raise ValueError(f"time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
@@ -266,7 +278,9 @@ class CodeEval(ToolPlugin):
         options = judge_options(arguments, time_limit, cpu_time_limit)
         workspace = self.context.workspace if self.context else os.getcwd()
         program = str(arguments["program"])
-        if arguments.get("test_cases") is None and given is None:
+        by_cases = arguments.get("test_cases") is not None or given is not None
+        forks = self._case_forks(language.warm and by_cases)
+        if not by_cases:
             tests = str(arguments.get("tests") or "")
             if not tests.strip():
                 raise ValueError("give test_cases, input_output or tests to judge the program by")
@@ -287,7 +301,7 @@ class CodeEval(ToolPlugin):
         cases = cases_from(arguments.get("test_cases"), given)
         read_roots = self.context.read_roots if self.context else ()
         judged = judge_cases(
-            language, program, cases, options, workspace, self.plugin_dirs, read_roots
+            language, program, cases, options, workspace, self.plugin_dirs, read_roots, forks
         )
         return {**judged, "forgeable": False}
 
@@ -341,16 +355,33 @@ class CodeEval(ToolPlugin):
                 "(the worker had no clean template)",
                 retryable=True,
             )
-        return CandidateProcess(
-            template.pid, template.requests, template.replies, template.close, deadline
-        )
+        write_frame(template.channel, CANDIDATE_ROLE)
+        channel = template.channel
+        return CandidateProcess(template.pid, channel, channel, template.close, deadline)
 
-    def uses_template(self, tool_name: str, arguments: dict[str, Any]) -> bool:
-        return _judged_by_function_tests(arguments)
+    def _case_forks(self, wanted: bool) -> TemplateCases | None:
+        """The clean template as what a Python program's cases are forked from, when
+        ``wanted`` and there is one; one not wanted is ended now, before a sweep between two
+        cases would wait for it, or count it as theirs."""
+        template = self.context.template if self.context is not None else None
+        if template is None:
+            return None
+        if wanted:
+            return TemplateCases(template)
+        template.close()
+        return None
 
-    def template_main(self, requests: int, replies: int) -> None:
-        """In the clean template: the candidate's side of function tests."""
-        serve_candidate(requests, replies)
+    def template_main(self, channel: int) -> None:
+        """In the clean template: the candidate's side of function tests, or the forks of a
+        Python program's cases, as the worker's first frame says."""
+        try:
+            role = read_frame(channel, 1024)
+        except (EOFError, OSError, ValueError):
+            return
+        if role == CASES_ROLE:
+            serve_cases(channel)
+        elif role == CANDIDATE_ROLE:
+            serve_candidate(channel, channel)
 
     def _workdir(self) -> str:
         """A directory of the candidate's own, not the call's /tmp: the workspace is mounted
@@ -568,8 +599,8 @@ def compiled_sources(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[
 
 def _judged_by_function_tests(arguments: Mapping[str, Any]) -> bool:
     """Whether a call is judged by Python function tests: what ``_execute_tool`` judges apart
-    from the program, what wants the clean template (``uses_template``) and what the
-    supervisor's hooks time and turn into a verdict, decided in this one place."""
+    from the program, in the clean template, and what the supervisor's hooks time and turn
+    into a verdict, decided in this one place."""
     language = str(arguments.get("language") or "python")
     given = arguments.get("input_output")
     if language != "python":

@@ -50,7 +50,7 @@ import types
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from a2e_engine.sandbox._clean_start import WORKER_ENVIRONMENT
 from a2e_engine.sandbox._forking import fork_single_threaded, thread_count
@@ -59,8 +59,11 @@ from a2e_engine.tools._tree_usage import own_resident_kb
 __all__ = [
     "ForkedMain",
     "FreshInterpreter",
+    "MainProgram",
+    "began_kb",
     "fresh_interpreter",
     "remember_fresh_interpreter",
+    "run_main_here",
     "start_main",
 ]
 
@@ -179,36 +182,61 @@ class ForkedMain:
         pass
 
 
+@dataclass(frozen=True)
+class MainProgram:
+    """``python script *args`` run in ``cwd`` with the environment ``env``: what a run in a
+    warm interpreter becomes (plain data, sent as it is to a template that forks it)."""
+
+    script: str  # relative to ``cwd``
+    args: list[str]
+    cwd: str
+    env: dict[str, str]
+
+
 def start_main(
     fresh: FreshInterpreter,
-    script: str,
-    args: list[str],
-    cwd: str,
-    env: dict[str, str],
+    program: MainProgram,
     fds: tuple[int, int, int],
     confine: Callable[[], None] | None,
 ) -> ForkedMain:
-    """Fork a child that runs ``script`` (a path relative to ``cwd``) as ``python script
-    *args`` would, with ``fds`` as its stdin, stdout and stderr. The child never returns
-    here: it tells what it holds resident once it is ready, then runs the program."""
+    """Fork a child that becomes ``program`` with ``fds`` as its stdin, stdout and stderr
+    (``run_main_here``)."""
     ready_r, ready_w = os.pipe()
     # Alone in this process, the fork may skip CPython's after-fork repairs (sandbox._forking).
     pid = fork_single_threaded() if thread_count() == 1 else os.fork()
-    if pid:
-        os.close(ready_w)
-        try:
-            said = os.read(ready_r, 32)  # empty: it died before the program began
-        finally:
-            os.close(ready_r)
-        began_kb = int(said) if said.strip().isdigit() else fresh.resident_kb
-        return ForkedMain(pid, began_kb - fresh.resident_kb)
+    if pid == 0:
+        os.close(ready_r)
+        run_main_here(fresh, program, fds, confine, ready_w)
+    os.close(ready_w)
+    return ForkedMain(pid, began_kb(fresh, ready_r) - fresh.resident_kb)
+
+
+def run_main_here(
+    fresh: FreshInterpreter,
+    program: MainProgram,
+    fds: tuple[int, int, int],
+    confine: Callable[[], None] | None,
+    ready: int,
+) -> NoReturn:
+    """In a new fork of a warm interpreter: become ``program`` (``fds`` its stdin, stdout and
+    stderr, ``confine`` run before anything of it), tell ``ready`` what it holds resident once
+    ready (``began_kb``), run it, and exit as the interpreter would."""
     status = 70  # EX_SOFTWARE: the child could not become the program
     try:
-        os.close(ready_r)
-        _become_process(cwd, env, fds, confine, keep=ready_w)
-        status = _run_as_main(fresh, script, args, ready_w)
+        _become_process(program.cwd, program.env, fds, confine, keep=ready)
+        status = _run_as_main(fresh, program.script, program.args, ready)
     finally:
         os._exit(status)
+
+
+def began_kb(fresh: FreshInterpreter, ready: int) -> int:
+    """What a child of ``run_main_here`` held resident when its program began, as its ready
+    pipe (``ready``, closed here) says: a fresh interpreter's figure if it died before."""
+    try:
+        said = os.read(ready, 32)  # empty: it died before the program began
+    finally:
+        os.close(ready)
+    return int(said) if said.strip().isdigit() else fresh.resident_kb
 
 
 def _become_process(

@@ -79,6 +79,11 @@ class CaseDomain:
         """In the run's process, before it executes the program."""
         self.group.join()
 
+    def join_fds(self) -> tuple[int, ...]:
+        """What ``join`` writes to (``0``, for the writer), for a run started by another
+        process, which is sent copies of them."""
+        return tuple(self.group.joins)
+
     def usage(self, pid: int, memory: bool = True, cpu: bool = True) -> TreeUsage:
         """What the run has used so far (``tools._processes.Usage``): the larger of what the
         group holds (``CaseGroup.held_kb``: each page once, memfd and shmem too) and the

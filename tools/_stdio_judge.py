@@ -5,10 +5,11 @@ Each case runs in a fresh process in a fresh directory (``tools._submission``), 
 all of them. The expected outputs never leave this process: the program gets its input on a
 pipe and nothing else; it runs as a child of a worker that is not dumpable and under a seccomp
 filter that refuses ``ptrace`` and ``process_vm_readv``, so it cannot read them from memory,
-and they are never written to a file. A Python program therefore runs in an interpreter of its
-own, never in a fork of this one (``tools._python_main``), whose memory holds them all. What
-it prints is kept whole up to the expected output's size plus ``OUTPUT_SLACK_CHARS`` for the
-comparison (``tools._judging``).
+and they are never written to a file. A Python program therefore never runs in a fork of this
+one (``tools._python_main``), whose memory holds them all: under the engine each case is a
+fork of the worker's clean template, which holds none (``tools._template_cases``), and
+without one an interpreter of its own. What it prints is kept whole up to the expected
+output's size plus ``OUTPUT_SLACK_CHARS`` for the comparison (``tools._judging``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from a2e_engine.tools._submission import (
     memory_mb_of,
     seconds_of,
 )
+from a2e_engine.tools._template_cases import TemplateCases
 
 __all__ = [
     "WALL_PER_CPU",
@@ -115,9 +117,11 @@ def judge_cases(
     workspace: str,
     plugin_dirs: tuple[str, ...] = (),
     read_roots: tuple[str, ...] = (),
+    template: TemplateCases | None = None,
 ) -> dict[str, Any]:
     """``plugin_dirs``: the engine's shared compile cache, as ``Submission`` takes it;
-    ``read_roots``: what the engine lets calls read besides the system.
+    ``read_roots``: what the engine lets calls read besides the system; ``template``: the
+    worker's clean template, which a Python program's cases are forks of.
 
     With a checker or an interactor, the candidate is compiled before either is written
     anywhere, and its runs are sealed (``Submission.sealed_runs``): they read nothing of the
@@ -137,11 +141,12 @@ def judge_cases(
         program,
         {},
         workspace,
-        fresh_interpreter=True,
+        fresh_interpreter=template is None,
         plugin_dirs=plugin_dirs,
         read_roots=read_roots,
         sealed_runs=sealed,
         alone=True,
+        template=template,
     )
     jury = Jury()
     try:
@@ -244,7 +249,8 @@ def _judge_case(
     try:
         run = submission.run(where, case.input, [], options.limits, out, err)
     finally:
-        sweep()  # what the run left: before its files go, and before anything else runs
+        # What the run left: before its files go, and before anything else runs.
+        sweep(submission.spared())
         shutil.rmtree(where, ignore_errors=True)
     checked: dict[str, Any] = {}
     if checker is None:

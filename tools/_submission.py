@@ -57,9 +57,10 @@ from a2e_engine.tools._processes import (
     start_command,
     watch,
 )
-from a2e_engine.tools._python_main import FreshInterpreter, start_main
+from a2e_engine.tools._python_main import FreshInterpreter, MainProgram, start_main
 from a2e_engine.tools._python_main import fresh_interpreter as fresh_interpreter_of
 from a2e_engine.tools._run_domain import CaseDomain, case_domain, contained, namespace_usage
+from a2e_engine.tools._template_cases import TemplateCases
 from a2e_engine.tools._tree_usage import tree_usage
 
 __all__ = [
@@ -110,6 +111,7 @@ class Submission:
         alone: bool = False,
         confined_runs: bool = True,
         jury: bool = False,
+        template: TemplateCases | None = None,
     ) -> None:
         """``run_layer``: its runs may write the worker's run layer too (``sandbox._run_root``),
         which outlives each run: for a program run once, not for cases that must each start
@@ -129,8 +131,10 @@ class Submission:
         started without a full fork of the worker, which the layer needs and which costs more
         than the check). ``jury``: the problem's own checker or interactor, whose steps stay
         out of the worker's case group (``tools._run_domain``), which every step of the
-        program judged joins, its compile and syntax check too. The files are checked here (a
-        path outside the run's directory, content that is not base64), written later."""
+        program judged joins, its compile and syntax check too. ``template``: runs of a language
+        run warm are forks of the worker's clean template (``tools._template_cases``), which
+        holds nothing of what judges them, rather than of the worker. The files are checked
+        here (a path outside the run's directory, content that is not base64), written later."""
         self.language = language
         self.code = code
         self.files = dict(files)
@@ -145,6 +149,7 @@ class Submission:
         self.confined_runs = confined_runs
         self.jury = jury
         self.warm = None if fresh_interpreter or not language.warm else fresh_interpreter_of()
+        self.template = template if self.warm is not None else None
         self._workspace_fd = open_dir(workspace)
         self._home_fd = -1
         try:
@@ -303,6 +308,8 @@ class Submission:
         self._fill_home()
         argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
         readable = self._run_readable()
+        # A fork of the template signals nothing outside its own runs: not the template.
+        scoped = self.sealed_runs or self.template is not None
         return self._step(
             argv,
             where,
@@ -313,7 +320,7 @@ class Submission:
             self.warm,
             tick,
             readable,
-            self.sealed_runs,
+            scoped,
             self.usage(),
             self.confined_runs,
         )
@@ -324,7 +331,13 @@ class Submission:
         namespace but the worker and the trees of ``spared`` (an interactor's)."""
         if not self.alone or not contained():
             return tree_usage
+        spared = (*spared, *self.spared())
         return lambda _pid, memory, cpu: namespace_usage(spared, memory, cpu)
+
+    def spared(self) -> tuple[int, ...]:
+        """What lives beside its runs in the worker's namespace for all of them, which a
+        sweep between two must leave (``tools._run_domain.sweep``): its template."""
+        return (self.template.pid,) if self.template is not None else ()
 
     def _run_readable(self) -> tuple[str, ...] | None:
         """What a sealed run reads besides the system and its own directory; None for a run
@@ -402,9 +415,9 @@ class Submission:
                     domain=domain,
                 )
             else:
-                script, args = argv[1], argv[2:]
+                start = self._warm_start(warm, argv, where, env, domain, confinement, prepare)
                 finished = watch(
-                    lambda stdio: start_main(warm, script, args, where, env, stdio, prepare),
+                    start,
                     stdin,
                     out,
                     err,
@@ -424,6 +437,27 @@ class Submission:
             if confinement is not None:
                 confinement.close()
         return self.step_result(finished, out.getvalue(), err.getvalue(), memory_mb is not None)
+
+    def _warm_start(
+        self,
+        warm: FreshInterpreter,
+        argv: list[str],
+        where: str,
+        env: dict[str, str],
+        domain: CaseDomain | None,
+        confinement: WriteConfinement | None,
+        prepare: Callable[[], None] | None,
+    ) -> Callable[[ChildStdio], Child]:
+        """How a run of ``argv`` (a Python script and its arguments) in a warm interpreter
+        starts: a fork of the template, given its case group's files and its Landlock layer
+        (``prepare``'s work, done there), or else of this process."""
+        program = MainProgram(argv[1], argv[2:], where, env)
+        template = self.template
+        if template is None:
+            return lambda stdio: start_main(warm, program, stdio, prepare)
+        joins = domain.join_fds() if domain is not None else ()
+        ruleset = confinement.fd if confinement is not None else None
+        return lambda stdio: template.start(warm, program, stdio, joins, ruleset)
 
     def _domain(self) -> CaseDomain | None:
         """The case group each step of the program judged runs in, where the worker has one

@@ -311,3 +311,38 @@ def test_pages_shared_between_processes_count_once(sandbox: Sandbox, attacker: A
     report = judged(attacker, "c", SHARED_PAGES, forked, memory_mb=48)
     if has_case_group(sandbox):
         assert report["verdict"] == "AC", report["tests"]
+
+
+#: Kills every other child of its parent (the worker): the clean template its case was forked
+#: from, which forks the next. It says what it saw, whatever the kill did.
+KILL_THE_TEMPLATE = r"""
+import os, signal
+n = int(input())
+me, parent = os.getpid(), os.getppid()
+seen = 0
+for task in os.listdir(f"/proc/{parent}/task"):
+    with open(f"/proc/{parent}/task/{task}/children") as fh:
+        for pid in map(int, fh.read().split()):
+            if pid != me:
+                seen += 1
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+print(n if seen else "alone")
+"""
+
+
+@attack(
+    "7. a Python case kills the clean template that forks the next case",
+    full="its Landlock layer scopes its signals: the template is beyond them",
+    reduced="the same: the run's own layer needs only the host's Landlock",
+)
+def test_a_case_cannot_kill_the_template_that_forks_the_next(
+    sandbox: Sandbox, attacker: Attacker
+) -> None:
+    """Every case sees the template beside it (the first would print "alone" otherwise), and
+    the next cases still run: a template killed would leave them unstarted (RE)."""
+    cases = [{"input": str(n), "output": str(n)} for n in range(3)]
+    report = judged(attacker, "python", KILL_THE_TEMPLATE, cases)
+    assert report["verdict"] == "AC", report["tests"]

@@ -81,19 +81,20 @@ class ToolContext:
     call_id: str = ""
     secrets: Mapping[str, str] = field(default_factory=dict)
     #: The worker's clean template (``ToolPlugin.clean_template``) for this call: a process
-    #: forked before the job arrived, which holds nothing of it, already running the plugin's
-    #: ``template_main``. ``None`` for a plugin that asked for none, or where none could be made.
+    #: forked before the call's arguments and secrets reached the worker, which holds nothing
+    #: of them, already running the plugin's ``template_main``. ``None`` for a plugin that
+    #: asked for none, or where none could be made.
     template: CleanTemplate | None = None
 
 
 class CleanTemplate(Protocol):
-    """What a tool holds of its worker's clean template: its pid, the pipe it writes to it and
-    the one it reads from it, and ``close``, which kills and reaps it (its exit code: a negative
-    signal number; None when it was reaped already)."""
+    """What a tool holds of its worker's clean template: its pid, the worker's end of the unix
+    socket pair between them (``channel``: frames each way, descriptors with them), and
+    ``close``, which kills and reaps it (its exit code: a negative signal number; None when it
+    was reaped already)."""
 
     pid: int
-    requests: int
-    replies: int
+    channel: int
 
     def close(self) -> int | None: ...
 
@@ -189,9 +190,10 @@ class ToolPlugin(A2EPlugin):
     #: (a notebook's names) is there for the next call. Empty (the default): every call in a
     #: fresh worker.
     resident_tools: ClassVar[frozenset[str]] = frozenset()
-    #: Whether each worker forks a clean template before its job arrives
-    #: (``context.template``; ``sandbox._template``), for code that must run where nothing of
-    #: the call is: the template holds no argument and no secret, and runs ``template_main``.
+    #: Whether each worker forks a clean template once it has taken its job's layers and before
+    #: it reads the arguments (``context.template``; ``sandbox._template``), for code that must
+    #: run where nothing of the call is: the template holds no argument and no secret, and runs
+    #: ``template_main``. A call that does not use it leaves it to die with the worker.
     clean_template: ClassVar[bool] = False
 
     _event_callback: Callable[[ToolEvent], None] | None = None
@@ -231,17 +233,10 @@ class ToolPlugin(A2EPlugin):
         is imported again by every call; imported here it is already in the worker's memory.
         """
 
-    def uses_template(self, tool_name: str, arguments: dict[str, Any]) -> bool:
-        """In the worker, once its job is read and before anything of it runs: whether this
-        call needs the clean template. One that does not is killed then, while the worker
-        still may (a template takes the job's Landlock domain of its own, beyond the reach of
-        the worker's signals once the worker has taken its own)."""
-        return self.clean_template
-
-    def template_main(self, requests: int, replies: int) -> None:
-        """In the clean template (``clean_template``), once the job's layers are taken and
-        ``context`` is set (without the call's secrets): serve the worker, reading its
-        requests on ``requests`` and answering on ``replies``, until it closes the pipe."""
+    def template_main(self, channel: int) -> None:
+        """In the clean template (``clean_template``), ``context`` set (without the call's
+        secrets): serve the worker on ``channel`` (frames each way, ``sandbox._template``)
+        until it closes its end."""
         raise NotImplementedError(f"{self.name} asked for a clean template but serves none")
 
     def secrets_for(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, str]:
