@@ -31,6 +31,9 @@ from a2e_engine.tools._confined import decoded_files
 from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._submission import Submission
 
+#: A compile that ran to its end and failed.
+SOURCE_ERROR = {"status": "Finished", "return_code": 1, "stdout": ""}
+
 #: The shared cache is only where Landlock governs truncation too (the lookups below need none).
 needs_landlock = pytest.mark.skipif(abi_version() < 3, reason="the shared cache needs Landlock 3")
 
@@ -299,12 +302,20 @@ def test_a_call_that_fails_its_compile_hands_its_failure_to_nobody(engine: Engin
     assert attacker.data["compile_result"]["status"] == "TimeLimitExceeded", attacker.data
     assert victim.success and victim.data["status"] == "Success", victim.data
     assert victim.data["compile_result"]["cached"] is False  # its own compile
-    # A compile error is nobody else's either: each call that waited compiles and says it.
+
+
+@needs_landlock
+def test_a_compile_error_of_the_source_is_compiled_once(engine: Engine) -> None:
+    """A compile that failed on its source fails the same way every time: the calls that
+    waited for it, and those after, are that compile error, compiled by nobody again."""
     broken = _slow(3).replace("int main()", "int main() { nope; }\nint other()")
     results = _at_once(engine, [(0.0, {"language": "cpp", "code": broken})] * 3)
-    for result, _ in results:
-        assert result.data["status"] == "Failed", result.data
-        assert "nope" in result.data["compile_result"]["stderr"]
+    later = _run(_session(engine), language="cpp", code=broken)
+    compiles = [result.data["compile_result"] for result, _ in results] + [later["compile_result"]]
+    assert sorted(c["cached"] for c in compiles) == [False, True, True, True], compiles
+    for compiled in compiles:
+        assert compiled["return_code"] == 1 and "nope" in compiled["stderr"], compiled
+    assert later["status"] == "Failed" and later["run_result"] is None, later
 
 
 @needs_landlock
@@ -480,7 +491,14 @@ def test_the_supervisor_keeps_only_what_the_call_itself_compiled(tmp_path: Path)
     refused = {
         "a key that is not the call's": (other, good),
         "not a call of a compiled language": ({"language": "python", "code": "1"}, good),
-        "not a successful compile": (arguments, {**good, "result": {"return_code": 1}}),
+        "a failed compile that may not be the source's own failure": (
+            arguments,
+            {**good, "result": {"status": "Finished", "return_code": 1, "stderr": "no"}},
+        ),
+        "outputs of a failed compile": (
+            arguments,
+            {**good, "result": {**SOURCE_ERROR, "stderr": "main.c:2:1: error: nope"}},
+        ),
         "an output the compile step does not make": (
             arguments,
             {**good, "outputs": {"../main": {"mode": 493, "data": binary}}},
@@ -493,11 +511,95 @@ def test_the_supervisor_keeps_only_what_the_call_itself_compiled(tmp_path: Path)
     for why, (args, data) in refused.items():
         said = cache.check_entry(args, data)
         assert isinstance(said, str) and said.startswith(why), (why, said)
+    failed = {"key": key, "result": {**SOURCE_ERROR, "stderr": "main.c:2:14: error: nope\n"}}
+    assert cache.check_entry(arguments, failed) == (key, {}, failed["result"])
     cache.offer("run_code", other, "entry", good)  # queued, checked, dropped
     cache.offer("run_code", arguments, "header", {"language": "c", "header": "../../etc/passwd"})
     cache.close()
     assert read_entry(cache.entries, key) is None
     assert sorted(os.listdir(cache.headers.root)) == []
+
+
+@pytest.mark.parametrize(
+    ("language", "code", "said", "kept"),
+    [
+        (
+            "cpp",
+            "",
+            "main.cpp: In function 'int main()':\nmain.cpp:1:20: error: 'x' undeclared",
+            True,
+        ),
+        ("cpp", "", "main.cpp:1:10: fatal error: nonexist.h: No such file or directory", True),
+        ("c", "", "main.c:3:1: error: expected ';'", True),
+        ("java", "public class Solution {}", "Solution.java:1: error: cannot find symbol", True),
+        ("java", "public class Solution {}", "Main.java:1: error: cannot find symbol", False),
+        ("go", "", "# command-line-arguments\n./main.go:2:14: undefined: x", True),
+        ("rust", "", "error[E0425]: cannot find value `b`\n --> main.rs:1:20\n  |", True),
+        # The machine's failures, or a tenant's doing: never kept.
+        ("cpp", "", "g++: fatal error: Killed signal terminated program cc1plus", False),
+        (
+            "cpp",
+            "",
+            "main.cpp:1:1: error: x\ng++: internal compiler error: Segmentation fault",
+            False,
+        ),
+        (
+            "cpp",
+            "",
+            "main.cpp:9:1: fatal error: error writing to -: No space left on device",
+            False,
+        ),
+        ("cpp", "", "cc1plus: out of memory allocating 65536 bytes", False),
+        (
+            "cpp",
+            "",
+            "g++: fatal error: cannot execute 'cc1plus': Resource temporarily unavailable",
+            False,
+        ),
+        ("cpp", "", "/usr/bin/ld: cannot open output file main: Permission denied", False),
+        ("cpp", "", "collect2: error: ld returned 1 exit status", False),
+        ("python", "", "main.py:1:1: error: x", False),
+    ],
+)
+def test_only_a_failure_of_the_source_itself_is_taken_as_its_own(
+    language: str, code: str, said: str, kept: bool
+) -> None:
+    result = {**SOURCE_ERROR, "stderr": said}
+    assert LANGUAGES[language].failed_on_its_source(code, result) is kept
+
+
+def test_a_compile_stopped_by_a_limit_or_a_signal_is_never_the_sources() -> None:
+    said = {"stderr": "main.cpp:1:20: error: 'x' was not declared in this scope"}
+    cpp = LANGUAGES["cpp"]
+    assert cpp.failed_on_its_source("", {**SOURCE_ERROR, **said})
+    for stopped in (
+        {"status": "TimeLimitExceeded", "return_code": None},
+        {"status": "MemoryLimitExceeded", "return_code": None},
+        {"return_code": -9},
+        {"return_code": 137},
+        {"return_code": 0},
+        {"exceeded": "wall_time"},
+    ):
+        assert not cpp.failed_on_its_source("", {**SOURCE_ERROR, **said, **stopped}), stopped
+
+
+@needs_landlock
+def test_a_call_right_after_a_compile_waits_for_its_entry_to_be_written(engine: Engine) -> None:
+    """The call that compiled ends as soon as its program has run, while its entry (here
+    megabytes) is still being written: a call of the same program then waits for the entry
+    rather than compiling it again."""
+    code = (
+        "#include <cstdio>\nchar big[5 << 20] = {1};\n"
+        'int main() { long n; if (scanf("%ld", &n) == 1) printf("%d\\n", big[n & 1] + 1); }\n'
+    )
+    tools = _session(engine)
+    for attempt in range(3):
+        variant = f"{code}// {attempt}\n"
+        first = _run(tools, language="cpp", code=variant, stdin="0")
+        second = _run(_session(engine), language="cpp", code=variant, stdin="1")
+        assert first["compile_result"]["cached"] is False, first
+        assert second["compile_result"]["cached"] is True, second
+        assert second["run_result"]["stdout"] == "1\n", second
 
 
 def test_a_program_too_large_to_hash_on_the_loop_is_not_claimed(tmp_path: Path) -> None:

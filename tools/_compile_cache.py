@@ -187,8 +187,9 @@ class CompileCache:
 
     def nothing_to_share(self, key: str) -> None:
         """Tell the supervisor that this call's compile of ``key`` ended with nothing it can
-        keep (it failed, or its outputs are too large to offer): the calls of the same
-        program waiting for it compile for themselves now rather than at its end."""
+        keep (it failed other than on its source, or its outputs are too large to offer): the
+        calls of the same program waiting for it compile for themselves now rather than at its
+        end."""
         if self.shared:
             offer("compiled", {"key": key})
 

@@ -7,7 +7,8 @@ what the tool compiles for them (``compiled_calls``: ``run_code``'s ``code`` and
 ``code_eval``'s program, with its test program after it where it has one, and its checker with
 the files it compiles with), so that a worker,
 whatever it ran, can put nothing under the key of a program it was not sent; outputs whose
-names the language's compile step makes, sizes within the bound, a successful result. It writes
+names the language's compile step makes, sizes within the bound, a successful result (or a
+failure that is the source's own, with no outputs). It writes
 every entry itself, owned by the engine's uid (directories 0711: a session uid reaches a file by
 its name, lists nothing; files 0444), and evicts down to nine tenths of ``max_bytes`` once past
 it: the least recently used of the entries never hit first, then of those hit (hits are
@@ -23,11 +24,15 @@ at once, and run past their compile limits. A header whose build failed, or ran 
 ``MAX_ATTEMPTS`` times, goes without for the engine's life.
 
 Compiles are coalesced: the first call of a program that is not kept yet claims it (``claim``),
-and calls of the same program that come while it compiles wait for its entry rather than
-compile it again (verl sends a program's test cases as as many requests at once). They go on
-as soon as the entry is written, or, when the first call ends without one (a compile error, a
-timeout, an offer that did not hold), all at once, each compiling for itself: a failure is never
-handed to another call, which may have other limits or come from another tenant.
+and calls of the same program that come while it compiles, or while its entry is written,
+wait for its entry rather than compile it again (verl sends a program's test cases as as many
+requests at once). They go on as soon as the entry is written, or, when the first call ends
+without one (a timeout, an offer that did not hold), all at once, each compiling for itself.
+A compile that failed on its source (``Language.failed_on_its_source``: the compiler ran to
+its end and pointed at a line of the source, and nothing tells of a failure of the machine) is
+kept as a success is, outputs none, and every later call of the program is that compile
+error; any other failure is never handed to another call, which may have other limits or come
+from another tenant.
 
 Everything else here runs off the engine's loop: ``offer`` only queues (at most ``MAX_PENDING``
 offers; past that one is dropped, and the program is compiled again next time), so that a
@@ -113,6 +118,10 @@ class SharedCompileCache:
         #: The programs being compiled by a call in flight, by key: done when the entry is
         #: kept or that call ends. On the engine's loop only (``claim``, ``_made``).
         self._making: dict[str, asyncio.Future[str | None]] = {}
+        #: Of those, the programs whose entry was offered and is being written (``_keep``):
+        #: the call's end does not release their waiters, the entry's writing does. On the
+        #: engine's loop only.
+        self._writing: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         #: The calls waiting for a precompiled header being built, by its directory, and the
         #: headers whose build outlasted ``HEADER_WAIT_S`` (no call waits for them again). On
@@ -160,7 +169,11 @@ class SharedCompileCache:
         if what == "used":
             self._queue(self._used, compiled, data)
         elif what == "entry":
+            key = _key_of(compiled) if _claimable(compiled) else None
+            if key is not None and key in self._making:
+                self._writing.add(key)  # its waiters go on once it is written, not before
             if not self._queue(self._keep, compiled, data):
+                self._writing.discard(key)
                 self._release(compiled)  # dropped: whoever waits for it compiles
         elif what == "compiled":  # the call's compile ended with nothing to share
             self._release(compiled)
@@ -187,7 +200,8 @@ class SharedCompileCache:
         made = self._making[key] = loop.create_future()
 
         def ended() -> None:
-            if self._making.get(key) is made:
+            # An entry being written releases its waiters itself, once it is in place.
+            if self._making.get(key) is made and key not in self._writing:
                 self._made(key)
 
         return ended
@@ -195,6 +209,7 @@ class SharedCompileCache:
     def _made(self, key: str) -> None:
         """``key``'s entry is kept, or will not be, or the call compiling it ended: its
         waiters go on. On the engine's loop."""
+        self._writing.discard(key)
         made = self._making.pop(key, None)
         if made is not None and not made.done():
             made.set_result(None)
@@ -311,10 +326,14 @@ class SharedCompileCache:
         if data.get("key") != key:
             return "a key that is not the call's"
         result, offered = data.get("result"), data.get("outputs")
-        if not isinstance(result, dict) or result.get("return_code") != 0:
-            return "not a successful compile"
+        if not isinstance(result, dict):
+            return "no result"
         if len(repr(result)) > MAX_RESULT_BYTES:
             return "too large a result"
+        if result.get("return_code") != 0:
+            if not language.failed_on_its_source(str(arguments["code"]), result):
+                return "a failed compile that may not be the source's own failure"
+            return (key, {}, result) if not offered else "outputs of a failed compile"
         if not isinstance(offered, dict) or not offered:
             return "no outputs"
         outputs: dict[str, tuple[bytes, int]] = {}

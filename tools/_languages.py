@@ -28,11 +28,36 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["LANGUAGES", "Language", "toolchain_path", "toolchains"]
 
 #: Where workers look for programs: the sandbox's own PATH, whatever the caller's is.
 TOOLCHAIN_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+#: What a compiler writes when the machine, not the source, failed it.
+_MACHINE_FAILURES = (
+    "No space left",
+    "Disk quota",
+    "File too large",
+    "Read-only file system",
+    "Permission denied",
+    "Too many open files",
+    "Resource temporarily unavailable",
+    "Cannot allocate memory",
+    "out of memory",
+    "OutOfMemory",
+    "memory exhausted",
+    "memory allocation of",
+    "Killed",
+    "killed",
+    "signal terminated",
+    "Segmentation fault",
+    "internal compiler error",
+    "Internal compiler error",
+)
+#: Where GCC (C and C++) and the Go compiler point at a line and column of the source.
+_AT_LINE_AND_COLUMN = r"^(\./)?{source}:\d+:\d+: "
 
 _FIRST_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]+)[>"]', re.MULTILINE)
 
@@ -74,6 +99,30 @@ class Language:
     test_runner: bool = False
     #: What a program that includes a header under this prefix is linked with as well.
     libraries: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: A regex (``{source}`` standing for the source's name) matching a line of the compiler's
+    #: output that points at a line of the source: what makes a failed compile the source's
+    #: own (``failed_on_its_source``). Empty: no failed compile is taken as the source's.
+    source_diagnostic: str = ""
+
+    def failed_on_its_source(self, code: str, result: Mapping[str, Any]) -> bool:
+        """Whether a failed compile step (``result``, in ``tools._submission``'s shape) failed
+        because of the source, and so would fail the same way every time: it ran to its end
+        (no limit stopped it), exited with an error status, its compiler pointed at a line of
+        the source (``source_diagnostic``), and nothing it wrote tells of a failure of the
+        machine (memory, disk, processes, a kill, a crash of the compiler). The compile cache
+        keeps such a failure as it keeps a success; any other may be the machine's, or made to
+        happen by a tenant, and is never handed to another call."""
+        if not self.source_diagnostic or result.get("status") != "Finished":
+            return False
+        status = result.get("return_code")
+        if type(status) is not int or not 0 < status < 128 or "exceeded" in result:
+            return False
+        said = f"{result.get('stdout') or ''}\n{result.get('stderr') or ''}"
+        if any(sign in said for sign in _MACHINE_FAILURES):
+            return False
+        source = re.escape(self.source_name(code))
+        pattern = self.source_diagnostic.replace("{source}", source)
+        return re.search(pattern, said, re.MULTILINE) is not None
 
     def main_name(self, code: str) -> str:
         if self.main_pattern:
@@ -441,6 +490,7 @@ LANGUAGES: dict[str, Language] = {
             outputs=("main",),
             libraries=_OPENSSL,
             runtime=_OPENSSL_HEADERS,
+            source_diagnostic=_AT_LINE_AND_COLUMN,
             install="gcc",
             version=("gcc", "--version"),
         ),
@@ -457,6 +507,7 @@ LANGUAGES: dict[str, Language] = {
             precompile=("bits/stdc++.h", "iostream"),
             libraries=_OPENSSL,
             runtime=_OPENSSL_HEADERS,
+            source_diagnostic=_AT_LINE_AND_COLUMN,
             install="g++",
             version=("g++", "--version"),
             out_of_memory=("std::bad_alloc",),
@@ -467,6 +518,7 @@ LANGUAGES: dict[str, Language] = {
             _JAVA_RUN,
             compile=_JAVAC,
             outputs=("*.class",),
+            source_diagnostic=r"^{source}:\d+: error: ",
             runtime=(("javatuples", "/usr/share/java/javatuples.jar"),),
             install="default-jdk-headless",
             version=("javac", "-version"),
@@ -527,6 +579,7 @@ LANGUAGES: dict[str, Language] = {
                 *("-o", "main", "{source}"),
             ),
             outputs=("main",),
+            source_diagnostic=r"^ *--> {source}:\d+:\d+$",
             install="rustc",
             version=("rustc", "--version"),
             out_of_memory=("memory allocation of",),
@@ -537,6 +590,7 @@ LANGUAGES: dict[str, Language] = {
             ("./main",),
             compile=("go", "build", "-o", "main", "{source}"),
             outputs=("main",),
+            source_diagnostic=_AT_LINE_AND_COLUMN,
             install="golang-go",
             version=("go", "version"),
             env=_GO_ENV,

@@ -252,8 +252,8 @@ class Submission:
             }
             compiled["cached"] = False
             outputs = _outputs(built, language) if compiled["return_code"] == 0 else {}
-            if outputs:
-                cache.store(key, outputs, compiled, built)
+            if outputs or language.failed_on_its_source(self.code, compiled):
+                cache.store(key, outputs, compiled, built)  # a failure: the source's own
             else:
                 cache.nothing_to_share(key)
             return compiled, outputs
