@@ -372,16 +372,21 @@ class Outputs:
     ) -> None:
         """Read until every child has ended and its pipes are closed, or ``DRAIN_S`` after
         the last one ended (a background job may hold them open: not waited for). A child
-        that closed its pipes is still watched to its end: its limits hold."""
+        that closed its pipes is still watched to its end: its limits hold. Each child's exit
+        wakes the loop (a pidfd of it is watched with the pipes): a child closes its pipes as
+        it exits, a moment before it can be reaped, and a loop that then slept out its turn
+        would add that turn to every short run."""
         drain_until: float | None = None
         selector = self.selector
+        exits = _watch_exits(selector, monitors)
         try:
-            while selector.get_map() or drain_until is None:
+            while len(selector.get_map()) > len(exits) or drain_until is None:
                 if tick is not None:
                     tick()
                 now = time.monotonic()
                 for monitor in monitors:
                     monitor.look(now)
+                _forget_exits(selector, exits)
                 if drain_until is None and all(m.ended is not None for m in monitors):
                     if not selector.get_map():
                         break  # every pipe closed already: nothing to wait for
@@ -389,6 +394,9 @@ class Outputs:
                 turn = min(m.turn for m in monitors)
                 timeout = turn if drain_until is None else max(0.0, drain_until - now)
                 for key, _ in selector.select(timeout):
+                    if key.data is _EXITED:  # reaped at the next look; one wake-up each
+                        _forget_exit(selector, exits, key.fd)
+                        continue
                     if key.data is feeding and feeding is not None:
                         if not feeding.write():
                             selector.unregister(key.fileobj)
@@ -405,8 +413,39 @@ class Outputs:
                     break
         finally:
             selector.close()
-            for fd in self.fds:
+            for fd in (*self.fds, *exits):
                 os.close(fd)
+
+
+#: What a pidfd is registered with in the loop's selector (``Outputs.follow``).
+_EXITED = object()
+
+
+def _watch_exits(selector: selectors.BaseSelector, monitors: list[Monitor]) -> dict[int, Monitor]:
+    """A pidfd of each child still running, registered with ``selector``: readable once it has
+    exited. None for a child the kernel gives no pidfd of (then its turn wakes the loop)."""
+    exits: dict[int, Monitor] = {}
+    for monitor in monitors:
+        try:
+            fd = os.pidfd_open(monitor.child.pid)
+        except (OSError, AttributeError):
+            continue
+        selector.register(fd, selectors.EVENT_READ, _EXITED)
+        exits[fd] = monitor
+    return exits
+
+
+def _forget_exits(selector: selectors.BaseSelector, exits: dict[int, Monitor]) -> None:
+    """Stop watching the pidfds of children that have ended."""
+    for fd, monitor in list(exits.items()):
+        if monitor.ended is not None:
+            _forget_exit(selector, exits, fd)
+
+
+def _forget_exit(selector: selectors.BaseSelector, exits: dict[int, Monitor], fd: int) -> None:
+    selector.unregister(fd)
+    os.close(fd)
+    del exits[fd]
 
 
 def _reap(child: Child, options: int) -> tuple[int, float, int] | None:
