@@ -1,6 +1,7 @@
 """The alternative to judging with the engine: compile with ``subprocess`` and run each case the
-same way, with no isolation at all (``subprocess_judge``, the baseline of the ``judge``
-workload).
+same way, with no isolation at all (``subprocess_judge``, the baseline of the ``judge`` and
+``judge_python`` workloads: a Python program's every case a new ``python main.py``, as APPS's
+and LiveCodeBench's harnesses run them).
 
 It compiles on every call, as a script that judges one submission at a time does; the engine
 has a session's compile cache (each program compiled once, then every call runs it) and
@@ -13,6 +14,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -24,11 +26,15 @@ __all__ = ["judged_with_subprocess", "subprocess_judge"]
 
 
 def judged_with_subprocess(payload: Payload) -> str:
-    """Compile, then run every case, each a plain ``subprocess.run``: the verdict."""
+    """Compile (but Python), then run every case, each a plain ``subprocess.run``: the
+    verdict."""
     arguments = payload.arguments
     where = tempfile.mkdtemp(prefix="a2e-bench-judge-")
+    compile_argv: list[str] | None
     try:
-        if arguments["language"] == "cpp":
+        if arguments["language"] == "python":
+            source, compile_argv, run_argv = "main.py", None, [sys.executable, "main.py"]
+        elif arguments["language"] == "cpp":
             source, compile_argv, run_argv = (
                 "main.cpp",
                 ["g++", "-O2", "-o", "main", "main.cpp"],
@@ -42,7 +48,8 @@ def judged_with_subprocess(payload: Payload) -> str:
             )
         with open(os.path.join(where, source), "w") as fh:
             fh.write(arguments["program"])
-        subprocess.run(compile_argv, cwd=where, check=True, capture_output=True, timeout=60)
+        if compile_argv is not None:
+            subprocess.run(compile_argv, cwd=where, check=True, capture_output=True, timeout=60)
         for case in arguments["test_cases"]:
             done = subprocess.run(
                 run_argv, cwd=where, input=case["input"], capture_output=True, text=True, timeout=10

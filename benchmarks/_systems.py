@@ -418,7 +418,7 @@ SYSTEMS = (
         "subprocess_judge",
         "subprocess per case, no isolation",
         subprocess_judge,
-        only_for=("judge",),
+        only_for=("judge", "judge_python"),
     ),
     System(
         "run_code_a2e",

@@ -360,22 +360,31 @@ def test_the_judge_workload_agrees_with_its_alternative() -> None:
     alike; a wrong program is wrong to both."""
     from a2e.caps.tools._client import ToolAPI
     from a2e_engine.benchmarks._subprocess_judge import judged_with_subprocess
-    from a2e_engine.benchmarks._workloads import JUDGE_CASES, Payload, judge_payloads
+    from a2e_engine.benchmarks._workloads import (
+        JUDGE_CASES,
+        Payload,
+        judge_payloads,
+        python_judge_payloads,
+    )
     from a2e_engine.engine import Engine, EngineConfig
 
-    payloads = judge_payloads()
-    assert [p.arguments["language"] for p in payloads] == ["cpp", "java"]
+    payloads = [*judge_payloads(), *python_judge_payloads()]
+    assert [p.arguments["language"] for p in payloads] == ["cpp", "java", "python"]
     assert all(len(p.arguments["test_cases"]) == JUDGE_CASES for p in payloads)
-    wrong = payloads[0].arguments["program"].replace("x * x", "x")
-    broken = Payload("code_eval", {**payloads[0].arguments, "program": wrong}, "")
+    wrong = [
+        Payload(
+            "code_eval", {**p.arguments, "program": p.arguments["program"].replace(old, new)}, ""
+        )
+        for p, old, new in ((payloads[0], "x * x", "x"), (payloads[2], "** 2", "** 3"))
+    ]
     with Engine(config=EngineConfig(prefork=1)) as engine:
         tools = ToolAPI(engine.connect())
         verdicts = [
             tools.call(tool_name="code_eval", arguments=p.arguments, timeout=120).data["verdict"]
-            for p in (*payloads, broken)
+            for p in (*payloads, *wrong)
         ]
-    assert verdicts == ["AC", "AC", "WA"]
-    assert [judged_with_subprocess(p) for p in (*payloads, broken)] == verdicts
+    assert verdicts == ["AC", "AC", "AC", "WA", "WA"]
+    assert [judged_with_subprocess(p) for p in (*payloads, *wrong)] == verdicts
 
 
 def test_the_ray_scaling_table() -> None:
