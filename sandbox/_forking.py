@@ -24,10 +24,12 @@ reports their exits promptly even when tool code keeps every CPU busy.
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,19 +44,24 @@ __all__ = [
     "fork_as_sibling",
     "fork_single_threaded",
     "leave_idle_priority",
+    "prepare_sibling_forks",
     "probe_idle_priority",
     "reseed_random",
+    "sibling_forks_ready",
     "thread_count",
 ]
 
-_fork = ctypes.PyDLL(None, use_errno=True).fork
+#: libc's functions called with the GIL held across them (a ``PyDLL``'s never release it).
+_libc = ctypes.PyDLL(None, use_errno=True)
+_fork = _libc.fork
 _fork.restype = ctypes.c_int
 _fork.argtypes = ()
 
-_syscall = ctypes.PyDLL(None, use_errno=True).syscall
+_syscall = _libc.syscall
 _syscall.restype = ctypes.c_long
-#: ``clone``'s flag for a child of the caller's parent.
+#: ``clone``'s flags: a child of the caller's parent; the child's id written to its memory.
 CLONE_PARENT = 0x00008000
+CLONE_CHILD_SETTID = 0x01000000
 
 _NORMAL = os.sched_param(0)
 
@@ -145,22 +152,93 @@ def fork_as_sibling() -> int:
     own (``clone(CLONE_PARENT)``): the parent reaps it, learns its exit status and its
     resource usage from the kernel, and signals it as its own, while it starts as a copy of
     this process's memory. For a single-threaded caller that is not a PID namespace's init
-    (whose children cannot be given to a parent outside it: ``EINVAL``).
+    (whose children cannot be given to a parent outside it: ``EINVAL``), in a process that
+    called ``prepare_sibling_forks`` (its zygote: the answer is inherited); ``OSError`` where
+    it cannot be done.
 
-    A raw ``clone`` (``fork`` takes no flags) skips libc's after-fork work, which a
-    single-threaded process needs for nothing: glibc reads the thread id from the kernel
-    where it signals itself, and no lock is held across the call. It skips the at-fork
-    handlers that libraries register too: a process that loaded one which needs them in its
-    children (gRPC) must not fork this way; an engine worker loads none."""
-    number = _clone_number()
-    flags = ctypes.c_ulong(CLONE_PARENT | signal.SIGCHLD)
-    pid = int(_syscall(ctypes.c_long(number), flags, None, None, None, None))
+    ``fork`` takes no flags, so this is a raw ``clone``, which does two things of glibc's fork
+    itself: the kernel writes the child's thread id into glibc's record of its thread
+    (``CLONE_CHILD_SETTID``; without it ``pthread_kill`` of the main thread, its CPU clock
+    and error-checking mutexes would use the parent's id), and ``random`` is reseeded. It
+    skips the rest, which a single-threaded process needs for nothing (no lock is held across
+    the call), and the at-fork handlers that libraries register: a process that loaded one
+    which needs them in its children (gRPC) must not fork this way; an engine worker loads
+    none. The child has no robust-futex list until it starts a thread."""
+    where = _thread_id_address()
+    if where is None:
+        raise OSError(errno.ENOSYS, "this libc's record of a thread's id was not found")
+    flags = ctypes.c_ulong(CLONE_PARENT | CLONE_CHILD_SETTID | signal.SIGCHLD)
+    # The child's id goes to the 4th argument or the 5th, by architecture: both are given it
+    # (the other is the TLS, which CLONE_SETTLS alone would use).
+    address = ctypes.c_void_p(where)
+    pid = int(_syscall(ctypes.c_long(_clone_number()), flags, None, None, address, address))
     if pid < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"clone: {os.strerror(err)}")
     if pid == 0:
         reseed_random()
     return pid
+
+
+def prepare_sibling_forks() -> bool:
+    """Find where glibc keeps the calling thread's id (``fork_as_sibling`` has the kernel
+    write the child's there), once, in the zygote before it forks workers; whether it was
+    found. It is the one word of the thread's record that holds the thread's id here and the
+    child's id after a real ``fork``: a forked probe says which."""
+    if _tid_offset[0] is None:
+        _tid_offset[0] = _probe_tid_offset()
+    return sibling_forks_ready()
+
+
+def sibling_forks_ready() -> bool:
+    """Whether ``fork_as_sibling`` can fork here (``prepare_sibling_forks`` found its way)."""
+    offset = _tid_offset[0]
+    return offset is not None and offset >= 0
+
+
+#: The offset of the thread id in glibc's ``struct pthread`` (-1: not found; None: not looked).
+_tid_offset: list[int | None] = [None]
+#: How much of the thread's record is searched (it is larger; the id lies well within).
+_RECORD_SCAN = 1024
+_pthread_self = _libc.pthread_self
+_pthread_self.restype = ctypes.c_void_p
+_pthread_self.argtypes = ()
+
+
+def _thread_id_address() -> int | None:
+    offset = _tid_offset[0]
+    base = _pthread_self()
+    return base + offset if offset is not None and offset >= 0 and base else None
+
+
+def _probe_tid_offset() -> int:
+    base = _pthread_self()
+    if not base or thread_count() != 1:
+        return -1
+    tid = threading.get_native_id()
+    candidates = [
+        offset
+        for offset in range(0, _RECORD_SCAN, 4)
+        if ctypes.c_int.from_address(base + offset).value == tid
+    ]
+    if not candidates:
+        return -1
+    said_r, said_w = os.pipe()
+    pid = fork_single_threaded()
+    if pid == 0:  # pragma: no cover - the probe's child
+        try:
+            child = threading.get_native_id()
+            kept = [o for o in candidates if ctypes.c_int.from_address(base + o).value == child]
+            os.write(said_w, " ".join(map(str, kept)).encode())
+        finally:
+            os._exit(0)
+    os.close(said_w)
+    try:
+        said = os.read(said_r, 4096).split()
+    finally:
+        os.close(said_r)
+        os.waitpid(pid, 0)
+    return int(said[0]) if len(said) == 1 else -1
 
 
 @functools.cache

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from a2e_engine.sandbox._messages import Job
 
 __all__ = [
+    "ABI_SCOPED",
     "LAYER",
     "SYSTEM_READ_PATHS",
     "LandlockPlan",

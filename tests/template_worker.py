@@ -12,7 +12,7 @@ import sys
 import tempfile
 from typing import Any
 
-from a2e_engine.sandbox._forking import fork_as_sibling
+from a2e_engine.sandbox._forking import fork_as_sibling, prepare_sibling_forks
 from a2e_engine.sandbox._frames import read_frame, write_frame
 from a2e_engine.sandbox._template import Template, fork_serving
 from a2e_engine.tools._python_main import (
@@ -74,6 +74,7 @@ def _run(
 
 def main(scenario: str) -> dict[str, Any]:
     assert remember_fresh_interpreter() is None
+    assert prepare_sibling_forks()
     fresh = fresh_interpreter_of()
     assert fresh is not None
     if scenario == "sibling":
@@ -106,6 +107,21 @@ def main(scenario: str) -> dict[str, Any]:
         template.close()
 
 
+#: What a new interpreter's main thread is, seen from the program: signalled from another thread,
+#: its CPU clock read, its id the process's.
+THREADS = """
+import os, signal, threading, time
+got = []
+signal.signal(signal.SIGUSR1, lambda *a: got.append("usr1"))
+main = threading.main_thread()
+other = threading.Thread(target=lambda: signal.pthread_kill(main.ident, signal.SIGUSR1))
+other.start()
+other.join()
+time.sleep(0.05)
+clock = time.clock_gettime(time.pthread_getcpuclockid(threading.get_ident()))
+print(got, main.native_id == threading.get_native_id() == os.getpid(), clock >= 0)
+"""
+
 SCENARIOS = {
     "cases": lambda _: [
         (
@@ -119,6 +135,7 @@ SCENARIOS = {
         ("print('ran')\n", b""),
     ],
     "lie": lambda _: [("print(1)\n", b"")],
+    "threads": lambda _: [(THREADS, b"")],
 }
 
 if __name__ == "__main__":

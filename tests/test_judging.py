@@ -292,6 +292,29 @@ def test_a_program_cannot_read_the_expected_output(tools: ToolAPI) -> None:
     assert "PermissionError" in seen  # the judge's memory: not readable
 
 
+def test_a_python_cases_main_thread_is_as_in_a_new_interpreter(tools: ToolAPI) -> None:
+    """A case forked from the template is signalled from its own threads, reads its main
+    thread's CPU clock and sees its own thread id, as under ``python main.py``."""
+    from tests.template_worker import THREADS
+
+    data = _judge(tools, THREADS, test_cases=[{"input": "", "output": "['usr1'] True True"}] * 2)
+    assert _verdicts(data) == ["AC", "AC"], data
+
+
+def test_cases_fork_the_template_only_where_their_signals_are_scoped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without Landlock's signal scope a case could stop the template and hold up the later
+    cases: each then runs in an interpreter of its own."""
+    from a2e_engine.tools import _template_cases
+
+    monkeypatch.setattr(_template_cases, "sibling_forks_ready", lambda: True)
+    monkeypatch.setattr(_template_cases, "abi_version", lambda: _template_cases.ABI_SCOPED)
+    assert _template_cases.TemplateCases.possible()
+    monkeypatch.setattr(_template_cases, "abi_version", lambda: _template_cases.ABI_SCOPED - 1)
+    assert not _template_cases.TemplateCases.possible()
+
+
 def test_a_python_program_holds_no_expected_output_in_its_own_memory(tools: ToolAPI) -> None:
     """A Python program in a fork of the worker would hold its memory: the case being judged one
     frame down (``sys._getframe``), every expected output among its objects and in its heap (its

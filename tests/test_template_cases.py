@@ -37,6 +37,13 @@ def test_a_case_is_the_workers_child_and_runs_as_main() -> None:
         assert run["pid"] != seen["template"]
 
 
+def test_a_cases_main_thread_is_its_own() -> None:
+    """The clone leaves glibc's record of the thread holding the case's own id (and Python's):
+    another thread signals the main one, its CPU clock reads, its id is the process's."""
+    (run,) = _worker("threads")["runs"]
+    assert (run["status"], run["stdout"]) == (0, "['usr1'] True True\n"), run
+
+
 def test_a_case_that_kills_the_template_ends_the_cases_with_an_error() -> None:
     """Unscoped (here) a case could kill the template: the next case then fails to start,
     with an error, not a hang and not a run."""

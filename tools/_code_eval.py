@@ -60,6 +60,7 @@ from a2e import _jsonwire as jsonwire
 from a2e.caps.tools._plugin import SandboxProfile, ToolContext, ToolExecutionError, ToolPlugin
 from a2e.caps.tools._reasons import ENDED_BY_WHAT_RAN, FailureReason
 from a2e_engine.sandbox._exits import how_it_ended
+from a2e_engine.sandbox._forking import prepare_sibling_forks
 from a2e_engine.sandbox._frames import read_frame, write_frame
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._run_root import program_writable
@@ -366,7 +367,7 @@ class CodeEval(ToolPlugin):
         template = self.context.template if self.context is not None else None
         if template is None:
             return None
-        if wanted:
+        if wanted and TemplateCases.possible():
             return TemplateCases(template)
         template.close()
         return None
@@ -406,8 +407,10 @@ class CodeEval(ToolPlugin):
         sample = [1, 2.5, "x", None, True, (1,), {"k": {1, 2}}, b"x", float("nan")]
         decode(jsonwire.loads(jsonwire.dumps({"value": encode(sample)}))["value"])
         verdict_of(None, [{"name": "check", "passed": True}])
-        # Programs judged on their output run as a fork of this interpreter (tools._python_main).
+        # Programs judged on their output run as a fork of this interpreter (tools._python_main),
+        # and their cases as forks of the worker's template (tools._template_cases).
         remember_fresh_interpreter()
+        prepare_sibling_forks()
         codecs.getincrementaldecoder("utf-8")(errors="replace").decode(b"ok", final=True)
 
     # -- in the supervisor --

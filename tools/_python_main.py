@@ -315,6 +315,11 @@ def _run_as_main(fresh: FreshInterpreter, script: str, args: list[str], ready: i
     warnings.filters[:] = [_warning_rule(*rule) for rule in fresh.warnings]  # type: ignore[index]
     warnings._filters_mutated()  # type: ignore[attr-defined]
     tempfile.tempdir = None  # read again from this environment's TMPDIR
+    # The thread's id as the kernel knows it now (a fork without CPython's after-fork repairs
+    # keeps the worker's, a host's thread id).
+    set_native_id = getattr(threading.main_thread(), "_set_native_id", None)
+    if set_native_id is not None:
+        set_native_id()
     gc.enable()
     _new_streams(fresh)
 

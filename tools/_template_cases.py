@@ -29,9 +29,9 @@ from dataclasses import asdict
 from typing import Any
 
 from a2e.caps.tools._plugin import CleanTemplate
-from a2e_engine.sandbox._forking import fork_as_sibling
+from a2e_engine.sandbox._forking import fork_as_sibling, sibling_forks_ready
 from a2e_engine.sandbox._frames import read_frame, write_frame
-from a2e_engine.sandbox._landlock import restrict_self
+from a2e_engine.sandbox._landlock import ABI_SCOPED, abi_version, restrict_self
 from a2e_engine.sandbox._template import read_frame_with_fds, write_frame_with_fds
 from a2e_engine.tools._python_main import (
     ForkedMain,
@@ -59,6 +59,14 @@ class TemplateCases:
     def __init__(self, template: CleanTemplate) -> None:
         self.template = template
         self._told = False
+
+    @staticmethod
+    def possible() -> bool:
+        """Whether cases can be forked from a template here: the zygote found how to fork a
+        sibling (``sandbox._forking.prepare_sibling_forks``), and Landlock scopes a case's
+        signals. Without the scope a case could stop the template and hold up the call's
+        later cases until its deadline: each case then runs in an interpreter of its own."""
+        return sibling_forks_ready() and abi_version() >= ABI_SCOPED
 
     @property
     def pid(self) -> int:
