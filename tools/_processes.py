@@ -422,8 +422,8 @@ _EXITED = object()
 
 
 def _watch_exits(selector: selectors.BaseSelector, monitors: list[Monitor]) -> dict[int, Monitor]:
-    """A pidfd of each child still running, registered with ``selector``: readable once it has
-    exited. None for a child the kernel gives no pidfd of (then its turn wakes the loop)."""
+    """A pidfd of each child, registered with ``selector``: readable once it has exited. A
+    child the kernel gives no pidfd of has none (its turn wakes the loop)."""
     exits: dict[int, Monitor] = {}
     for monitor in monitors:
         try:
