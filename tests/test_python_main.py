@@ -214,3 +214,39 @@ def test_without_a_reading_of_a_fresh_interpreter_programs_run_in_one(
     finally:
         submission.close()
     assert ran["return_code"] == 0 and ran["stdout"].endswith("'main.py']\n"), ran
+
+
+#: The corpus's programs that a stdin/stdout case can run: no files, limits or arguments.
+AS_CASES = [(name, code, extra) for name, code, extra in CORPUS if set(extra) <= {"stdin"}]
+
+
+@pytest.mark.parametrize(("name", "code", "extra"), AS_CASES, ids=[n for n, _, _ in AS_CASES])
+def test_a_case_forked_from_the_template_is_what_a_fresh_interpreter_gives(
+    tools: ToolAPI, name: str, code: str, extra: dict[str, Any]
+) -> None:
+    """``code_eval`` forks a Python program's cases from its worker's clean template
+    (``tools._template_cases``): each is judged on what a fresh interpreter prints, exactly,
+    and ends as it ends there."""
+    fresh = tools.call(
+        tool_name="run_code",
+        arguments={"language": "python", "code": code, "fresh_interpreter": True, **extra},
+        timeout=30,
+    )
+    assert fresh.success, fresh.error
+    run = fresh.data["run_result"]
+    case = {"input": extra.get("stdin", ""), "output": run["stdout"]}
+    judged = tools.call(
+        tool_name="code_eval",
+        arguments={"language": "python", "program": code, "compare": "exact", "test_cases": [case]},
+        timeout=30,
+    )
+    assert judged.success, judged.error
+    if "SyntaxError" in run["stderr"]:
+        assert judged.data["verdict"] == "CE", judged.data
+        return
+    (seen,) = judged.data["tests"]
+    if run["return_code"] == 0:
+        assert seen["verdict"] == "AC", seen
+        return
+    assert (seen["verdict"], seen["return_code"]) == ("RE", run["return_code"]), seen
+    assert _same_for_every_run(seen["stdout"]) == _same_for_every_run(run["stdout"]), seen
