@@ -117,7 +117,8 @@ def encode_job(job: Job) -> bytes:
     """``job`` as its two frames, written at once: its layers (the payload empty), then its
     payload."""
     payload = {name: job[name] for name in PAYLOAD_FIELDS}  # type: ignore[literal-required]
-    return encode_frame({**job, "arguments": {}, "secrets": {}}) + encode_frame(payload)
+    layers = {**job, **{name: {} for name in PAYLOAD_FIELDS}}
+    return encode_frame(layers) + encode_frame(payload)
 
 
 def read_layers(fd: int, max_frame: int) -> Job:

@@ -172,7 +172,7 @@ class SharedCompileCache:
             key = _key_of(compiled) if _claimable(compiled) else None
             if key is not None and key in self._making:
                 self._writing.add(key)  # its waiters go on once it is written, not before
-            if not self._queue(self._keep, compiled, data):
+            if not self._queue(self._keep, compiled, data, key):
                 self._writing.discard(key)
                 self._release(compiled)  # dropped: whoever waits for it compiles
         elif what == "compiled":  # the call's compile ended with nothing to share
@@ -264,11 +264,15 @@ class SharedCompileCache:
         if is_key(key) and key == _key_of(compiled):
             self.used(key)
 
-    def _keep(self, arguments: Mapping[str, Any], data: dict[str, Any]) -> None:
+    def _keep(
+        self, arguments: Mapping[str, Any], data: dict[str, Any], key: str | None = None
+    ) -> None:
         """Write the entry offered, if it holds; else drop it, saying why at debug level.
         Either way, the calls waiting for the program go on: as soon as the entry is in place,
-        or once it is clear it will not be."""
-        key = _key_of(arguments)  # hashes the whole program: once
+        or once it is clear it will not be. ``key``: the call's own, where ``offer`` worked it
+        out already (a program small enough to claim)."""
+        if key is None:
+            key = _key_of(arguments)  # hashes the whole program: here, off the loop
         try:
             checked = self._checked(key, arguments, data)
             if isinstance(checked, str):

@@ -35,7 +35,15 @@ from dataclasses import dataclass
 from a2e_engine.sandbox._case_group import CaseGroup, case_group
 from a2e_engine.tools._tree_usage import TreeUsage, descendants, usage_of
 
-__all__ = ["CaseDomain", "CaseEnd", "case_domain", "contained", "namespace_usage", "sweep"]
+__all__ = [
+    "CaseDomain",
+    "CaseEnd",
+    "case_domain",
+    "children",
+    "contained",
+    "namespace_usage",
+    "sweep",
+]
 
 #: ``IPC_RMID``, for ``shmctl``, ``msgctl`` and ``semctl``.
 _IPC_RMID = 0
@@ -151,7 +159,7 @@ def sweep(spared: Iterable[int] = ()) -> None:
     if domain is None:
         _kill_all_but(spared)
     keep = {pid for root in spared for pid in descendants(root)}
-    _reap(lambda: [pid for pid in _children() if pid not in keep])
+    _reap(lambda: [pid for pid in children() if pid not in keep])
     _remove_ipc()
 
 
@@ -167,15 +175,15 @@ def _kill_all_but(spared: list[int]) -> None:
         for pid in others:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        _reap(_children, wait=False)
+        _reap(children, wait=False)
 
 
-def _reap(children: Callable[[], list[int]], wait: bool = True) -> None:
-    """Reap ``children()`` that have exited, without blocking on one that has not: with
-    ``wait``, looking again until none is left or ``_SWEEP_S`` passed."""
+def _reap(listed: Callable[[], list[int]], wait: bool = True) -> None:
+    """Reap the children ``listed()`` that have exited, without blocking on one that has not:
+    with ``wait``, looking again until none is left or ``_SWEEP_S`` passed."""
     deadline = time.monotonic() + (_SWEEP_S if wait else 0)
     while True:
-        pending = [pid for pid in children() if not _reaped(pid)]
+        pending = [pid for pid in listed() if not _reaped(pid)]
         if not pending or time.monotonic() >= deadline:
             return
         time.sleep(0.001)
@@ -198,15 +206,17 @@ def _others(spared: Iterable[int]) -> list[int]:
     return pids
 
 
-def _children() -> list[int]:
+def children() -> list[int]:
+    """This process's children, each of its threads' (the kernel lists them per thread),
+    zombies among them until they are reaped."""
     me = os.getpid()
-    children: list[int] = []
+    found: list[int] = []
     with contextlib.suppress(OSError):
         for thread in os.listdir(f"/proc/{me}/task"):
             path = f"/proc/{me}/task/{thread}/children"
             with contextlib.suppress(OSError, ValueError), open(path, "rb") as fh:
-                children.extend(int(child) for child in fh.read().split())
-    return children
+                found.extend(int(child) for child in fh.read().split())
+    return found
 
 
 def _remove_ipc() -> None:

@@ -41,6 +41,7 @@ from a2e_engine.tools._python_main import (
     fresh_interpreter,
     run_main_here,
 )
+from a2e_engine.tools._run_domain import children
 
 __all__ = ["ROLE", "TemplateCases", "serve_cases"]
 
@@ -104,7 +105,7 @@ class TemplateCases:
             os.close(ready_r)
             raise OSError(f"the clean template did not answer ({exc})") from None
         pid = reply.get("pid")
-        if type(pid) is not int or not _is_my_child(pid):
+        if type(pid) is not int or pid not in children():  # not one the template made up
             os.close(ready_r)
             raise OSError(f"the clean template could not start the program: {reply.get('error')}")
         return ForkedMain(pid, began_kb(fresh, ready_r) - fresh.resident_kb)
@@ -155,19 +156,3 @@ def _start_case(
         os.close(channel)
         run_main_here(fresh, program, (stdin, stdout, stderr), confine, ready)
     return pid
-
-
-def _is_my_child(pid: int) -> bool:
-    """Whether ``pid`` is a child of this process (and so not one the template made up)."""
-    try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        stat = os.read(fd, 4096)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    return len(fields) > 1 and fields[1] == str(os.getpid()).encode()
