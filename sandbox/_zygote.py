@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,11 @@ from a2e_engine.sandbox._userns import host_pid
 from a2e_engine.sandbox._worker import run_worker
 
 __all__ = ["zygote_main"]
+
+#: How long a zygote whose control socket closed without a ``stop`` waits to learn whether its
+#: supervisor died (it is reparented within microseconds of that; a living supervisor that
+#: closed the socket kills the zygote next).
+ABANDONED_WAIT_S = 2.0
 
 
 class SupervisorGone(Exception):
@@ -55,6 +61,7 @@ class Zygote:
         self.prep = Preparation(settings, userns_reason=userns_reason, plugins=plugins)
         self.workers: dict[int, Worker] = {}  # alive, by pid
         self.supervisor_pid = os.getppid()
+        self.told_to_stop = False
 
     # -- start-up --
 
@@ -152,7 +159,22 @@ class Zygote:
                 for _ in range(message["count"]):
                     self.spawn(message["profile"])
         elif message["op"] == "stop":
+            self.told_to_stop = True
             return False
+        return True
+
+    def abandoned(self) -> bool:
+        """Whether the supervisor died rather than stopped us. Its exit closes the control
+        socket before the kernel hands its children to a reaper, so a zygote that sees the
+        socket close without a ``stop`` waits (a bounded while) to be reparented: only then is
+        it sure the supervisor will never clean up after itself."""
+        if self.told_to_stop:
+            return False
+        deadline = time.monotonic() + ABANDONED_WAIT_S
+        while os.getppid() == self.supervisor_pid:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
         return True
 
     def stop(self) -> None:
@@ -167,7 +189,7 @@ class Zygote:
             except ChildProcessError:
                 pass
         contain.stop(self.prep, self.workers)
-        if os.getppid() != self.supervisor_pid:
+        if self.abandoned():
             # The supervisor died without cleaning up: its session mounts and workspaces
             # would stay forever.
             for path in self.settings.writable_paths:
