@@ -27,8 +27,10 @@ answered from an earlier run's. Per system: the median wall time of its rounds, 
 server's whole process tree spent meanwhile (the programs and compilers included; the graders'
 own is not counted) and the whole machine's (``_machine_busy_s`` says why), the requests sent
 (A and B: ``/run_code`` POSTs; C: the engine's ``a2e_calls_total``), the compiles that ran (a
-``/run_code`` answer's ``compile_result`` that was not ``cached``), and the samples that scored
-1. Each ratio X÷Y is the median over rounds of
+``/run_code`` answer's ``compile_result`` that was not ``cached``), what those compiles and
+every run spent by their own account (the answers' ``cpu_time``: the floor any grader of the
+batch pays, whatever it adds; none where the answers do not say, as SandboxFusion's do not),
+and the samples that scored 1. Each ratio X÷Y is the median over rounds of
 Y's figure over X's: how many times faster X was, or how many times less CPU it took. Then the
 samples whose score or per-case results differ between two systems in a round.
 """
@@ -109,6 +111,7 @@ class Graded:
     machine_cpu_s: float
     requests: int | None
     compiles: int | None
+    programs_cpu_s: float | None
     scores: list[float] = field(repr=False)
     results: list[list[Any]] = field(repr=False)
 
@@ -125,18 +128,30 @@ class Graded:
 
 
 class _Tally:
-    """The ``/run_code`` requests a grader sent and the compiles their answers ran."""
+    """The ``/run_code`` requests a grader sent, the compiles their answers ran, and the CPU
+    those compiles and the runs spent by their own account (``None`` once an answer that ran
+    something does not say)."""
 
     def __init__(self) -> None:
         self.requests = self.compiles = 0
+        self.programs_cpu_s: float | None = 0.0
         self._lock = threading.Lock()
 
     def seen(self, answer: Answer) -> None:
         compiled = answer.get("compile_result") if answer else None
+        ran = answer.get("run_result") if answer else None
+        compiled_anew = isinstance(compiled, dict) and not compiled.get("cached")
+        steps = [step for step in (compiled if compiled_anew else None, ran) if step is not None]
         with self._lock:
             self.requests += 1
-            if isinstance(compiled, dict) and not compiled.get("cached"):
+            if compiled_anew:
                 self.compiles += 1
+            for step in steps:
+                cpu = step.get("cpu_time") if isinstance(step, dict) else None
+                if self.programs_cpu_s is None or not isinstance(cpu, (int, float)):
+                    self.programs_cpu_s = None
+                else:
+                    self.programs_cpu_s += cpu
 
 
 # -- grading --
@@ -205,6 +220,7 @@ def _verls_path(batch: list[Sample], tag: str, threads: int, server: Server) -> 
         spent.machine_cpu_s,
         tally.requests,
         tally.compiles,
+        tally.programs_cpu_s,
         [g[0] for g in graded],
         [g[1] for g in graded],
     )
@@ -232,6 +248,7 @@ def _drop_in(batch: list[Sample], tag: str, threads: int, server: Server) -> Gra
         spent.server_cpu_s,
         spent.machine_cpu_s,
         requests,
+        None,
         None,
         [g[0] for g in graded],
         [g[1] for g in graded],
@@ -381,6 +398,7 @@ def _report(
             "machine_cpu_s": _median([r.machine_cpu_s for r in runs]),
             "requests": _median([r.requests for r in runs]),
             "compiles": _median([r.compiles for r in runs]),
+            "programs_cpu_s": _median([r.programs_cpu_s for r in runs]),
             "passed": [r.passed for r in runs],
             "passed_by_language": {
                 language: [r.passed_of(batch, language) for r in runs]
@@ -479,14 +497,15 @@ def table(report: dict[str, Any]) -> str:
         "medians",
         "",
         f"{'system':42} {'wall s':>7} {'server CPU s':>13} {'machine CPU s':>14} "
-        f"{'requests':>9} {'compiles':>9}  passed (python+cpp)",
+        f"{'requests':>9} {'compiles':>9} {'programs CPU s':>15}  passed (python+cpp)",
     ]
     for key, system in report["systems"].items():
         by_language = system["passed_by_language"]
         lines.append(
             f"{key} {SYSTEMS[key]:40} {_num(system['wall_s'], 1):>7} "
             f"{_num(system['server_cpu_s'], 1):>13} {_num(system['machine_cpu_s'], 1):>14} "
-            f"{_num(system['requests'], 0):>9} {_num(system['compiles'], 0):>9}  "
+            f"{_num(system['requests'], 0):>9} {_num(system['compiles'], 0):>9} "
+            f"{_num(system['programs_cpu_s'], 1):>15}  "
             f"{_span(system['passed'])}/{batch['samples']} "
             f"({_span(by_language['python'])}+{_span(by_language['cpp'])})"
         )

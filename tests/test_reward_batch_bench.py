@@ -34,6 +34,11 @@ def test_a_quick_batch_on_the_engine(tmp_path: Path) -> None:
         (graded,) = system["rounds"]
         assert len(graded["scores"]) == len(graded["results"]) == 16
     assert report["systems"]["B"]["requests"] == 16 * 8  # verl's path: one request a case
+    # What the compiles and runs spent themselves is part of what the server's tree spent.
+    programs = report["systems"]["B"]["programs_cpu_s"]
+    assert 0 < programs < report["systems"]["B"]["server_cpu_s"], report["systems"]["B"]
+    assert report["systems"]["C"]["programs_cpu_s"] is None
+    assert "programs CPU s" in proc.stdout
     assert set(report["ratios"]) == {"C/B"}
     assert report["disagreements"] == {"C/B": []}
 
