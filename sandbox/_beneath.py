@@ -21,6 +21,8 @@ import os
 import stat
 from typing import Final
 
+from a2e_engine.sandbox._syscalls import libc, syscall_number
+
 __all__ = [
     "LinkRefused",
     "copy_beneath",
@@ -43,8 +45,6 @@ _AT_FDCWD = -100
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _WALK_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
 
 class _OpenHow(ctypes.Structure):
     _fields_ = [
@@ -60,12 +60,9 @@ class LinkRefused(PermissionError):
 
 def _openat2_number() -> int:
     try:
-        import pyseccomp
-
-        number = int(pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "openat2"))
+        return syscall_number("openat2")
     except (ImportError, OSError, ValueError):
         return -1
-    return number
 
 
 #: ``openat2``'s number here (resolved once, in whichever process imports this first: the
@@ -92,7 +89,7 @@ def has_openat2() -> bool:
 
 def _openat2(dir_fd: int, path: str, flags: int, mode: int) -> int:
     how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0, _RESOLVE)
-    fd = _libc.syscall(
+    fd = libc.syscall(
         ctypes.c_long(_OPENAT2),
         ctypes.c_int(dir_fd),
         os.fsencode(path),

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._beneath import open_unlinked
-from a2e_engine.sandbox._paths import beneath
+from a2e_engine.sandbox._paths import strictly_under
 from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
 
 if TYPE_CHECKING:
@@ -63,7 +63,6 @@ __all__ = [
 #: (``/etc/shadow``) out of reach is the job of the uid drop.
 SYSTEM_READ_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc")
 
-_libc = ctypes.CDLL(None, use_errno=True)
 
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
@@ -119,7 +118,7 @@ def _entry(*argtypes: type) -> Callable[..., int]:
     """``syscall(2)`` with the argument types of one Landlock call declared, so that plain ints
     go straight in: a worker makes no ctypes object per argument (each would cost it pages
     copied from the zygote)."""
-    function = _libc["syscall"]  # a fresh function object for each signature
+    function = syscalls.libc["syscall"]  # a fresh function object for each signature
     function.argtypes = (ctypes.c_long, *argtypes)
     function.restype = ctypes.c_long
     return function
@@ -357,7 +356,9 @@ def covering_paths(paths: Iterable[str]) -> tuple[str, ...]:
     beneath it). The zygote works this out once; each rule saved spares every worker an
     ``open`` and a system call (on a merged-/usr system ``/lib``, ``/bin``... are ``/usr``)."""
     resolved = dict.fromkeys(os.path.realpath(p) for p in paths if os.path.exists(p))
-    return tuple(path for path in resolved if not any(beneath(path, other) for other in resolved))
+    return tuple(
+        path for path in resolved if not any(strictly_under(path, other) for other in resolved)
+    )
 
 
 def _handled(abi: int) -> int:

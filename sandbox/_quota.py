@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 MNT_DETACH = 2
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def enable(state_dir: str, workspace_mb: int) -> str | None:
@@ -88,7 +87,7 @@ def mount_session_quota(path: str, size_mb: int) -> None:
 
 def unmount(path: str) -> None:
     """Detach ``path`` (lazily: a worker still inside it cannot keep the session alive)."""
-    if _libc.umount2(os.fsencode(path), MNT_DETACH) != 0:
+    if syscalls.libc.umount2(os.fsencode(path), MNT_DETACH) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"umount2({path!r}): {os.strerror(err)}")
 

@@ -18,16 +18,22 @@ __all__ = [
     "empty_inherited_capability_sets",
     "install_seccomp_bpf",
     "keep_only_capabilities",
+    "libc",
     "mount",
     "mount_setattr_recursive",
     "permitted_capabilities",
     "prctl",
     "prepare_seccomp_bpf",
     "setns",
+    "syscall_number",
     "unshare",
 ]
 
-_libc = ctypes.CDLL(None, use_errno=True)
+#: The C library this process has loaded already, the one handle every module calls it
+#: through. Its attributes are shared untyped functions (``libc.umount2``): a module that
+#: declares a function's types takes a fresh object of its own (``libc["syscall"]``), so
+#: that no module's declaration changes another's calls.
+libc = ctypes.CDLL(None, use_errno=True)
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
@@ -77,7 +83,7 @@ def _typed(name: str, *argtypes: type) -> Callable[..., int]:
     """A libc function with its argument types declared: plain ints and bytes go straight in,
     without a ctypes object made per argument. Workers call these in their hardening, where
     every object made costs pages copied from the zygote."""
-    function = _libc[name]  # a fresh function object: the shared _libc.<name> stays untyped
+    function = libc[name]  # a fresh function object: the shared libc.<name> stays untyped
     function.argtypes = argtypes
     function.restype = ctypes.c_int
     return function
@@ -153,7 +159,7 @@ def mount_setattr_recursive(
     of the one mount at ``path`` only, with ``recursive=False``."""
     attr = _MountAttr(attr_set, attr_clr, 0, 0)
     _check(
-        _libc.syscall(
+        libc.syscall(
             ctypes.c_long(syscall_number("mount_setattr")),
             ctypes.c_int(AT_FDCWD),
             path.encode(),
@@ -218,14 +224,14 @@ def keep_only_capabilities(keep: tuple[int, ...] = ()) -> None:
     data = _CapDataPair()
     data[0].effective = data[0].permitted = mask & 0xFFFFFFFF
     data[1].effective = data[1].permitted = mask >> 32
-    _check(_libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+    _check(libc.capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
 def permitted_capabilities() -> int:
     """The permitted set of this thread, as a bit mask (0: nothing left to use)."""
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = _CapDataPair()
-    _check(_libc.capget(ctypes.byref(header), ctypes.byref(data)), "capget")
+    _check(libc.capget(ctypes.byref(header), ctypes.byref(data)), "capget")
     return data[0].permitted | (data[1].permitted << 32)
 
 
@@ -261,7 +267,7 @@ def install_seccomp_bpf(program: bytes) -> None:
     _buffer, fprog = _PREPARED.get(program) or _sock_fprog(program)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     _check(
-        _libc.prctl(
+        libc.prctl(
             ctypes.c_int(PR_SET_SECCOMP),
             ctypes.c_ulong(SECCOMP_MODE_FILTER),
             ctypes.byref(fprog),
