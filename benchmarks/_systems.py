@@ -59,7 +59,7 @@ from a2e_engine.benchmarks._workloads import (
     run_code_workloads,
     script_result,
 )
-from a2e_engine.sandbox._paths import beneath
+from a2e_engine.sandbox._paths import strictly_under
 
 __all__ = ["SYSTEMS", "why_unavailable"]
 
@@ -241,7 +241,7 @@ def bubblewrap_python(workload: Workload, payloads: list[Payload]) -> Iterator[O
     ]  # fmt: skip
     # A fresh /tmp would hide an interpreter or a checkout that lives there (a venv in CI).
     for path in sorted({sys.prefix, sys.base_prefix, os.getcwd()}):
-        if beneath(os.path.realpath(path), "/tmp"):
+        if strictly_under(os.path.realpath(path), "/tmp"):
             sandbox += ["--ro-bind", path, path]
     yield _python_per_call(workload, payloads, sandbox)
 

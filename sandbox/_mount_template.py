@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from a2e_engine.sandbox import _run_root as run_root
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._identity import Crossing, open_the_way
-from a2e_engine.sandbox._paths import beneath, under
+from a2e_engine.sandbox._paths import strictly_under, under
 from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
 from a2e_engine.sandbox._probe import namespace_made_in_child
 from a2e_engine.sandbox._quota import mount_points
@@ -292,7 +292,7 @@ def tmp_binds(keep: Iterable[str]) -> tuple[TmpBind, ...]:
     this out once: in a worker each ``stat`` and path operation costs pages copied from it."""
     binds = []
     for path in dict.fromkeys(os.path.abspath(p) for p in keep):
-        if beneath(path, "/tmp") and os.path.lexists(path):
+        if strictly_under(path, "/tmp") and os.path.lexists(path):
             binds.append(TmpBind(path, os.path.isdir(path)))
     return tuple(binds)
 

@@ -1,9 +1,10 @@
 """Whether a path lies beneath another, said once: on the strings as given (callers resolve them
-first when links matter), with ``/a/bc`` not beneath ``/a/b``."""
+first when links matter), with ``/a/bc`` not beneath ``/a/b``. Opening a file beneath a
+directory without following links is ``sandbox._beneath``'s."""
 
 from __future__ import annotations
 
-__all__ = ["beneath", "under"]
+__all__ = ["strictly_under", "under"]
 
 
 def under(path: str, root: str) -> bool:
@@ -11,6 +12,6 @@ def under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def beneath(path: str, root: str) -> bool:
+def strictly_under(path: str, root: str) -> bool:
     """``path`` lies beneath ``root`` and is not it."""
     return path != root and under(path, root)

@@ -28,7 +28,7 @@ from a2e_engine.sandbox._cgroups import memory_of_process
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._limits import OutputCaps
 from a2e_engine.sandbox._messages import Job
-from a2e_engine.sandbox._paths import beneath
+from a2e_engine.sandbox._paths import strictly_under
 from a2e_engine.sandbox._plugin_zygote import PluginZygote, ZygoteSpec
 from a2e_engine.sandbox._resident import ResidentWorker
 from a2e_engine.sandbox._run import (
@@ -436,7 +436,7 @@ def _home_of(dirs: tuple[str, ...], writable: tuple[str, ...]) -> tuple[str, ...
     if not dirs:
         return ()
     home = os.path.commonpath(dirs)
-    inside = any(beneath(home, root) for root in writable)
+    inside = any(strictly_under(home, root) for root in writable)
     return (home,) if inside else tuple(dirs)
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._landlock import SYSTEM_READ_PATHS, covering_paths
-from a2e_engine.sandbox._paths import beneath, under
+from a2e_engine.sandbox._paths import strictly_under, under
 from a2e_engine.sandbox._preparation import Preparation
 from a2e_engine.sandbox._probe import Answer, in_child
 from a2e_engine.sandbox._quota import mount_points
@@ -175,7 +175,7 @@ def plan(
     links += [link for link in _links_on_the_way(named) if link not in links]
 
     def shows(path: str) -> bool:  # already there: beneath something shown
-        return any(beneath(path, d) for d in (*overlays, *bound))
+        return any(strictly_under(path, d) for d in (*overlays, *bound))
 
     skeleton: dict[str, int] = {}
     for name in (*sorted(fresh), "tmp"):
