@@ -41,7 +41,7 @@ from a2e_engine.sandbox._run import (
     run_job,
 )
 from a2e_engine.sandbox._settings import ZygoteSettings
-from a2e_engine.sandbox._sharing import CLAIM_AGAIN, SharedStore
+from a2e_engine.sandbox._sharing import NO_CLAIM, Claim, SharedStore
 from a2e_engine.sandbox._slots import LONG_RUN_S, WorkerSlots
 from a2e_engine.sandbox._supply import WorkerSupply
 from a2e_engine.sandbox._waiting import StopSignal, race
@@ -309,14 +309,14 @@ class WorkerPool:
         with contextlib.ExitStack() as held:  # the claim, then the slot, given back in turn
             claim = self._claim(job)
             for _ in range(2):  # a wait for what the call needs first, then for what it makes
-                if not isinstance(claim, asyncio.Future):
+                if claim.wait is None:
                     break
-                if not await race(deadline.at, claim, stop=stop):
+                if not await race(deadline.at, claim.wait, stop=stop):
                     waiting = "waiting for another call making the same (a compile)"
                     return kept, self._not_started(stop, deadline, queued_at, waiting)
-                claim = self._claim(job) if claim.result() == CLAIM_AGAIN else None
-            if claim is not None and not isinstance(claim, asyncio.Future):
-                held.callback(claim)
+                claim = self._claim(job) if claim.wait.result() else NO_CLAIM
+            if claim.wait is None and claim.end is not None:
+                held.callback(claim.end)
             tenant = job.get("tenant", "")
             if not await self._slots.acquire(deadline, stop, tenant):
                 waiting = "waiting for a free worker slot"
@@ -356,10 +356,10 @@ class WorkerPool:
         store = self.config.stores.get(plugins[0]) if len(plugins) == 1 else None
         return store if store is not None and job["plugin"] == 0 else None
 
-    def _claim(self, job: Job) -> asyncio.Future[str | None] | Callable[[], None] | None:
+    def _claim(self, job: Job) -> Claim:
         """What the job's store says of it before it runs (``SharedStore.claim``)."""
         store = self._store_for(job)
-        return store.claim(job["tool"], job["arguments"]) if store is not None else None
+        return store.claim(job["tool"], job["arguments"]) if store is not None else NO_CLAIM
 
     def _share_sink(self, job: Job) -> ShareSink | None:
         """Where the job's worker may offer what it made: the store of its plugin, given the

@@ -21,6 +21,7 @@ shared that way: a call that waited is never handed another call's failure.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from a2e_engine.sandbox._frames import encode_frame
@@ -29,11 +30,7 @@ from a2e_engine.sandbox._messages import share_frame
 if TYPE_CHECKING:
     import asyncio  # the supervisor's side only: workers import this module, and no asyncio
 
-__all__ = ["CLAIM_AGAIN", "SharedStore", "offer", "set_share_sink"]
-
-#: What a claim's future gives when the call is to claim again once it is done: it waited for
-#: something the call needs before its own claim (a precompiled header being built).
-CLAIM_AGAIN = "again"
+__all__ = ["NO_CLAIM", "Claim", "SharedStore", "offer", "set_share_sink"]
 
 #: Writes one encoded frame to the worker's result pipe (set by the worker for its job).
 _sink: Callable[[bytes], None] | None = None
@@ -60,6 +57,24 @@ def offer(what: str, data: dict[str, Any]) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A store's word on one call, before the call takes a worker.
+
+    With ``wait``, another call in flight is making what this one would: the call waits for
+    it, within its own deadline and holding no worker slot, and then goes on without a claim,
+    or claims once more where ``wait`` gives True (what it waited for was something it needs
+    before its own claim: a precompiled header being built). Otherwise the call goes on, and
+    ``end``, if any, is called when it ends (it may be the one making it)."""
+
+    wait: asyncio.Future[bool] | None = None
+    end: Callable[[], None] | None = None
+
+
+#: The word on a call that waits for nothing and whose end nobody needs to hear of.
+NO_CLAIM = Claim()
+
+
 class SharedStore(Protocol):
     """The supervisor's side of what one plugin's calls share."""
 
@@ -70,14 +85,9 @@ class SharedStore(Protocol):
         call of ``tool`` with ``arguments`` and keep it (off the loop) or drop it. Never
         raises; never blocks."""
 
-    def claim(
-        self, tool: str, arguments: Mapping[str, Any]
-    ) -> asyncio.Future[str | None] | Callable[[], None]:
+    def claim(self, tool: str, arguments: Mapping[str, Any]) -> Claim:
         """On the engine's loop, before the call of ``tool`` with ``arguments`` takes a worker:
-        a future when another call in flight is making what this one would (done once that is
-        kept or given up; the call then goes on without a claim, or, when it gives
-        ``CLAIM_AGAIN``, claims once more), or what to call when this call ends (it may be the
-        one making it). Never raises; never blocks."""
+        its ``Claim``. Never raises; never blocks."""
 
     def close(self) -> None:
         """The engine stops: end what is under way."""

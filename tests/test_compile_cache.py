@@ -24,9 +24,10 @@ from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig, Isolation
 from a2e_engine.sandbox._beneath import LinkRefused
 from a2e_engine.sandbox._landlock import abi_version
+from a2e_engine.sandbox._sharing import NO_CLAIM
 from a2e_engine.tools import _compile_cache as compile_cache
 from a2e_engine.tools._compile_cache import CompileCache, read_entry
-from a2e_engine.tools._compile_store import CLAIM_MAX_BYTES, SharedCompileCache, _nothing
+from a2e_engine.tools._compile_store import CLAIM_MAX_BYTES, SharedCompileCache
 from a2e_engine.tools._confined import decoded_files
 from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._submission import Submission
@@ -607,9 +608,9 @@ def test_a_program_too_large_to_hash_on_the_loop_is_not_claimed(tmp_path: Path) 
     does not hash it (it is kept, from the writer's thread, all the same)."""
     cache = _shared(tmp_path, max_bytes=1 << 20)
     large = {"language": "c", "code": HONEST + "//" + "x" * CLAIM_MAX_BYTES}
-    assert cache.claim("run_code", large) is _nothing  # no loop needed: nothing was made
+    assert cache.claim("run_code", large) is NO_CLAIM  # no loop needed: nothing was made
     cache.offer("run_code", large, "compiled", {})  # nobody waits: nothing to release
-    assert cache.claim("python_eval", {"language": "c", "code": HONEST}) is _nothing
+    assert cache.claim("python_eval", {"language": "c", "code": HONEST}) is NO_CLAIM
     cache.close()
 
 

@@ -59,7 +59,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from a2e_engine.sandbox._clean_start import WORKER_ENVIRONMENT
-from a2e_engine.sandbox._sharing import CLAIM_AGAIN
+from a2e_engine.sandbox._sharing import NO_CLAIM, Claim
 from a2e_engine.tools._compile_cache import (
     MAX_RESULT_BYTES,
     CompileCache,
@@ -117,7 +117,7 @@ class SharedCompileCache:
         self._closed = False
         #: The programs being compiled by a call in flight, by key: done when the entry is
         #: kept or that call ends. On the engine's loop only (``claim``, ``_made``).
-        self._making: dict[str, asyncio.Future[str | None]] = {}
+        self._making: dict[str, asyncio.Future[bool]] = {}
         #: Of those, the programs whose entry was offered and is being written (``_keep``):
         #: the call's end does not release their waiters, the entry's writing does. On the
         #: engine's loop only.
@@ -126,7 +126,7 @@ class SharedCompileCache:
         #: The calls waiting for a precompiled header being built, by its directory, and the
         #: headers whose build outlasted ``HEADER_WAIT_S`` (no call waits for them again). On
         #: the engine's loop only.
-        self._header_waits: dict[str, asyncio.Future[str | None]] = {}
+        self._header_waits: dict[str, asyncio.Future[bool]] = {}
         self._waited_out: set[str] = set()
         #: The directory of the header being built (under ``_lock``).
         self._building_where = ""
@@ -180,23 +180,21 @@ class SharedCompileCache:
         else:
             log.debug("dropped an offer of %.40r to the compile cache", what)
 
-    def claim(
-        self, tool: str, arguments: Mapping[str, Any]
-    ) -> asyncio.Future[str | None] | Callable[[], None]:
+    def claim(self, tool: str, arguments: Mapping[str, Any]) -> Claim:
         programs = compiled_calls(tool, arguments)
         compiled = programs[0] if programs else None  # the program judged, not its checker
         if compiled is None or not _claimable(compiled):
-            return _nothing
+            return NO_CLAIM
         key = _key_of(compiled)
         if key is None or key in self._new or key in self._hit:
-            return _nothing
+            return NO_CLAIM
         making = self._making.get(key)
         if making is not None:
-            return making
+            return Claim(wait=making)
         self._loop = loop = asyncio.get_running_loop()
         header = self._header_wait(compiled, loop)
         if header is not None:
-            return header
+            return Claim(wait=header)
         made = self._making[key] = loop.create_future()
 
         def ended() -> None:
@@ -204,7 +202,7 @@ class SharedCompileCache:
             if self._making.get(key) is made and key not in self._writing:
                 self._made(key)
 
-        return ended
+        return Claim(end=ended)
 
     def _made(self, key: str) -> None:
         """``key``'s entry is kept, or will not be, or the call compiling it ended: its
@@ -212,7 +210,7 @@ class SharedCompileCache:
         self._writing.discard(key)
         made = self._making.pop(key, None)
         if made is not None and not made.done():
-            made.set_result(None)
+            made.set_result(False)  # the waiters go on, and claim no more
 
     def _release(self, arguments: Mapping[str, Any]) -> None:
         key = _key_of(arguments) if _claimable(arguments) else None  # else never claimed
@@ -376,9 +374,9 @@ class SharedCompileCache:
 
     def _header_wait(
         self, compiled: Mapping[str, Any], loop: asyncio.AbstractEventLoop
-    ) -> asyncio.Future[str | None] | None:
+    ) -> asyncio.Future[bool] | None:
         """For a program whose first include is a header its language precompiles and that is
-        not built yet: a future done (``CLAIM_AGAIN``) once the header is built, its build
+        not built yet: a future done (True: claim again) once the header is built, its build
         failed, or ``HEADER_WAIT_S`` passed; the build is started if it is not under way. None
         where there is nothing to wait for. An RL batch's first programs would otherwise each
         compile the header themselves, all at once, until one had built it."""
@@ -398,7 +396,7 @@ class SharedCompileCache:
         loop.call_later(HEADER_WAIT_S, self._header_done, where, waiting)
         return waiting
 
-    def _header_done(self, where: str, timed: asyncio.Future[str | None] | None = None) -> None:
+    def _header_done(self, where: str, timed: asyncio.Future[bool] | None = None) -> None:
         """The calls waiting for the header at ``where`` go on: its build ended, or the wait
         ``timed`` (that one, not a later one) outlasted ``HEADER_WAIT_S``. On the engine's
         loop."""
@@ -410,7 +408,7 @@ class SharedCompileCache:
         if timed is not None:
             self._waited_out.add(where)
         if not waiting.done():
-            waiting.set_result(CLAIM_AGAIN)
+            waiting.set_result(True)
 
     def _asked_header(self, compiled: Mapping[str, Any], data: dict[str, Any]) -> None:
         """A worker asks for the header its program first includes: only that one."""
@@ -542,10 +540,6 @@ def _key_of(arguments: Mapping[str, Any]) -> str | None:
         return CompileCache.key(language, code, files)
     except (OSError, TypeError, ValueError):
         return None
-
-
-def _nothing() -> None:
-    """A claim that needs no end."""
 
 
 def _exited(pid: int, seconds: float) -> bool:
