@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox._beneath import open_dir, read_beneath, write_beneath
+from a2e_engine.sandbox._run_domain import sweep
 from a2e_engine.tools._checker import (
     CASE_FILES,
     CheckerSpec,
@@ -52,7 +53,6 @@ from a2e_engine.tools._judging import (
     verdict_of_exit,
 )
 from a2e_engine.tools._processes import Finished, Monitor, Outputs, Usage
-from a2e_engine.tools._run_domain import sweep
 from a2e_engine.tools._submission import Launch, RunLimits, StepResult, Submission, not_started
 
 __all__ = ["INTERACTOR_SLACK_S", "Interaction", "Interactor"]

@@ -7,7 +7,7 @@ a limit is passed: background jobs do not hold the call up, and what is already 
 collected. Output is decoded as UTF-8 (invalid bytes replaced) into the ``EventStream``s. The
 command is reaped with ``wait4``, which gives its CPU time; its peak memory and the memory limit
 are on what it held resident, and the CPU limit on what its whole tree spent, read while it runs
-(``tools._tree_usage``).
+(``sandbox._tree_usage``).
 
 The CPU limit is what contest judges limit: a command that is not scheduled (the machine is
 busy) is not charged for it. It is judged as they judge it: past the limit while it runs, the
@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from a2e_engine.tools._run_domain import CaseDomain
-from a2e_engine.tools._tree_usage import TreeUsage, own_resident_kb, tree_usage
+from a2e_engine.sandbox._run_domain import CaseDomain
+from a2e_engine.sandbox._tree_usage import TreeUsage, own_resident_kb, tree_usage
 
 __all__ = [
     "Child",
@@ -71,7 +71,7 @@ class Finished:
     exit_code: int | None  # None: a limit was passed and it was killed; negative: a signal
     seconds: float  # wall-clock, from start to exit (or to the kill)
     cpu_seconds: float = 0.0  # user + system, of the command and its descendants
-    peak_kb: int = 0  # the most it held resident (tools._tree_usage)
+    peak_kb: int = 0  # the most it held resident (sandbox._tree_usage)
     time_exceeded: TimeLimit | None = None
     memory_exceeded: bool = False
 
@@ -221,7 +221,7 @@ def watch(
 
 class Monitor:
     """One started child seen through its limits: reaped as soon as it exits, its memory and
-    CPU time read every ``USAGE_POLL_S`` when either is measured (``tools._tree_usage``), its
+    CPU time read every ``USAGE_POLL_S`` when either is measured (``sandbox._tree_usage``), its
     process group killed past a limit and once it is done. Given its run's case group
     (``domain``), the group is read instead, and after the child has exited too, as long as
     its output is still read (what it left may still hold it, and work): past a limit then,

@@ -54,7 +54,7 @@ from typing import Any, NoReturn
 
 from a2e_engine.sandbox._clean_start import WORKER_ENVIRONMENT
 from a2e_engine.sandbox._forking import fork_single_threaded, thread_count
-from a2e_engine.tools._tree_usage import own_resident_kb
+from a2e_engine.sandbox._tree_usage import own_resident_kb
 
 __all__ = [
     "ForkedMain",

@@ -19,7 +19,7 @@ compiler and the program may change files only in their own directory (``confine
 their ``TMPDIR`` is inside it too), which is what lets the compile cache shared by every
 session of the engine (``tools._compile_cache``; its directories are ``plugin_dirs``, given to
 this plugin's workers alone) be trusted. ``memory_mb`` is
-on the program's resident memory (``tools._tree_usage``): past it, it is killed and the run is
+on the program's resident memory (``sandbox._tree_usage``): past it, it is killed and the run is
 ``MemoryLimitExceeded``, as it is when its runtime says it ran out (``Language.out_of_memory``).
 Everything the call holds, the compiler included, is capped by the call's memory cgroup.
 """

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox._landlock import abi_version
+from a2e_engine.sandbox._run_domain import sweep
 from a2e_engine.tools._checker import Checker, CheckerSpec, checker_of
 from a2e_engine.tools._comparisons import COMPARISONS, default_tolerance
 from a2e_engine.tools._interaction import Interactor
@@ -36,7 +37,6 @@ from a2e_engine.tools._judging import (
     verdict_of_run,
 )
 from a2e_engine.tools._languages import Language
-from a2e_engine.tools._run_domain import sweep
 from a2e_engine.tools._submission import (
     RunLimits,
     StepResult,

@@ -35,7 +35,9 @@ from typing import Any
 from a2e_engine.sandbox._beneath import copy_beneath, make_dirs_beneath, open_dir
 from a2e_engine.sandbox._landlock import WriteConfinement, confine_writes, readable_code_paths
 from a2e_engine.sandbox._paths import under
+from a2e_engine.sandbox._run_domain import CaseDomain, case_domain, contained, namespace_usage
 from a2e_engine.sandbox._run_root import program_writable
+from a2e_engine.sandbox._tree_usage import tree_usage
 from a2e_engine.tools._compile_cache import (
     CompileCache,
     Outputs,
@@ -59,9 +61,7 @@ from a2e_engine.tools._processes import (
 )
 from a2e_engine.tools._python_main import FreshInterpreter, MainProgram, start_main
 from a2e_engine.tools._python_main import fresh_interpreter as fresh_interpreter_of
-from a2e_engine.tools._run_domain import CaseDomain, case_domain, contained, namespace_usage
 from a2e_engine.tools._template_cases import TemplateCases
-from a2e_engine.tools._tree_usage import tree_usage
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -125,12 +125,12 @@ class Submission:
         from the candidate, ``tools._checker``); where Landlock is missing they cannot be
         sealed, and the caller must not run them. ``alone``: each of its runs is all that runs
         in the worker (beside a problem's interactor): where the worker is its PID namespace's
-        init, a run is accounted as the whole namespace (``tools._run_domain``).
+        init, a run is accounted as the whole namespace (``sandbox._run_domain``).
         ``confined_runs=False``: its runs get no Landlock layer of their own over the worker's
         (a checker's: the caller's own program, run where no program of the call's runs, and
         started without a full fork of the worker, which the layer needs and which costs more
         than the check). ``jury``: the problem's own checker or interactor, whose steps stay
-        out of the worker's case group (``tools._run_domain``), which every step of the
+        out of the worker's case group (``sandbox._run_domain``), which every step of the
         program judged joins, its compile and syntax check too. ``template``: runs of a language
         run warm are forks of the worker's clean template (``tools._template_cases``), which
         holds nothing of what judges them, rather than of the worker. The files are checked
@@ -336,7 +336,7 @@ class Submission:
 
     def spared(self) -> tuple[int, ...]:
         """What lives beside its runs in the worker's namespace for all of them, which a
-        sweep between two must leave (``tools._run_domain.sweep``): its template."""
+        sweep between two must leave (``sandbox._run_domain.sweep``): its template."""
         return (self.template.pid,) if self.template is not None else ()
 
     def _run_readable(self) -> tuple[str, ...] | None:

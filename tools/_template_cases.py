@@ -32,6 +32,7 @@ from a2e.caps.tools._plugin import CleanTemplate
 from a2e_engine.sandbox._forking import fork_as_sibling, sibling_forks_ready
 from a2e_engine.sandbox._frames import read_frame, write_frame
 from a2e_engine.sandbox._landlock import ABI_SCOPED, abi_version, restrict_self
+from a2e_engine.sandbox._run_domain import children
 from a2e_engine.sandbox._template import read_frame_with_fds, write_frame_with_fds
 from a2e_engine.tools._python_main import (
     ForkedMain,
@@ -41,7 +42,6 @@ from a2e_engine.tools._python_main import (
     fresh_interpreter,
     run_main_here,
 )
-from a2e_engine.tools._run_domain import children
 
 __all__ = ["ROLE", "TemplateCases", "serve_cases"]
 

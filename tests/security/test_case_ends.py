@@ -1,6 +1,6 @@
 """A case ends when nothing of it is left: what a program starts is its case's, from its compile
 or syntax check to its last case, counted against its limits and killed at its end, however it
-moves (``tools._run_domain``: the worker's case group, frozen and emptied after every step).
+moves (``sandbox._run_domain``: the worker's case group, frozen and emptied after every step).
 
 Each attack here succeeded when a case ended with the program's own process: a leftover that
 changed its pid in a loop outlived the sweep, a child holding the output worked unaccounted

@@ -11,7 +11,7 @@ size. CPU time is each member's user and system time (all its threads) plus what
 that it has reaped used; ``wait4`` gives the exact figure once the command is reaped, this one
 is what a limit can act on while it runs, in clock ticks. A process that left the tree (a double
 fork re-parents it to the worker or the zygote) is not in it: where the worker has a PID
-namespace of its own, a run is accounted as everything in it instead (``tools._run_domain``).
+namespace of its own, a run is accounted as everything in it instead (``sandbox._run_domain``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ _CPU_FIELDS = slice(11, 15)
 class TreeUsage:
     peak_kb: int = 0  # the sum of VmHWM: what the tree has held at most, or a little more
     cpu_seconds: float = 0.0
-    #: What a case group holds as the kernel charges it (``tools._run_domain``): the run's own
+    #: What a case group holds as the kernel charges it (``sandbox._run_domain``): the run's own
     #: pages alone, none it shares with the worker it was forked from.
     held_kb: int = 0
 

@@ -25,7 +25,6 @@ too (``sweep``): Landlock does not cover them.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import time
@@ -33,7 +32,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from a2e_engine.sandbox._case_group import CaseGroup, case_group
-from a2e_engine.tools._tree_usage import TreeUsage, descendants, usage_of
+from a2e_engine.sandbox._syscalls import libc
+from a2e_engine.sandbox._tree_usage import TreeUsage, descendants, usage_of
 
 __all__ = [
     "CaseDomain",
@@ -222,7 +222,6 @@ def children() -> list[int]:
 def _remove_ipc() -> None:
     """Every shared memory segment, message queue and semaphore set of the IPC namespace
     removed: a run could leave one for the next (Landlock does not cover System V IPC)."""
-    libc = _libc()
     for kind, remove in (("shm", libc.shmctl), ("msg", libc.msgctl), ("sem", libc.semctl)):
         try:
             with open(f"/proc/sysvipc/{kind}") as fh:
@@ -236,13 +235,3 @@ def _remove_ipc() -> None:
                     remove(int(fields[1]), 0, _IPC_RMID)
                 else:
                     remove(int(fields[1]), _IPC_RMID, None)
-
-
-_LIBC: list[ctypes.CDLL] = []
-
-
-def _libc() -> ctypes.CDLL:
-    """The C library this process has loaded already (no search for it: none is needed)."""
-    if not _LIBC:
-        _LIBC.append(ctypes.CDLL(None, use_errno=True))
-    return _LIBC[0]
