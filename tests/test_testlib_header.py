@@ -100,6 +100,25 @@ def _check(
         ("points", "", "5", "5", 7, "points 1.0 got 5\n"),
         ("points", "", "4", "5", 7, "points 0.5 got 4\n"),
         ("wcmp", "", None, "1", 2, 'wrong output format Output file not found: "output.txt"\n'),
+        # A line as testlib reads it: a CR before LF ends it, another CR is dropped and the
+        # character after it kept, EOF included (so "3\r" at the end is no "3").
+        ("lines", "", "3\r\n", "3", 0, "ok 1 lines\n"),
+        ("lines", "", "a\rb\n", "ab", 0, "ok 1 lines\n"),
+        ("lines", "", "3\r", "3", 1, "wrong answer line 1 differs: 2 characters, the last 255\n"),
+        ("lines", "", "3\r\r\n", "3", 1, "wrong answer line 1 differs: 2 characters, the last 13\n"),
+        ("lines", "", "3\r\n4\r\n", "3\n4\n", 0, "ok 2 lines\n"),
+        # testlib's absolute value: an error of 0 between two -0 is shown "-0.0000000".
+        ("rcmp6", "", "-0", "-0", 0, "ok found '-0.0000000', expected '-0.0000000', error '-0.0000000'\n"),
+        ("rcmp6", "", "3\0", "3", 2, 'wrong output format Expected double, but "3~" found (it contains \\0)\n'),
+        ("derangement", "3", "2 3 1\0", "", 2, 'wrong output format Expected integer, but "1~" found (it contains \\0)\n'),
+        ("token_numbers", "", "-12", "long", 0, "ok -12\n"),
+        ("token_numbers", "", "012", "long", 2, 'wrong output format Expected integer, but "012" found\n'),
+        ("token_numbers", "", "1\x002", "long", 2, 'wrong output format Expected integer, but "1~2" found (it contains \\0)\n'),
+        ("token_numbers", "", "18446744073709551615", "unsigned", 0, "ok 18446744073709551615\n"),
+        ("token_numbers", "", "-1", "unsigned", 2, 'wrong output format Expected unsigned integer, but "-1" found\n'),
+        ("token_numbers", "", "2.5e1", "double", 0, "ok 25.000\n"),
+        ("token_numbers", "", "2.50", "strict", 0, "ok 2.500\n"),
+        ("token_numbers", "", "2.500", "strict", 2, 'wrong output format Expected strict double with number of digits after point in range [1,2], but "2.500" found\n'),
     ],
 )  # fmt: skip
 def test_checkers_judge_as_testlib_judges(
@@ -259,17 +278,26 @@ def test_a_generator_is_seeded_by_its_command_line(tmp_path: Path) -> None:
 
 
 def test_an_endless_token_or_line_is_a_presentation_error(tmp_path: Path) -> None:
-    """Past the longest token or line a stream reads (``A2E_TESTLIB_MAX_TOKEN``, made small
-    here), the participant's output is PE, the jury's files FAIL: an endless word would
-    otherwise grow the checker to its memory limit, a judge error where the answer is wrong."""
-    checker = tmp_path / "words"
-    source = CHECKERS / "wcmp.cpp"
-    command = ["g++", "-std=c++17", "-DA2E_TESTLIB_MAX_TOKEN=8", "-I", str(HEADER_DIR)]
-    done = subprocess.run([*command, "-o", str(checker), str(source)], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert _check(tmp_path, "words", "", "abcdefghij", "abc") == (
+    """Past the longest token a stream reads (testlib's ``maxTokenLength``, 32 MiB, here made
+    8 with ``A2E_TESTLIB_MAX_TOKEN``) the participant's output is PE with testlib's message, the
+    jury's files FAIL. Lines have a bound too (``A2E_TESTLIB_MAX_LINE``, 64 MiB), where testlib
+    has none: an endless line would otherwise grow the checker to its memory limit, a judge
+    error where the answer is wrong."""
+    command = ["g++", "-std=c++17", "-DA2E_TESTLIB_MAX_TOKEN=8", "-DA2E_TESTLIB_MAX_LINE=8"]
+    for checker in ("wcmp", "lines"):
+        done = subprocess.run(
+            [*command, "-I", str(HEADER_DIR), "-o", str(tmp_path / checker),
+             str(CHECKERS / f"{checker}.cpp")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert _check(tmp_path, "wcmp", "", "abcdefghij", "abc") == (
         2,
-        "wrong output format Token is too long\n",
+        "wrong output format Length of token exceeds 8, token is 'abcdefghi...'\n",
     )
-    assert _check(tmp_path, "words", "", "abc", "abcdefghij")[0] == 3
+    assert _check(tmp_path, "wcmp", "", "abc", "abcdefghij")[0] == 3
+    assert _check(tmp_path, "lines", "", "abcdefghij\n", "abc\n") == (
+        2,
+        "wrong output format Line is too long\n",
+    )
+    assert _check(tmp_path, "lines", "", "abc\n", "abcdefghij\n")[0] == 3

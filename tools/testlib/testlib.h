@@ -20,11 +20,16 @@
 
 #define VERSION "0.9.45-a2e"
 
-// The longest token or line a stream reads: past it, PE on the participant's output (FAIL on
-// the jury's files). Without a bound an endless token, one that never reaches a blank, grows
-// the checker or interactor to its memory limit, and a wrong answer becomes a judge error.
+// The longest token a stream reads, testlib's maxTokenLength (32 MiB, which a checker may
+// change on a stream): past it, PE on the participant's output (FAIL on the jury's files).
 #ifndef A2E_TESTLIB_MAX_TOKEN
-#define A2E_TESTLIB_MAX_TOKEN (64u << 20)
+#define A2E_TESTLIB_MAX_TOKEN (32u << 20)
+#endif
+// The longest line a stream reads, where testlib has no bound: an endless line, one that never
+// reaches its end, would grow the checker or interactor to its memory limit and make a wrong
+// answer a judge error. Past it, PE (FAIL on the jury's files).
+#ifndef A2E_TESTLIB_MAX_LINE
+#define A2E_TESTLIB_MAX_LINE (64u << 20)
 #endif
 
 #include <stdarg.h>
@@ -251,9 +256,16 @@ static inline bool doubleCompare(double expected, double result, double MAX_DOUB
     return low <= result && result <= high;
 }
 
+// testlib's absolute value and minimum, kept for what checkers print: 0.0 gives -0.0 (an error
+// shown as "-0.00000"), and the minimum of a NaN and a number is the number.
+static inline double testlibAbs_(double x) { return x > 0 ? x : -x; }
+
 static inline double doubleDelta(double expected, double result) {
-    double absolute = std::fabs(result - expected);
-    if (std::fabs(expected) > 1E-9) return std::min(absolute, std::fabs(absolute / expected));
+    double absolute = testlibAbs_(result - expected);
+    if (testlibAbs_(expected) > 1E-9) {
+        double relative = testlibAbs_(absolute / expected);
+        return absolute < relative ? absolute : relative;
+    }
     return absolute;
 }
 
@@ -327,6 +339,7 @@ struct InStream {
     bool strict = false;
     bool opened = false;
     int maxMessageLength = 32000;
+    size_t maxTokenLength = A2E_TESTLIB_MAX_TOKEN;
 
     InStream() : name("unopened stream"), mode(_input) {}
 
@@ -486,8 +499,10 @@ struct InStream {
         if (isBlanks((char)c)) quit(_pe, "Unexpected white-space - token expected");
         token.clear();
         while ((c = peek_()) != -1 && !isBlanks((char)c)) {
-            if (token.size() >= A2E_TESTLIB_MAX_TOKEN) quit(_pe, "Token is too long");
             token += (char)take_();
+            if (token.size() > maxTokenLength)
+                quit(_pe, format("Length of token exceeds %d, token is '%s...'",
+                                 (int)maxTokenLength, compress(token).c_str()));
         }
     }
 
@@ -512,13 +527,35 @@ struct InStream {
 
     // -- integers --
 
-    long long readLong() {
-        if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - int64 expected");
-        std::string token = readWord();
+    // A token as a number, as testlib's stringToLongLong, stringToUnsignedLongLong and
+    // stringToDouble read one: a token holding a NUL is refused first, saying so.
+    long long longOf(const std::string& token) {
+        refuseNul_(token, "integer");
         long long value;
         if (!parseLong_(token, value))
             quit(_pe, "Expected integer, but \"" + compress(token) + "\" found");
         return value;
+    }
+
+    unsigned long long unsignedOf(const std::string& token) {
+        refuseNul_(token, "unsigned integer");
+        unsigned long long value;
+        if (!parseUnsigned_(token, value))
+            quit(_pe, "Expected unsigned integer, but \"" + compress(token) + "\" found");
+        return value;
+    }
+
+    double doubleOf(const std::string& token) {
+        refuseNul_(token, "double");
+        double value;
+        if (!parseDouble_(token, value))
+            quit(_pe, "Expected double, but \"" + compress(token) + "\" found");
+        return value;
+    }
+
+    long long readLong() {
+        if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - int64 expected");
+        return longOf(readWord());
     }
 
     long long readLong(long long minv, long long maxv, const std::string& variableName = "") {
@@ -531,11 +568,7 @@ struct InStream {
 
     unsigned long long readUnsignedLong() {
         if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - int64 expected");
-        std::string token = readWord();
-        unsigned long long value;
-        if (!parseUnsigned_(token, value))
-            quit(_pe, "Expected unsigned integer, but \"" + compress(token) + "\" found");
-        return value;
+        return unsignedOf(readWord());
     }
 
     unsigned long long readUnsignedLong(unsigned long long minv, unsigned long long maxv,
@@ -550,9 +583,7 @@ struct InStream {
     int readInt() {
         if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - int32 expected");
         std::string token = readWord();
-        long long value;
-        if (!parseLong_(token, value))
-            quit(_pe, "Expected integer, but \"" + compress(token) + "\" found");
+        long long value = longOf(token);
         if (value < INT_MIN || value > INT_MAX)
             quit(_pe, "Expected int32, but \"" + compress(token) + "\" found");
         return (int)value;
@@ -610,11 +641,7 @@ struct InStream {
 
     double readDouble() {
         if (!strict && seekEof()) quit(_unexpected_eof, "Unexpected end of file - double expected");
-        std::string token = readWord();
-        double value;
-        if (!parseDouble_(token, value))
-            quit(_pe, "Expected double, but \"" + compress(token) + "\" found");
-        return value;
+        return doubleOf(readWord());
     }
 
     double readDouble(double minv, double maxv, const std::string& variableName = "") {
@@ -647,11 +674,21 @@ struct InStream {
 
     double readStrictDouble(double minv, double maxv, int minAfterPointDigitCount,
                             int maxAfterPointDigitCount, const std::string& variableName = "") {
-        if (minAfterPointDigitCount < 0 || minAfterPointDigitCount > maxAfterPointDigitCount)
-            quit(_fail, "readStrictDouble: digits after the point must be a range of counts >= 0");
         if (!strict && seekEof())
             quit(_unexpected_eof, "Unexpected end of file - strict double expected");
-        std::string token = readWord();
+        double value = strictDoubleOf(readWord(), minAfterPointDigitCount, maxAfterPointDigitCount);
+        if (value < minv || value > maxv)
+            rangeError_("Strict double", vtos(value), vtos(minv), vtos(maxv), variableName);
+        return value;
+    }
+
+    // A token as a number with digits after its point in a range, as testlib's
+    // stringToStrictDouble reads one.
+    double strictDoubleOf(const std::string& token, int minAfterPointDigitCount,
+                          int maxAfterPointDigitCount) {
+        if (minAfterPointDigitCount < 0 || minAfterPointDigitCount > maxAfterPointDigitCount)
+            quit(_fail, "readStrictDouble: digits after the point must be a range of counts >= 0");
+        refuseNul_(token, "double");
         size_t at = token[0] == '-' ? 1 : 0;
         size_t point = token.find('.');
         std::string whole =
@@ -674,8 +711,6 @@ struct InStream {
             quit(_pe, "Expected double, but \"" + compress(token) + "\" found");
         if (at == 1 && value >= 0)
             quit(_pe, "Redundant minus in \"" + compress(token) + "\" found");
-        if (value < minv || value > maxv)
-            rangeError_("Strict double", vtos(value), vtos(minv), vtos(maxv), variableName);
         return value;
     }
 
@@ -686,14 +721,24 @@ struct InStream {
 
     // -- lines --
 
+    // A line as testlib reads one: a CR before its LF ends it; any other CR is dropped and the
+    // character after it kept whatever it is (a second CR, or EOF as char(-1): "3\r" at the
+    // end of a file reads as "3\xff", which no answer equals).
     void readLineTo(std::string& line) {
         line.clear();
         int c;
         while ((c = peek_()) != -1 && c != LF) {
-            if (line.size() >= A2E_TESTLIB_MAX_TOKEN) quit(_pe, "Line is too long");
+            if (line.size() >= A2E_TESTLIB_MAX_LINE) quit(_pe, "Line is too long");
             take_();
-            if (c == CR) continue;
-            line += (char)c;
+            if (c == CR) {
+                if (peek_() == LF) {
+                    unreadChar(CR);
+                    break;
+                }
+                c = take_();
+            }
+            line += c == -1 ? EOFC : (char)c;
+            if (c == -1) break;
         }
         if (strict)
             readEoln();
@@ -777,6 +822,13 @@ private:
     size_t position_ = 0;
     FILE* file_ = NULL;
     int peeked_ = -2;
+
+    // A number's token holding a NUL: PE (FAIL on the jury's files), as testlib says it.
+    void refuseNul_(const std::string& token, const char* expected) {
+        if (token.find('\0') != std::string::npos)
+            quit(_pe, format("Expected %s, but \"%s\" found (it contains \\0)", expected,
+                             compress(token).c_str()));
+    }
 
     // ``size`` items read by ``read(index)``; in strict mode one space between two (not lines).
     template <typename T, typename Read>
@@ -875,6 +927,21 @@ private:
         return !std::isnan(value);
     }
 };
+
+// testlib's readings of a token as a number, for checkers that read tokens first.
+static inline long long stringToLongLong(InStream& in, const std::string& buffer) {
+    return in.longOf(buffer);
+}
+static inline unsigned long long stringToUnsignedLongLong(InStream& in, const std::string& buffer) {
+    return in.unsignedOf(buffer);
+}
+static inline double stringToDouble(InStream& in, const std::string& buffer) {
+    return in.doubleOf(buffer);
+}
+static inline double stringToStrictDouble(InStream& in, const std::string& buffer,
+                                          int minAfterPointDigitCount, int maxAfterPointDigitCount) {
+    return in.strictDoubleOf(buffer, minAfterPointDigitCount, maxAfterPointDigitCount);
+}
 
 InStream inf;
 InStream ouf;
