@@ -7,6 +7,7 @@ testlib's for the same files (its documented verdicts and messages)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,6 +119,20 @@ def _check(
         ("token_numbers", "", "-1", "unsigned", 2, 'wrong output format Expected unsigned integer, but "-1" found\n'),
         ("token_numbers", "", "2.5e1", "double", 0, "ok 25.000\n"),
         ("token_numbers", "", "2.50", "strict", 0, "ok 2.500\n"),
+        # testlib's patterns: reads that must match one, worded as testlib words a mismatch,
+        # and its greedy matching ("[0-9]?1" does not match "1"; a group takes no count).
+        ("patterns", "", "abc", "token", 0, "ok read\n"),
+        ("patterns", "", "abcd", "token", 1, 'wrong answer Token "abcd" doesn\'t correspond to pattern "[a-z]{1,3}"\n'),
+        ("patterns", "", "ABC", "named", 1, 'wrong answer Token parameter [name=s] equals to "ABC", doesn\'t correspond to pattern "[a-z]{1,3}"\n'),
+        ("patterns", "", "1 x 3", "tokens", 1, 'wrong answer Token element a[2] equals to "x", doesn\'t correspond to pattern "[0-9]+"\n'),
+        ("patterns", "", "NO SOLUTION", "line", 0, "ok read\n"),
+        ("patterns", "", "12  34", "line", 1, 'wrong answer Line "12  34" doesn\'t correspond to pattern "NO\\ SOLUTION|[0-9]+\\ [0-9]+"\n'),
+        ("patterns", "", "xx\nx y\n", "lines", 1, 'wrong answer Line element row[1] equals to "x y", doesn\'t correspond to pattern "x+"\n'),
+        ("patterns", "", "", "group", 3, 'FAIL pattern: Illegal pattern (or part) "[0-9]+)?"\n'),
+        ("patterns", "", "1", "greedy", 0, "ok 010\n"),
+        ("patterns", "", "11", "greedy", 0, "ok 110\n"),
+        ("patterns", "", "-0", "greedy", 0, "ok 000\n"),
+        ("patterns", "", "id-bb", "greedy", 0, "ok 001\n"),
         ("token_numbers", "", "2.500", "strict", 2, 'wrong output format Expected strict double with number of digits after point in range [1,2], but "2.500" found\n'),
     ],
 )  # fmt: skip
@@ -255,12 +270,14 @@ def test_an_interactor_talks_to_the_solution_and_writes_its_output(
 
 def test_a_generator_is_seeded_by_its_command_line(tmp_path: Path) -> None:
     """``registerGen``: the same arguments give the same test, other arguments another (the
-    numbers are the header's own, not testlib's: a generator's tests are made by it, once)."""
+    numbers are the header's own, not testlib's: a generator's tests are made by it, once);
+    a string drawn from a pattern matches it."""
     source = tmp_path / "gen.cpp"
     source.write_text(
         '#include "testlib.h"\nint main(int argc, char* argv[]) {\n'
         "    registerGen(argc, argv, 1);\n"
-        '    printf("%d %s\\n", rnd.next(1, 1000000), join(rnd.perm(5, 1)).c_str());\n}\n'
+        '    printf("%d %s\\n", rnd.next(1, 1000000), join(rnd.perm(5, 1)).c_str());\n'
+        '    for (int i = 0; i < 50; i++) printf("%s\\n", rnd.next("[a-c]{2,4}|x(y|z)").c_str());\n}\n'
     )
     command = ["g++", "-std=c++17", "-Wall", "-Werror", "-I", str(HEADER_DIR)]
     done = subprocess.run([*command, "-o", str(tmp_path / "gen"), str(source)],
@@ -274,7 +291,10 @@ def test_a_generator_is_seeded_by_its_command_line(tmp_path: Path) -> None:
 
     assert generated("--n", "5") == generated("--n", "5")
     assert generated("--n", "5") != generated("--n", "6")
-    assert sorted(generated("7").split()[1:]) == ["1", "2", "3", "4", "5"]
+    assert sorted(generated("7").split()[1:6]) == ["1", "2", "3", "4", "5"]
+    drawn = generated("7").split()[6:]
+    assert len(drawn) == 50 and all(re.fullmatch("[a-c]{2,4}|x(y|z)", word) for word in drawn)
+    assert len(set(drawn)) > 10
 
 
 def test_an_endless_token_or_line_is_a_presentation_error(tmp_path: Path) -> None:

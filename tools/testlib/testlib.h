@@ -318,6 +318,33 @@ struct a2e_testlib_run_ {
 
 static a2e_testlib_run_ a2e_testlib_run;
 
+// -- patterns -------------------------------------------------------------------------------
+
+class random_t;
+
+// testlib's pattern, as validators and checkers use it ("[a-z]{1,10}", "0|-?[1-9][0-9]*"):
+// alternatives at the top-level '|', a pattern wholly in parentheses its inside, else one
+// character or [set] with its count ({n}, {n,m}, ?, *, +) followed by the rest; spaces are
+// ignored unless escaped. Matching is testlib's greedy one, kept because verdicts depend on
+// it: a set takes as many characters as its count allows and never gives one back ("[0-9]?1"
+// does not match "1"), and each alternative is tried in turn.
+class pattern {
+public:
+    pattern(std::string s);
+    std::string next(random_t& rnd) const;
+    bool matches(const std::string& s) const { return matchesFrom_(s, 0); }
+    std::string src() const { return src_; }
+
+private:
+    std::string src_;
+    std::vector<pattern> children_;
+    std::vector<char> chars_;  // sorted
+    int from_ = 0;
+    int to_ = 0;
+
+    bool matchesFrom_(const std::string& s, size_t pos) const;
+};
+
 static inline void setName(const char* fmt, ...) {
     va_list args;
     va_start(args, fmt);
@@ -523,6 +550,57 @@ struct InStream {
 
     std::vector<std::string> readTokens(int size, int indexBase = 1) {
         return readWords(size, indexBase);
+    }
+
+    // A token that must match a pattern: WA (FAIL on the jury's files) where it does not.
+    std::string readWord(const pattern& p, const std::string& variableName = "") {
+        std::string token = readWord();
+        matched_(token, p, "Token", variableName, -1);
+        return token;
+    }
+    std::string readWord(const std::string& ptrn, const std::string& variableName = "") {
+        return readWord(pattern(ptrn), variableName);
+    }
+    std::string readToken(const pattern& p, const std::string& variableName = "") {
+        return readWord(p, variableName);
+    }
+    std::string readToken(const std::string& ptrn, const std::string& variableName = "") {
+        return readWord(pattern(ptrn), variableName);
+    }
+    void readWordTo(std::string& token, const pattern& p, const std::string& variableName = "") {
+        readWordTo(token);
+        matched_(token, p, "Token", variableName, -1);
+    }
+    void readWordTo(std::string& token, const std::string& ptrn,
+                    const std::string& variableName = "") {
+        readWordTo(token, pattern(ptrn), variableName);
+    }
+    void readTokenTo(std::string& token, const pattern& p, const std::string& variableName = "") {
+        readWordTo(token, p, variableName);
+    }
+    void readTokenTo(std::string& token, const std::string& ptrn,
+                     const std::string& variableName = "") {
+        readWordTo(token, pattern(ptrn), variableName);
+    }
+    std::vector<std::string> readWords(int size, const pattern& p,
+                                       const std::string& variablesName = "", int indexBase = 1) {
+        return readMany_<std::string>(size, "readWords", true, [&](int i) {
+            std::string token = readWord();
+            matched_(token, p, "Token", variablesName, i + indexBase);
+            return token;
+        });
+    }
+    std::vector<std::string> readWords(int size, const std::string& ptrn,
+                                       const std::string& variablesName = "", int indexBase = 1) {
+        return readWords(size, pattern(ptrn), variablesName, indexBase);
+    }
+    std::vector<std::string> readTokens(int size, const pattern& p,
+                                        const std::string& variablesName = "", int indexBase = 1) {
+        return readWords(size, p, variablesName, indexBase);
+    }
+    std::vector<std::string> readTokens(int size, const std::string& ptrn,
+                                        const std::string& variablesName = "", int indexBase = 1) {
+        return readWords(size, pattern(ptrn), variablesName, indexBase);
     }
 
     // -- integers --
@@ -756,6 +834,57 @@ struct InStream {
 
     std::string readString() { return readLine(); }
 
+    // A line that must match a pattern: WA (FAIL on the jury's files) where it does not.
+    void readLineTo(std::string& line, const pattern& p, const std::string& variableName = "") {
+        readLineTo(line);
+        matched_(line, p, "Line", variableName, -1);
+    }
+    void readLineTo(std::string& line, const std::string& ptrn,
+                    const std::string& variableName = "") {
+        readLineTo(line, pattern(ptrn), variableName);
+    }
+    void readStringTo(std::string& line, const pattern& p, const std::string& variableName = "") {
+        readLineTo(line, p, variableName);
+    }
+    void readStringTo(std::string& line, const std::string& ptrn,
+                      const std::string& variableName = "") {
+        readLineTo(line, pattern(ptrn), variableName);
+    }
+    std::string readLine(const pattern& p, const std::string& variableName = "") {
+        std::string line;
+        readLineTo(line, p, variableName);
+        return line;
+    }
+    std::string readLine(const std::string& ptrn, const std::string& variableName = "") {
+        return readLine(pattern(ptrn), variableName);
+    }
+    std::string readString(const pattern& p, const std::string& variableName = "") {
+        return readLine(p, variableName);
+    }
+    std::string readString(const std::string& ptrn, const std::string& variableName = "") {
+        return readLine(pattern(ptrn), variableName);
+    }
+    std::vector<std::string> readLines(int size, const pattern& p,
+                                       const std::string& variablesName = "", int indexBase = 1) {
+        return readMany_<std::string>(size, "readLines", false, [&](int i) {
+            std::string line = readLine();
+            matched_(line, p, "Line", variablesName, i + indexBase);
+            return line;
+        });
+    }
+    std::vector<std::string> readLines(int size, const std::string& ptrn,
+                                       const std::string& variablesName = "", int indexBase = 1) {
+        return readLines(size, pattern(ptrn), variablesName, indexBase);
+    }
+    std::vector<std::string> readStrings(int size, const pattern& p,
+                                         const std::string& variablesName = "", int indexBase = 1) {
+        return readLines(size, p, variablesName, indexBase);
+    }
+    std::vector<std::string> readStrings(int size, const std::string& ptrn,
+                                         const std::string& variablesName = "", int indexBase = 1) {
+        return readLines(size, pattern(ptrn), variablesName, indexBase);
+    }
+
     std::vector<std::string> readLines(int size, int indexBase = 1) {
         (void)indexBase;
         return readMany_<std::string>(size, "readLines", false, [&](int) { return readLine(); });
@@ -850,6 +979,24 @@ private:
         if (variableName.empty()) quit(_wa, kind + " " + value + " violates the range " + range);
         quit(_wa, kind + " parameter [name=" + variableName + "] equals to " + value +
                       ", violates the range " + range);
+    }
+
+    // ``value`` (a "Token" or a "Line", the ``index``th of many, or -1) against ``p``, as
+    // testlib words a mismatch.
+    void matched_(const std::string& value, const pattern& p, const std::string& what,
+                  const std::string& name, int index) {
+        if (p.matches(value)) return;
+        std::string shown = "\"" + compress(value) + "\"";
+        std::string against = "correspond to pattern \"" + p.src() + "\"";
+        if (index < 0 && name.empty()) quit(_wa, what + " " + shown + " doesn't " + against);
+        if (index < 0)
+            quit(_wa, what + (what == "Token" ? " parameter" : "") + " [name=" + name +
+                          "] equals to " + shown + ", doesn't " + against);
+        if (name.empty())
+            quit(_wa, what + " element [index=" + vtos(index) + "] equals to " + shown +
+                          " doesn't " + against);
+        quit(_wa, what + " element " + name + "[" + vtos(index) + "] equals to " + shown +
+                      ", doesn't " + against);
     }
 
     NORETURN void elementError_(const std::string& kind, const std::string& value,
@@ -1067,6 +1214,164 @@ quitf(TResult result, const char* fmt, ...) {
     ouf.quit(result, message);
 }
 
+// A character of a pattern that is a command (not escaped by an odd run of backslashes).
+static inline bool a2e_pattern_command_(const std::string& s, size_t pos, char value) {
+    if (pos >= s.size()) return false;
+    size_t slashes = 0;
+    for (size_t before = pos; before > 0 && s[before - 1] == '\\'; before--) slashes++;
+    return slashes % 2 == 0 && s[pos] == value;
+}
+
+// The character at ``pos`` (the one after a backslash, escaped), ``pos`` moved past it.
+static inline char a2e_pattern_char_(const std::string& s, size_t& pos) {
+    pos += s[pos] == '\\' ? 2 : 1;
+    return pos - 1 < s.size() ? s[pos - 1] : '\0';
+}
+
+NORETURN static inline void a2e_pattern_illegal_(const std::string& s) {
+    quit(_fail, "pattern: Illegal pattern (or part) \"" + s + "\"");
+}
+
+// A count after a set: {n} or {n,m} (read as %d reads them), ?, *, +, or once.
+static inline void a2e_pattern_counts_(const std::string& s, size_t& pos, int& from, int& to) {
+    from = to = 1;
+    if (pos >= s.size()) return;
+    if (a2e_pattern_command_(s, pos, '{')) {
+        std::vector<std::string> parts;
+        std::string part;
+        pos++;
+        while (pos < s.size() && !a2e_pattern_command_(s, pos, '}')) {
+            if (a2e_pattern_command_(s, pos, ',')) {
+                parts.push_back(part);
+                part.clear();
+                pos++;
+            } else {
+                part += a2e_pattern_char_(s, pos);
+            }
+        }
+        if (!part.empty()) parts.push_back(part);
+        if (!a2e_pattern_command_(s, pos, '}')) a2e_pattern_illegal_(s);
+        pos++;
+        if (parts.empty() || parts.size() > 2) a2e_pattern_illegal_(s);
+        std::vector<int> numbers;
+        for (size_t i = 0; i < parts.size(); i++) {
+            int number;
+            if (parts[i].empty() || sscanf(parts[i].c_str(), "%d", &number) != 1)
+                a2e_pattern_illegal_(s);
+            numbers.push_back(number);
+        }
+        from = numbers[0];
+        to = numbers.back();
+        if (from > to) a2e_pattern_illegal_(s);
+    } else if (a2e_pattern_command_(s, pos, '?')) {
+        from = 0, to = 1, pos++;
+    } else if (a2e_pattern_command_(s, pos, '*')) {
+        from = 0, to = INT_MAX, pos++;
+    } else if (a2e_pattern_command_(s, pos, '+')) {
+        from = 1, to = INT_MAX, pos++;
+    }
+}
+
+// One character, or a [set] of them: ranges a-z, a '-' first or last as itself, [^...] every
+// character code 0 to 254 but those.
+static inline std::vector<char> a2e_pattern_set_(const std::string& s, size_t& pos) {
+    if (pos >= s.size()) a2e_pattern_illegal_(s);
+    std::vector<char> set;
+    if (!a2e_pattern_command_(s, pos, '[')) {
+        set.push_back(a2e_pattern_char_(s, pos));
+        return set;
+    }
+    pos++;
+    bool negated = a2e_pattern_command_(s, pos, '^');
+    if (negated) pos++;
+    char prev = 0;
+    while (pos < s.size() && !a2e_pattern_command_(s, pos, ']')) {
+        if (a2e_pattern_command_(s, pos, '-') && prev != 0) {
+            pos++;
+            if (pos + 1 == s.size() || a2e_pattern_command_(s, pos, ']')) {
+                set.push_back(prev);
+                prev = '-';
+                continue;
+            }
+            char last = a2e_pattern_char_(s, pos);
+            if (prev > last) a2e_pattern_illegal_(s);
+            for (char c = prev; c != last; c++) set.push_back(c);
+            set.push_back(last);
+            prev = 0;
+        } else {
+            if (prev != 0) set.push_back(prev);
+            prev = a2e_pattern_char_(s, pos);
+        }
+    }
+    if (prev != 0) set.push_back(prev);
+    if (!a2e_pattern_command_(s, pos, ']')) a2e_pattern_illegal_(s);
+    pos++;
+    std::sort(set.begin(), set.end());
+    if (negated) {
+        std::vector<char> others;
+        for (int code = 0; code < 255; code++)
+            if (!std::binary_search(set.begin(), set.end(), (char)code)) others.push_back((char)code);
+        set = others;
+        std::sort(set.begin(), set.end());
+    }
+    return set;
+}
+
+inline pattern::pattern(std::string s) : src_(s) {
+    std::string kept;
+    for (size_t i = 0; i < s.size(); i++)
+        if (!a2e_pattern_command_(s, i, ' ')) kept += s[i];
+    s = kept;
+    int opened = 0;
+    int firstClose = -1;
+    std::vector<size_t> bars;
+    for (size_t i = 0; i < s.size(); i++) {
+        if (a2e_pattern_command_(s, i, '(')) {
+            opened++;
+            continue;
+        }
+        if (a2e_pattern_command_(s, i, ')')) {
+            opened--;
+            if (opened == 0 && firstClose == -1) firstClose = (int)i;
+            continue;
+        }
+        if (opened < 0) a2e_pattern_illegal_(s);
+        if (a2e_pattern_command_(s, i, '|') && opened == 0) bars.push_back(i);
+    }
+    if (opened != 0) a2e_pattern_illegal_(s);
+    if (bars.empty() && firstClose + 1 == (int)s.size() && a2e_pattern_command_(s, 0, '(') &&
+        a2e_pattern_command_(s, s.size() - 1, ')')) {
+        children_.push_back(pattern(s.substr(1, s.size() - 2)));
+    } else if (!bars.empty()) {
+        bars.push_back(s.size());
+        size_t start = 0;
+        for (size_t i = 0; i < bars.size(); i++) {
+            children_.push_back(pattern(s.substr(start, bars[i] - start)));
+            start = bars[i] + 1;
+        }
+    } else {
+        size_t pos = 0;
+        chars_ = a2e_pattern_set_(s, pos);
+        a2e_pattern_counts_(s, pos, from_, to_);
+        if (pos < s.size()) children_.push_back(pattern(s.substr(pos)));
+    }
+}
+
+inline bool pattern::matchesFrom_(const std::string& s, size_t pos) const {
+    if (to_ > 0) {
+        int taken = 0;
+        while (pos + taken < s.size() &&
+               std::binary_search(chars_.begin(), chars_.end(), s[pos + taken]))
+            taken++;
+        if (taken < from_) return false;
+        pos += (size_t)std::min(taken, to_);
+    }
+    if (children_.empty()) return pos == s.size();
+    for (size_t i = 0; i < children_.size(); i++)
+        if (children_[i].matchesFrom_(s, pos)) return true;
+    return false;
+}
+
 static inline void quitif(bool condition, TResult result, const char* fmt, ...) {
     if (!condition) return;
     va_list args;
@@ -1266,6 +1571,9 @@ public:
         return *it;
     }
 
+    std::string next(const std::string& ptrn);
+    std::string next(const pattern& p);
+
     std::vector<int> perm(int size, int first = 0) {
         std::vector<int> items(size);
         for (int i = 0; i < size; i++) items[i] = first + i;
@@ -1283,6 +1591,23 @@ private:
 };
 
 static random_t rnd;
+
+// A string the pattern matches: each set's count, each character and each alternative drawn
+// from ``rnd`` in turn (a '*' or '+' has no bound to draw from).
+inline std::string pattern::next(random_t& random) const {
+    if (to_ == INT_MAX)
+        quit(_fail, "pattern::next(random_t& rnd): can't process character '*' for generation");
+    std::string result;
+    if (to_ > 0) {
+        int count = random.next(to_ - from_ + 1) + from_;
+        for (int i = 0; i < count; i++) result += chars_[random.next((int)chars_.size())];
+    }
+    if (!children_.empty()) result += children_[random.next((int)children_.size())].next(random);
+    return result;
+}
+
+inline std::string random_t::next(const std::string& ptrn) { return pattern(ptrn).next(*this); }
+inline std::string random_t::next(const pattern& p) { return p.next(*this); }
 
 template <typename It>
 static inline void shuffle(It begin, It end) {
