@@ -192,16 +192,20 @@ def test_every_part_a_checker_calls(
     ("test", "code", "said"),
     [
         ("1 2\n", 0, ""),
-        ("1  2\n", 3, "FAIL Unexpected white-space - token expected (stdin)\n"),
-        ("1 2", 3, "FAIL Expected EOLN (stdin)\n"),
-        ("1 2\r\n", 3, "FAIL Expected EOLN (stdin)\n"),
-        ("1 101\n", 3, "FAIL Integer parameter [name=b] equals to 101, violates the range [1, 100] (stdin)\n"),
+        ("1  2\n", 3, "FAIL Unexpected white-space - token expected (stdin, line 1)\n"),
+        ("1 2", 3, "FAIL Expected EOLN (stdin, line 1)\n"),
+        ("1 2\r\n", 3, "FAIL Expected EOLN (stdin, line 1)\n"),
+        ("1 101\n", 3, "FAIL Integer parameter [name=b] equals to 101, violates the range [1, 100] (stdin, line 1)\n"),
+        ("1\n2\n", 3, "FAIL Unexpected character #10, but ' ' expected (stdin, line 1)\n"),
+        ("1", 3, "FAIL Unexpected character '\xff', but ' ' expected (stdin, line 1)\n"),
     ],
 )  # fmt: skip
 def test_a_validator_reads_its_test_strictly(built: Path, test: str, code: int, said: str) -> None:
+    """testlib's words, the line of the input the failing read began on included."""
     done = subprocess.run(
-        [str(built / "validator")], input=test, capture_output=True, text=True, timeout=30
-    )
+        [str(built / "validator")], input=test, capture_output=True, text=True, timeout=30,
+        encoding="latin-1",
+    )  # fmt: skip
     assert (done.returncode, done.stderr) == (code, said)
     unfinished = subprocess.run(
         [str(built / "validator_no_eof")], input=test, capture_output=True, text=True, timeout=30
@@ -210,6 +214,31 @@ def test_a_validator_reads_its_test_strictly(built: Path, test: str, code: int, 
         3,
         "FAIL Validator must end with readEof call.\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "test", "code", "said"),
+    [
+        ((), "2\n2\n1 2\n3\n5 4 300\n", 0, ""),
+        ((), "2\n2\n1 2\n3\n5 4\n", 3, "FAIL Unexpected character #10, but ' ' expected (test case 2, stdin, line 5)\n"),
+        ((), "1\n1\n7\n\n", 3, "FAIL Expected EOF (stdin, line 4)\n"),
+        (("--testset", "pretests"), "2\n2\n1 2\n3\n5 4 300\n", 3, "FAIL Integer element a[3] equals to 300, violates the range [-10, 10] (test case 2, stdin, line 5)\n"),
+        (("--group", "sorted"), "2\n2\n1 2\n3\n5 4 3\n", 3, "FAIL a is not sorted (test case 2)\n"),
+        (("--group", "sorted"), "1\n3\n1 2 3\n", 0, ""),
+        (("--testset",), "1\n1\n7\n", 3, "FAIL Expected non-empty testset after --testset command line parameter\n"),
+    ],
+)  # fmt: skip
+def test_a_multi_test_validator_names_its_test_case_testset_and_group(
+    built: Path, arguments: tuple[str, ...], test: str, code: int, said: str
+) -> None:
+    """``setTestCase`` names the case in every message from then on, and ``validator.testset()``
+    and ``group()`` are what ``registerValidation(argc, argv)`` was given: testlib's words for
+    each (``tests/testlib_checkers/cases_validator.cpp``)."""
+    done = subprocess.run(
+        [str(built / "cases_validator"), *arguments], input=test, capture_output=True,
+        text=True, timeout=30,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (code, said)
 
 
 def test_a_checker_run_wrong_fails_the_judge_not_the_participant(built: Path) -> None:

@@ -306,6 +306,10 @@ static inline std::string join(const C& items, char separator = ' ') {
 // -- the state of the run -------------------------------------------------------------------
 
 struct a2e_testlib_run_ {
+    int testCase = -1;  // setTestCase's, or -1: none (messages then name no test case)
+    std::string testset;  // --testset and --group, what validator.testset() and group() say
+    std::string group;
+    bool validatorArguments = false;  // registerValidation(argc, argv)
     bool registered = false;
     bool checker = false;
     bool interactor = false;
@@ -317,6 +321,54 @@ struct a2e_testlib_run_ {
 };
 
 static a2e_testlib_run_ a2e_testlib_run;
+
+// Where a message's parenthesis, testlib's, stands while the message is being made: what is
+// added later (the test case, the file, the line) goes inside it, "(test case 2, stdin, line 5)".
+const char A2E_OPEN_ = char(11);
+const char A2E_CLOSE_ = char(17);
+
+static inline bool a2e_bracketed_(const std::string& message, size_t& open, size_t& close) {
+    size_t opens = 0, closes = 0;
+    for (size_t i = 0; i < message.size(); i++) {
+        if (message[i] == A2E_OPEN_) open = i, opens++;
+        if (message[i] == A2E_CLOSE_) close = i, closes++;
+    }
+    return opens == 1 && closes == 1 && open < close;
+}
+
+// ``extra`` added to the message's parenthesis (once), or a parenthesis of its own made.
+static inline std::string a2e_append_(const std::string& message, const std::string& extra) {
+    size_t open = 0, close = 0;
+    if (!a2e_bracketed_(message, open, close))
+        return message + " " + A2E_OPEN_ + extra + A2E_CLOSE_;
+    size_t found = message.find(extra, open);
+    if (found != std::string::npos && found < close) return message;
+    std::string result = message;
+    result.insert(close, ", " + extra);
+    return result;
+}
+
+// The message as it is printed: its parenthesis, if it has one, in plain characters.
+static inline std::string a2e_printable_(const std::string& message) {
+    size_t open = 0, close = 0;
+    if (!a2e_bracketed_(message, open, close)) return message;
+    std::string result = message;
+    result[open] = '(';
+    result[close] = ')';
+    return result;
+}
+
+// A multi-test input's or output's current test case, named in every message from here on
+// (numbered from 1: a first call with 0 numbers them from 0 + 1).
+static inline void setTestCase(int testCase) {
+    static bool first = true;
+    static bool zeroBased = false;
+    if (first && testCase == 0) zeroBased = true;
+    first = false;
+    a2e_testlib_run.testCase = zeroBased ? testCase + 1 : testCase;
+}
+
+static inline void unsetTestCase() { a2e_testlib_run.testCase = -1; }
 
 // -- patterns -------------------------------------------------------------------------------
 
@@ -448,20 +500,19 @@ struct InStream {
         }
     }
 
-    void readChar(char expected) {
-        int c = peek_();
-        if (c == (unsigned char)expected) {
-            take_();
-            return;
-        }
-        if (c == -1)
-            quit(_unexpected_eof, format("Unexpected end of file - '%c' expected", expected));
-        std::string found = (c == LF || c == CR) ? format("#%d", c) : format("'%c'", c);
+    // The next character, which must be ``expected``: anything else, the end of the file
+    // included (read as char(-1), as testlib reads it), is PE.
+    char readChar(char expected) {
+        mark_();
+        char found = nextChar();
+        if (found == expected) return found;
+        std::string shown =
+            (found == LF || found == CR) ? format("#%d", (int)found) : format("'%c'", found);
         quit(_pe,
-             "Unexpected character " + found + ", but '" + std::string(1, expected) + "' expected");
+             "Unexpected character " + shown + ", but '" + std::string(1, expected) + "' expected");
     }
 
-    void readSpace() { readChar(SPACE); }
+    char readSpace() { return readChar(SPACE); }
 
     // -- ends --
 
@@ -509,10 +560,12 @@ struct InStream {
     void nextLine() { readLine(); }
 
     void readEoln() {
+        mark_();
         if (!eoln()) quit(_pe, "Expected EOLN");
     }
 
     void readEof() {
+        mark_();
         if (!eof()) quit(_pe, "Expected EOF");
         if (this == &inf) a2e_testlib_run.readToEof = true;
     }
@@ -521,6 +574,7 @@ struct InStream {
 
     void readWordTo(std::string& token) {
         if (!strict) skipBlanks();
+        mark_();
         int c = peek_();
         if (c == -1) quit(_unexpected_eof, "Unexpected end of file - token expected");
         if (isBlanks((char)c)) quit(_pe, "Unexpected white-space - token expected");
@@ -807,14 +861,15 @@ struct InStream {
         int c;
         while ((c = peek_()) != -1 && c != LF) {
             if (line.size() >= A2E_TESTLIB_MAX_LINE) quit(_pe, "Line is too long");
-            take_();
             if (c == CR) {
+                take_();
                 if (peek_() == LF) {
                     unreadChar(CR);
                     break;
                 }
-                c = take_();
             }
+            mark_();
+            c = take_();
             line += c == -1 ? EOFC : (char)c;
             if (c == -1) break;
         }
@@ -900,6 +955,11 @@ struct InStream {
 
     NORETURN void quit(TResult result, const std::string& msg) {
         std::string message = trim(msg);
+        int testCase = a2e_testlib_run.testCase;
+        if (testCase >= 0 && result != _ok && result != _points)
+            message = a2e_append_(message, "test case " + vtos(testCase));
+        else if (testCase >= 0)
+            message = a2e_append_(message, vtos(testCase) + (testCase == 1 ? " test case" : " test cases"));
         if ((int)message.size() > maxMessageLength) {
             std::string note =
                 format("message length exceeds %d, the message is truncated: ", maxMessageLength);
@@ -907,9 +967,12 @@ struct InStream {
         }
         if (mode != _output && result != _fail) {
             result = _fail;
-            message += " (" + name + ")";
+            message = a2e_append_(message, name);
+            int line = lastLine_();
+            if (mode == _input && a2e_testlib_run.validator && line != -1)
+                message = a2e_append_(message, "line " + vtos(line));
         }
-        a2e_testlib_exit(result, message);
+        a2e_testlib_exit(result, a2e_printable_(message));
     }
 
 #ifdef __GNUC__
@@ -951,6 +1014,18 @@ private:
     size_t position_ = 0;
     FILE* file_ = NULL;
     int peeked_ = -2;
+    // Where the token, line or line end read last began (testlib's lastLine), or -1.
+    long lastAt_ = -1;
+
+    void mark_() {
+        if (!file_) lastAt_ = (long)position_;
+    }
+
+    // The line (from 1) of what was read last, for a validator's messages; -1: nothing yet.
+    int lastLine_() const {
+        if (lastAt_ < 0) return -1;
+        return 1 + (int)std::count(buffer_.begin(), buffer_.begin() + lastAt_, LF);
+    }
 
     // A number's token holding a NUL: PE (FAIL on the jury's files), as testlib says it.
     void refuseNul_(const std::string& token, const char* expected) {
@@ -1534,11 +1609,41 @@ static inline void registerValidation() {
     inf.name = "stdin";
 }
 
+// --testset and --group, which validator.testset() and validator.group() give back.
 static inline void registerValidation(int argc, char* argv[]) {
-    (void)argc;
-    (void)argv;
     registerValidation();
+    for (int i = 1; i < argc; i++) {
+        std::string option = argv[i];
+        if (option != "--testset" && option != "--group") continue;
+        bool given = i + 1 < argc && (option == "--group" || argv[i + 1][0] != '\0');
+        if (!given)
+            quit(_fail, option == "--testset"
+                            ? "Expected non-empty testset after --testset command line parameter"
+                            : "Expected group after --group command line parameter");
+        (option == "--testset" ? a2e_testlib_run.testset : a2e_testlib_run.group) = argv[++i];
+    }
+    a2e_testlib_run.validatorArguments = true;
 }
+
+// What a validator was told of the test it validates (registerValidation(argc, argv)).
+struct a2e_validator_ {
+    a2e_validator_() {}  // made, like rnd, whether a program uses it or not: no unused warning
+
+    std::string testset() const {
+        if (!a2e_testlib_run.validatorArguments)
+            quit(_fail, "Validator should be initialized with registerValidation(argc, argv) "
+                        "instead of registerValidation() to support validator.testset()");
+        return a2e_testlib_run.testset;
+    }
+    std::string group() const {
+        if (!a2e_testlib_run.validatorArguments)
+            quit(_fail, "Validator should be initialized with registerValidation(argc, argv) "
+                        "instead of registerValidation() to support validator.group()");
+        return a2e_testlib_run.group;
+    }
+};
+
+static a2e_validator_ validator;
 
 // -- random numbers (what a checker that probes an answer at random uses) --------------------
 
