@@ -5,11 +5,12 @@ precompiled header); whatever they share must be safe against a tenant who attac
 worker ever writes shared state. A plugin that owns a store (the engine gives ``run_code`` and
 ``code_eval`` its compile cache) has its directories to read (``ZygoteSettings.plugin_dirs``:
 under Landlock its jobs may read a file there by its name, and list or change nothing); its
-tool code offers what it made with ``offer``, one frame on its result pipe; the supervisor
-hands each offer, with the tool and arguments of the call that made it, to the store of the
-job's plugin (``SharedStore``), which checks it (a key it works out from the arguments itself,
-sizes, names) and keeps it, from the supervisor's own process, or drops it. A worker whose
-plugin owns no store and offers something breaks the rules of its pipe (``sandbox._run``).
+tool code offers what it made with ``sandbox._offers.offer``, one frame on its result pipe
+(the worker's side, in a module of its own); the supervisor hands each offer, with the tool
+and arguments of the call that made it, to the store of the job's plugin (``SharedStore``,
+here), which checks it (a key it works out from the arguments itself, sizes, names) and keeps
+it, from the supervisor's own process, or drops it. A worker whose plugin owns no store and
+offers something breaks the rules of its pipe (``sandbox._run``).
 
 What is made once is also made once at a time: before a call takes its worker, the store may
 say that another call in flight is making what this one would (``claim``), and the call waits,
@@ -24,37 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from a2e_engine.sandbox._frames import encode_frame
-from a2e_engine.sandbox._messages import share_frame
-
 if TYPE_CHECKING:
-    import asyncio  # the supervisor's side only: workers import this module, and no asyncio
+    import asyncio
 
-__all__ = ["NO_CLAIM", "Claim", "SharedStore", "offer", "set_share_sink"]
-
-#: Writes one encoded frame to the worker's result pipe (set by the worker for its job).
-_sink: Callable[[bytes], None] | None = None
-#: The largest frame the supervisor reads from this worker.
-_max_frame = 0
-
-
-def set_share_sink(sink: Callable[[bytes], None] | None, max_frame: int = 0) -> None:
-    """In the worker, for its job: where ``offer`` writes (``None``: nowhere)."""
-    global _sink, _max_frame
-    _sink, _max_frame = sink, max_frame
-
-
-def offer(what: str, data: dict[str, Any]) -> bool:
-    """Offer ``data`` to the store of this worker's plugin; whether it was sent (not in a
-    worker, or too large for one frame: not). Whether it is kept is the store's to decide,
-    after the call: nothing comes back."""
-    if _sink is None:
-        return False
-    frame = encode_frame(share_frame(what, data))
-    if len(frame) > _max_frame:
-        return False
-    _sink(frame)
-    return True
+__all__ = ["NO_CLAIM", "Claim", "SharedStore"]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from a2e import _jsonwire as jsonwire
 from a2e.caps.tools._plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox import _contain as contain
-from a2e_engine.sandbox import _sharing as sharing
+from a2e_engine.sandbox import _offers as offers
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._beneath import open_unlinked
 from a2e_engine.sandbox._case_group import forget_case_group
@@ -151,7 +151,7 @@ def execute_job(
                 write_frame_bytes(result_fd, frame)
 
     plugin.set_event_sink(send_event)  # emit() checks the data; no ToolEvent needed here
-    sharing.set_share_sink(send_offer, max_frame)
+    offers.set_share_sink(send_offer, max_frame)
     result: str | FailureFrame
     try:
         result = _encoded_result(plugin._execute_tool(job["tool"], job["arguments"]), max_frame)

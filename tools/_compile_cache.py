@@ -51,7 +51,7 @@ from typing import Any, TypeGuard
 
 from a2e_engine.sandbox._beneath import read_up_to
 from a2e_engine.sandbox._landlock import abi_version
-from a2e_engine.sandbox._sharing import offer
+from a2e_engine.sandbox._offers import offer
 from a2e_engine.tools._languages import Language
 
 __all__ = [
