@@ -68,10 +68,11 @@ class RunCodeClient(KeptAlive):
         super().__init__(url, timeout)
         self.prefix = self.prefix.removesuffix("/run_code")
 
-    def run_code(self, body: dict[str, Any]) -> dict[str, Any]:
-        """SandboxFusion's answer; ``CallFailed`` if it is not one."""
+    def run_code(self, body: dict[str, Any], path: str = "/run_code") -> dict[str, Any]:
+        """SandboxFusion's answer (at ``path``: ``/run_code``, ``/submit``); ``CallFailed``
+        if it is not one."""
 
-        status, payload = self.request("POST", "/run_code", body)
+        status, payload = self.request("POST", path, body)
         try:
             answer = json.loads(payload) if status == 200 else None
         except ValueError:
@@ -79,8 +80,8 @@ class RunCodeClient(KeptAlive):
         if not isinstance(answer, dict):
             said = _quoted(payload.decode(errors="replace"))
             if status != 200:
-                raise CallFailed(f"POST /run_code answered HTTP {status}: {said}")
-            raise CallFailed(f"POST /run_code answered no JSON object: {said}")
+                raise CallFailed(f"POST {path} answered HTTP {status}: {said}")
+            raise CallFailed(f"POST {path} answered no JSON object: {said}")
         return answer
 
     def ping(self) -> None:
@@ -130,6 +131,17 @@ def wrong_answer(answer: dict[str, Any], expected: str | None) -> str:
     return ""
 
 
+def not_accepted(answer: dict[str, Any]) -> str:
+    """Why a ``/submit`` answer does not accept its (correct) submission; empty if it does."""
+    if answer.get("accepted") is True:
+        return ""
+    tests = answer.get("tests") or []
+    failing = next((t for t in tests if not t.get("passed")), None)
+    if failing is None:
+        return f"accepted={answer.get('accepted')!r} with {len(tests)} tests"
+    return f"a failing case: {wrong_answer(failing.get('exec_info') or {}, None) or 'wrong'}"
+
+
 def _calls(client: RunCodeClient, workload: Workload, payloads: list[Payload], who: str) -> Call:
 
     take = next_payload(payloads)
@@ -138,9 +150,15 @@ def _calls(client: RunCodeClient, workload: Workload, payloads: list[Payload], w
     def call() -> tuple[int, Any]:
         index, payload = take()
         body = dict(payload.arguments)
-        if workload.fresh_source:
-            body["code"] = f"{body['code']}// request {next(numbers)}\n"
-        why = wrong_answer(client.run_code(body), payload.expected)
+        if payload.tool == "submit":
+            if workload.fresh_source:
+                marked = f"\n// request {next(numbers)}\n```"  # in the closing fence
+                body["completion"] = body["completion"].replace("\n```", marked, 1)
+            why = not_accepted(client.run_code(body, "/submit"))
+        else:
+            if workload.fresh_source:
+                body["code"] = f"{body['code']}// request {next(numbers)}\n"
+            why = wrong_answer(client.run_code(body), payload.expected)
         if why:
             raise CallFailed(f"{who} answered {why}")
         return index, "passed"

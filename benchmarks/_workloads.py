@@ -335,6 +335,33 @@ def _bits() -> list[Payload]:
     return payloads
 
 
+#: The cases of a ``/submit`` workload: CodeContests-sized, a+b.
+SUBMIT_CASES = 10
+_READ_SUM = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+def _submission(language: str, code: str) -> list[Payload]:
+    """A CommonOJ ``/submit`` of ``code`` against ``SUBMIT_CASES`` a+b cases, its rows in the
+    request as SandboxFusion's docs give them; a correct answer is accepted."""
+    cases = [
+        {"input": {"stdin": f"{n} {n * 7}\n"}, "output": {"stdout": f"{n * 8}\n"}}
+        for n in range(SUBMIT_CASES)
+    ]
+    body = {
+        "dataset": "bench_oj",
+        "id": 1,
+        "completion": f"```{language}\n{code}```\n",
+        "config": {
+            "dataset_type": "CommonOJDataset",
+            "language": language,
+            "compile_timeout": COMPILE_TIMEOUT_S,
+            "run_timeout": RUN_TIMEOUT_S,
+            "provided_data": {"id": 1, "content": "a+b", "labels": {}, "test": cases},
+        },
+    }
+    return [Payload("submit", body, script="")]
+
+
 def run_code_workloads() -> tuple[Workload, ...]:
     """SandboxFusion's ``/run_code`` on what RL graders send, each with its target."""
     python_target = Target(calls_ratio=3.0, cpu_ratio=1 / 3)
@@ -384,6 +411,21 @@ def run_code_workloads() -> tuple[Workload, ...]:
             "run_code_bits",
             "/run_code: C++ with <bits/stdc++.h>, compiled per request",
             _bits,
+            target=Target(calls_ratio=2.0),
+            **shared,
+            **compiled,
+        ),
+        Workload(
+            "submit_oj_python",
+            f"/submit: CommonOJ, python a+b, {SUBMIT_CASES} cases",
+            lambda: _submission("python", _READ_SUM),
+            target=Target(calls_ratio=2.0),
+            **shared,
+        ),
+        Workload(
+            "submit_oj_cpp",
+            f"/submit: CommonOJ, C++ a+b, {SUBMIT_CASES} cases, compiled per request",
+            lambda: _submission("cpp", _A_PLUS_B),
             target=Target(calls_ratio=2.0),
             **shared,
             **compiled,

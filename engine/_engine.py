@@ -437,6 +437,7 @@ class Engine:
             max_workers_why=self.worker_bound.why,
             resident_workers=residents.live if residents is not None else 0,
             max_resident_workers=self.config.resident.limit,
+            max_timeout=self.config.max_timeout,
         )
 
     def _forget(self, connection: Connection) -> None:

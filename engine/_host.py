@@ -90,6 +90,7 @@ class HostStatus:
     max_workers_why: str = ""  # as configured, or what it was sized from
     resident_workers: int = 0  # workers that sessions keep for stateful tools, alive now
     max_resident_workers: int = 0  # how many sessions may keep one at once
+    max_timeout: int = 300  # seconds: the longest a call may run (EngineConfig.max_timeout)
 
 
 class HostConnection(Protocol):

@@ -14,7 +14,7 @@ import pytest
 from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
 from a2e_engine.tools._comparisons import compare_outputs
-from a2e_engine.tools._judging import JudgeCase, cases_from
+from a2e_engine.tools._judging import Capture, JudgeCase, cases_from
 
 SUM_CASES = [
     {"input": "1 2\n", "output": "3\n"},
@@ -147,6 +147,40 @@ def test_stop_at_first_failure_skips_the_rest(tools: ToolAPI) -> None:
     data = _judge(tools, "print(3)", stop_at_first_failure=True)
     assert _verdicts(data) == ["AC", "WA", "skipped"] and data["verdict"] == "WA"
     assert _verdicts(_judge(tools, "print(3)")) == ["AC", "WA", "WA"]
+
+
+def test_output_chars_keeps_every_cases_output_and_its_runs_status(tools: ToolAPI) -> None:
+    """Passing or not, each case keeps its stdout and stderr up to ``output_chars``, past it
+    their two ends; without it a passing case keeps none."""
+    program = "import sys\nprint(3)\nprint('e' * 50 + '!', file=sys.stderr)"
+    data = _judge(tools, program, output_chars=21)
+    first, second = data["tests"][:2]
+    assert first["verdict"] == "AC" and first["status"] == "Finished"
+    assert first["stdout"] == "3\n" and first["stderr"] == "e" * 9 + "..." + "e" * 7 + "!\n"
+    assert second["verdict"] == "WA" and second["stdout"] == "3\n"
+    assert "stdout" not in _judge(tools, program)["tests"][0]
+    for wrong in (0, True, 2.5, (1 << 20) + 1):
+        result = tools.call(
+            tool_name="code_eval",
+            arguments={"program": "print(3)", "test_cases": SUM_CASES, "output_chars": wrong},
+        )
+        assert not result.success and "output_chars" in str(result.error), result.error
+
+
+@pytest.mark.parametrize("sizes", [[5], [1, 1, 1, 30, 2], [40, 0, 3], [7] * 9, [1] * 40])
+def test_a_captures_ends_are_those_of_all_it_was_given(sizes: list[int]) -> None:
+    """What ``Capture.ends`` shows is SandboxFusion's ``truncate_str`` of everything written,
+    however it came in writes and past the part kept whole."""
+    text = "".join(chr(ord("a") + n % 26) for n in range(sum(sizes)))
+    for length in (5, 11, 25, 200):
+        capture = Capture(max(8, length), tail=length // 2)
+        at = 0
+        for size in sizes:
+            capture.write(text[at : at + size])
+            at += size
+        keep = (length - 3) // 2
+        expected = text if len(text) <= length else text[:keep] + "..." + text[-keep:]
+        assert capture.ends(length) == expected, (sizes, length)
 
 
 def test_the_comparison_rule_is_the_callers(tools: ToolAPI) -> None:

@@ -18,6 +18,7 @@ import random
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -167,6 +168,77 @@ def test_a_compiled_submission_compiles_once_for_all_its_cases(http: httpx.Clien
     assert answer["accepted"], answer
     cached = [t["exec_info"]["compile_result"]["cached"] for t in answer["tests"]]
     assert cached.count(False) == 1, cached
+
+
+DERANGEMENT = (Path(__file__).parent / "testlib_checkers" / "derangement.cpp").read_text()
+
+
+def test_a_submission_is_judged_by_its_checker_and_its_cpu_time(http: httpx.Client) -> None:
+    """What ``code_eval`` judges with, ``/submit`` takes in ``config.extra``: a testlib checker
+    for a problem with many right answers (any derangement is right; the jury's differs), and
+    a CPU-time limit, which a program that computes runs past and one that sleeps does not."""
+    rotate = "```python\nn = int(input())\nprint(*[i % n + 1 for i in range(1, n + 1)])\n```"
+    cases = [
+        {"input": {"stdin": "3\n"}, "output": {"stdout": "3 1 2\n"}},
+        {"input": {"stdin": "4\n"}, "output": {"stdout": "2 1 4 3\n"}},
+    ]
+    checker = {"source": DERANGEMENT, "language": "cpp"}
+    compared = http.post("/submit", json=_oj(rotate, cases)).json()
+    assert _passed(compared) == [False] and compared["tests"][0]["verdict"] == "WA"
+    checked = http.post("/submit", json=_oj(rotate, cases, extra={"checker": checker})).json()
+    assert checked["accepted"] and _passed(checked) == [True, True], checked
+    assert checked["tests"][1]["exec_info"]["run_result"]["stdout"] == "2 3 4 1\n"
+    identity = "```python\nn = int(input())\nprint(*range(1, n + 1))\n```"
+    wrong = http.post("/submit", json=_oj(identity, cases, extra={"checker": checker})).json()
+    assert not wrong["accepted"] and "stays at its place" in wrong["tests"][0]["reason"], wrong
+    spin = "```python\nimport time\nwhile True: pass\n```"
+    sleep = "```python\nimport time\ntime.sleep(1.5)\nprint(6)\n```"
+    six = [{"input": {"stdin": ""}, "output": {"stdout": "6"}}]
+    limited = {"cpu_time_limit": 0.5}
+    spun = http.post("/submit", json=_oj(spin, six, run_timeout=5, extra=limited)).json()
+    run = spun["tests"][0]["exec_info"]["run_result"]
+    assert spun["tests"][0]["verdict"] == "TLE" and run["status"] == "TimeLimitExceeded"
+    assert run["exceeded"] == "cpu_time" and run["return_code"] is None, run
+    assert run["execution_time"] < 3, run
+    slept = http.post("/submit", json=_oj(sleep, six, run_timeout=5, extra=limited)).json()
+    assert slept["accepted"], slept
+
+
+def test_a_program_that_does_not_compile_fails_its_first_case(http: httpx.Client) -> None:
+    """As SandboxFusion answers it: a compiled language's compile step, no run; Python's
+    parse error as its run's, exit 1 with the error; every case with ``run_all_cases``."""
+    broken = "```cpp\nint main() { return x; }\n```"
+    answer = http.post("/submit", json=_oj(broken, ADD_CASES, language="cpp")).json()
+    (test,) = answer["tests"]
+    info = test["exec_info"]
+    assert not test["passed"] and test["verdict"] == "CE" and info["status"] == "Failed"
+    assert info["run_result"] is None and info["compile_result"]["return_code"] != 0
+    assert "x" in info["compile_result"]["stderr"], info
+    unparsed = "```python\nprint(1\n```"
+    every = http.post("/submit", json=_oj(unparsed, ADD_CASES, extra={"run_all_cases": True}))
+    tests = every.json()["tests"]
+    assert [t["passed"] for t in tests] == [False, False]
+    run = tests[1]["exec_info"]["run_result"]
+    assert tests[1]["exec_info"]["compile_result"] is None
+    assert run["return_code"] == 1 and "SyntaxError" in run["stderr"], run
+
+
+@pytest.mark.parametrize(
+    ("extra", "detail"),
+    [
+        ({"checker": "not an object"}, "checker"),
+        ({"checker": {"source": "int main( {", "language": "cpp"}}, "checker does not compile"),
+        ({"cpu_time_limit": -1}, "cpu_time_limit"),
+        ({"memory_limit_MB": "lots"}, "memory_mb"),
+    ],
+)
+def test_what_a_submission_cannot_be_judged_with_is_refused_in_one_line(
+    http: httpx.Client, extra: dict[str, Any], detail: str
+) -> None:
+    response = http.post("/submit", json=_oj("```python\nprint(3)\n```", ADD_CASES, extra=extra))
+    assert response.status_code == 400, response.text
+    said = response.json()["detail"]
+    assert detail in said and "\n" not in said and not said.startswith("ValueError"), said
 
 
 def test_prompts_ids_and_the_datasets_served(service: ServiceProcess, http: httpx.Client) -> None:
@@ -464,16 +536,22 @@ def test_what_cannot_be_judged_is_refused_in_one_line(
 
 
 def test_what_the_cases_keep_of_their_output_is_bounded(http: httpx.Client) -> None:
-    """SandboxFusion keeps each case's whole stdout and stderr; here the cases of a submission
-    keep 16 MiB in all, each stream an equal share (its ends, as ``truncate_str`` cuts): all of
-    a megabyte for 8 cases, 419,429 characters of it for 20."""
-    loud = "```python\nimport sys\nprint('x' * 999_999)\n```"
-    for count, each in ((8, 1_000_000), (20, 419_429)):
+    """SandboxFusion keeps each case's whole stdout and stderr; here each stream keeps 64 KiB
+    at most and the cases of a submission 16 MiB in all, each stream an equal share: its two
+    ends, as ``truncate_str`` cuts (65,535 characters of a megabyte for 8 cases, 41,943 for
+    200)."""
+    loud = "```python\nprint('a' + 'x' * 999_998 + 'z')\n```"
+    for count, each in ((8, 65_535), (200, 41_943)):
         cases = [{"input": {"stdin": ""}, "output": {"stdout": "y"}}] * count
         ask = _oj(loud, cases, extra={"run_all_cases": True})
         answer = http.post("/submit", json=ask).json()
-        kept = [len(t["exec_info"]["run_result"]["stdout"]) for t in answer["tests"]]
-        assert kept == [each] * count, kept
+        kept = [t["exec_info"]["run_result"]["stdout"] for t in answer["tests"]]
+        assert [len(text) for text in kept] == [each] * count
+        half = (each - 3) // 2
+        assert kept[-1] == "a" + "x" * (half - 1) + "..." + "x" * (half - 2) + "z\n"
+    quiet = "```python\nprint('y' * 70_000)\n```"
+    answer = http.post("/submit", json=_oj(quiet, [cases[0]])).json()
+    assert len(answer["tests"][0]["exec_info"]["run_result"]["stdout"]) == 65_535
 
 
 def test_the_expected_output_never_reaches_the_program(http: httpx.Client) -> None:

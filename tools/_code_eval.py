@@ -210,6 +210,13 @@ class CodeEval(ToolPlugin):
                         description="skip the cases after the first that fails",
                     ),
                     ToolParameter(
+                        name="output_chars",
+                        type="integer",
+                        description="what every case's result keeps of its stdout and of its "
+                        "stderr, passing or not, with its run's status: past it, its two ends "
+                        "(default: a failing case's first 2000 characters)",
+                    ),
+                    ToolParameter(
                         name="memory_mb",
                         type="integer",
                         description="resident memory each case may hold, in MiB "

@@ -13,6 +13,7 @@ is ``tools._comparisons``'s.
 
 from __future__ import annotations
 
+import collections
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -107,15 +108,24 @@ def _bounded(cases: list[JudgeCase]) -> list[JudgeCase]:
 
 class Capture:
     """A program's stdout or stderr kept whole up to ``limit`` characters for the comparison;
-    past that it is marked and dropped (the output is then wrong, and the judge's memory safe)."""
+    past that it is marked and dropped (the output is then wrong, and the judge's memory safe).
+    With ``tail``, the last ``tail`` characters are kept too, whatever was dropped before them:
+    what ``ends`` shows of an output too long to keep."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, tail: int = 0) -> None:
         self.limit = limit
         self.parts: list[str] = []
         self.size = 0
         self.overflowed = False
+        self.written = 0
+        self.tail = tail
+        self.tail_parts: collections.deque[str] = collections.deque()
+        self.tail_size = 0
 
     def write(self, text: str, /) -> int:
+        self.written += len(text)
+        if self.tail:
+            self._keep_tail(text)
         room = self.limit - self.size
         if len(text) > room:
             self.overflowed = True
@@ -125,8 +135,28 @@ class Capture:
             self.size += len(text)
         return len(text)
 
+    def _keep_tail(self, text: str) -> None:
+        if len(text) >= self.tail:
+            self.tail_parts.clear()
+            text = text[-self.tail :]
+            self.tail_size = 0
+        self.tail_parts.append(text)
+        self.tail_size += len(text)
+        while self.tail_size - len(self.tail_parts[0]) >= self.tail:
+            self.tail_size -= len(self.tail_parts.popleft())
+
     def getvalue(self) -> str:
         return "".join(self.parts)
+
+    def ends(self, length: int) -> str:
+        """All that was written, or past ``length`` characters its two ends around ``...``
+        (SandboxFusion's ``truncate_str``); needs ``limit`` and ``tail`` of at least half of
+        ``length``."""
+        if self.written <= length:
+            return self.getvalue()
+        keep = (length - 3) // 2
+        tail = "".join(self.tail_parts)
+        return self.getvalue()[:keep] + "..." + (tail[-keep:] if keep else "")
 
 
 def verdict_of_run(

@@ -66,6 +66,10 @@ WALL_PER_CPU = 3
 WALL_SLACK_S = 1.0
 
 
+#: What ``output_chars`` may ask each case to keep of each stream: the result of a call that
+#: keeps it for every case must fit in one frame (``sandbox._frames``).
+MAX_OUTPUT_CHARS = 1 << 20
+
 #: With a checker, what a case's output may be: a right answer need not be as long as the
 #: jury's.
 CHECKED_OUTPUT_CHARS = 16 << 20
@@ -80,6 +84,10 @@ class JudgeOptions:
     stop_at_first_failure: bool
     checker: CheckerSpec | None = None  # judges each case's output instead of ``compare``
     interactor: CheckerSpec | None = None  # talks to the program: an interactive problem
+    #: What every case's result keeps of its stdout and stderr, passing or not, with the
+    #: run's status (``/submit`` reports each case's run as ``/run_code`` would); None: a
+    #: failing case's first ``SHOWN_CHARS``.
+    output_chars: int | None = None
 
 
 def judge_options(
@@ -101,7 +109,17 @@ def judge_options(
         bool(arguments.get("stop_at_first_failure")),
         checker_of(arguments.get("checker")),
         checker_of(arguments.get("interactor"), "interactor"),
+        _output_chars(arguments.get("output_chars")),
     )
+
+
+def _output_chars(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_OUTPUT_CHARS:
+        most = MAX_OUTPUT_CHARS
+        raise ValueError(f"output_chars must be an integer from 1 to {most}, got {value!r}")
+    return value
 
 
 def wall_limit_for(cpu_seconds: float) -> float:
@@ -243,8 +261,9 @@ def _judge_case(
         return _interactive_case(submission, number, case, options, jury.interactor, jury.checker)
     checker = jury.checker
     cap = CHECKED_OUTPUT_CHARS if checker is not None else len(case.output)
-    out = Capture(cap + OUTPUT_SLACK_CHARS)
-    err = Capture(OUTPUT_SLACK_CHARS)
+    shown = options.output_chars or 0
+    out = Capture(max(cap + OUTPUT_SLACK_CHARS, shown), tail=shown // 2)
+    err = Capture(max(OUTPUT_SLACK_CHARS, shown), tail=shown // 2)
     where = submission.fresh_directory()
     try:
         run = submission.run(where, case.input, [], options.limits, out, err)
@@ -261,11 +280,16 @@ def _judge_case(
             verdict = CaseVerdict(WRONG, f"printed more than {out.limit} characters")
         elif verdict.verdict == ACCEPTED:
             verdict, checked = checker.check(case.input, out.getvalue(), case.output)
-    return {**_case_result(f"case {number}", verdict, run, out, err), **checked}
+    return {**_case_result(f"case {number}", verdict, run, out, err, options), **checked}
 
 
 def _case_result(
-    name: str, verdict: CaseVerdict, run: StepResult, out: Capture, err: Capture
+    name: str,
+    verdict: CaseVerdict,
+    run: StepResult,
+    out: Capture,
+    err: Capture,
+    options: JudgeOptions | None = None,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {
         "name": name,
@@ -280,6 +304,12 @@ def _case_result(
         result["exceeded"] = run["exceeded"]
     if verdict.verdict != ACCEPTED:
         result["reason"] = verdict.reason
+    shown = options.output_chars if options is not None else None
+    if shown is not None:
+        result["status"] = run["status"]
+        result["stdout"] = out.ends(shown)
+        result["stderr"] = err.ends(shown)
+    elif verdict.verdict != ACCEPTED:
         result["stderr"] = err.getvalue()[:SHOWN_CHARS]
         result["stdout"] = out.getvalue()[:SHOWN_CHARS]
     return result
@@ -318,7 +348,7 @@ def _interactive_case(
         said.update(checked)
     out, err = Capture(SHOWN_CHARS), Capture(SHOWN_CHARS)
     err.write(talk.program["stderr"])
-    return {**_case_result(f"case {number}", verdict, talk.program, out, err), **said}
+    return {**_case_result(f"case {number}", verdict, talk.program, out, err, options), **said}
 
 
 def _jury_error(

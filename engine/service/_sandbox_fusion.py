@@ -55,11 +55,15 @@ __all__ = [
     "LANGUAGES",
     "NOT_SERVED",
     "PONG",
+    "SLACK_S",
     "CommandRunResult",
     "RunCodeRequest",
     "RunCodeResponse",
     "RunJupyterRequest",
     "RunJupyterResponse",
+    "as_sandbox_fusion_says",
+    "call_tool",
+    "not_served",
     "read_request",
     "run_code",
     "sandbox_error",
@@ -174,7 +178,7 @@ def _response(data: Any) -> RunCodeResponse:
         return sandbox_error("the run_code tool's result is not an object")
     answer = {name: data.get(name) for name in RunCodeResponse.model_fields}
     for step in ("compile_result", "run_result"):
-        answer[step] = _as_sandbox_fusion_says(answer[step])
+        answer[step] = as_sandbox_fusion_says(answer[step])
     try:
         return RunCodeResponse.model_validate(answer)
     except ValidationError as exc:
@@ -182,7 +186,7 @@ def _response(data: Any) -> RunCodeResponse:
         return sandbox_error(f"the run_code tool's result is not SandboxFusion's: {why}")
 
 
-def _as_sandbox_fusion_says(step: Any) -> Any:
+def as_sandbox_fusion_says(step: Any) -> Any:
     """A step past its memory limit as SandboxFusion gives it: ``Finished``, with the exit of
     the program (1 for Python's ``MemoryError``; -9, SIGKILL, when it was killed for it). Its
     clients know no other status (verl scores an unknown one as a sandbox error, SandboxFusion's
@@ -260,20 +264,26 @@ async def call_tool(
     return await state.call_once(request, "sandbox-fusion", call)
 
 
+def not_served(language: str) -> str | None:
+    """Why SandboxFusion's ``language`` cannot run here, or None when it can."""
+    if language in NOT_SERVED:
+        return f"language {language!r} is not served here: {NOT_SERVED[language]}"
+    if language not in LANGUAGES:
+        served = ", ".join(sorted(LANGUAGES))
+        return f"language {language!r} is not served here; served: {served}"
+    return None
+
+
 async def run_code(
     state: ServiceState, request: Request, body: RunCodeRequest
 ) -> RunCodeResponse | Response:
     """One ``/run_code`` request's answer, or the response that says why the engine gave none
     (overloaded, draining): also each run of a submission (``_sandbox_fusion_oj``)."""
-    language = LANGUAGES.get(body.language)
-    if body.language in NOT_SERVED:
-        why = f"language {body.language!r} is not served here: {NOT_SERVED[body.language]}"
+    why = not_served(body.language)
+    if why is not None:
         return sandbox_error(why)
-    if language is None:
-        served = ", ".join(sorted(LANGUAGES))
-        return sandbox_error(f"language {body.language!r} is not served here; served: {served}")
     arguments: dict[str, Any] = {
-        "language": language,
+        "language": LANGUAGES[body.language],
         "code": body.code,
         "compile_timeout": body.compile_timeout,
         "run_timeout": body.run_timeout,

@@ -27,10 +27,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2e._codec import describe_validation_error
+from a2e.caps.tools._models import ToolResult
+from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.engine.service._responses import json_response
 from a2e_engine.engine.service._sandbox_fusion import (
     RunCodeRequest,
     RunCodeResponse,
+    call_tool,
     read_request,
     run_code,
 )
@@ -39,6 +42,7 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     MAX_ROWS,
     DatasetType,
     OJError,
+    Sandbox,
     bounded,
 )
 from a2e_engine.engine.service._sandbox_fusion_datasets._registry import (
@@ -113,6 +117,23 @@ def _dumped(answer: BaseModel) -> dict[str, Any]:
         raise OJError(400, f"the answer cannot be written as JSON: {exc}") from None
 
 
+def _judged(result: ToolResult) -> dict[str, Any]:
+    """A ``code_eval`` call's verdict; what it refused (a checker that is no checker) is the
+    request's 400, a call that did not finish a 500, as SandboxFusion answers a run it could not
+    make."""
+    if result.success and isinstance(result.data, dict):
+        return result.data
+    error = result.error or "the judge gave no verdict"
+    refused = result.reason == FailureReason.INVALID_ARGUMENTS
+    if refused or error.startswith(_REFUSED):
+        raise OJError(400, error.removeprefix(_REFUSED))
+    raise OJError(500, f"failed to request sandbox: {error}")
+
+
+#: How a tool's refusal of its arguments reads (``sandbox._worker``).
+_REFUSED = "ValueError: "
+
+
 def online_judge_routes(state: ServiceState) -> list[Route]:
     async def answered(request: Request, model: Any, handle: Any) -> Response:
         body = await read_request(state, request, model)
@@ -150,7 +171,14 @@ def online_judge_routes(state: ServiceState) -> list[Route]:
                 raise _Refused(answer)
             return answer
 
-        result = await kind.submit(body, row, run)
+        async def judge(arguments: dict[str, Any], seconds: float) -> dict[str, Any]:
+            result = await call_tool(state, request, "code_eval", arguments, seconds)
+            if isinstance(result, Response):
+                raise _Refused(result)
+            return _judged(result)
+
+        sandbox = Sandbox(run, judge, state.host.status().max_timeout)
+        result = await kind.submit(body, row, sandbox)
         result.extra = {**(result.extra or {}), **_trust(kind)}
         return _dumped(result)
 

@@ -92,6 +92,12 @@ class EvalTestCase(BaseModel):
     passed: bool
     exec_info: dict[str, Any] = Field(description="the run's RunCodeResponse, as /run_code's")
     test_info: dict[str, Any] | None = None
+    verdict: str | None = Field(
+        default=None, description="beyond SandboxFusion: code_eval's verdict (AC, WA, TLE, ...)"
+    )
+    reason: str | None = Field(
+        default=None, description="beyond SandboxFusion: why it did not pass"
+    )
 
 
 class EvalResult(BaseModel):

@@ -12,7 +12,7 @@ from typing import Any
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     DatasetType,
     OJError,
-    Runner,
+    Sandbox,
     asset_files,
     bounded,
     column,
@@ -91,7 +91,9 @@ def _with_tests(code: str, tests: str, repr_code: bool) -> str:
     return (repr(code) if repr_code else code) + "\n" + tests
 
 
-async def _autoeval_submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> EvalResult:
+async def _autoeval_submit(
+    request: SubmitRequest, row: dict[str, Any], sandbox: Sandbox
+) -> EvalResult:
     labels, test = object_column(row, "labels"), object_column(row, "test")
     files = asset_files(test)
     language = str(column(labels, "programming_language"))
@@ -114,7 +116,7 @@ async def _autoeval_submit(request: SubmitRequest, row: dict[str, Any], run: Run
         program = go_imports_together(program)
     if flag:
         program += f'\n\nprint("{flag}")'
-    answer = await run(
+    answer = await sandbox.run(
         program_run(
             program,
             runs_as,

@@ -46,8 +46,18 @@ NO_CUSTOM_EXTRACTION = (
     "server, and nothing a client sends runs outside a sandbox here"
 )
 
-#: Runs one program as ``/run_code`` does; its answer, never an exception.
-Runner = Callable[[RunCodeRequest], Awaitable[RunCodeResponse]]
+
+@dataclass(frozen=True)
+class Sandbox:
+    """What a dataset asks of the engine, each a call of its own: ``run`` one program as
+    ``/run_code`` does (its answer, never an exception), or ``judge`` one as ``code_eval``
+    does (given its arguments and the call's seconds: its result; a call it could not make
+    raises ``OJError``, a refusal of the engine's the request's answer)."""
+
+    run: Callable[[RunCodeRequest], Awaitable[RunCodeResponse]]
+    judge: Callable[[dict[str, Any], float], Awaitable[dict[str, Any]]]
+    #: The longest call the engine makes (its ``max_timeout``), in seconds.
+    longest_call_s: float
 
 
 class OJError(Exception):
@@ -142,7 +152,7 @@ class DatasetType:
     name: str
     dataset_ids: tuple[str, ...]
     prompt: Callable[[dict[str, Any], str, TestConfig], Prompt]
-    submit: Callable[[SubmitRequest, dict[str, Any], Runner], Awaitable[EvalResult]]
+    submit: Callable[[SubmitRequest, dict[str, Any], Sandbox], Awaitable[EvalResult]]
     #: Other names ``config.dataset_type`` may give it (SandboxFusion declares AutoEval's and
     #: its own tests use them, though its registry never reads them).
     aliases: tuple[str, ...] = ()

@@ -1,8 +1,10 @@
-"""``CommonOJDataset`` (``code_contests``): stdin/stdout cases, the extracted code run once per
-case, ``CASES_AT_ONCE`` at a time, answered in case order up to the first that fails (every
-case with ``extra.run_all_cases``), each judged by SandboxFusion's rule. A compiled language
-compiles once for all of them: identical compiles in flight wait for the first (the engine's
-compile cache)."""
+"""``CommonOJDataset`` (``code_contests``): stdin/stdout cases judged by ``code_eval``, as any
+front-end's are: the extracted code compiled once, each case a fresh process whose output is
+compared with SandboxFusion's rule out of the program's reach, answered in case order up to the
+first that fails (every case with ``extra.run_all_cases``), each case's run in ``/run_code``'s
+shape. Beyond SandboxFusion, ``config.extra`` may give what ``code_eval`` judges with: a
+``checker`` or an ``interactor`` (testlib's), a ``cpu_time_limit`` in seconds and a
+``memory_limit_MB``."""
 
 from __future__ import annotations
 
@@ -10,6 +12,12 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from a2e_engine.engine.service._sandbox_fusion import (
+    LANGUAGES,
+    SLACK_S,
+    as_sandbox_fusion_says,
+    not_served,
+)
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     CASES_AT_ONCE,
     MAX_ROWS,
@@ -18,11 +26,9 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     SHOWN_CHARS,
     DatasetType,
     OJError,
-    Runner,
+    Sandbox,
     column,
     json_column,
-    program_run,
-    refuse_sandbox_error,
     truncated,
 )
 from a2e_engine.engine.service._sandbox_fusion_extraction import default_extract_helper
@@ -33,7 +39,6 @@ from a2e_engine.engine.service._sandbox_fusion_oj_types import (
     SubmitRequest,
     TestConfig,
 )
-from a2e_engine.tools._comparisons import compare_outputs
 
 _OJ_PROMPTS = {
     "en": {
@@ -61,6 +66,22 @@ _OJ_PROMPTS = {
 }
 #: SandboxFusion's languages that compile: 10 s to run a case, else 20 s.
 _COMPILED = ("cpp", "go", "java")
+#: The longest run of a case ``code_eval`` allows, in seconds.
+MOST_RUN_S = 300.0
+#: What a case keeps of its stdout and of its stderr at most: their ends past it.
+MOST_SHOWN_CHARS = 64 << 10
+#: What the cases of one ``code_eval`` call keep of their output in all: its result must
+#: travel in one frame of the worker's even where every character is escaped (12 bytes).
+CALL_OUTPUT_CHARS = 512 << 10
+#: What a case may hold a call past its run's limit (starting it, the sweep, the compare).
+CASE_SLACK_S = 1.0
+#: ``config.extra``'s names for what else ``code_eval`` judges with, and its own.
+_JUDGING_EXTRAS = {
+    "checker": "checker",
+    "interactor": "interactor",
+    "cpu_time_limit": "cpu_time_limit",
+    "memory_limit_MB": "memory_mb",
+}
 
 
 def _oj_prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> Prompt:
@@ -101,7 +122,7 @@ def _stdio_cases(row: dict[str, Any]) -> list[_StdioCase]:
     return read
 
 
-async def _oj_submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> EvalResult:
+async def _oj_submit(request: SubmitRequest, row: dict[str, Any], sandbox: Sandbox) -> EvalResult:
     config = request.config
     if not config.language:
         raise OJError(400, "config.language field must exist for CommonOJDataset, got None")
@@ -109,62 +130,90 @@ async def _oj_submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -
         raise OJError(400, NO_CUSTOM_EXTRACTION)
     cases = _stdio_cases(row)
     code = default_extract_helper(request.completion, config.language)
-    tests = await _judge_cases(code, cases, config, run)
+    tests = await _judge_cases(code, cases, config, sandbox)
     return EvalResult(
         id=request.id, accepted=all(t.passed for t in tests), extracted_code=code, tests=tests
     )
 
 
-async def _judge_cases(
-    code: str, cases: list[_StdioCase], config: TestConfig, run: Runner
-) -> list[EvalTestCase]:
-    """The cases run ``CASES_AT_ONCE`` at a time, started in order, answered in order, and at
-    the first that fails the others are cancelled (their calls end, workers and all), unless
-    ``extra.run_all_cases``: as SandboxFusion's, with as many tasks as run, not one a case
-    (a request may hold tens of thousands)."""
-    compiled = config.language in _COMPILED
-    request = program_run(
-        code,
-        str(config.language),
-        config.compile_timeout or 10,
-        config.run_timeout or (10 if compiled else 20),
-    )
-    full = bool(config.extra.get("return_full_case"))
-    share = max(SHOWN_CHARS, OUTPUT_BUDGET_CHARS // (2 * max(1, len(cases))))
+@dataclass(frozen=True)
+class _Plan:
+    """How a submission's cases are judged: ``code_eval``'s arguments but the cases, the
+    cases each call takes, and the seconds one case may hold a call."""
 
-    async def judged(case: _StdioCase) -> EvalTestCase:
-        answer = await run(request.model_copy(update={"stdin": case.input["stdin"]}))
-        refuse_sandbox_error(answer)  # raised when the answers reach this case
-        info = {"input": dict(case.input), "output": dict(case.output)}
-        exec_info = _within_share(answer.wire(), share)
-        failed = EvalTestCase(passed=False, exec_info=exec_info, test_info=info)
-        if answer.status != "Success" or answer.run_result is None:
-            return failed
-        got = answer.run_result.stdout or ""
-        if not compare_outputs(got, case.output["stdout"], "sandboxfusion", 0):
-            return failed
-        if not full:
-            info = {part: {k: truncated(v) for k, v in info[part].items()} for part in info}
-        return EvalTestCase(passed=True, exec_info=exec_info, test_info=info)
+    arguments: dict[str, Any]
+    batch: int
+    case_s: float
+    compile_s: float
+    shown: int
+
+
+def _plan(code: str, cases: list[_StdioCase], config: TestConfig, longest_s: float) -> _Plan:
+    language = str(config.language)
+    why = not_served(language)
+    if why is not None:
+        raise OJError(500, f"failed to request sandbox: {why}")
+    compile_s = config.compile_timeout or 10
+    run_s = min(config.run_timeout or (10 if language in _COMPILED else 20), MOST_RUN_S)
+    shown = max(SHOWN_CHARS, min(MOST_SHOWN_CHARS, OUTPUT_BUDGET_CHARS // (2 * len(cases) or 1)))
+    arguments: dict[str, Any] = {
+        "language": LANGUAGES[language],
+        "program": code,
+        "time_limit": run_s,
+        "compile_timeout": compile_s,
+        "stop_at_first_failure": not config.extra.get("run_all_cases"),
+        "output_chars": shown,
+    }
+    for name, argument in _JUDGING_EXTRAS.items():
+        if config.extra.get(name) is not None:
+            arguments[argument] = config.extra[name]
+    if "checker" not in arguments and "interactor" not in arguments:
+        arguments["compare"] = "sandboxfusion"
+    case_s = run_s + CASE_SLACK_S
+    by_time = int((longest_s - compile_s - SLACK_S) // case_s)
+    by_output = CALL_OUTPUT_CHARS // (2 * shown)
+    return _Plan(arguments, max(1, min(by_time, by_output)), case_s, compile_s, shown)
+
+
+async def _judge_cases(
+    code: str, cases: list[_StdioCase], config: TestConfig, sandbox: Sandbox
+) -> list[EvalTestCase]:
+    """The cases judged by ``code_eval`` (compiled once, each case a fresh process, compared
+    out of the program's reach), a batch of them a call: the batches run ``CASES_AT_ONCE`` at
+    a time, started in order, answered in order, each stopping at its first failing case;
+    at the first that fails the later batches are cancelled (their calls end, workers and
+    all), unless ``extra.run_all_cases``, as SandboxFusion stops."""
+    plan = _plan(code, cases, config, sandbox.longest_call_s)
+    full = bool(config.extra.get("return_full_case"))
+    every = bool(config.extra.get("run_all_cases"))
+
+    async def judged(first: int) -> list[EvalTestCase]:
+        batch = cases[first : first + plan.batch]
+        given = [{"input": c.input["stdin"], "output": c.output["stdout"]} for c in batch]
+        seconds = plan.compile_s + len(batch) * plan.case_s + SLACK_S
+        result = await sandbox.judge({**plan.arguments, "test_cases": given}, seconds)
+        return _answers(result, batch, full, first == 0)
 
     loop = asyncio.get_running_loop()
-    done: list[asyncio.Future[EvalTestCase]] = [loop.create_future() for _ in cases]
-    upcoming = iter(range(len(cases)))
+    starts = range(0, len(cases), plan.batch)
+    done: list[asyncio.Future[list[EvalTestCase]]] = [loop.create_future() for _ in starts]
+    upcoming = iter(enumerate(starts))
 
     async def runner() -> None:
-        for index in upcoming:  # shared: each case taken by one runner, in order
+        for index, first in upcoming:  # shared: each batch taken by one runner, in order
             try:
-                done[index].set_result(await judged(cases[index]))
-            except Exception as exc:  # a run that raised: the request's answer says so
+                done[index].set_result(await judged(first))
+            except Exception as exc:  # a call that failed: the request's answer says so
                 done[index].set_exception(exc)
 
-    runners = [asyncio.ensure_future(runner()) for _ in range(min(CASES_AT_ONCE, len(cases)))]
+    runners = [asyncio.ensure_future(runner()) for _ in range(min(CASES_AT_ONCE, len(done)))]
     results: list[EvalTestCase] = []
     try:
         for outcome in done:
-            results.append(await outcome)
-            if not results[-1].passed and not config.extra.get("run_all_cases"):
-                break
+            for answer in await outcome:
+                results.append(answer)
+                if not answer.passed and not every:
+                    return results
     finally:
         for task in runners:
             task.cancel()
@@ -175,17 +224,86 @@ async def _judge_cases(
     return results
 
 
-def _within_share(exec_info: dict[str, Any], share: int) -> dict[str, Any]:
-    """A case's answer, each step's stdout and stderr cut to their ends past ``share``."""
-    for step in ("compile_result", "run_result"):
-        result = exec_info.get(step)
-        if not isinstance(result, dict):
-            continue
-        for stream in ("stdout", "stderr"):
-            text = result.get(stream)
-            if isinstance(text, str):
-                result[stream] = truncated(text, share)
-    return exec_info
+def _answers(
+    result: dict[str, Any], batch: list[_StdioCase], full: bool, first: bool
+) -> list[EvalTestCase]:
+    """One ``code_eval`` call's cases as SandboxFusion answers them, each with its run as
+    ``/run_code`` gives it; a program that does not compile fails each case of the call."""
+    verdict = result.get("verdict")
+    if verdict == "JE":  # the request's checker or interactor does not compile
+        said = str(result.get("reason") or "the checker does not compile")
+        raise OJError(400, said.splitlines()[0])  # its compiler's first line
+    compiled = result.get("compile")
+    if verdict == "CE":
+        step = compiled if isinstance(compiled, dict) else {}
+        # A compile step says whether it was cached; a language without one was only parsed,
+        # which /run_code would have reported as its run.
+        as_compile = "cached" in step
+        exec_info = _exec_info(step if as_compile else None, None if as_compile else step)
+        return [_answer(case, False, exec_info, full, "CE", result.get("reason")) for case in batch]
+    answers = []
+    for number, (case, test) in enumerate(zip(batch, result.get("tests") or [], strict=False)):
+        if test.get("verdict") == "skipped":
+            break  # after a case that failed
+        made = compiled if isinstance(compiled, dict) else None
+        if made is not None and (number or not first):
+            made = {**made, "cached": True}  # compiled once, for the submission's first case
+        exec_info = _exec_info(made, _run_of(test))
+        passed = bool(test.get("passed"))
+        verdict, reason = test.get("verdict"), test.get("reason")
+        answers.append(_answer(case, passed, exec_info, full, verdict, reason))
+    return answers
+
+
+def _run_of(test: dict[str, Any]) -> dict[str, Any]:
+    """A case of ``code_eval``'s as ``/run_code``'s ``run_result`` (no exit code past a time
+    limit, a run past its memory limit ``Finished``)."""
+    status = test.get("status")
+    run = {
+        "status": status,
+        "execution_time": test.get("time"),
+        "return_code": None if status == "TimeLimitExceeded" else test.get("return_code"),
+        "stdout": test.get("stdout"),
+        "stderr": test.get("stderr"),
+        "cpu_time": test.get("cpu_time"),
+        "peak_memory_kb": test.get("peak_memory_kb"),
+    }
+    if "exceeded" in test:
+        run["exceeded"] = test["exceeded"]
+    return dict(as_sandbox_fusion_says(run))
+
+
+def _exec_info(compiled: dict[str, Any] | None, run: dict[str, Any] | None) -> dict[str, Any]:
+    """A case's run as ``/run_code`` answers it."""
+    finished = run is not None and run.get("status") == "Finished" and run.get("return_code") == 0
+    return {
+        "status": "Success" if finished else "Failed",
+        "message": "",
+        "compile_result": compiled,
+        "run_result": run,
+        "executor_pod_name": None,
+        "files": {},
+    }
+
+
+def _answer(
+    case: _StdioCase,
+    passed: bool,
+    exec_info: dict[str, Any],
+    full: bool,
+    verdict: Any,
+    reason: Any,
+) -> EvalTestCase:
+    info = {"input": dict(case.input), "output": dict(case.output)}
+    if passed and not full:
+        info = {part: {k: truncated(v) for k, v in info[part].items()} for part in info}
+    return EvalTestCase(
+        passed=passed,
+        exec_info=exec_info,
+        test_info=info,
+        verdict=verdict if isinstance(verdict, str) else None,
+        reason=reason if isinstance(reason, str) else None,
+    )
 
 
 # Each case's output is compared here, in the server: out of the program's reach.

@@ -9,7 +9,7 @@ from typing import Any
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     DatasetType,
     OJError,
-    Runner,
+    Sandbox,
     bounded,
     column,
     one_run,
@@ -193,7 +193,7 @@ def _crux_prompts(rows: list[dict[str, Any]], dataset: str, config: TestConfig) 
     ]
 
 
-async def _crux_submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> EvalResult:
+async def _crux_submit(request: SubmitRequest, row: dict[str, Any], sandbox: Sandbox) -> EvalResult:
     read, mode = _crux_row(row), request.config.extra.get("mode")
     if mode not in ("input", "output"):
         raise OJError(400, "CRUXEval needs config.extra.mode: input or output")
@@ -229,7 +229,9 @@ async def _crux_submit(request: SubmitRequest, row: dict[str, Any], run: Runner)
             if "==" in answer:
                 answer = answer.split("==")[1].strip()
             program = f"{code}\nassert {answer} == f({read['input']})"
-    return one_run(request, answer, program, await run(program_run(program, language, 30, 30)))
+    return one_run(
+        request, answer, program, await sandbox.run(program_run(program, language, 30, 30))
+    )
 
 
 CRUXEVAL = DatasetType(

@@ -13,7 +13,7 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     MAX_STOP_TOKENS,
     DatasetType,
     OJError,
-    Runner,
+    Sandbox,
     column,
     go_imports_together,
     one_run,
@@ -222,10 +222,10 @@ def _remove_main(code: str, language: str) -> str:
 
 def _function_submit(
     kind: _FunctionSet,
-) -> Callable[[SubmitRequest, dict[str, Any], Runner], Awaitable[EvalResult]]:
+) -> Callable[[SubmitRequest, dict[str, Any], Sandbox], Awaitable[EvalResult]]:
     prompt_of = _function_prompt(kind)
 
-    async def submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> EvalResult:
+    async def submit(request: SubmitRequest, row: dict[str, Any], sandbox: Sandbox) -> EvalResult:
         dataset, config = request.dataset, request.config
         row = dict(row)
         if kind.python_rows and "tests" not in row:
@@ -258,7 +258,7 @@ def _function_submit(
         run_timeout = config.run_timeout
         if run_timeout is None and dataset == "bigcodebench":
             run_timeout = 60  # its tests are long
-        answer = await run(
+        answer = await sandbox.run(
             program_run(
                 program,
                 kind.run_language.get(dataset, language),

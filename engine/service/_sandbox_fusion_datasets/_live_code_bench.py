@@ -22,7 +22,7 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     NO_CUSTOM_EXTRACTION,
     DatasetType,
     OJError,
-    Runner,
+    Sandbox,
     bounded,
     column,
     json_column,
@@ -240,7 +240,7 @@ def _tests(row: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return tests, count
 
 
-async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> EvalResult:
+async def _submit(request: SubmitRequest, row: dict[str, Any], sandbox: Sandbox) -> EvalResult:
     config = request.config
     if config.custom_extract_logic is not None:
         raise OJError(400, NO_CUSTOM_EXTRACTION)
@@ -264,7 +264,7 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> E
     }
     driver = _RUN_JUDGE.format(seconds=seconds, files=_FILES)
     verdict_file = _FILES["verdict"].format(nonce=nonce)
-    answer = await run(
+    answer = await sandbox.run(
         program_run(
             driver,
             "python",

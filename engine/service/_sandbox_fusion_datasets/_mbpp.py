@@ -7,7 +7,7 @@ from typing import Any
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     DatasetType,
     OJError,
-    Runner,
+    Sandbox,
     column,
     json_column,
     one_run,
@@ -70,7 +70,7 @@ def _mbpp_prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> Promp
     return Prompt(id=column(row, "id"), prompt=prompt, labels=labels)
 
 
-async def _mbpp_submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> EvalResult:
+async def _mbpp_submit(request: SubmitRequest, row: dict[str, Any], sandbox: Sandbox) -> EvalResult:
     labels, tests = _mbpp_row(row)
     require(row, "id", "content")
     setup = labels.get("test_setup_code")
@@ -88,7 +88,7 @@ async def _mbpp_submit(request: SubmitRequest, row: dict[str, Any], run: Runner)
         code = code[: code.index("if __name__ ==")]
     chosen = tests[-1:] if request.config.is_fewshot else tests
     program = code + "".join(f"\n{test}\n" for test in chosen)
-    answer = await run(program_run(program, "python", 10, request.config.run_timeout or 20))
+    answer = await sandbox.run(program_run(program, "python", 10, request.config.run_timeout or 20))
     return one_run(request, code, program, answer)
 
 

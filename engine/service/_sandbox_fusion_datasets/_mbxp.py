@@ -13,7 +13,7 @@ from typing import Any
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     DatasetType,
     OJError,
-    Runner,
+    Sandbox,
     asset_files,
     bounded,
     column,
@@ -80,7 +80,7 @@ def _prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> Prompt:
     return Prompt(id=column(row, "id"), prompt=prompt, labels=labels)
 
 
-async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> EvalResult:
+async def _submit(request: SubmitRequest, row: dict[str, Any], sandbox: Sandbox) -> EvalResult:
     labels, test = object_column(row, "labels"), object_column(row, "test")
     files = asset_files(test, drop_nulls=True)
     mode = request.config.extra.get("autoeval_extract_code_mode", "first")
@@ -106,7 +106,7 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], run: Runner) -> E
     before, after = tests.split(_INSERT, 2)[:2]
     bounded(len(before) + len(code) + len(after), "the program")
     program = before + code + after
-    answer = await run(program_run(program, runs_as, 30, 30, files))
+    answer = await sandbox.run(program_run(program, runs_as, 30, 30, files))
     result = one_run(request, code, program, answer)
     refused = runs_as in _ANTIHACK and _EXIT_ZERO.search(code) is not None
     stderr = (answer.run_result and answer.run_result.stderr) or ""
