@@ -696,3 +696,40 @@ def test_go_programs_are_put_together_as_sandbox_fusion_does_in_one_pass() -> No
         mine, theirs = go_imports_together(code), _sandbox_fusions_go(code)
         assert sorted(mine.split("\n")) == sorted(theirs.split("\n")), repr(code)
     assert go_imports_together("import (" * (1 << 17)).endswith("import (")
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"verdict": "AC", "tests": "all passed"},
+        {"verdict": "AC", "tests": [1, 2]},
+        {"verdict": "AC", "tests": [None]},
+    ],
+)
+def test_a_judges_result_not_code_evals_is_a_500_that_says_so(result: dict[str, Any]) -> None:
+    """The worker that judged is hostile too: a result of another shape is no verdict."""
+    from a2e_engine.engine.service._sandbox_fusion_datasets._base import OJError
+    from a2e_engine.engine.service._sandbox_fusion_datasets._common_oj import (
+        _answers,
+        _stdio_cases,
+    )
+
+    batch = _stdio_cases({"test": ADD_CASES})
+    with pytest.raises(OJError, match="the judge's result is not code_eval's") as refused:
+        _answers(result, batch, False, True)
+    assert refused.value.status == 500
+
+
+def test_odd_values_in_a_judges_result_stay_data() -> None:
+    """Values of the wrong kind in a case (a compile that is text, a verdict that is a number)
+    are carried as data or dropped, never a crash of the server's."""
+    from a2e_engine.engine.service._sandbox_fusion_datasets._common_oj import (
+        _answers,
+        _stdio_cases,
+    )
+
+    batch = _stdio_cases({"test": ADD_CASES})
+    odd = {"compile": "made", "tests": [{"verdict": 7, "passed": 1, "status": ["x"]}]}
+    (answer,) = _answers(odd, batch, False, True)
+    assert answer.passed and answer.verdict is None
+    assert answer.exec_info["compile_result"] is None and answer.exec_info["status"] == "Failed"

@@ -241,8 +241,11 @@ def _answers(
         as_compile = "cached" in step
         exec_info = _exec_info(step if as_compile else None, None if as_compile else step)
         return [_answer(case, False, exec_info, full, "CE", result.get("reason")) for case in batch]
+    tests = result.get("tests")
+    if not isinstance(tests, list) or not all(isinstance(test, dict) for test in tests):
+        raise OJError(500, "failed to request sandbox: the judge's result is not code_eval's")
     answers = []
-    for number, (case, test) in enumerate(zip(batch, result.get("tests") or [], strict=False)):
+    for number, (case, test) in enumerate(zip(batch, tests, strict=False)):
         if test.get("verdict") == "skipped":
             break  # after a case that failed
         made = compiled if isinstance(compiled, dict) else None
