@@ -27,6 +27,7 @@ from a2e._messages import A2EError, ErrorCode
 from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine._audit import AuditTrail
 from a2e_engine.engine._calls import CallContext
+from a2e_engine.engine._compile_store import SharedCompileCache
 from a2e_engine.engine._concurrency import available_memory_mb
 from a2e_engine.engine._config import EngineConfig
 from a2e_engine.engine._connection import Connection
@@ -60,7 +61,6 @@ from a2e_engine.sandbox._pool import PoolConfig, WorkerPool, ZygoteSpec
 from a2e_engine.sandbox._settings import ZygoteSettings
 from a2e_engine.sandbox.layers import LayerReports
 from a2e_engine.tools._compile_cache import PLUGINS as COMPILE_CACHE_PLUGINS
-from a2e_engine.tools._compile_store import SharedCompileCache
 
 __all__ = ["Engine", "IsolationUnavailable"]
 

@@ -222,7 +222,7 @@ def test_what_the_program_prints_is_capped_and_kept_whole(tools: ToolAPI) -> Non
 def test_called_outside_the_engine_it_leaves_no_files(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from a2e_engine.tools._code_eval import CodeEval
+    from a2e_engine.tools.grading._code_eval import CodeEval
 
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     arguments = {"program": GOOD, "tests": CHECK, "entry_point": "inc"}

@@ -1,7 +1,7 @@
-"""Each grader's comparison rule gives that grader's verdicts (``tools._comparisons``).
+"""Each grader's comparison rule gives that grader's verdicts (``tools.grading._comparisons``).
 
 ``VERDICTS`` is what each grader's own code said of each (program output, expected output)
-pair, run unchanged at the commit named in ``tools/_comparisons.py``: verl's SandboxFusion
+pair, run unchanged at the commit named in ``tools/grading/_comparisons.py``: verl's SandboxFusion
 reward (``_process_single_case``), verl's PRIME reward and APPS (``run_test``, on Python 3.10
 as they need), TACO (``run_test``), LiveCodeBench (``grade_stdio``), CodeContests
 (``OutputsMatch``, compiled against abseil), SandboxFusion's CommonOJ judge
@@ -14,7 +14,7 @@ leading zeros, floats near and far, empty output, case, unicode, order.
 EvalPlus compares Python values, not text: its verdicts here, in ``VERDICTS`` and in
 ``EVALPLUS_VERDICTS`` (its own corpus, each row with the atol given), are those of its
 ``untrusted_check`` run on ``def f(x): return x`` with the output's value as the input and the
-expected one's as the expected output, each read from its text as ``tools._comparisons`` reads
+expected one's as the expected output, each read from its text as ``tools.grading._comparisons`` reads
 it (a Python literal, else the text itself). So they check EvalPlus's comparison on values, and
 the reading of the texts is this module's own (its docstring says what it is and why).
 """
@@ -27,13 +27,13 @@ import warnings
 
 import pytest
 
-from a2e_engine.tools._comparisons import (
+from a2e_engine.tools.grading._comparisons import (
     COMPARISONS,
     DEFAULT_TOLERANCE,
     _numpy_allclose,
     compare_outputs,
 )
-from a2e_engine.tools._stdio_judge import judge_options
+from a2e_engine.tools.grading._stdio_judge import judge_options
 
 #: The graders whose rules take no tolerance of ours; then EvalPlus, whose atol is
 #: ``float_tolerance`` (0 in ``VERDICTS``).

@@ -1,5 +1,5 @@
 """The compile cache shared by every session of an engine, and the precompiled ``bits/stdc++.h``
-(``tools._compile_cache``, ``tools._compile_store``, docs/grading.md): a hit across sessions,
+(``tools._compile_cache``, ``engine._compile_store``, docs/grading.md): a hit across sessions,
 what a program, the compiler, ``python_eval`` and ``run_shell`` cannot do to it, a compile that
 reads nothing a session can change, the header built by the supervisor and really used, and,
 without an engine, eviction by size, the offers the supervisor refuses and the entries a lookup
@@ -22,12 +22,12 @@ import pytest
 
 from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig, Isolation
+from a2e_engine.engine._compile_store import CLAIM_MAX_BYTES, SharedCompileCache
 from a2e_engine.sandbox._beneath import LinkRefused
 from a2e_engine.sandbox._landlock import abi_version
 from a2e_engine.sandbox._sharing import NO_CLAIM
 from a2e_engine.tools import _compile_cache as compile_cache
 from a2e_engine.tools._compile_cache import CompileCache, read_entry
-from a2e_engine.tools._compile_store import CLAIM_MAX_BYTES, SharedCompileCache
 from a2e_engine.tools._confined import decoded_files
 from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._submission import Submission

@@ -18,9 +18,9 @@ import pytest
 from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine
 from a2e_engine.sandbox._tree_usage import TreeUsage, tree_usage
-from a2e_engine.tools._judging import Capture
 from a2e_engine.tools._processes import run_captured
-from a2e_engine.tools._stdio_judge import wall_limit_for
+from a2e_engine.tools.grading._judging import Capture
+from a2e_engine.tools.grading._stdio_judge import wall_limit_for
 
 #: A program that spends ``{seconds}`` of CPU time, whatever the machine's speed, and says so.
 SPIN = "import time\nwhile time.process_time() < {seconds}: pass\nprint('ok')\n"

@@ -1,8 +1,8 @@
-"""Python function tests judged apart from the program (``tools._python_grading``): what the
+"""Python function tests judged apart from the program (``tools.grading._python_grading``): what the
 tests get of the program's values, as a harness beside it would give them, and what differs.
 
 Each case is a real ``code_eval`` call: the tests in the worker, the program in its clean
-template, the values between them as plain data (``tools._plain_values``)."""
+template, the values between them as plain data (``tools.grading._plain_values``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from a2e.caps.tools._client import ToolAPI
-from a2e_engine.tools._candidate_process import CandidateEnded, CandidateProcess
-from a2e_engine.tools._plain_values import MAX_DEPTH, Unencodable, decode, encode
+from a2e_engine.tools.grading._candidate_process import CandidateEnded, CandidateProcess
+from a2e_engine.tools.grading._plain_values import MAX_DEPTH, Unencodable, decode, encode
 
 
 def grade(tools: ToolAPI, program: str, tests: str, **more: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Judging by output: the comparison rules and test-case forms (``tools._judging``), and
+"""Judging by output: the comparison rules and test-case forms (``tools.grading._judging``), and
 ``code_eval``'s stdin/stdout judging for real, each verdict, and the forgeries it must refuse."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
-from a2e_engine.tools._comparisons import compare_outputs
-from a2e_engine.tools._judging import Capture, JudgeCase, cases_from
+from a2e_engine.tools.grading._comparisons import compare_outputs
+from a2e_engine.tools.grading._judging import Capture, JudgeCase, cases_from
 
 SUM_CASES = [
     {"input": "1 2\n", "output": "3\n"},
@@ -340,7 +340,7 @@ def test_cases_fork_the_template_only_where_their_signals_are_scoped(
 ) -> None:
     """Without Landlock's signal scope a case could stop the template and hold up the later
     cases: each then runs in an interpreter of its own."""
-    from a2e_engine.tools import _template_cases
+    from a2e_engine.tools.grading import _template_cases
 
     monkeypatch.setattr(_template_cases, "sibling_forks_ready", lambda: True)
     monkeypatch.setattr(_template_cases, "abi_version", lambda: _template_cases.ABI_SCOPED)

@@ -94,7 +94,13 @@ def test_the_built_wheel_holds_exactly_the_trees_modules(tmp_path: Path) -> None
     others = sorted(n for n in names if not n.endswith(".py") and ".dist-info/" not in n)
     data = sorted(
         f"a2e_engine/tools/{path.relative_to(ROOT / 'tools')}"
-        for pattern in ("lua/*.lua", "kotlin/*.kt", "csharp/*.cs", "csharp/*.config", "testlib/*.h")
+        for pattern in (
+            "lua/*.lua",
+            "kotlin/*.kt",
+            "csharp/*.cs",
+            "csharp/*.config",
+            "grading/testlib/*.h",
+        )
         for path in (ROOT / "tools").glob(pattern)
     )
     assert others == data and len(data) == 5, others

@@ -29,7 +29,7 @@ OTHER_MODULES = (
     "a2e_engine.tools._http",
     "a2e_engine.tools._a2a_peers",
     "a2e_engine.tools._run_code",
-    "a2e_engine.tools._code_eval",
+    "a2e_engine.tools.grading._code_eval",
 )
 
 SEARCH = f"""

@@ -1,4 +1,4 @@
-"""The engine's ``testlib.h`` (``tools/testlib``), with checkers written the way testlib's classic
+"""The engine's ``testlib.h`` (``tools/grading/testlib``), with checkers written the way testlib's classic
 ones are (token, float, yes/no; one that accepts any valid answer by reading the input; a scored
 one; one that never gives a verdict) and an interactor, compiled with g++ and run on files as
 judges run them: ``checker <input> <output> <answer>``. Each case's exit code and stderr line are
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-import a2e_engine.tools as tools_package
+import a2e_engine.tools.grading as grading_package
 from tests.guessing_game import BINARY_SEARCH
 
-HEADER_DIR = Path(tools_package.__file__).parent / "testlib"
+HEADER_DIR = Path(grading_package.__file__).parent / "testlib"
 CHECKERS = Path(__file__).parent / "testlib_checkers"
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")

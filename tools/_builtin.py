@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.tools._a2a_peers import A2APeers
-from a2e_engine.tools._code_eval import CodeEval
 from a2e_engine.tools._files import FileTools
 from a2e_engine.tools._http import HttpTools
 from a2e_engine.tools._python_eval import PythonEval
 from a2e_engine.tools._run_code import RunCode
 from a2e_engine.tools._shell import Shell
+from a2e_engine.tools.grading._code_eval import CodeEval
 
 __all__ = ["BUILTIN_PLUGINS"]
 

@@ -2,7 +2,7 @@
 session of the engine for ``run_code`` (a SandboxFusion client sends each request in a session
 of its own) and ``code_eval``; and precompiled headers for C++.
 This module is the cache's format and its readers' side, in the worker; the engine's shared
-cache is written by the supervisor alone (``tools._compile_store``).
+cache is written by the supervisor alone (``engine._compile_store``).
 
 An entry's key is a hash of everything the compile step sees: the language, its toolchain (real
 path, size and time of each program), the compile command and environment, the source and the
@@ -293,7 +293,7 @@ class PrecompiledHeaders:
     macros, and ignores it otherwise; a compile that cannot use it reads the header itself, so
     a header is a speed-up, never a change.
 
-    Built by the supervisor (``tools._compile_store``) when a call first asks for it
+    Built by the supervisor (``engine._compile_store``) when a call first asks for it
     (``request``), beside the calls: the first ones compile without it."""
 
     def __init__(self, root: str) -> None:

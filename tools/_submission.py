@@ -61,7 +61,7 @@ from a2e_engine.tools._processes import (
 )
 from a2e_engine.tools._python_main import FreshInterpreter, MainProgram, start_main
 from a2e_engine.tools._python_main import fresh_interpreter as fresh_interpreter_of
-from a2e_engine.tools._template_cases import TemplateCases
+from a2e_engine.tools.grading._template_cases import TemplateCases
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -122,7 +122,7 @@ class Submission:
         engine lets calls read besides the system (a toolchain there). ``sealed_runs``: its
         runs read nothing but the system, the read roots, the toolchain and their own
         directory, and signal no process outside their own (what a checker of the call keeps
-        from the candidate, ``tools._checker``); where Landlock is missing they cannot be
+        from the candidate, ``tools.grading._checker``); where Landlock is missing they cannot be
         sealed, and the caller must not run them. ``alone``: each of its runs is all that runs
         in the worker (beside a problem's interactor): where the worker is its PID namespace's
         init, a run is accounted as the whole namespace (``sandbox._run_domain``).
@@ -132,7 +132,7 @@ class Submission:
         than the check). ``jury``: the problem's own checker or interactor, whose steps stay
         out of the worker's case group (``sandbox._run_domain``), which every step of the
         program judged joins, its compile and syntax check too. ``template``: runs of a language
-        run warm are forks of the worker's clean template (``tools._template_cases``), which
+        run warm are forks of the worker's clean template (``tools.grading._template_cases``), which
         holds nothing of what judges them, rather than of the worker. The files are checked
         here (a path outside the run's directory, content that is not base64), written later."""
         self.language = language
@@ -467,7 +467,7 @@ class Submission:
     def launch(self, where: str, args: list[str], limits: RunLimits) -> Launch:
         """A run of the program in ``where`` made ready to start on descriptors of the caller's
         (``Launch.start``), sealed if its runs are: for a run that talks to another process
-        (``tools._interaction``). Always a process of its own, never a warm fork."""
+        (``tools.grading._interaction``). Always a process of its own, never a warm fork."""
         self._fill_home()
         argv = [*self.language.argv(self.language.run, self.code, where, limits.memory_mb), *args]
         readable = self._run_readable()

@@ -193,7 +193,7 @@ if __name__ == "__main__":
     return prelude + "\n" + code + "\n" + runner
 
 
-#: A case's verdict from ``code_eval`` (``tools._judging``) -> verl's result for it.
+#: A case's verdict from ``code_eval`` (``tools.grading._judging``) -> verl's result for it.
 _RESULTS: dict[str, bool | int] = {
     "AC": True,
     "WA": False,

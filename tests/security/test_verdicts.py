@@ -3,7 +3,7 @@ programs beside it (a right one passes, a wrong one fails), through ``code_eval`
 
 Python function tests run in the worker, which judges, and the program in its clean template,
 a process forked before the call arrived: the program's values come back as plain data and the
-judge compares them (``tools._python_grading``). Every forgery here passed when the program and
+judge compares them (``tools.grading._python_grading``). Every forgery here passed when the program and
 its tests shared one interpreter.
 """
 
@@ -198,7 +198,7 @@ def test_ending_itself_or_the_judge(attacker: Attacker, program: str) -> None:
 #: A module the judge would run: written to the program's directory, and named as the module
 #: of a name the program defines (importing ``unittest.__main__`` runs test discovery there).
 JUDGES_VERDICT_REPLACED = (
-    "import a2e_engine.tools._python_grading as g\n"
+    "import a2e_engine.tools.grading._python_grading as g\n"
     "g.verdict_of = lambda failure, tests: g.outcome('passed', None, "
     "[{'name': 'check', 'passed': True}])\n"
 )

@@ -17,7 +17,7 @@ from a2e_engine.engine.service._sandbox_fusion_oj_types import (
     SubmitRequest,
     TestConfig,
 )
-from a2e_engine.tools._judging import MAX_CASES
+from a2e_engine.tools.grading import MAX_CASES
 
 #: A submission's cases that run at once (SandboxFusion's ``max_runner_concurrency``).
 CASES_AT_ONCE = 3

@@ -9,14 +9,14 @@ on its stderr). Any other ending (a signal, its time limit, another code) is a j
 What it printed comes back with the case.
 
 A checker is C++ by default, written against ``testlib.h``: the engine's own header
-(``tools/testlib/testlib.h``) is put beside it, unless the call gives a ``testlib.h`` of its own
-in the checker's ``files``. It is any served language otherwise (a Python checker reads the
-three paths from ``sys.argv``). It is compiled as any program is, once per engine through the
+(``tools/grading/testlib/testlib.h``) is put beside it, unless the call gives a ``testlib.h``
+of its own in the checker's ``files``. It is any served language otherwise (a Python checker reads
+the three paths from ``sys.argv``). It is compiled as any program is, once per engine through the
 shared compile cache (``checker_program`` is what the supervisor keys it by), and each case's
 check is a fresh run of it in a directory of its own, where the three files are written. That
 directory, and the checker, are kept from the candidate by Landlock: the candidate's runs read
 only the system, their toolchain and their own directory, and cannot signal or trace a process
-outside their own domain (``tools._stdio_judge``).
+outside their own domain (``tools.grading._stdio_judge``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from typing import Any
 
 from a2e_engine.sandbox._beneath import open_dir, write_beneath
 from a2e_engine.sandbox._exits import how_it_ended
-from a2e_engine.tools._judging import (
+from a2e_engine.tools._languages import LANGUAGES, Language
+from a2e_engine.tools._submission import RunLimits, StepResult, Submission
+from a2e_engine.tools.grading._judging import (
     ACCEPTED,
     JUDGE_ERROR,
     PARTIAL,
@@ -41,8 +43,6 @@ from a2e_engine.tools._judging import (
     Capture,
     CaseVerdict,
 )
-from a2e_engine.tools._languages import LANGUAGES, Language
-from a2e_engine.tools._submission import RunLimits, StepResult, Submission
 
 __all__ = [
     "CASE_FILES",
@@ -125,7 +125,7 @@ def checker_program(spec: CheckerSpec) -> tuple[Language, str, dict[str, str]]:
 
 @functools.cache
 def _engine_header() -> str:
-    data = resources.files("a2e_engine.tools").joinpath("testlib", HEADER).read_bytes()
+    data = resources.files("a2e_engine.tools.grading").joinpath("testlib", HEADER).read_bytes()
     return base64.b64encode(data).decode()
 
 

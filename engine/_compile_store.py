@@ -501,7 +501,7 @@ def compiled_calls(tool: str, arguments: Mapping[str, Any]) -> list[Mapping[str,
     if tool == "run_code":
         return [arguments]
     if tool == "code_eval":
-        from a2e_engine.tools._code_eval import compiled_sources
+        from a2e_engine.tools.grading import compiled_sources
 
         return [
             {"language": language, "code": code, "files": files}

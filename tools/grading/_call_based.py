@@ -3,9 +3,10 @@
 ``test_case_<n>`` function for ``code_eval``'s judge, which calls the function the program
 defines at the top level, or the method of that name of its class ``Solution`` (LeetCode's
 form, common in APPS), as the judge holds them (``_a2e_program``:
-``tools._python_grading.tests_namespace``). A result, taken through JSON (tuples are lists),
+``tools.grading._python_grading.tests_namespace``). A result, taken through JSON (tuples are lists),
 equals the expected value, or its only element when that is a one-element list (APPS wraps many
-that way). The tests run in the judge, apart from the program (``tools._python_grading``)."""
+that way). The tests run in the judge, apart from the program
+(``tools.grading._python_grading``)."""
 
 from __future__ import annotations
 

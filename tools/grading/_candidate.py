@@ -1,6 +1,6 @@
 """The candidate's side of Python function tests: its program run, then its functions called as
 the judge asks, in a process that holds nothing of the tests (``code_eval``'s clean template,
-``sandbox._template``), answering with plain data (``tools._plain_values``).
+``sandbox._template``), answering with plain data (``tools.grading._plain_values``).
 
 The judge writes one request at a time and reads one answer; the requests:
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from a2e import _jsonwire as jsonwire
 from a2e_engine.sandbox._landlock import confine_writes
-from a2e_engine.tools._plain_values import Unencodable, decode, encode
+from a2e_engine.tools.grading._plain_values import Unencodable, decode, encode
 
 __all__ = ["MAX_MESSAGE", "ROLE", "described", "serve_candidate"]
 
@@ -233,7 +233,7 @@ class _Candidate:
 
 
 def _enter(workdir: str, writable: list[str]) -> None:
-    """The program's own directory, as ``tools._python_grading`` gives it: its working and
+    """The program's own directory, as ``tools.grading._python_grading`` gives it: its working and
     temporary directory, stdout and stderr into files there, stdin /dev/null, writes confined
     to ``writable`` and signals to its own Landlock domain (it cannot signal the judge)."""
     os.chdir(workdir)

@@ -1,14 +1,14 @@
 """``code_eval``: run a program against its tests the way graders do, and return a verdict.
 
-Judged by its output (any language of ``tools._languages``, ``tools._stdio_judge``): ``language``,
-``program`` and ``test_cases`` (``[{"input", "output"}...]``) or APPS/LiveCodeBench's
+Judged by its output (any language of ``tools._languages``, ``tools.grading._stdio_judge``):
+``language``, ``program`` and ``test_cases`` (``[{"input", "output"}...]``) or APPS/LiveCodeBench's
 ``input_output``; each case runs in a fresh process and gets ``AC``, ``WA``, ``TLE``, ``MLE``,
-``RE`` or ``CE``, compared by a rule of ``tools._judging``. In a language other than Python,
+``RE`` or ``CE``, compared by a rule of ``tools.grading._judging``. In a language other than Python,
 ``tests`` are a test program appended to the program and run (MultiPL-E's form: it passes when
 it exits 0). APPS's call-based problems (``input_output`` with ``fn_name``) are Python function
 tests, one per case.
 
-A problem with more than one right answer gives a ``checker`` (``tools._checker``: testlib's
+A problem with more than one right answer gives a ``checker`` (``tools.grading._checker``: testlib's
 convention, the engine's ``testlib.h``), which judges each case's output instead of ``compare``.
 
 A program judged by running it may be limited by CPU time, as contest judges limit it
@@ -36,8 +36,8 @@ program at all.
 Why no candidate can forge its verdict: the tests run in the worker, which judges, and the
 program in the worker's clean template (``sandbox._template``), a process forked before the call
 arrived that holds nothing of the tests; the tests call the program's functions there and get
-plain data back (``tools._python_grading``). A candidate that ends, stalls past the time limit or
-answers with garbage fails, and the supervisor ends a worker whose tests run past it
+plain data back (``tools.grading._python_grading``). A candidate that ends, stalls past the
+time limit or answers with garbage fails, and the supervisor ends a worker whose tests run past it
 (``time_limit_for``). The call runs under the ``process`` profile; the candidate gets no
 network, the worker's limits, and may change files only in its own directory (its ``TMPDIR``)
 and signal no process outside its own.
@@ -64,25 +64,26 @@ from a2e_engine.sandbox._forking import prepare_sibling_forks
 from a2e_engine.sandbox._frames import read_frame, write_frame
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._run_root import program_writable
-from a2e_engine.tools._call_based import call_based_tests
-from a2e_engine.tools._candidate import ROLE as CANDIDATE_ROLE
-from a2e_engine.tools._candidate import serve_candidate
-from a2e_engine.tools._candidate_process import CandidateProcess
-from a2e_engine.tools._checker import checker_of, checker_program
-from a2e_engine.tools._comparisons import COMPARISONS, DEFAULT_TOLERANCE
-from a2e_engine.tools._judging import cases_from
 from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._output import SPOOL_DIR, CappedText
-from a2e_engine.tools._plain_values import decode, encode
-from a2e_engine.tools._python_grading import (
+from a2e_engine.tools._python_main import remember_fresh_interpreter
+from a2e_engine.tools._submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, cpu_seconds_of
+from a2e_engine.tools.grading._call_based import call_based_tests
+from a2e_engine.tools.grading._candidate import ROLE as CANDIDATE_ROLE
+from a2e_engine.tools.grading._candidate import serve_candidate
+from a2e_engine.tools.grading._candidate_process import CandidateProcess
+from a2e_engine.tools.grading._checker import checker_of, checker_program
+from a2e_engine.tools.grading._comparisons import COMPARISONS, DEFAULT_TOLERANCE
+from a2e_engine.tools.grading._judging import cases_from
+from a2e_engine.tools.grading._plain_values import decode, encode
+from a2e_engine.tools.grading._python_grading import (
     ended_early,
     outcome,
     plan_tests,
     run_tests,
     verdict_of,
 )
-from a2e_engine.tools._python_main import remember_fresh_interpreter
-from a2e_engine.tools._stdio_judge import (
+from a2e_engine.tools.grading._stdio_judge import (
     WALL_PER_CPU,
     WALL_SLACK_S,
     judge_cases,
@@ -91,9 +92,8 @@ from a2e_engine.tools._stdio_judge import (
     wall_limit_for,
     with_tests,
 )
-from a2e_engine.tools._submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, cpu_seconds_of
-from a2e_engine.tools._template_cases import ROLE as CASES_ROLE
-from a2e_engine.tools._template_cases import TemplateCases, serve_cases
+from a2e_engine.tools.grading._template_cases import ROLE as CASES_ROLE
+from a2e_engine.tools.grading._template_cases import TemplateCases, serve_cases
 
 if TYPE_CHECKING:
     from a2e.caps.tools._models import ToolDefinition, ToolResult
@@ -316,7 +316,7 @@ class CodeEval(ToolPlugin):
     def _function_tests(self, spec: dict[str, Any], time_limit: float) -> dict[str, Any]:
         """Python function tests: the tests here, the program in a process of its own (under
         the engine the worker's clean template, which holds nothing of the tests; called
-        directly, a fork of this process), ``tools._python_grading``."""
+        directly, a fork of this process), ``tools.grading._python_grading``."""
         plan = plan_tests(str(spec["tests"] or ""), str(spec["entry_point"] or ""))
         if plan.refusal:
             return {
@@ -415,7 +415,7 @@ class CodeEval(ToolPlugin):
         decode(jsonwire.loads(jsonwire.dumps({"value": encode(sample)}))["value"])
         verdict_of(None, [{"name": "check", "passed": True}])
         # Programs judged on their output run as a fork of this interpreter (tools._python_main),
-        # and their cases as forks of the worker's template (tools._template_cases).
+        # and their cases as forks of the worker's template (tools.grading._template_cases).
         remember_fresh_interpreter()
         prepare_sibling_forks()
         codecs.getincrementaldecoder("utf-8")(errors="replace").decode(b"ok", final=True)
@@ -587,7 +587,7 @@ def _tests_and_entry_point(arguments: dict[str, Any]) -> tuple[str, str]:
 def compiled_sources(arguments: Mapping[str, Any]) -> list[tuple[str, str, dict[str, str]]]:
     """The language, source and files of each program a call compiles, as ``_judge`` compiles
     them (the program judged first, then its checker and its interactor): what the engine's
-    shared compile cache works each key out from (``tools._compile_store``, in the
+    shared compile cache works each key out from (``engine._compile_store``, in the
     supervisor); none for Python's function tests, which compile nothing."""
     program = arguments.get("program")
     if _judged_by_function_tests(arguments) or not isinstance(program, str):

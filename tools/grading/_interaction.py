@@ -2,7 +2,7 @@
 each one's stdout the other's stdin, as testlib's ``interactor <input> <output>`` has it: the
 interactor reads the case's input from the file, talks to the program, writes what it wants a
 checker to see to the output file (testlib's ``tout``), and its exit code is the verdict (testlib's,
-as a checker's: ``tools._checker``).
+as a checker's: ``tools.grading._checker``).
 
 The pipes run from one process to the other, not through the worker: the worker reads only
 their stderr and watches both to their limits (``tools._processes.Monitor``). The program has the
@@ -33,7 +33,9 @@ from typing import Any
 
 from a2e_engine.sandbox._beneath import open_dir, read_beneath, write_beneath
 from a2e_engine.sandbox._run_domain import sweep
-from a2e_engine.tools._checker import (
+from a2e_engine.tools._processes import Finished, Monitor, Outputs, Usage
+from a2e_engine.tools._submission import Launch, RunLimits, StepResult, Submission, not_started
+from a2e_engine.tools.grading._checker import (
     CASE_FILES,
     CheckerSpec,
     compile_failure,
@@ -43,7 +45,7 @@ from a2e_engine.tools._checker import (
     points_of,
     verdict_of_jury,
 )
-from a2e_engine.tools._judging import (
+from a2e_engine.tools.grading._judging import (
     ACCEPTED,
     IDLENESS,
     OUTPUT_SLACK_CHARS,
@@ -52,8 +54,6 @@ from a2e_engine.tools._judging import (
     CaseVerdict,
     verdict_of_exit,
 )
-from a2e_engine.tools._processes import Finished, Monitor, Outputs, Usage
-from a2e_engine.tools._submission import Launch, RunLimits, StepResult, Submission, not_started
 
 __all__ = ["INTERACTOR_SLACK_S", "Interaction", "Interactor"]
 

@@ -1,12 +1,12 @@
 """The judge's side of Python function tests: the candidate's process, reached only by requests
-and read only as data (``tools._candidate`` is the other side).
+and read only as data (``tools.grading._candidate`` is the other side).
 
 What the tests get of the program are the judge's own objects: a copy of each plain value it
 defined, and a ``Remote`` for everything else (its functions, its classes, what they return that
 has no plain form). Calling a ``Remote`` sends the arguments as data and brings the result back
-as data, built here of builtin types (``tools._plain_values``): a comparison in the tests runs
-the judge's ``==`` on the judge's values, whatever the candidate defined. A list, dict, set or
-bytearray argument the call changed in place is changed here the same way. An exception the
+as data, built here of builtin types (``tools.grading._plain_values``): a comparison in the
+tests runs the judge's ``==`` on the judge's values, whatever the candidate defined. A list, dict,
+set or bytearray argument the call changed in place is changed here the same way. An exception the
 program raised is raised here, as the builtin exception of its name (``ProgramError`` for one of
 the program's own), so that tests that expect one catch it. A ``Remote`` equals only itself.
 
@@ -33,8 +33,8 @@ from a2e import _jsonwire as jsonwire
 from a2e_engine.sandbox._exits import how_it_ended
 from a2e_engine.sandbox._frames import write_frame
 from a2e_engine.sandbox._template import fork_serving
-from a2e_engine.tools._candidate import MAX_MESSAGE, serve_candidate
-from a2e_engine.tools._plain_values import Unencodable, decode, encode
+from a2e_engine.tools.grading._candidate import MAX_MESSAGE, serve_candidate
+from a2e_engine.tools.grading._plain_values import Unencodable, decode, encode
 
 __all__ = [
     "CandidateEnded",
@@ -339,7 +339,7 @@ LIBRARY_MODULES = frozenset(
 def _library_module(name: Any) -> Any:
     """The library module of that name (``LIBRARY_MODULES``), imported here; None for any
     other. Imported from the judge's own path: the program's directory is not on it
-    (``tools._code_eval``)."""
+    (``tools.grading._code_eval``)."""
     if type(name) is not str or name not in LIBRARY_MODULES:
         return None
     if name in sys.modules:

@@ -3,12 +3,12 @@ case and of them all.
 
 Verdicts are the judges': ``AC`` (accepted), ``WA`` (wrong answer), ``TLE`` (time limit),
 ``MLE`` (memory limit), ``RE`` (runtime error: a non-zero exit, a signal, or a program that
-could not start), ``CE`` (compile error); and a checker's (``tools._checker``): ``PE``
+could not start), ``CE`` (compile error); and a checker's (``tools.grading._checker``): ``PE``
 (presentation error, when the call asks for it), ``PC`` (partial points) and ``JE`` (the
 checker failed: a judge error); and an interactive program's ``IL`` (idleness: it waited
 past its wall-clock limit). The overall verdict is ``AC`` when every case is, else
 the verdict of the first case, in order, that is not. How an output is compared (``compare``)
-is ``tools._comparisons``'s.
+is ``tools.grading._comparisons``'s.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox._exits import how_it_ended
-from a2e_engine.tools._comparisons import compare_outputs
+from a2e_engine.tools.grading._comparisons import compare_outputs
 
 __all__ = [
     "Capture",
