@@ -8,7 +8,7 @@ domain: the worker can signal it and what it starts).
 A tool that must run untrusted code apart from what judges it asks for one
 (``ToolPlugin.clean_template``): ``code_eval`` runs a candidate of function tests there while the
 worker, holding the tests and the expected values, judges what comes back, and forks each
-Python case of stdin/stdout tests from it (``tools.grading._template_cases``). Its life is
+Python case of stdin/stdout tests from it (``tools._template_cases``). Its life is
 the worker's code (``sandbox._worker``): it runs the plugin's ``template_main`` on one end of a unix
 socket pair (``Template.channel`` is the worker's end), over which frames travel each way and
 descriptors with them (``write_frame_with_fds``).

@@ -21,7 +21,7 @@ from a2e_engine.tools._python_main import (
     remember_fresh_interpreter,
 )
 from a2e_engine.tools._python_main import fresh_interpreter as fresh_interpreter_of
-from a2e_engine.tools.grading._template_cases import ROLE, TemplateCases, serve_cases
+from a2e_engine.tools._template_cases import ROLE, TemplateCases, serve_cases
 
 
 def _serve(channel: int) -> None:

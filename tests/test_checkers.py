@@ -304,8 +304,8 @@ def test_without_landlock_a_checker_is_refused(
 ) -> None:
     """Where the kernel has no Landlock the candidate's runs cannot be sealed: judging with a
     checker would let it read the checker and the answers, so it is refused, saying why."""
-    from a2e_engine.tools.grading import _stdio_judge
     from a2e_engine.tools._languages import LANGUAGES
+    from a2e_engine.tools.grading import _stdio_judge
     from a2e_engine.tools.grading._judging import JudgeCase
 
     monkeypatch.setattr(_stdio_judge, "abi_version", lambda: 0)

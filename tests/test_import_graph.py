@@ -120,6 +120,24 @@ def test_each_part_imports_only_what_it_may() -> None:
     assert wrong == []
 
 
+#: Packages whose modules only the package's own modules import: the rest of the project takes
+#: what its ``__init__`` names.
+CLOSED = ("a2e_engine.tools.grading",)
+
+
+def test_grading_is_used_through_its_package_alone() -> None:
+    """``tools/grading`` is one home (issue 54): the supervisor, the service and the other
+    tools take what ``a2e_engine.tools.grading`` names, never a module of it."""
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        for target in sorted(targets)
+        for closed in CLOSED
+        if target.startswith(closed + ".") and not module.startswith(closed)
+    ]
+    assert wrong == []
+
+
 def test_no_module_imports_itself_back() -> None:
     circles = []
     for start in RUNTIME:

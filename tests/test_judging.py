@@ -340,7 +340,7 @@ def test_cases_fork_the_template_only_where_their_signals_are_scoped(
 ) -> None:
     """Without Landlock's signal scope a case could stop the template and hold up the later
     cases: each then runs in an interpreter of its own."""
-    from a2e_engine.tools.grading import _template_cases
+    from a2e_engine.tools import _template_cases
 
     monkeypatch.setattr(_template_cases, "sibling_forks_ready", lambda: True)
     monkeypatch.setattr(_template_cases, "abi_version", lambda: _template_cases.ABI_SCOPED)

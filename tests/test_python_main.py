@@ -225,7 +225,7 @@ def test_a_case_forked_from_the_template_is_what_a_fresh_interpreter_gives(
     tools: ToolAPI, name: str, code: str, extra: dict[str, Any]
 ) -> None:
     """``code_eval`` forks a Python program's cases from its worker's clean template
-    (``tools.grading._template_cases``): each is judged on what a fresh interpreter prints, exactly,
+    (``tools._template_cases``): each is judged on what a fresh interpreter prints, exactly,
     and ends as it ends there."""
     fresh = tools.call(
         tool_name="run_code",

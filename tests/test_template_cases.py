@@ -1,4 +1,4 @@
-"""Cases forked from a clean template (``tools.grading._template_cases``), with a stand-in worker
+"""Cases forked from a clean template (``tools._template_cases``), with a stand-in worker
 (``tests/template_worker.py``, an interpreter of its own): the case is the worker's own child,
 runs as ``python main.py``, gets its descriptors through the template, and a template's
 answer that is not one of the worker's children is refused."""

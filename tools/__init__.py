@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from a2e_engine.tools._python_eval import PythonEval
     from a2e_engine.tools._run_code import RunCode
     from a2e_engine.tools._shell import Shell
-    from a2e_engine.tools.grading._code_eval import CodeEval
+    from a2e_engine.tools.grading import CodeEval
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -38,7 +38,7 @@ __getattr__ = lazy_exports(
     {
         "BUILTIN_PLUGINS": f"{__name__}._builtin",
         "A2APeers": f"{__name__}._a2a_peers",
-        "CodeEval": f"{__name__}.grading._code_eval",
+        "CodeEval": f"{__name__}.grading",
         "FileTools": f"{__name__}._files",
         "HttpTools": f"{__name__}._http",
         "PythonEval": f"{__name__}._python_eval",

@@ -10,7 +10,7 @@ from a2e_engine.tools._http import HttpTools
 from a2e_engine.tools._python_eval import PythonEval
 from a2e_engine.tools._run_code import RunCode
 from a2e_engine.tools._shell import Shell
-from a2e_engine.tools.grading._code_eval import CodeEval
+from a2e_engine.tools.grading import CodeEval
 
 __all__ = ["BUILTIN_PLUGINS"]
 

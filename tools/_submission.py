@@ -61,7 +61,7 @@ from a2e_engine.tools._processes import (
 )
 from a2e_engine.tools._python_main import FreshInterpreter, MainProgram, start_main
 from a2e_engine.tools._python_main import fresh_interpreter as fresh_interpreter_of
-from a2e_engine.tools.grading._template_cases import TemplateCases
+from a2e_engine.tools._template_cases import TemplateCases
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -132,7 +132,7 @@ class Submission:
         than the check). ``jury``: the problem's own checker or interactor, whose steps stay
         out of the worker's case group (``sandbox._run_domain``), which every step of the
         program judged joins, its compile and syntax check too. ``template``: runs of a language
-        run warm are forks of the worker's clean template (``tools.grading._template_cases``), which
+        run warm are forks of the worker's clean template (``tools._template_cases``), which
         holds nothing of what judges them, rather than of the worker. The files are checked
         here (a path outside the run's directory, content that is not base64), written later."""
         self.language = language

@@ -8,9 +8,9 @@ A request's data takes these shapes, each in one module:
   ``_interaction``), and its limits (``_stdio_judge.JudgeOptions``), or Python function tests
   (``_python_grading``, APPS's call-based form in ``_call_based``);
 * the program's runs (``tools._submission``: compiled once, each case a fresh process, under
-  the engine a fork of the worker's clean template, ``_template_cases``; function tests' candidate,
-  ``_candidate`` and ``_candidate_process``, values between them as plain data,
-  ``_plain_values``);
+  the engine a fork of the worker's clean template, ``tools._template_cases``; the candidate
+  of function tests, ``_candidate`` and ``_candidate_process``, values between them as plain
+  data, ``_plain_values``);
 * each run's verdict (``_judging``: ``AC``, ``WA``, ``TLE``, ...), and the report of them all
   (``_stdio_judge``, ``_python_grading``), which ``code_eval`` returns (``_code_eval``).
 

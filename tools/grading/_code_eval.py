@@ -68,6 +68,8 @@ from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._output import SPOOL_DIR, CappedText
 from a2e_engine.tools._python_main import remember_fresh_interpreter
 from a2e_engine.tools._submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, cpu_seconds_of
+from a2e_engine.tools._template_cases import ROLE as CASES_ROLE
+from a2e_engine.tools._template_cases import TemplateCases, serve_cases
 from a2e_engine.tools.grading._call_based import call_based_tests
 from a2e_engine.tools.grading._candidate import ROLE as CANDIDATE_ROLE
 from a2e_engine.tools.grading._candidate import serve_candidate
@@ -92,8 +94,6 @@ from a2e_engine.tools.grading._stdio_judge import (
     wall_limit_for,
     with_tests,
 )
-from a2e_engine.tools.grading._template_cases import ROLE as CASES_ROLE
-from a2e_engine.tools.grading._template_cases import TemplateCases, serve_cases
 
 if TYPE_CHECKING:
     from a2e.caps.tools._models import ToolDefinition, ToolResult
@@ -415,7 +415,7 @@ class CodeEval(ToolPlugin):
         decode(jsonwire.loads(jsonwire.dumps({"value": encode(sample)}))["value"])
         verdict_of(None, [{"name": "check", "passed": True}])
         # Programs judged on their output run as a fork of this interpreter (tools._python_main),
-        # and their cases as forks of the worker's template (tools.grading._template_cases).
+        # and their cases as forks of the worker's template (tools._template_cases).
         remember_fresh_interpreter()
         prepare_sibling_forks()
         codecs.getincrementaldecoder("utf-8")(errors="replace").decode(b"ok", final=True)

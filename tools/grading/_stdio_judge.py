@@ -7,7 +7,7 @@ pipe and nothing else; it runs as a child of a worker that is not dumpable and u
 filter that refuses ``ptrace`` and ``process_vm_readv``, so it cannot read them from memory,
 and they are never written to a file. A Python program therefore never runs in a fork of this
 one (``tools._python_main``), whose memory holds them all: under the engine each case is a
-fork of the worker's clean template, which holds none (``tools.grading._template_cases``), and
+fork of the worker's clean template, which holds none (``tools._template_cases``), and
 without one an interpreter of its own. What it prints is kept whole up to the expected
 output's size plus ``OUTPUT_SLACK_CHARS`` for the comparison (``tools.grading._judging``).
 """
@@ -29,6 +29,7 @@ from a2e_engine.tools._submission import (
     memory_mb_of,
     seconds_of,
 )
+from a2e_engine.tools._template_cases import TemplateCases
 from a2e_engine.tools.grading._checker import Checker, CheckerSpec, checker_of
 from a2e_engine.tools.grading._comparisons import COMPARISONS, default_tolerance
 from a2e_engine.tools.grading._interaction import Interactor
@@ -44,7 +45,6 @@ from a2e_engine.tools.grading._judging import (
     verdict_of_exit,
     verdict_of_run,
 )
-from a2e_engine.tools.grading._template_cases import TemplateCases
 
 __all__ = [
     "WALL_PER_CPU",
