@@ -46,6 +46,7 @@ PUBLIC = {
         "Outcome",
     ],
     "a2e_engine.tools": ["PythonEval", "FileTools", "BUILTIN_PLUGINS"],
+    "a2e_engine.tools.grading": ["CodeEval", "compiled_sources", "MAX_CASES"],
 }
 
 
