@@ -66,8 +66,9 @@ WALL_PER_CPU = 3
 WALL_SLACK_S = 1.0
 
 
-#: What ``output_chars`` may ask each case to keep of each stream: the result of a call that
-#: keeps it for every case must fit in one frame (``sandbox._frames``).
+#: What ``output_chars`` may ask each case to keep of each stream. The whole result still
+#: travels in one frame (``sandbox._frames``): a call whose cases keep more than that fails
+#: with ``output_limit``, so a caller sizes it by its cases (``/submit`` keeps 64 KiB at most).
 MAX_OUTPUT_CHARS = 1 << 20
 
 #: With a checker, what a case's output may be: a right answer need not be as long as the
