@@ -27,17 +27,25 @@ from typing import TYPE_CHECKING
 from a2e._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from a2e_engine.tools.grading._code_eval import CodeEval, compiled_sources
+    from a2e_engine.tools.grading._code_eval import MAX_TIME_LIMIT_S, CodeEval, compiled_sources
     from a2e_engine.tools.grading._comparisons import COMPARISONS, compare_outputs
     from a2e_engine.tools.grading._judging import MAX_CASES
 
-__all__ = ["COMPARISONS", "MAX_CASES", "CodeEval", "compare_outputs", "compiled_sources"]
+__all__ = [
+    "COMPARISONS",
+    "MAX_CASES",
+    "MAX_TIME_LIMIT_S",
+    "CodeEval",
+    "compare_outputs",
+    "compiled_sources",
+]
 
 __getattr__ = lazy_exports(
     __name__,
     {
         "CodeEval": f"{__name__}._code_eval",
         "compiled_sources": f"{__name__}._code_eval",
+        "MAX_TIME_LIMIT_S": f"{__name__}._code_eval",
         "COMPARISONS": f"{__name__}._comparisons",
         "compare_outputs": f"{__name__}._comparisons",
         "MAX_CASES": f"{__name__}._judging",

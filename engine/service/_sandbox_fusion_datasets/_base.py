@@ -19,7 +19,8 @@ from a2e_engine.engine.service._sandbox_fusion_oj_types import (
 )
 from a2e_engine.tools.grading import MAX_CASES
 
-#: A submission's cases that run at once (SandboxFusion's ``max_runner_concurrency``).
+#: A submission's ``code_eval`` calls that run at once, each a batch of its cases
+#: (SandboxFusion's ``max_runner_concurrency``, which counts cases).
 CASES_AT_ONCE = 3
 #: What a passed case's ``test_info`` keeps of each input and output (``truncate_str``).
 SHOWN_CHARS = 1000

@@ -39,6 +39,7 @@ from a2e_engine.engine.service._sandbox_fusion_oj_types import (
     SubmitRequest,
     TestConfig,
 )
+from a2e_engine.tools.grading import MAX_TIME_LIMIT_S
 
 _OJ_PROMPTS = {
     "en": {
@@ -66,8 +67,6 @@ _OJ_PROMPTS = {
 }
 #: SandboxFusion's languages that compile: 10 s to run a case, else 20 s.
 _COMPILED = ("cpp", "go", "java")
-#: The longest run of a case ``code_eval`` allows, in seconds.
-MOST_RUN_S = 300.0
 #: What a case keeps of its stdout and of its stderr at most: their ends past it.
 MOST_SHOWN_CHARS = 64 << 10
 #: What the cases of one ``code_eval`` call keep of their output in all: its result must
@@ -145,7 +144,6 @@ class _Plan:
     batch: int
     case_s: float
     compile_s: float
-    shown: int
 
 
 def _plan(code: str, cases: list[_StdioCase], config: TestConfig, longest_s: float) -> _Plan:
@@ -154,7 +152,7 @@ def _plan(code: str, cases: list[_StdioCase], config: TestConfig, longest_s: flo
     if why is not None:
         raise OJError(500, f"failed to request sandbox: {why}")
     compile_s = config.compile_timeout or 10
-    run_s = min(config.run_timeout or (10 if language in _COMPILED else 20), MOST_RUN_S)
+    run_s = min(config.run_timeout or (10 if language in _COMPILED else 20), MAX_TIME_LIMIT_S)
     shown = max(SHOWN_CHARS, min(MOST_SHOWN_CHARS, OUTPUT_BUDGET_CHARS // (2 * len(cases) or 1)))
     arguments: dict[str, Any] = {
         "language": LANGUAGES[language],
@@ -172,7 +170,7 @@ def _plan(code: str, cases: list[_StdioCase], config: TestConfig, longest_s: flo
     case_s = run_s + CASE_SLACK_S
     by_time = int((longest_s - compile_s - SLACK_S) // case_s)
     by_output = CALL_OUTPUT_CHARS // (2 * shown)
-    return _Plan(arguments, max(1, min(by_time, by_output)), case_s, compile_s, shown)
+    return _Plan(arguments, max(1, min(by_time, by_output)), case_s, compile_s)
 
 
 async def _judge_cases(
