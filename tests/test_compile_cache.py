@@ -30,6 +30,7 @@ from a2e_engine.tools import _compile_cache as compile_cache
 from a2e_engine.tools._compile_cache import CompileCache, read_entry
 from a2e_engine.tools._confined import decoded_files
 from a2e_engine.tools._languages import LANGUAGES, Language
+from a2e_engine.tools._steps import Program, Role
 from a2e_engine.tools._submission import Submission
 
 #: A compile that ran to its end and failed.
@@ -783,7 +784,7 @@ def test_run_code_writes_its_files_beneath_its_directory_never_through_a_link(
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     files = {"sub/input.txt": base64.b64encode(b"data").decode()}
-    submission = Submission(LANGUAGES["c"], HONEST, files, str(workspace))
+    submission = Submission(Program(LANGUAGES["c"], HONEST, files, Role.ONCE), str(workspace))
     try:
         os.symlink(target, os.path.join(submission.home, "sub"))
         with pytest.raises(LinkRefused):

@@ -217,7 +217,7 @@ def test_an_interactor_with_what_it_cannot_judge_is_refused(tools: ToolAPI) -> N
 def test_which_of_the_two_could_not_start_decides_the_verdict(tmp_path: Path) -> None:
     """A program that could not be started is RE; an interactor that could not be, a judge
     error: never the other way round."""
-    from a2e_engine.tools._submission import not_started
+    from a2e_engine.tools._steps import not_started
     from a2e_engine.tools.grading._checker import checker_of
     from a2e_engine.tools.grading._interaction import Interaction, Interactor
 

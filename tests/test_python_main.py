@@ -16,7 +16,8 @@ import pytest
 from a2e.caps.tools._client import ToolAPI
 from a2e_engine.tools import _python_main as python_main
 from a2e_engine.tools._languages import LANGUAGES
-from a2e_engine.tools._submission import RunLimits, Submission
+from a2e_engine.tools._steps import Program, Role, RunLimits
+from a2e_engine.tools._submission import Submission
 
 #: Each program: (name, code, extra run_code arguments).
 CORPUS: list[tuple[str, str, dict[str, Any]]] = [
@@ -204,11 +205,10 @@ def test_without_a_reading_of_a_fresh_interpreter_programs_run_in_one(
     why = python_main.remember_fresh_interpreter()
     assert why is not None and "could not be read" in why
     assert "run in a new interpreter each" in caplog.text
-    submission = Submission(
-        LANGUAGES["python"], "import sys\nprint(sys.orig_argv)", {}, str(tmp_path)
-    )
+    program = Program(LANGUAGES["python"], "import sys\nprint(sys.orig_argv)", {}, Role.ONCE)
+    submission = Submission(program, str(tmp_path))
     try:
-        assert submission.warm is None
+        assert submission.steps.warm is None
         out, err = io.StringIO(), io.StringIO()
         ran = submission.run(submission.home, None, [], RunLimits(10, 256), out, err)
     finally:

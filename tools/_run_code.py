@@ -36,15 +36,17 @@ from a2e_engine.tools._confined import exchange_parameters, fetch_base64_files
 from a2e_engine.tools._languages import LANGUAGES
 from a2e_engine.tools._output import EventStream, Flusher
 from a2e_engine.tools._python_main import remember_fresh_interpreter
-from a2e_engine.tools._submission import (
+from a2e_engine.tools._steps import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
+    Program,
+    Role,
     RunLimits,
-    Submission,
     cpu_seconds_of,
     memory_mb_of,
     seconds_of,
 )
+from a2e_engine.tools._submission import Submission
 
 if TYPE_CHECKING:
     from a2e.caps.tools._models import ToolDefinition
@@ -154,8 +156,9 @@ class RunCode(ToolPlugin):
         read_roots = self.context.read_roots if self.context else ()
         fresh = arguments.get("fresh_interpreter", False) is True
         code = str(arguments["code"])
+        program = Program(language, code, files, Role.ONCE)
         submission = Submission(
-            language, code, files, workspace, fresh, self.plugin_dirs, read_roots, run_layer=True
+            program, workspace, self.plugin_dirs, read_roots, fresh_interpreter=fresh
         )
         try:
             result: dict[str, Any] = {"status": "Success", "message": "", "compile_result": None}

@@ -33,7 +33,8 @@ from typing import Any
 from a2e_engine.sandbox._beneath import open_dir, write_beneath
 from a2e_engine.sandbox._exits import how_it_ended
 from a2e_engine.tools._languages import LANGUAGES, Language
-from a2e_engine.tools._submission import RunLimits, StepResult, Submission
+from a2e_engine.tools._steps import Program, Role, RunLimits, StepResult
+from a2e_engine.tools._submission import Submission
 from a2e_engine.tools.grading._judging import (
     ACCEPTED,
     JUDGE_ERROR,
@@ -137,7 +138,7 @@ class Checker:
     ) -> None:
         self.spec = spec
         self.limits = RunLimits(CHECKER_SECONDS, jury_memory_mb(memory_mb))
-        self.submission = jury_submission(spec, workspace, plugin_dirs, confined_runs=False)
+        self.submission = jury_submission(spec, Role.CHECKER, workspace, plugin_dirs)
 
     def compile(self, seconds: float) -> StepResult | None:
         """The compile step, when it failed (None when it did not, or there is none)."""
@@ -178,22 +179,13 @@ def jury_memory_mb(case_mb: int) -> int:
 
 
 def jury_submission(
-    spec: CheckerSpec, workspace: str, plugin_dirs: tuple[str, ...], confined_runs: bool = True
+    spec: CheckerSpec, role: Role, workspace: str, plugin_dirs: tuple[str, ...]
 ) -> Submission:
-    """A checker's or an interactor's program, made ready to compile and run in a process of
-    its own (never a fork of the worker, which holds the answers). ``confined_runs``:
-    ``Submission``'s."""
+    """A checker's or an interactor's program (``role``), made ready to compile and run in a
+    process of its own (never a fork of the worker, which holds the answers)."""
     language, source, files = checker_program(spec)
-    return Submission(
-        language,
-        source,
-        files,
-        workspace,
-        fresh_interpreter=True,
-        plugin_dirs=plugin_dirs,
-        confined_runs=confined_runs,
-        jury=True,
-    )
+    program = Program(language, source, files, role)
+    return Submission(program, workspace, plugin_dirs, fresh_interpreter=True)
 
 
 def compile_failure(submission: Submission, seconds: float) -> StepResult | None:

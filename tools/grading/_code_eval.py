@@ -67,7 +67,7 @@ from a2e_engine.sandbox._run_root import program_writable
 from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._output import SPOOL_DIR, CappedText
 from a2e_engine.tools._python_main import remember_fresh_interpreter
-from a2e_engine.tools._submission import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, cpu_seconds_of
+from a2e_engine.tools._steps import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_S, cpu_seconds_of
 from a2e_engine.tools._template_cases import ROLE as CASES_ROLE
 from a2e_engine.tools._template_cases import TemplateCases, serve_cases
 from a2e_engine.tools.grading._call_based import call_based_tests

@@ -34,7 +34,8 @@ from typing import Any
 from a2e_engine.sandbox._beneath import open_dir, read_beneath, write_beneath
 from a2e_engine.sandbox._run_domain import sweep
 from a2e_engine.tools._processes import Finished, Monitor, Outputs, Usage
-from a2e_engine.tools._submission import Launch, RunLimits, StepResult, Submission, not_started
+from a2e_engine.tools._steps import Launch, Role, RunLimits, StepResult, not_started
+from a2e_engine.tools._submission import Submission
 from a2e_engine.tools.grading._checker import (
     CASE_FILES,
     CheckerSpec,
@@ -83,7 +84,7 @@ class Interactor:
     ) -> None:
         self.spec = spec
         self.memory_mb = memory_mb
-        self.submission = jury_submission(spec, workspace, plugin_dirs)
+        self.submission = jury_submission(spec, Role.INTERACTOR, workspace, plugin_dirs)
 
     def compile(self, seconds: float) -> StepResult | None:
         """The compile step, when it failed (None when it did not, or there is none)."""
@@ -104,12 +105,13 @@ class Interactor:
             solution = program.launch(solution_dir, [], limits)
             jury = self.submission.launch(jury_dir, list(CASE_FILES[:2]), jury_limits)
             try:
-                ran, judged = _side_by_side(solution, limits, jury, jury_limits, program.usage)
+                usage = program.steps.usage
+                ran, judged = _side_by_side(solution, limits, jury, jury_limits, usage)
             finally:
                 solution.close()
                 jury.close()
-            program_step = program.step_result(ran[0], "", ran[1], True)
-            jury_step = self.submission.step_result(judged[0], "", judged[1], True)
+            program_step = program.steps.result(ran[0], "", ran[1], True)
+            jury_step = self.submission.steps.result(judged[0], "", judged[1], True)
             return Interaction(program_step, jury_step, _written(jury_dir))
         except OSError as exc:  # one of the two could not be started: which, the verdict says
             failed = not_started(f"could not start: {exc.strerror or exc}")

@@ -22,13 +22,15 @@ from typing import Any
 from a2e_engine.sandbox._landlock import abi_version
 from a2e_engine.sandbox._run_domain import sweep
 from a2e_engine.tools._languages import Language
-from a2e_engine.tools._submission import (
+from a2e_engine.tools._steps import (
+    Program,
+    Role,
     RunLimits,
     StepResult,
-    Submission,
     memory_mb_of,
     seconds_of,
 )
+from a2e_engine.tools._submission import Submission
 from a2e_engine.tools._template_cases import TemplateCases
 from a2e_engine.tools.grading._checker import Checker, CheckerSpec, checker_of
 from a2e_engine.tools.grading._comparisons import COMPARISONS, default_tolerance
@@ -143,7 +145,7 @@ def judge_cases(
     worker's clean template, which a Python program's cases are forks of.
 
     With a checker or an interactor, the candidate is compiled before either is written
-    anywhere, and its runs are sealed (``Submission.sealed_runs``): they read nothing of the
+    anywhere, and its runs are sealed (``Role.SEALED_CASE``): they read nothing of the
     workspace but their own directory, so neither the jury's programs nor a case's files for
     them, and cannot signal them."""
     started = time.monotonic()
@@ -155,18 +157,8 @@ def judge_cases(
         )
     # Never a fork of this worker: it holds every case's expected output, and a fork would
     # too (``sys._getframe`` reaches the case being judged; its memory holds them all).
-    submission = Submission(
-        language,
-        program,
-        {},
-        workspace,
-        fresh_interpreter=template is None,
-        plugin_dirs=plugin_dirs,
-        read_roots=read_roots,
-        sealed_runs=sealed,
-        alone=True,
-        template=template,
-    )
+    judged = Program(language, program, {}, Role.SEALED_CASE if sealed else Role.CASE)
+    submission = Submission(judged, workspace, plugin_dirs, read_roots, template)
     jury = Jury()
     try:
         compiled = _compile(submission, options)
@@ -219,9 +211,7 @@ def judge_test_program(
     """The program with its tests appended, run once: accepted when it exits 0 in time."""
     started = time.monotonic()
     source = with_tests(program, tests)
-    submission = Submission(
-        language, source, {}, workspace, plugin_dirs=plugin_dirs, run_layer=True, alone=True
-    )
+    submission = Submission(Program(language, source, {}, Role.TESTS), workspace, plugin_dirs)
     try:
         compiled = _compile(submission, options)
         if compiled is not None and compiled["return_code"] != 0:
@@ -270,7 +260,7 @@ def _judge_case(
         run = submission.run(where, case.input, [], options.limits, out, err)
     finally:
         # What the run left: before its files go, and before anything else runs.
-        sweep(submission.spared())
+        sweep(submission.steps.spared())
         shutil.rmtree(where, ignore_errors=True)
     checked: dict[str, Any] = {}
     if checker is None:
