@@ -1,5 +1,5 @@
 """verl's SandboxFusion code reward, its client path written anew: the oracle that the engine's
-drop-in (``engine.rewards.verl``) is checked against, and the grader of the ``--reward-batch``
+drop-in (``a2e.adapters.verl``) is checked against, and the grader of the ``--reward-batch``
 benchmark's systems A and B.
 
 Written from volcengine/verl b178a3c ``verl/utils/reward_score/sandbox_fusion`` (its
@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from a2e_engine.engine.rewards._verl_rules import extracted_code
+from a2e.adapters._verl_rules import extracted_code
 
 __all__ = ["FIRST_CASES", "Answer", "verl_case", "verl_reward", "verl_wrapped"]
 
@@ -127,7 +127,7 @@ def verl_case(answer: Answer, expected: Any) -> bool | int:
 def verl_wrapped(code: str, fn_name: str) -> str:
     """``code`` inside verl's call-based wrapper (a program that reads one JSON value per line
     of stdin as the arguments of ``fn_name`` and prints what it returns)."""
-    from a2e_engine.engine.rewards._verl_rules import _call_based
+    from a2e.adapters._verl_rules import _call_based
 
     return _call_based(code, fn_name)
 

@@ -14,7 +14,7 @@ a step's samples, ``--threads`` (8) of them at a time, by:
   (``benchmarks.sandboxfusion_standin``) started for the run;
 * **B**: the same client against ``/run_code`` of an ``a2e serve --http`` started for the run
   on 127.0.0.1 with its default settings;
-* **C**: the engine's drop-in (``engine.rewards.verl.compute_score_with_cases``: one
+* **C**: the engine's drop-in (``a2e.adapters.verl.compute_score_with_cases``: one
   ``code_eval`` call a case) against the same server.
 
 Each problem's language reaches the graders the way a verl user grading C++ gives it: to
@@ -228,7 +228,7 @@ def _verls_path(batch: list[Sample], tag: str, threads: int, server: Server) -> 
 
 def _drop_in(batch: list[Sample], tag: str, threads: int, server: Server) -> Graded:
     """The engine's drop-in, called as verl's reward function would call it."""
-    from a2e_engine.engine.rewards import verl
+    from a2e.adapters import verl
 
     def grade(sample: Sample, tag: str) -> tuple[float, list[Any]]:
         return verl.compute_score_with_cases(

@@ -115,7 +115,7 @@ COMMANDS = {
     "benchmarks/sandboxfusion_standin.py",
     "benchmarks/tool_search.py",
     # The file verl's configuration names (custom_reward_function.path).
-    "engine/rewards/verl.py",
+    "a2e/adapters/verl.py",
     "sandbox/layers.py",
 }
 

@@ -1,4 +1,4 @@
-"""The verl drop-in (``engine.rewards.verl``) gives what verl's own SandboxFusion reward gives.
+"""The verl drop-in (``a2e.adapters.verl``) gives what verl's own SandboxFusion reward gives.
 
 The oracle is verl's client path, written anew from its code (volcengine/verl b178a3c,
 ``verl/utils/reward_score/sandbox_fusion``, unchanged from v0.6.0 to 0.10.0.dev) in
@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
+from a2e.adapters import verl
 from a2e_engine.benchmarks._verl_client import verl_reward
 from a2e_engine.benchmarks.reward_batch import engine_calls
-from a2e_engine.engine.rewards import verl
 from tests.service_process import ServiceProcess
 
 ADD = json.dumps({"inputs": ["1 2\n", "3 4\n", "10 20\n"], "outputs": ["3\n", "7", "30\n"]})

@@ -43,11 +43,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from a2e._codec import describe_validation_error
+from a2e.adapters import SANDBOX_FUSION_LANGUAGES as LANGUAGES
+from a2e.adapters import SANDBOX_FUSION_NOT_SERVED as NOT_SERVED
 from a2e.caps.tools._models import ToolCallRequest, ToolResult
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.engine.service._bodies import STRICT, BadRequest, read_model
 from a2e_engine.engine.service._responses import json_response
-from a2e_engine.engine.service._sandbox_fusion_languages import LANGUAGES, NOT_SERVED
 from a2e_engine.engine.service._state import ServiceState
 from a2e_engine.tools._python_cells import MAX_CELLS
 

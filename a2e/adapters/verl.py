@@ -3,14 +3,15 @@
 In verl's configuration (``reward.custom_reward_function``; up to verl 0.7.0,
 ``custom_reward_function`` at the top)::
 
-    path: <this file: python -c "import a2e_engine.engine.rewards.verl as m; print(m.__file__)">
+    path: <this file: python -c "import a2e.adapters.verl as m; print(m.__file__)">
     name: compute_score
     reward_kwargs: {a2e_url: "http://127.0.0.1:8080", max_concurrent: 32}
 
 ``compute_score(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)`` returns
 what verl's own SandboxFusion reward gives its trainer for the sample (the share of its first
-ten cases that passed: ``engine.rewards._verl_rules`` says how each is judged), from one
-``code_eval`` call per sample rather than one ``/run_code`` per case.
+ten cases that passed: ``a2e.adapters._verl_rules`` says how each is judged), from
+``code_eval`` calls that compile the program once for all its cases, rather than one
+``/run_code`` (and one compile) per case.
 ``compute_score_with_cases`` returns verl's ``(score, per-case results)`` pair: ``True``,
 ``False``, or ``-1`` to ``-4`` as verl codes them. ``compute_score_batch`` is the batched form
 verl's batch reward manager calls.
@@ -45,7 +46,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
-from a2e_engine.engine.rewards._verl_rules import (
+from a2e.adapters._sandbox_fusion_languages import SANDBOX_FUSION_LANGUAGES
+from a2e.adapters._verl_rules import (
     FIRST_CASES,
     MEMORY_MB,
     TIME_LIMIT_S,
@@ -55,7 +57,6 @@ from a2e_engine.engine.rewards._verl_rules import (
     run_result,
     score_of,
 )
-from a2e_engine.engine.service._sandbox_fusion_languages import LANGUAGES
 
 __all__ = ["compute_score", "compute_score_batch", "compute_score_with_cases"]
 
@@ -141,7 +142,7 @@ def _graded(
     except ValueError as exc:
         log.warning("%s: every case scores -1", exc)
         return 0.0, [-1] * len(problem.inputs)
-    tool_language = LANGUAGES.get(language)
+    tool_language = SANDBOX_FUSION_LANGUAGES.get(language)
     if tool_language is None:  # SandboxFusion would refuse it, or not serve it: -1 each
         log.warning("language %r is not served: every case scores -1", language)
         return 0.0, [-1] * len(problem.inputs)

@@ -1,13 +1,13 @@
 """SandboxFusion's language names and this engine's (``tools._languages``), with no import
-beyond the standard library: ``/run_code`` reads them, and so does the verl drop-in, which runs
-in a trainer's process and must not load the service to learn a name."""
+beyond the standard library: the verl drop-in (``a2e.adapters.verl``) reads them in a trainer's
+process, and so does the engine's ``/run_code``, which answers SandboxFusion's clients."""
 
 from __future__ import annotations
 
-__all__ = ["LANGUAGES", "NOT_SERVED"]
+__all__ = ["SANDBOX_FUSION_LANGUAGES", "SANDBOX_FUSION_NOT_SERVED"]
 
 #: SandboxFusion's language name -> the ``run_code`` tool's (``tools._languages``).
-LANGUAGES: dict[str, str] = {
+SANDBOX_FUSION_LANGUAGES: dict[str, str] = {
     "python": "python",
     "bash": "bash",
     "cpp": "cpp",
@@ -38,7 +38,7 @@ LANGUAGES: dict[str, str] = {
 }
 #: SandboxFusion's languages that this engine cannot serve, each with why: what a client that
 #: asks for one reads in the ``SandboxError``'s message.
-NOT_SERVED: dict[str, str] = {
+SANDBOX_FUSION_NOT_SERVED: dict[str, str] = {
     "julia": "Debian 12 has no Julia, and its registry packages only download one from the web",
     "swift": "Debian 12 has no Swift compiler (its package 'swift' is OpenStack's object store)",
     "lean": "Lean 4 and the Mathlib its runs build against come only from GitHub's releases",
