@@ -14,6 +14,8 @@ dependencies) as from the drop-in.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -223,3 +225,17 @@ def test_connections_the_server_closed_while_idle_are_not_reused(service: Servic
     assert verl.compute_score_batch(["x"] * 4, batch, truths, None, **kwargs) == [1.0] * 4
     time.sleep(6)
     assert verl.compute_score_batch(["x"] * 4, batch, truths, None, **kwargs) == [1.0] * 4
+
+
+def test_the_trainer_process_loads_nothing_of_the_engine() -> None:
+    """verl imports the drop-in in its trainer's processes: it must not bring the engine (its
+    service, its sandbox layers) with it, only the standard library and the client side."""
+    probe = (
+        "import sys\n"
+        "import a2e.adapters.verl\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('a2e_engine', 'pydantic', "
+        "'starlette', 'psutil')))\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]", ran.stdout
