@@ -35,6 +35,8 @@ def _modules() -> dict[str, Path]:
     found = {}
     for folder, package in PACKAGES.items():
         for path in (ROOT / folder).rglob("*.py"):
+            if "assets" in path.parts:  # scripts sent into the sandbox, never imported
+                continue
             parts = path.relative_to(ROOT / folder).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]

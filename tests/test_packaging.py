@@ -30,12 +30,18 @@ FIRST_PARTY = {"a2e", "a2e_engine", "tests"}
 INSTALLED = os.environ.get("A2E_TEST_INSTALLED") == "1"
 
 
+def _modules_in(folder: str) -> list[Path]:
+    """The modules of a package folder: every ``.py`` but the scripts an ``assets/`` folder ships
+    as data (sent into the sandbox, never imported)."""
+    return [path for path in (ROOT / folder).rglob("*.py") if "assets" not in path.parts]
+
+
 def _source_folders() -> dict[Path, str]:
     """Every folder under a package folder that holds a module, or a folder that does, by the
     package name it must install as."""
     found: dict[Path, str] = {}
     for folder, name in FOLDERS.items():
-        for module in (ROOT / folder).rglob("*.py"):
+        for module in _modules_in(folder):
             parent = module.parent
             while True:
                 parts = parent.relative_to(ROOT / folder).parts
@@ -49,7 +55,7 @@ def _source_folders() -> dict[Path, str]:
 def _source_modules() -> set[str]:
     modules = set()
     for folder, name in FOLDERS.items():
-        for module in (ROOT / folder).rglob("*.py"):
+        for module in _modules_in(folder):
             parts = module.relative_to(ROOT / folder).with_suffix("").parts
             modules.add(".".join((name, *parts)))
     return modules
@@ -86,12 +92,17 @@ def test_the_built_wheel_holds_exactly_the_trees_modules(tmp_path: Path) -> None
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    modules = {name.removesuffix(".py").replace("/", ".") for name in names if name.endswith(".py")}
+    assets = {name for name in names if "/assets/" in name}
+    modules = {n.removesuffix(".py").replace("/", ".") for n in names if n.endswith(".py")} - {
+        n.removesuffix(".py").replace("/", ".") for n in assets
+    }
     assert modules == _source_modules()
     # Beyond modules, only the data the package declares: the engine's own LuaUnit, its Kotlin
-    # script launcher, its C# assertion listener with the configuration that names it, and its
-    # testlib.h for checkers and interactors.
-    others = sorted(n for n in names if not n.endswith(".py") and ".dist-info/" not in n)
+    # script launcher, its C# assertion listener with the configuration that names it, and
+    # grading's assets (testlib.h for checkers and interactors, LiveCodeBench's judge).
+    others = sorted(
+        n for n in names if (not n.endswith(".py") or n in assets) and ".dist-info/" not in n
+    )
     data = sorted(
         f"a2e_engine/tools/{path.relative_to(ROOT / 'tools')}"
         for pattern in (
@@ -99,11 +110,11 @@ def test_the_built_wheel_holds_exactly_the_trees_modules(tmp_path: Path) -> None
             "kotlin/*.kt",
             "csharp/*.cs",
             "csharp/*.config",
-            "grading/testlib/*.h",
+            "grading/assets/*",
         )
         for path in (ROOT / "tools").glob(pattern)
     )
-    assert others == data and len(data) == 5, others
+    assert others == data and len(data) == 6, others
 
 
 def _requirement_name(requirement: str) -> str:

@@ -20,7 +20,7 @@ import pytest
 import a2e_engine.tools.grading as grading_package
 from tests.guessing_game import BINARY_SEARCH
 
-HEADER_DIR = Path(grading_package.__file__).parent / "testlib"
+HEADER_DIR = Path(grading_package.__file__).parent / "assets"
 CHECKERS = Path(__file__).parent / "testlib_checkers"
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")

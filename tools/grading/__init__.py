@@ -16,8 +16,8 @@ A request's data takes these shapes, each in one module:
 
 Outside this package only these names are used: the plugin, what the supervisor's compile
 store needs to know of a call (``compiled_sources``), and the bounds and rules a front-end
-shares with it. The assets live beside the code that sends them into the sandbox
-(``testlib/testlib.h``).
+shares with it, and the assets it sends into the sandbox as they are (``assets/``, read by
+``asset``: testlib's header, LiveCodeBench's judge).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from a2e._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from a2e_engine.tools.grading._assets import asset
     from a2e_engine.tools.grading._code_eval import MAX_TIME_LIMIT_S, CodeEval, compiled_sources
     from a2e_engine.tools.grading._comparisons import COMPARISONS, compare_outputs
     from a2e_engine.tools.grading._judging import MAX_CASES
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_CASES",
     "MAX_TIME_LIMIT_S",
     "CodeEval",
+    "asset",
     "compare_outputs",
     "compiled_sources",
 ]
@@ -43,6 +45,7 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
+        "asset": f"{__name__}._assets",
         "CodeEval": f"{__name__}._code_eval",
         "compiled_sources": f"{__name__}._code_eval",
         "MAX_TIME_LIMIT_S": f"{__name__}._code_eval",

@@ -9,7 +9,7 @@ on its stderr). Any other ending (a signal, its time limit, another code) is a j
 What it printed comes back with the case.
 
 A checker is C++ by default, written against ``testlib.h``: the engine's own header
-(``tools/grading/testlib/testlib.h``) is put beside it, unless the call gives a ``testlib.h``
+(``tools/grading/assets/testlib.h``) is put beside it, unless the call gives a ``testlib.h``
 of its own in the checker's ``files``. It is any served language otherwise (a Python checker reads
 the three paths from ``sys.argv``). It is compiled as any program is, once per engine through the
 shared compile cache (``checker_program`` is what the supervisor keys it by), and each case's
@@ -27,7 +27,6 @@ import functools
 import os
 import re
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from a2e_engine.sandbox._beneath import open_dir, write_beneath
@@ -35,6 +34,7 @@ from a2e_engine.sandbox._exits import how_it_ended
 from a2e_engine.tools._languages import LANGUAGES, Language
 from a2e_engine.tools._steps import Program, Role, RunLimits, StepResult
 from a2e_engine.tools._submission import Submission
+from a2e_engine.tools.grading._assets import asset
 from a2e_engine.tools.grading._judging import (
     ACCEPTED,
     JUDGE_ERROR,
@@ -126,8 +126,7 @@ def checker_program(spec: CheckerSpec) -> tuple[Language, str, dict[str, str]]:
 
 @functools.cache
 def _engine_header() -> str:
-    data = resources.files("a2e_engine.tools.grading").joinpath("testlib", HEADER).read_bytes()
-    return base64.b64encode(data).decode()
+    return base64.b64encode(asset(HEADER)).decode()
 
 
 class Checker:

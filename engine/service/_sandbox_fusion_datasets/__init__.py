@@ -9,8 +9,8 @@ completion becomes, how it runs and what the answer says. One module a class (or
 - ``_mbxp``: ``MBXPDataset`` (MBXP, HumanEval-DS and OODTest rows);
 - ``_autoeval``: ``AutoEvalDataset``;
 - ``_cruxeval``: ``CruxEvalDataset`` (and CRUXEval-X's submissions);
-- ``_live_code_bench``: ``LiveCodeBenchDataset``, judged by ``_live_code_bench_judge`` in the
-  sandbox, its packed test cases read by ``_literal_pickle``.
+- ``_live_code_bench``: ``LiveCodeBenchDataset``, judged by grading's asset ``lcb_judge.py`` in
+  the sandbox, its packed test cases read by ``_literal_pickle``.
 
 A dataset reads its rows from ``config.provided_data`` only: the engine keeps no tables. A row
 without a column its class reads is a 400 that names it (SandboxFusion's server answers a 500

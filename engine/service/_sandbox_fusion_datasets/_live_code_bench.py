@@ -1,6 +1,6 @@
 """``LiveCodeBenchDataset`` (``live_code_bench_v1``): the Python code extracted from the
-completion, judged by LiveCodeBench's own harness in one run (``_live_code_bench_judge``, which
-runs in the sandbox): each case in turn with ``int(run_timeout or 6)`` seconds, the run
+completion, judged by LiveCodeBench's own harness in one run (grading's asset ``lcb_judge.py``,
+which runs in the sandbox): each case in turn with ``int(run_timeout or 6)`` seconds, the run
 ``min((seconds + 1) * cases + 5, 160)``. Accepted when the judge's own verdict, signed with this
 request's nonce, says every case passed (SandboxFusion reads the exit status alone).
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-from importlib import resources
 from typing import Any
 
 from a2e_engine.engine.service._sandbox_fusion import RunCodeResponse
@@ -41,12 +40,12 @@ from a2e_engine.engine.service._sandbox_fusion_oj_types import (
     SubmitRequest,
     TestConfig,
 )
+from a2e_engine.tools.grading import asset
 
 #: The longest a submission's run may take, whatever its cases (SandboxFusion's).
 MAX_RUN_S = 160
 #: The judge, a file beside the candidate's code, and the program that runs it (SandboxFusion's
 #: ``testing_util.py`` and ``TEST_CODE``).
-_JUDGE = resources.files(__package__).joinpath("_live_code_bench_judge.py").read_text()
 _JUDGE_FILE = "lcb_judge.py"
 _RUN_JUDGE = "from lcb_judge import main\n\nmain({seconds}, {files!r})\n"
 #: The files beside the judge, as its ``main`` is told of them; the verdict's name holds the
@@ -260,7 +259,7 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], sandbox: Sandbox)
         _FILES["tests"]: written,
         _FILES["code"]: code,
         _FILES["nonce"]: nonce,
-        _JUDGE_FILE: _JUDGE,
+        _JUDGE_FILE: asset(_JUDGE_FILE).decode(),
     }
     driver = _RUN_JUDGE.format(seconds=seconds, files=_FILES)
     verdict_file = _FILES["verdict"].format(nonce=nonce)
