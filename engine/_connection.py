@@ -36,7 +36,12 @@ from a2e.caps.tools._models import (
     ToolResult,
 )
 from a2e_engine.engine._host import HostClosed, Refused, Send
-from a2e_engine.engine._host_session import SUPPORTED_CAPABILITIES, EngineSession, Services
+from a2e_engine.engine._host_session import (
+    SUPPORTED_CAPABILITIES,
+    CallScope,
+    EngineSession,
+    Services,
+)
 from a2e_engine.engine._identities import UidsExhausted
 from a2e_engine.engine._memory_bound import OverBound
 from a2e_engine.engine._policy import Policy
@@ -69,6 +74,8 @@ class Connection:
         self.name = name
         self._on_closed = on_closed
         self.sessions: dict[str, EngineSession] = {}
+        #: Request ids are the connection's, whichever of its sessions a call is in.
+        self._call_ids = CallScope("connection")
         self.closed = False
         #: A handshake whose session is being opened, and what came after it meanwhile.
         self._opening: asyncio.Task[None] | None = None
@@ -249,7 +256,7 @@ class Connection:
             log.exception("connection %s: opening a session failed", self.name)
             self.error(request.id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
         else:
-            session = EngineSession(self.services, opened)
+            session = EngineSession(self.services, opened, scope=self._call_ids)
             if self.closed:  # the connection ended while its session was being made
                 session.close()
             else:
@@ -305,22 +312,6 @@ class Connection:
     def _call(self, request: ToolCallRequest) -> None:
         session = self._session_for(request.id, request.session_id)
         if session is None:
-            return
-        if self._running(request.id) is not None:
-            self.error(
-                request.id,
-                ErrorCode.DUPLICATE_REQUEST,
-                f"a call with id {request.id!r} is already in flight on this connection",
-            )
-            return
-        limit = self.config.admission.max_calls_per_connection
-        if len(self.in_flight()) >= limit:
-            self.error(
-                request.id,
-                ErrorCode.OVERLOADED,
-                f"this connection already has {limit} calls in flight; wait for one to end",
-                retryable=True,
-            )
             return
         try:
             task = session.start(request, self.send)

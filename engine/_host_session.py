@@ -39,7 +39,7 @@ from a2e_engine.engine._sessions import Sessions
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._pool import StopSignal
 
-__all__ = ["SUPPORTED_CAPABILITIES", "EngineSession", "PendingCalls", "Services"]
+__all__ = ["SUPPORTED_CAPABILITIES", "CallScope", "EngineSession", "PendingCalls", "Services"]
 
 log = logging.getLogger("a2e.host")
 
@@ -96,6 +96,17 @@ def _refusal(code: str, message: str, req_id: str = "", retryable: bool = False)
     return Refused(A2EError(req_id=req_id, code=code, message=message, retryable=retryable))
 
 
+class CallScope:
+    """Where request ids must differ and the calls in flight are bounded
+    (``admission.max_calls_per_connection``): a connection's, whose sessions share one since
+    its replies are routed by request id, or a lone session's (``Host.open_session``)."""
+
+    def __init__(self, name: str) -> None:
+        """``name``: what refusals call it ("connection", "session")."""
+        self.name = name
+        self.ids: set[str] = set()
+
+
 class EngineSession:
     """Implements ``engine._host.HostSession``; every method runs on the engine's loop."""
 
@@ -105,14 +116,17 @@ class EngineSession:
         session: Session,
         on_closed: Callable[[EngineSession], None] | None = None,
         end: Callable[[Session, list[asyncio.Task[Any]]], None] | None = None,
+        scope: CallScope | None = None,
     ) -> None:
         """``end``: what becomes of the session once it is closed and its calls are done
-        (by default it ends; a pooled one goes back to its pool)."""
+        (by default it ends; a pooled one goes back to its pool); ``scope``: the connection's
+        when it has one, else its own."""
         self.services = services
         self.session = session
         self._end = end
         self.session_id = session.id
         self._on_closed = on_closed
+        self._scope = scope if scope is not None else CallScope("session")
         self._calls: dict[str, _RunningCall] = {}
         self.closed = False
         #: Why the engine ended it (``evict``), for the calls that come after.
@@ -164,17 +178,18 @@ class EngineSession:
         if self.closed:
             why = f": {self.ended_because}" if self.ended_because else ""
             raise _refusal(ErrorCode.UNKNOWN_SESSION, f"the session has ended{why}", request.id)
-        if request.id in self._calls:
+        scope = self._scope
+        if request.id in scope.ids:
             raise _refusal(
                 ErrorCode.DUPLICATE_REQUEST,
-                f"a call with id {request.id!r} is already in flight in this session",
+                f"a call with id {request.id!r} is already in flight in this {scope.name}",
                 request.id,
             )
         most = config.admission.max_calls_per_connection
-        if len(self._calls) >= most:
+        if len(scope.ids) >= most:
             raise _refusal(
                 ErrorCode.OVERLOADED,
-                f"this session already has {most} calls in flight; wait for one to end",
+                f"this {scope.name} already has {most} calls in flight; wait for one to end",
                 request.id,
                 retryable=True,
             )
@@ -193,10 +208,15 @@ class EngineSession:
         cancelled = StopSignal()
         task = loop.create_task(self._run(request, deadline, on_event, cancelled, tenant))
         self._calls[request.id] = _RunningCall(task, cancelled)
+        scope.ids.add(request.id)
         # Still in flight until the callbacks its caller adds next have run (the reply sent):
         # a connection that ends meanwhile waits for it rather than dropping its answer.
-        task.add_done_callback(lambda _: self._calls.pop(request.id, None))
+        task.add_done_callback(lambda _: self._ended(request.id))
         return task
+
+    def _ended(self, call_id: str) -> None:
+        self._calls.pop(call_id, None)
+        self._scope.ids.discard(call_id)
 
     async def _run(
         self,

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from a2e.caps.tools._models import ToolCallRequest, ToolEvent, ToolListRequest, ToolResult
-from a2e_engine.engine import Engine, EngineConfig
+from a2e_engine.engine import Admission, Engine, EngineConfig
 from a2e_engine.engine._host import HostSession, Refused
 from a2e_engine.engine.transports._conversation import open_wire_session
 from tests.waiting import wait_for
@@ -222,3 +222,36 @@ def test_nothing_of_one_stateless_request_reaches_the_next(tmp_path: Path) -> No
             assert listed == "[]" and "tmp-left" not in tmp, seen["stdout"]
             assert room == "room", seen
         assert (canary / "keep").read_text() == "the host's", "the wipe followed a link out"
+
+
+def test_a_lone_session_bounds_its_calls_and_refuses_a_reused_id() -> None:
+    """Without a connection around it (REST, MCP), a session is where request ids must differ
+    and where ``admission.max_calls_per_connection`` bounds the calls in flight."""
+    config = EngineConfig(max_workers=2, prefork=1, admission=Admission(max_calls_per_connection=2))
+
+    def sleeping(call_id: str) -> ToolCallRequest:
+        code = "import time\ntime.sleep(1)"
+        return ToolCallRequest(id=call_id, tool_name="python_eval", arguments={"code": code})
+
+    async def scenario(engine: Engine) -> tuple[str, str, ToolResult]:
+        session = await engine.open_session("test")
+        try:
+            first = asyncio.ensure_future(_run(session, sleeping("a")))
+            second = asyncio.ensure_future(_run(session, sleeping("b")))
+            await asyncio.sleep(0)
+            refusals = []
+            for call_id in ("a", "c"):
+                with pytest.raises(Refused) as refused:
+                    await _run(session, sleeping(call_id))
+                refusals.append(refused.value.error.message)
+            await asyncio.gather(first, second)
+            _, later = await _run(session, sleeping("a"))  # its id free again once it ended
+            return refusals[0], refusals[1], later
+        finally:
+            session.close()
+
+    with Engine(config=config) as engine:
+        duplicate, overloaded, later = engine.run(scenario(engine), timeout=60)
+    assert "'a' is already in flight in this session" in duplicate
+    assert "this session already has 2 calls in flight" in overloaded
+    assert later.success, later
