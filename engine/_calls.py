@@ -37,7 +37,7 @@ from a2e_engine.engine._policy import check_policies
 from a2e_engine.engine._registry import RegisteredTool, ToolRegistry
 from a2e_engine.engine._resident_workers import ResidentWorkers
 from a2e_engine.engine._retry import run_with_retries
-from a2e_engine.engine._session import Session
+from a2e_engine.engine._session import SessionState
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._messages import Job
 from a2e_engine.sandbox._pool import StopSignal, WorkerPool
@@ -140,7 +140,7 @@ def _failure(name: str, refusal: Refusal, started: float) -> ToolResult:
 
 
 def _gate(
-    ctx: CallContext, session: Session, request: ToolCallRequest, tool: RegisteredTool | None
+    ctx: CallContext, session: SessionState, request: ToolCallRequest, tool: RegisteredTool | None
 ) -> Refusal | None:
     if A2ECapability.TOOLS not in session.capabilities:
         return Refusal(
@@ -229,7 +229,7 @@ MAX_SECRETS_BYTES = 16 * 1024
 
 async def run_call(
     ctx: CallContext,
-    session: Session,
+    session: SessionState,
     request: ToolCallRequest,
     deadline: Deadline,
     send_event: Callable[[ToolEvent], None],
@@ -412,7 +412,11 @@ def _to_result(
 
 
 def _audit(
-    ctx: CallContext, session: Session, request: ToolCallRequest, result: ToolResult, outcome: str
+    ctx: CallContext,
+    session: SessionState,
+    request: ToolCallRequest,
+    result: ToolResult,
+    outcome: str,
 ) -> None:
     if ctx.audit is None:
         return

@@ -39,7 +39,7 @@ from a2e_engine.engine._host import HostClosed, Refused, Send
 from a2e_engine.engine._host_session import (
     SUPPORTED_CAPABILITIES,
     CallScope,
-    EngineSession,
+    LocalSession,
     Services,
 )
 from a2e_engine.engine._identities import UidsExhausted
@@ -73,7 +73,7 @@ class Connection:
         self.policy = policy
         self.name = name
         self._on_closed = on_closed
-        self.sessions: dict[str, EngineSession] = {}
+        self.sessions: dict[str, LocalSession] = {}
         #: Request ids are the connection's, whichever of its sessions a call is in.
         self._call_ids = CallScope("connection")
         self.closed = False
@@ -108,7 +108,7 @@ class Connection:
     def in_flight(self) -> list[asyncio.Task[ToolResult]]:
         return [task for session in self.sessions.values() for task in session.in_flight()]
 
-    def _running(self, call_id: str) -> EngineSession | None:
+    def _running(self, call_id: str) -> LocalSession | None:
         """The session of this connection where ``call_id`` runs: request ids are the
         connection's, whichever of its sessions a call is in."""
         return next((s for s in self.sessions.values() if s.running(call_id)), None)
@@ -256,7 +256,7 @@ class Connection:
             log.exception("connection %s: opening a session failed", self.name)
             self.error(request.id, ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
         else:
-            session = EngineSession(self.services, opened, scope=self._call_ids)
+            session = LocalSession(self.services, opened, scope=self._call_ids)
             if self.closed:  # the connection ended while its session was being made
                 session.close()
             else:
@@ -281,7 +281,7 @@ class Connection:
         if self.closed:
             self._behind.clear()
 
-    def _session_for(self, req_id: str, session_id: str) -> EngineSession | None:
+    def _session_for(self, req_id: str, session_id: str) -> LocalSession | None:
         if session_id:
             session = self.sessions.get(session_id)
             if session is None:

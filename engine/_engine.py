@@ -34,7 +34,7 @@ from a2e_engine.engine._connection import Connection
 from a2e_engine.engine._host import HostClosed, HostStatus, Refused, Send
 from a2e_engine.engine._host_session import (
     SUPPORTED_CAPABILITIES,
-    EngineSession,
+    LocalSession,
     PendingCalls,
     Services,
 )
@@ -127,7 +127,7 @@ class Engine:
         self._running: _Started | None = None
         self._undo: contextlib.ExitStack | None = None
         self._connections: set[Connection] = set()
-        self._sessions: set[EngineSession] = set()  # opened by open_session
+        self._sessions: set[LocalSession] = set()  # opened by open_session
         self._connections_lock = threading.Lock()  # both sets
 
     @staticmethod
@@ -357,7 +357,7 @@ class Engine:
         policy: Policy | None = None,
         stateless: bool = False,
         tenant: str = "",
-    ) -> EngineSession:
+    ) -> LocalSession:
         running = self._running
         if running is None:
             raise Refused(A2EError(code=ErrorCode.OVERLOADED, message="the engine is not running"))
@@ -377,7 +377,7 @@ class Engine:
                     retryable=True,
                 )
             ) from None
-        opened = EngineSession(
+        opened = LocalSession(
             running.services,
             session,
             on_closed=self._forget_session,
@@ -387,7 +387,7 @@ class Engine:
             self._sessions.add(opened)
         return opened
 
-    def _forget_session(self, session: EngineSession) -> None:
+    def _forget_session(self, session: LocalSession) -> None:
         with self._connections_lock:
             self._sessions.discard(session)
 

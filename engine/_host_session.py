@@ -1,4 +1,4 @@
-"""``EngineSession``: one session of the engine, typed, with no protocol in between.
+"""``LocalSession``: one session of the engine, typed, with no protocol in between.
 
 Every front-end works through it: the A2E wire connection (``engine._connection``) opens one per
 handshake; REST, SandboxFusion's ``/run_code`` and MCP ask the host for one directly
@@ -34,12 +34,12 @@ from a2e_engine.engine._calls import CallContext, run_call
 from a2e_engine.engine._host import Bursts, Refused
 from a2e_engine.engine._loop import EngineLoop
 from a2e_engine.engine._policy import Policy, check_policies
-from a2e_engine.engine._session import Session
+from a2e_engine.engine._session import SessionState
 from a2e_engine.engine._sessions import Sessions
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._pool import StopSignal
 
-__all__ = ["SUPPORTED_CAPABILITIES", "CallScope", "EngineSession", "PendingCalls", "Services"]
+__all__ = ["SUPPORTED_CAPABILITIES", "CallScope", "LocalSession", "PendingCalls", "Services"]
 
 log = logging.getLogger("a2e.host")
 
@@ -50,7 +50,7 @@ SUPPORTED_CAPABILITIES = frozenset(capability.value for capability in A2ECapabil
 class PendingCalls:
     """Calls pending in the whole engine, against ``Admission.max_pending_calls``: past it a
     call is refused at once (retryably) instead of queueing without bound; and one tenant's
-    (``Session.tenant_key``) against half of it, so that the others always find room."""
+    (``SessionState.tenant_key``) against half of it, so that the others always find room."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -107,15 +107,15 @@ class CallScope:
         self.ids: set[str] = set()
 
 
-class EngineSession:
+class LocalSession:
     """Implements ``engine._host.HostSession``; every method runs on the engine's loop."""
 
     def __init__(
         self,
         services: Services,
-        session: Session,
-        on_closed: Callable[[EngineSession], None] | None = None,
-        end: Callable[[Session, list[asyncio.Task[Any]]], None] | None = None,
+        session: SessionState,
+        on_closed: Callable[[LocalSession], None] | None = None,
+        end: Callable[[SessionState, list[asyncio.Task[Any]]], None] | None = None,
         scope: CallScope | None = None,
     ) -> None:
         """``end``: what becomes of the session once it is closed and its calls are done

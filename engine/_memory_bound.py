@@ -15,7 +15,7 @@ so sessions are admitted by what the sandbox holds, and pressure is relieved the
 evicts. What a session holds (``Holdings``) is its workspace's pages, the memory of the worker
 it keeps, and that of each call it runs now (its worker's group: its programs, their memfd
 and shmem pages); a tenant (a client address or an API key for the service, else the session
-itself: ``Session.tenant_key``) holds what its sessions do. Past ``HIGH_WATER`` of the bound
+itself: ``SessionState.tenant_key``) holds what its sessions do. Past ``HIGH_WATER`` of the bound
 a new session, stateful or a REST request's, is refused with ``overloaded`` when its tenant
 holds its fair share already (the bound divided among the tenants that hold any), and
 admitted when it does not: a tenant whose idle sessions fill the sandbox turns only itself
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from a2e_engine.sandbox._cgroups import memory_usage
 
 if TYPE_CHECKING:
-    from a2e_engine.engine._session import Session
+    from a2e_engine.engine._session import SessionState
 
 __all__ = [
     "HIGH_WATER",
@@ -86,7 +86,7 @@ class Holdings:
 
     def __init__(
         self,
-        sessions: Callable[[], Iterable[Session]],
+        sessions: Callable[[], Iterable[SessionState]],
         kept: Callable[[str], int],
         running: Callable[[str], int],
     ) -> None:
@@ -94,7 +94,7 @@ class Holdings:
         self.kept = kept
         self.running = running
 
-    def of(self, session: Session) -> int:
+    def of(self, session: SessionState) -> int:
         return session.held_bytes() + self.kept(session.id) + self.running(session.workspace)
 
     def by_tenant(self) -> dict[str, int]:

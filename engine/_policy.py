@@ -12,15 +12,15 @@ import fnmatch
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from a2e_engine.engine._session import Policy, Session
+from a2e_engine.engine._session import Policy, SessionState
 
 __all__ = ["AllowAll", "Policy", "PolicyFunction", "ToolPolicy", "check_policies"]
 
-PolicyFunction = Callable[[Session, str], "str | None"]
+PolicyFunction = Callable[[SessionState, str], "str | None"]
 
 
 class AllowAll:
-    def check(self, session: Session, tool_name: str) -> str | None:
+    def check(self, session: SessionState, tool_name: str) -> str | None:
         return None
 
 
@@ -34,7 +34,7 @@ class ToolPolicy:
     allow: Collection[str] | None = None
     deny: Collection[str] = ()
 
-    def check(self, session: Session, tool_name: str) -> str | None:
+    def check(self, session: SessionState, tool_name: str) -> str | None:
         if any(fnmatch.fnmatchcase(tool_name, pattern) for pattern in self.deny):
             return f"tool {tool_name!r} is denied by policy"
         if self.allow is not None and not any(
@@ -48,7 +48,7 @@ class _FunctionPolicy:
     def __init__(self, fn: PolicyFunction) -> None:
         self.fn = fn
 
-    def check(self, session: Session, tool_name: str) -> str | None:
+    def check(self, session: SessionState, tool_name: str) -> str | None:
         return self.fn(session, tool_name)
 
 
@@ -62,7 +62,7 @@ def as_policy(policy: Policy | PolicyFunction | None) -> Policy:
     raise TypeError(f"a policy must have .check(session, tool) or be callable, not {policy!r}")
 
 
-def check_policies(policies: list[Policy], session: Session, tool_name: str) -> str | None:
+def check_policies(policies: list[Policy], session: SessionState, tool_name: str) -> str | None:
     for policy in policies:
         try:
             reason = policy.check(session, tool_name)

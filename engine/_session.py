@@ -12,13 +12,13 @@ from typing import Protocol
 
 from a2e_engine.sandbox._quota import mount_session_quota, unmount
 
-__all__ = ["Policy", "Session"]
+__all__ = ["Policy", "SessionState"]
 
 
 class Policy(Protocol):
     """Which tools a session may call (implementations: ``engine._policy``)."""
 
-    def check(self, session: Session, tool_name: str) -> str | None:
+    def check(self, session: SessionState, tool_name: str) -> str | None:
         """``None`` to allow, otherwise why the tool is denied."""
 
 
@@ -26,7 +26,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass
-class Session:
+class SessionState:
     """Granted capabilities, the session's policies, and its workspace directory.
 
     The workspace is the working directory of every call of the session: what one call writes

@@ -9,7 +9,7 @@ about half a millisecond of the supervisor's CPU and more of the request's time.
 
 * a session is leased to one request, never two at once;
 * once the request is done and its last call has ended (its worker and the worker's whole
-  process tree gone: the sandbox's calls end only then), it is wiped (``Session.wipe``:
+  process tree gone: the sandbox's calls end only then), it is wiped (``SessionState.wipe``:
   everything beneath its root removed through descriptors, the workspace and tmp made anew)
   and ready again, with the same directory, tmpfs and uid. Nothing of one request reaches the
   next: no file, no process, no byte of the quota. Where a wipe fails, the session is ended and
@@ -24,7 +24,7 @@ import logging
 from typing import Any
 
 from a2e_engine.engine._policy import Policy
-from a2e_engine.engine._session import Session
+from a2e_engine.engine._session import SessionState
 from a2e_engine.engine._sessions import Sessions
 
 __all__ = ["SessionPool"]
@@ -43,7 +43,7 @@ class SessionPool:
         self.sessions = sessions
         self.size = size  # how many it keeps, ready or leased
         self.capabilities = capabilities
-        self._ready: collections.deque[Session] = collections.deque()
+        self._ready: collections.deque[SessionState] = collections.deque()
         self._filling: asyncio.Task[None] | None = None
         self._recycling: set[asyncio.Task[None]] = set()
         self._leased = 0  # handed out, and not back and wiped yet
@@ -53,7 +53,7 @@ class SessionPool:
     def ready(self) -> int:
         return len(self._ready)
 
-    async def take(self, client: str, policies: list[Policy], tenant: str = "") -> Session:
+    async def take(self, client: str, policies: list[Policy], tenant: str = "") -> SessionState:
         """A ready session; with none ready, the first one wiped within ``RECYCLE_WAIT_S``, or
         one made now; ``UidsExhausted``, ``OverBound`` or ``OSError`` when none can be had
         (a request past the sandbox's memory bound is refused too, as a new session is).
@@ -99,14 +99,14 @@ class SessionPool:
         finally:
             self._filling = None
 
-    def give_back(self, session: Session, calls: list[asyncio.Task[Any]]) -> None:
+    def give_back(self, session: SessionState, calls: list[asyncio.Task[Any]]) -> None:
         """A leased session, after its request: wiped once ``calls`` have ended, then ready
         again (or ended, when the pool is full, closed, or the wipe fails)."""
         task = asyncio.get_running_loop().create_task(self._recycle(session, calls))
         self._recycling.add(task)
         task.add_done_callback(self._recycling.discard)
 
-    async def _recycle(self, session: Session, calls: list[asyncio.Task[Any]]) -> None:
+    async def _recycle(self, session: SessionState, calls: list[asyncio.Task[Any]]) -> None:
         if calls:
             await asyncio.wait(calls)
         await self.sessions.retire_workers(session)

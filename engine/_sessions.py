@@ -2,7 +2,7 @@
 connection once their last call is done.
 
 Each session gets an unguessable id, a directory in the state directory (a tmpfs of its own
-where quotas are on, behind a directory of the session's uid: ``Session.guard``) named by
+where quotas are on, behind a directory of the session's uid: ``SessionState.guard``) named by
 another unguessable name, which nothing ties to the id (a worker sees every live session's
 tmpfs in its mount table, and can reach none but its own), and, with the identity layer, a
 uid of its own for its calls.
@@ -19,7 +19,7 @@ from typing import Any
 from a2e_engine.engine._identities import SessionUids
 from a2e_engine.engine._memory_bound import MemoryBound
 from a2e_engine.engine._policy import Policy
-from a2e_engine.engine._session import Session
+from a2e_engine.engine._session import SessionState
 
 __all__ = ["Sessions"]
 
@@ -39,7 +39,7 @@ class Sessions:
         #: What the sandbox may hold in all: a new session past it is refused.
         self.bound = bound or MemoryBound(0)
         #: Every session opened and not yet removed, by id.
-        self.live: dict[str, Session] = {}
+        self.live: dict[str, SessionState] = {}
         #: Ends the worker a session keeps (``engine._resident_workers``), given its id.
         self.end_workers = end_workers
         self._ending: set[asyncio.Task[None]] = set()
@@ -50,7 +50,7 @@ class Sessions:
         capabilities: frozenset[str],
         policies: list[Policy],
         tenant: str = "",
-    ) -> Session:
+    ) -> SessionState:
         """A new session with its directories, made in a thread of the loop's chores (a mount
         and its propagation take a while, and the loop must not wait); ``UidsExhausted``,
         ``OverBound`` or ``OSError`` if none can be had now (``tenant``'s share of the
@@ -67,14 +67,14 @@ class Sessions:
 
     def _new(
         self, client: str, capabilities: frozenset[str], policies: list[Policy], tenant: str
-    ) -> Session:
+    ) -> SessionState:
         self.bound.admit(self.quota_mb, tenant)
         try:
             uid = self.uids.take() if self.uids is not None else None
         except BaseException:
             self.bound.release(self.quota_mb)
             raise
-        session = Session(
+        session = SessionState(
             client=client,
             capabilities=capabilities,
             policies=policies,
@@ -87,7 +87,7 @@ class Sessions:
         self.live[session.id] = session
         return session
 
-    def end(self, session: Session, after: Iterable[asyncio.Task[Any]] = ()) -> None:
+    def end(self, session: SessionState, after: Iterable[asyncio.Task[Any]] = ()) -> None:
         """On the engine's loop: remove the session's directories once ``after`` are done."""
         calls = list(after)
 
@@ -102,7 +102,7 @@ class Sessions:
         self._ending.add(task)
         task.add_done_callback(self._ending.discard)
 
-    async def retire_workers(self, session: Session) -> None:
+    async def retire_workers(self, session: SessionState) -> None:
         """End the worker ``session`` keeps, before its directories go or are wiped for
         another request: nothing of it may outlive it."""
         if self.end_workers is not None:
@@ -113,7 +113,7 @@ class Sessions:
         if self._ending:
             await asyncio.wait(list(self._ending), timeout=timeout)
 
-    def _release(self, session: Session) -> None:
+    def _release(self, session: SessionState) -> None:
         """What the session held of the engine's: its uid, its place under the bound."""
         if self.uids is not None and session.uid is not None:
             self.uids.give_back(session.uid)

@@ -30,7 +30,7 @@ from a2e.caps.tools._models import (
 from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine import Engine, EngineConfig, Isolation, ToolPolicy
 from a2e_engine.engine._connection import MAX_BEHIND
-from a2e_engine.engine._session import Session
+from a2e_engine.engine._session import SessionState
 from tests.fakes import FakeEngine
 from tests.waiting import running, wait_for
 
@@ -676,14 +676,14 @@ class _HeldSessionDirs:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.making, self.let_go = threading.Event(), threading.Event()
-        original = Session.create_dirs
+        original = SessionState.create_dirs
 
-        def held(session: Session) -> None:
+        def held(session: SessionState) -> None:
             self.making.set()
             self.let_go.wait(30)
             original(session)
 
-        monkeypatch.setattr(Session, "create_dirs", held)
+        monkeypatch.setattr(SessionState, "create_dirs", held)
 
 
 def test_a_handshake_opens_its_session_off_the_loop_and_what_follows_waits_behind_it(

@@ -1,6 +1,6 @@
 """Sessions of the host (``engine._host.HostSession``), as REST, ``/run_code`` and MCP hold
-them: the engine's own (``EngineSession``: opened for a client, or taken ready from the pool for
-one stateless request) and one made of a wire connection (``WireSession``, the cluster's).
+them: the engine's own (``LocalSession``: opened for a client, or taken ready from the pool for
+one stateless request) and one made of a wire connection (``RemoteSession``, the cluster's).
 Several calls in flight in one session each get their own events and result; a cancel reaches
 its worker; closing ends what still runs; a session prepared ahead is handed out once and
 nothing of one request reaches the next."""

@@ -12,6 +12,8 @@ __all__ = ["LazySession"]
 
 
 class LazySession:
+    """Opens the ``HostSession`` of one MCP session when first asked (``get``), once."""
+
     def __init__(self, host: Host, name: str, stateless: bool = False) -> None:
         """``stateless``: for one request alone (a session prepared ahead, ``Host``)."""
         self._host = host

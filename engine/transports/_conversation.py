@@ -1,4 +1,4 @@
-"""``WireSession``: a ``HostSession`` (``engine._host``) made of a host connection, for a host
+"""``RemoteSession``: a ``HostSession`` (``engine._host``) made of a host connection, for a host
 that has no sessions of its own to give (the cluster's, whose sessions live on its nodes).
 
 It speaks the host protocol: a connection, a handshake (a session of its own, with a fresh
@@ -27,12 +27,12 @@ from a2e.caps.tools._models import (
 from a2e_engine.engine._host import Bursts, Host, HostClosed, Refused
 from a2e_engine.engine._policy import Policy
 
-__all__ = ["WireSession", "open_wire_session"]
+__all__ = ["RemoteSession", "open_wire_session"]
 
 
-async def open_wire_session(host: Host, client: str, policy: Policy | None) -> WireSession:
+async def open_wire_session(host: Host, client: str, policy: Policy | None) -> RemoteSession:
     """A session over a new connection of ``host``; ``Refused`` if it cannot be had."""
-    session = WireSession(host, client, policy)
+    session = RemoteSession(host, client, policy)
     try:
         await session.open()
     except BaseException:
@@ -41,7 +41,7 @@ async def open_wire_session(host: Host, client: str, policy: Policy | None) -> W
     return session
 
 
-class WireSession:
+class RemoteSession:
     def __init__(self, host: Host, client: str, policy: Policy | None = None) -> None:
         self._waiting: dict[str, asyncio.Queue[A2EMessage]] = {}
         self._client = client
