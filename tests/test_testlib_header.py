@@ -297,33 +297,69 @@ def test_an_interactor_talks_to_the_solution_and_writes_its_output(
     assert (built / "tout.txt").read_text() == written
 
 
-def test_a_generator_is_seeded_by_its_command_line(tmp_path: Path) -> None:
-    """``registerGen``: the same arguments give the same test, other arguments another (the
-    numbers are the header's own, not testlib's: a generator's tests are made by it, once);
-    a string drawn from a pattern matches it."""
-    source = tmp_path / "gen.cpp"
-    source.write_text(
-        '#include "testlib.h"\nint main(int argc, char* argv[]) {\n'
-        "    registerGen(argc, argv, 1);\n"
-        '    printf("%d %s\\n", rnd.next(1, 1000000), join(rnd.perm(5, 1)).c_str());\n'
-        '    for (int i = 0; i < 50; i++) printf("%s\\n", rnd.next("[a-c]{2,4}|x(y|z)").c_str());\n}\n'
-    )
-    command = ["g++", "-std=c++17", "-Wall", "-Werror", "-I", str(HEADER_DIR)]
-    done = subprocess.run([*command, "-o", str(tmp_path / "gen"), str(source)],
+#: Every draw of ``rnd`` a generator, checker or interactor makes (testlib's ``random_t``).
+DRAWS = r"""#include "testlib.h"
+#include <cstdio>
+#include <string>
+#include <vector>
+
+template <typename T>
+static void put(const std::vector<T>& items) {
+    for (size_t i = 0; i < items.size(); i++) std::printf("%s%lld", i ? "," : "", (long long)items[i]);
+    std::printf(" ");
+}
+
+int main(int argc, char* argv[]) {
+    registerGen(argc, argv, std::string(argv[1]) == "v0" ? 0 : 1);
+    std::printf("%d %d %d ", rnd.next(8), rnd.next(1000), rnd.next(1, 6));
+    std::printf("%lld %lld ", rnd.next(1000000000000LL), rnd.next(-5LL, 5LL));
+    std::printf("%u %.17g %.17g %.17g ", rnd.next(10u), rnd.next(), rnd.next(2.5), rnd.next(-1.0, 1.0));
+    std::printf("%d %d %d %d ", rnd.wnext(100, 3), rnd.wnext(100, -2), rnd.wnext(100, 30), rnd.wnext(100, -30));
+    std::printf("%lld %.17g %.17g ", rnd.wnext(1000000000000LL, 2), rnd.wnext(1.0, 40), rnd.wnext(5));
+    std::printf("%d ", rnd.wnext(10, 20, 1));
+    put(rnd.perm(7));
+    put(rnd.perm(5, 10));
+    put(rnd.distinct(4, 1000));
+    put(rnd.distinct(9, 1, 10));
+    put(rnd.partition(5, 20));
+    put(rnd.partition(4, 30, 3));
+    std::vector<int> items = {1, 2, 3, 4, 5, 6, 7, 8};
+    shuffle(items.begin(), items.end());
+    put(items);
+    std::printf("%d %d ", rnd.any(items), rnd.wany(items, 2));
+    std::printf("%s %s\n", rnd.next("[a-z]{3,8}").c_str(), rnd.next("[a-c]{2,4}|x(y|z)").c_str());
+    return 0;
+}
+"""
+#: What testlib's own header (MikeMirzayanov/testlib 1e4e8a2) prints for DRAWS run with each
+#: command line: the first argument is ``registerGen``'s version; the last line's argument is
+#: UTF-8, whose bytes are negative chars, as the seed reads them.
+TESTLIBS_DRAWS = {
+    ("v1",): "1 117 3 566759478060 2 0 0.10701716570438202 0.74397202131633167 -0.50095313735576785 75 14 96 3 824640808323 0.97253451050823991 0.98164289792709858 17 5,6,2,4,0,1,3 12,13,10,14,11 281,47,628,33 3,7,8,6,10,2,4,1,5 6,3,4,4,3 3,5,8,14 5,1,8,2,7,4,3,6 7 2 sngmm bcaa\n",
+    ("v1", "alpha", "7"): "0 462 2 624434971085 -2 0 0.19591504030813778 1.8532048476698679 -0.540261627470211 82 1 96 11 791361081536 0.9860715830101654 0.77618506941373444 19 3,4,0,2,1,6,5 13,14,11,10,12 962,996,76,620 2,5,1,7,9,3,6,10,8 3,10,1,2,4 6,5,6,13 5,3,2,6,4,1,7,8 7 4 ooirrpie xy\n",
+    ("v0", "alpha", "7"): "0 74 2 459787479551 2 3 0.19174799482083182 2.0232358471466521 -0.63021393030600947 94 48 93 1 583779144621 0.99521413377381873 0.59500083160622652 20 6,3,1,4,5,0,2 11,12,13,14,10 391,262,503,357 4,7,9,6,2,5,1,10,3 5,6,2,5,2 10,10,7,3 4,5,6,7,8,3,2,1 7 2 urpksgsz xz\n",
+    ("v1", "\u00e9-\u00fc"): "0 81 6 983919570249 5 8 0.44035050599519154 0.15549504494195343 0.66271572986450056 83 10 95 1 882262539263 0.99688804635618666 0.64041477701743754 19 2,1,5,3,6,4,0 14,13,12,10,11 598,516,443,253 4,1,7,10,8,3,5,9,2 4,7,3,5,1 6,4,12,8 1,8,6,4,3,5,7,2 5 7 hmnmwwu xy\n",
+}  # fmt: skip
+
+
+def test_rnd_draws_what_testlibs_draws(tmp_path: Path) -> None:
+    """``rnd`` is testlib's generator to the bit: the same seed from the same command line
+    (``registerGen``, both versions), the same numbers from every kind of draw (bounded,
+    weighted, doubles, permutations, distinct values, partitions, shuffles, patterns), so that
+    a checker or an interactor that draws at random behaves here as under testlib."""
+    source = tmp_path / "draws.cpp"
+    source.write_text(DRAWS)
+    command = ["g++", "-std=c++17", "-Wall", "-Werror", "-O2", "-I", str(HEADER_DIR)]
+    done = subprocess.run([*command, "-o", str(tmp_path / "draws"), str(source)],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-
-    def generated(*args: str) -> str:
-        run = subprocess.run([str(tmp_path / "gen"), *args], capture_output=True, text=True,
+    for args, expected in TESTLIBS_DRAWS.items():
+        run = subprocess.run([str(tmp_path / "draws"), *args], capture_output=True, text=True,
                              timeout=30, check=True)  # fmt: skip
-        return run.stdout
-
-    assert generated("--n", "5") == generated("--n", "5")
-    assert generated("--n", "5") != generated("--n", "6")
-    assert sorted(generated("7").split()[1:6]) == ["1", "2", "3", "4", "5"]
-    drawn = generated("7").split()[6:]
-    assert len(drawn) == 50 and all(re.fullmatch("[a-c]{2,4}|x(y|z)", word) for word in drawn)
-    assert len(set(drawn)) > 10
+        assert run.stdout == expected, args
+    drawn = subprocess.run([str(tmp_path / "draws"), "v1", "x"], capture_output=True, text=True,
+                           timeout=30, check=True).stdout.split()  # fmt: skip
+    assert re.fullmatch("[a-c]{2,4}|x(y|z)", drawn[-1]) and re.fullmatch("[a-z]{3,8}", drawn[-2])
 
 
 def test_an_endless_token_or_line_is_a_presentation_error(tmp_path: Path) -> None:

@@ -1649,49 +1649,305 @@ static a2e_validator_ validator;
 
 class random_t {
 public:
-    random_t() : seed_(3905348978240129619LL) {}
+    // registerGen's version: 0 draws a 63-bit number from two 31-bit draws, as testlib did before
+    // 0.8.7; 1 (and a program that never registers) from a 31-bit and a 32-bit one.
+    static inline int version = -1;
 
-    void setSeed(long long seed) { seed_ = (seed ^ 0x5DEECE66DLL) & ((1LL << 48) - 1); }
+    random_t() : seed_(3905348978240129619ULL) {}
 
+    // The seed of a command line: each byte of each argument (a char as the compiler signs it)
+    // stirred in, then a constant after each argument.
+    void setSeed(int argc, char* argv[]) {
+        seed_ = 3905348978240129619ULL;
+        for (int i = 1; i < argc; i++) {
+            for (const char* c = argv[i]; *c; c++)
+                seed_ = seed_ * kMultiplier_ + (unsigned int)(*c) + kAddend_;
+            seed_ += kMultiplier_ / kAddend_;
+        }
+        seed_ &= kMask_;
+    }
+
+    void setSeed(long long seed) { seed_ = ((unsigned long long)seed ^ kMultiplier_) & kMask_; }
+
+    // [0, n): a power of two from the high bits of one draw, any other n by rejecting the
+    // draws past the last whole multiple of it, so that every value is as likely.
     int next(int n) {
         if (n <= 0) quit(_fail, "random_t::next(int n): n must be positive");
-        return (int)(nextBits_(31) % (unsigned long long)n);
+        if ((n & -n) == n) return (int)((n * (long long)nextBits_(31)) >> 31);
+        long long limit = INT_MAX / n * n;
+        long long bits = nextBits_(31);
+        while (bits >= limit) bits = nextBits_(31);
+        return (int)(bits % n);
+    }
+
+    unsigned int next(unsigned int n) {
+        if (n >= INT_MAX) quit(_fail, "random_t::next(unsigned int n): n must be less INT_MAX");
+        return (unsigned int)next((int)n);
     }
 
     long long next(long long n) {
         if (n <= 0) quit(_fail, "random_t::next(long long n): n must be positive");
-        unsigned long long value = (nextBits_(31) << 31) ^ nextBits_(31);
-        return (long long)(value % (unsigned long long)n);
+        long long limit = LLONG_MAX / n * n;
+        long long bits = nextBits_(63);
+        while (bits >= limit) bits = nextBits_(63);
+        return bits % n;
     }
 
-    int next(int from, int to) { return (int)(from + next((long long)to - from + 1)); }
-    long long next(long long from, long long to) { return from + next(to - from + 1); }
-    double next() { return (double)((nextBits_(26) << 27) + nextBits_(27)) / (double)(1LL << 53); }
-    double next(double from, double to) { return from + next() * (to - from); }
+    unsigned long long next(unsigned long long n) {
+        if (n >= (unsigned long long)LLONG_MAX)
+            quit(_fail, "random_t::next(unsigned long long n): n must be less LONGLONG_MAX");
+        return (unsigned long long)next((long long)n);
+    }
 
-    template <typename C>
-    typename C::value_type any(const C& items) {
-        typename C::const_iterator it = items.begin();
-        std::advance(it, next((int)items.size()));
-        return *it;
+    long next(long n) { return (long)next((long long)n); }
+
+    unsigned long next(unsigned long n) {
+        if (n >= (unsigned long)LONG_MAX)
+            quit(_fail, "random_t::next(unsigned long n): n must be less LONG_MAX");
+        return (unsigned long)next((unsigned long long)n);
+    }
+
+    // [from, to]
+    int next(int from, int to) { return (int)(next((long long)to - from + 1) + from); }
+    unsigned int next(unsigned int from, unsigned int to) {
+        return (unsigned int)(next((long long)to - from + 1) + from);
+    }
+    long long next(long long from, long long to) { return next(to - from + 1) + from; }
+    unsigned long long next(unsigned long long from, unsigned long long to) {
+        if (from > to) quit(_fail, "random_t::next(unsigned long long from, unsigned long long "
+                                   "to): from can't not exceed to");
+        return next(to - from + 1) + from;
+    }
+    long next(long from, long to) { return next(to - from + 1) + from; }
+    unsigned long next(unsigned long from, unsigned long to) {
+        if (from > to)
+            quit(_fail, "random_t::next(unsigned long from, unsigned long to): from can't not "
+                        "exceed to");
+        return next(to - from + 1) + from;
+    }
+
+    // [0, 1), from 53 bits of two draws; [0, n); [from, to).
+    double next() {
+        long long high = (long long)nextBits_(26) << 27;
+        long long low = nextBits_(27);
+        return below_((double)(high + low) / (double)(1LL << 53), 0.0, 1.0);
+    }
+    double next(double n) {
+        if (n <= 0.0) quit(_fail, "random_t::next(double): n should be positive");
+        return below_(n * next(), 0.0, n);
+    }
+    double next(double from, double to) {
+        if (from >= to)
+            quit(_fail, "random_t::next(double from, double to): from should be strictly less "
+                        "than to");
+        return next(to - from) + from;
     }
 
     std::string next(const std::string& ptrn);
     std::string next(const pattern& p);
 
-    std::vector<int> perm(int size, int first = 0) {
-        std::vector<int> items(size);
-        for (int i = 0; i < size; i++) items[i] = first + i;
-        for (int i = size - 1; i > 0; i--) std::swap(items[i], items[next(i + 1)]);
+    // Weighted: the largest of type + 1 draws (the smallest of -type + 1 for a negative type);
+    // past kWeightDraws_ draws, the same distribution from one draw raised to a power.
+    int wnext(int n, int type) {
+        if (n <= 0) quit(_fail, "random_t::wnext(int n, int type): n must be positive");
+        if (std::abs(type) >= kWeightDraws_) return below_((int)((double)n * power_(type)), 0, n);
+        int result = next(n);
+        for (int i = 0; i < type; i++) result = std::max(result, next(n));
+        for (int i = 0; i < -type; i++) result = std::min(result, next(n));
+        return result;
+    }
+
+    long long wnext(long long n, int type) {
+        if (n <= 0) quit(_fail, "random_t::wnext(long long n, int type): n must be positive");
+        if (std::abs(type) >= kWeightDraws_)
+            return below_((long long)((double)n * power_(type)), 0LL, n);
+        long long result = next(n);
+        for (int i = 0; i < type; i++) result = std::max(result, next(n));
+        for (int i = 0; i < -type; i++) result = std::min(result, next(n));
+        return result;
+    }
+
+    double wnext(double n, int type) {
+        if (n <= 0) quit(_fail, "random_t::wnext(double n, int type): n must be positive");
+        if (std::abs(type) >= kWeightDraws_) return below_(n * power_(type), 0.0, n);
+        double result = next();
+        for (int i = 0; i < type; i++) result = std::max(result, next());
+        for (int i = 0; i < -type; i++) result = std::min(result, next());
+        return n * result;
+    }
+
+    double wnext(int type) { return wnext(1.0, type); }
+
+    unsigned int wnext(unsigned int n, int type) {
+        if (n >= INT_MAX)
+            quit(_fail, "random_t::wnext(unsigned int n, int type): n must be less INT_MAX");
+        return (unsigned int)wnext((int)n, type);
+    }
+
+    unsigned long long wnext(unsigned long long n, int type) {
+        if (n >= (unsigned long long)LLONG_MAX)
+            quit(_fail, "random_t::wnext(unsigned long long n, int type): n must be less "
+                        "LONGLONG_MAX");
+        return (unsigned long long)wnext((long long)n, type);
+    }
+
+    long wnext(long n, int type) { return (long)wnext((long long)n, type); }
+
+    unsigned long wnext(unsigned long n, int type) {
+        if (n >= (unsigned long)LONG_MAX)
+            quit(_fail, "random_t::wnext(unsigned long n, int type): n must be less LONG_MAX");
+        return (unsigned long)wnext((unsigned long long)n, type);
+    }
+
+    int wnext(int from, int to, int type) {
+        if (from > to)
+            quit(_fail, "random_t::wnext(int from, int to, int type): from can't not exceed to");
+        return wnext(to - from + 1, type) + from;
+    }
+    long long wnext(long long from, long long to, int type) {
+        if (from > to)
+            quit(_fail, "random_t::wnext(long long from, long long to, int type): from can't not "
+                        "exceed to");
+        return wnext(to - from + 1, type) + from;
+    }
+    double wnext(double from, double to, int type) {
+        if (from >= to)
+            quit(_fail, "random_t::wnext(double from, double to, int type): from should be "
+                        "strictly less than to");
+        return wnext(to - from, type) + from;
+    }
+
+    template <typename C>
+    typename C::value_type any(const C& items) {
+        int size = (int)items.size();
+        if (size <= 0) quit(_fail, "random_t::any(const Container& c): c.size() must be positive");
+        typename C::const_iterator it = items.begin();
+        std::advance(it, next(size));
+        return *it;
+    }
+
+    template <typename C>
+    typename C::value_type wany(const C& items, int type) {
+        int size = (int)items.size();
+        if (size <= 0)
+            quit(_fail, "random_t::wany(const Container& c, int type): c.size() must be positive");
+        typename C::const_iterator it = items.begin();
+        std::advance(it, wnext(size, type));
+        return *it;
+    }
+
+    // first, first + 1, ... shuffled: each place from 1 on swapped with one at or before it.
+    template <typename T, typename E>
+    std::vector<E> perm(T size, E first) {
+        if (size < 0) quit(_fail, "random_t::perm(T size, E first = 0): size must non-negative");
+        std::vector<E> items(size);
+        E current = first;
+        for (T i = 0; i < size; i++) items[i] = current++;
+        for (T i = 1; i < size; i++) std::swap(items[i], items[next(i + 1)]);
         return items;
     }
 
-private:
-    long long seed_;
+    template <typename T>
+    std::vector<T> perm(T size) {
+        return perm(size, T(0));
+    }
 
-    unsigned long long nextBits_(int bits) {
-        seed_ = (seed_ * 0x5DEECE66DLL + 0xBLL) & ((1LL << 48) - 1);
-        return (unsigned long long)(seed_ >> (48 - bits));
+    // ``size`` distinct values of [from, to], in the order drawn: drawn until enough differ
+    // when that is expected to take fewer draws than the range holds, else a permutation's
+    // first ``size``.
+    template <typename T>
+    std::vector<T> distinct(int size, T from, T to) {
+        std::vector<T> result;
+        if (size == 0) return result;
+        if (from > to) quit(_fail, "random_t::distinct expected from <= to");
+        if (size < 0) quit(_fail, "random_t::distinct expected size >= 0");
+        unsigned long long n = (unsigned long long)(to - from) + 1;
+        if ((unsigned long long)size > n)
+            quit(_fail, "random_t::distinct expected size <= to - from + 1");
+        double expected = 0.0;
+        for (int i = 1; i <= size; i++) expected += (double)n / (double)(n - i + 1);
+        if (expected < (double)n) {
+            std::set<T> seen;
+            while ((int)seen.size() < size) {
+                T value = T(next(from, to));
+                if (seen.insert(value).second) result.push_back(value);
+            }
+            return result;
+        }
+        if (n > 1000000000)
+            quit(_fail, "random_t::distinct here expected to - from + 1 <= 1000000000");
+        std::vector<T> all = perm((int)n, from);
+        result.insert(result.end(), all.begin(), all.begin() + size);
+        return result;
+    }
+
+    template <typename T>
+    std::vector<T> distinct(int size, T upper) {
+        if (size < 0) quit(_fail, "random_t::distinct expected size >= 0");
+        if (size == 0) return std::vector<T>();
+        if (upper <= 0) quit(_fail, "random_t::distinct expected upper > 0");
+        if (size > upper) quit(_fail, "random_t::distinct expected size <= upper");
+        return distinct(size, T(0), upper - 1);
+    }
+
+    // ``sum`` as ``size`` parts of at least ``min_part`` each, in random order: the cuts
+    // between them distinct points of the range, sorted.
+    template <typename T>
+    std::vector<T> partition(int size, T sum, T min_part) {
+        if (size < 0) quit(_fail, "random_t::partition: size < 0");
+        if (size == 0 && sum != 0) quit(_fail, "random_t::partition: size == 0 && sum != 0");
+        if (min_part * size > sum) quit(_fail, "random_t::partition: min_part * size > sum");
+        if (size == 0) return std::vector<T>();
+        T spare = sum - min_part * size;
+        std::vector<T> cuts(size);
+        std::vector<T> drawn = distinct(size - 1, T(1), T(spare + size - 1));
+        for (int i = 0; i + 1 < size; i++) cuts[i + 1] = drawn[i];
+        std::sort(cuts.begin(), cuts.end());
+        std::vector<T> parts(size);
+        for (int i = 0; i + 1 < size; i++) parts[i] = cuts[i + 1] - cuts[i] - 1 + min_part;
+        parts[size - 1] = spare + size - 1 - cuts.back() + min_part;
+        return parts;
+    }
+
+    template <typename T>
+    std::vector<T> partition(int size, T sum) {
+        return partition(size, sum, T(1));
+    }
+
+private:
+    static const unsigned long long kMultiplier_ = 0x5DEECE66DULL;
+    static const unsigned long long kAddend_ = 0xBULL;
+    static const unsigned long long kMask_ = (1ULL << 48) - 1;
+    static const int kWeightDraws_ = 25;
+    unsigned long long seed_;
+
+    // The next ``bits`` of a 48-bit linear congruential generator (java.util.Random's); more
+    // than 48 from two draws, as ``version`` says.
+    long long nextBits_(int bits) {
+        if (bits <= 48) {
+            seed_ = (seed_ * kMultiplier_ + kAddend_) & kMask_;
+            return (long long)(seed_ >> (48 - bits));
+        }
+        if (bits > 63) quit(_fail, "random_t::nextBits(int bits): n must be less than 64");
+        long long high = nextBits_(31) << 32;
+        long long low = nextBits_(version == 0 ? 31 : 32);
+        return high ^ low;
+    }
+
+    // One draw raised to the power that weighs it as ``type`` + 1 draws would.
+    double power_(int type) {
+        if (type > 0) return std::pow(next() + 0.0, 1.0 / (type + 1));
+        return 1 - std::pow(next() + 0.0, 1.0 / (-type + 1));
+    }
+
+    // ``value`` within [low, high): an integer at most high - 1, a double below high.
+    template <typename T>
+    static T below_(T value, T low, T high) {
+        return std::min(std::max(value, low), high - 1);
+    }
+    static double below_(double value, double low, double high) {
+        value = std::min(std::max(value, low), high);
+        return value >= high ? std::nexttoward(high, low) : value;
     }
 };
 
@@ -1719,13 +1975,17 @@ static inline void shuffle(It begin, It end) {
     for (It i = begin + 1; i < end; ++i) std::iter_swap(i, begin + rnd.next((int)(i - begin) + 1));
 }
 
-static inline void registerGen(int argc, char* argv[], int version = 1) {
-    (void)version;
+static inline void registerGen(int argc, char* argv[], int version) {
+    if (version < 0 || version > 1) quit(_fail, "Random generator version is expected to be 0 or 1.");
+    random_t::version = version;
     a2e_testlib_run.registered = true;
-    long long seed = 3905348978240129619LL;
-    for (int i = 1; i < argc; i++)
-        for (const char* c = argv[i]; *c; c++) seed = seed * 31 + (unsigned char)*c;
-    rnd.setSeed(seed);
+    rnd.setSeed(argc, argv);
+}
+
+// The form before random generator versions: version 0, said on stderr as testlib says it.
+static inline void registerGen(int argc, char* argv[]) {
+    std::fprintf(stderr, "Use registerGen(argc, argv, 0) or registerGen(argc, argv, 1).\n\n");
+    registerGen(argc, argv, 0);
 }
 
 #endif
