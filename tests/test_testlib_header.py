@@ -158,6 +158,11 @@ def test_checkers_judge_as_testlib_judges(
         ("strict", "01.5", 2, 'wrong output format Expected strict double, but "01.5" found\n'),
         ("strict", "-0.00", 2, 'wrong output format Redundant minus in "-0.00" found\n'),
         ("strict", "11.0", 1, "wrong answer Strict double parameter [name=d] equals to 11, violates the range [0, 10]\n"),
+        # testlib's order: the digits after the point before a leading zero or a bare sign.
+        ("strict", "00.555", 2, 'wrong output format Expected strict double with number of digits after point in range [1,2], but "00.555" found\n'),
+        ("strict", "-.555", 2, 'wrong output format Expected strict double with number of digits after point in range [1,2], but "-.555" found\n'),
+        ("strict", "-.55", 2, 'wrong output format Expected strict double, but "-.55" found\n'),
+        ("strict", "1" + "0" * 301 + ".5", 2, 'wrong output format Expected double, but "100000000000000000000000000000...00000000000000000000000000000.5" found\n'),
         ("long", "-1000000000000000000 18446744073709551615", 0, "ok -1000000000000000000 18446744073709551615\n"),
         ("long", "9223372036854775808 1", 2, 'wrong output format Expected integer, but "9223372036854775808" found\n'),
         ("long", "1 -1", 2, 'wrong output format Expected unsigned integer, but "-1" found\n'),

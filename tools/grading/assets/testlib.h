@@ -815,36 +815,49 @@ struct InStream {
     }
 
     // A token as a number with digits after its point in a range, as testlib's
-    // stringToStrictDouble reads one.
+    // stringToStrictDouble reads one, its checks in testlib's order (the first that fails
+    // gives the message): a NUL; the jury's counts; the token's shape (a sign or digit first,
+    // one point inside it, a digit last); the digits after the point; then where the first
+    // digit is and a leading zero.
     double strictDoubleOf(const std::string& token, int minAfterPointDigitCount,
                           int maxAfterPointDigitCount) {
-        if (minAfterPointDigitCount < 0 || minAfterPointDigitCount > maxAfterPointDigitCount)
-            quit(_fail, "readStrictDouble: digits after the point must be a range of counts >= 0");
         refuseNul_(token, "double");
-        size_t at = token[0] == '-' ? 1 : 0;
-        size_t point = token.find('.');
-        std::string whole =
-            token.substr(at, point == std::string::npos ? std::string::npos : point - at);
-        std::string fraction = point == std::string::npos ? "" : token.substr(point + 1);
-        bool shaped = !whole.empty() && token.size() <= 1000 &&
-                      whole.find_first_not_of("0123456789") == std::string::npos &&
-                      fraction.find_first_not_of("0123456789") == std::string::npos &&
-                      !(point != std::string::npos && fraction.empty()) &&
-                      !(whole.size() > 1 && whole[0] == '0');
-        if (!shaped) quit(_pe, "Expected strict double, but \"" + compress(token) + "\" found");
-        int after = (int)fraction.size();
+        if (minAfterPointDigitCount < 0)
+            quit(_fail, "stringToStrictDouble: minAfterPointDigitCount should be non-negative.");
+        if (minAfterPointDigitCount > maxAfterPointDigitCount)
+            quit(_fail, "stringToStrictDouble: minAfterPointDigitCount should be less or equal to "
+                        "maxAfterPointDigitCount.");
+        const std::string malformed = "Expected strict double, but \"" + compress(token) + "\" found";
+        size_t length = token.size();
+        if (length == 0 || length > 1000) quit(_pe, malformed);
+        if (token[0] != '-' && !isDigit_(token[0])) quit(_pe, malformed);
+        size_t point = std::string::npos;
+        for (size_t i = 1; i + 1 < length; i++) {
+            bool isPoint = token[i] == '.';
+            if (isPoint && point != std::string::npos) quit(_pe, malformed);
+            if (isPoint) point = i;
+            if (!isPoint && !isDigit_(token[i])) quit(_pe, malformed);
+        }
+        if (!isDigit_(token[length - 1])) quit(_pe, malformed);
+        int after = point == std::string::npos ? 0 : (int)(length - point - 1);
         if (after < minAfterPointDigitCount || after > maxAfterPointDigitCount)
             quit(_pe,
                  format("Expected strict double with number of digits after point in range "
                         "[%d,%d], but \"%s\" found",
                         minAfterPointDigitCount, maxAfterPointDigitCount, compress(token).c_str()));
+        size_t first = token.find_first_of("0123456789");
+        if (first == std::string::npos || first > 1) quit(_pe, malformed);
+        if (token[first] == '0' && first + 1 < length && isDigit_(token[first + 1]))
+            quit(_pe, malformed);
         double value;
-        if (!parseDouble_(token, value))
+        if (!parseDouble_(token, value) || std::fabs(value) > 1E300)  // testlib: "infinite"
             quit(_pe, "Expected double, but \"" + compress(token) + "\" found");
-        if (at == 1 && value >= 0)
+        if (token[0] == '-' && value >= 0)
             quit(_pe, "Redundant minus in \"" + compress(token) + "\" found");
         return value;
     }
+
+    static bool isDigit_(char c) { return c >= '0' && c <= '9'; }
 
     double readStrictReal(double minv, double maxv, int minAfter, int maxAfter,
                           const std::string& variableName = "") {
