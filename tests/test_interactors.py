@@ -231,3 +231,41 @@ def test_which_of_the_two_could_not_start_decides_the_verdict(tmp_path: Path) ->
     finally:
         interactor.close()
     assert (program.verdict, jury.verdict) == ("RE", "JE"), (program, jury)
+
+
+def test_no_sweep_of_a_case_takes_what_lives_beside_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What lives beside the program's runs for all of them (its clean template, under the
+    engine) is spared by every sweep of an interactive case, as between two plain cases: a
+    sweep that took it would kill it where the worker has no case group, and where it has one
+    wait out the sweep's bound for it to end, on every case."""
+    import subprocess
+    import sys
+
+    from a2e_engine.tools._languages import LANGUAGES
+    from a2e_engine.tools._steps import Program, Role, RunLimits
+    from a2e_engine.tools._submission import Submission
+    from a2e_engine.tools.grading import _interaction
+    from a2e_engine.tools.grading._checker import checker_of
+    from a2e_engine.tools.grading._interaction import Interactor
+
+    beside = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    swept: list[tuple[int, ...]] = []
+    monkeypatch.setattr(_interaction, "sweep", lambda spared=(): swept.append(tuple(spared)))
+    spec = checker_of(GAME, "interactor")
+    assert spec is not None
+    interactor = Interactor(spec, str(tmp_path), (), 256)
+    program = Program(LANGUAGES["python"], BINARY_SEARCH, {}, Role.SEALED_CASE)
+    submission = Submission(program, str(tmp_path))
+    monkeypatch.setattr(submission.steps, "spared", lambda: (beside.pid,))
+    try:
+        assert interactor.compile(60) is None
+        talk = interactor.talk(submission, "777777", RunLimits(10, 256))
+    finally:
+        submission.close()
+        interactor.close()
+        beside.kill()
+        beside.wait()
+    assert talk.interactor["return_code"] == 0, talk
+    assert swept and all(beside.pid in spared for spared in swept), swept

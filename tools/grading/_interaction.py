@@ -27,14 +27,13 @@ import contextlib
 import os
 import shutil
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from a2e_engine.sandbox._beneath import open_dir, read_beneath, write_beneath
 from a2e_engine.sandbox._run_domain import sweep
-from a2e_engine.tools._processes import Finished, Monitor, Outputs, Usage
-from a2e_engine.tools._steps import Launch, Role, RunLimits, StepResult, not_started
+from a2e_engine.tools._processes import Finished, Monitor, Outputs
+from a2e_engine.tools._steps import Launch, Role, RunLimits, StepResult, Steps, not_started
 from a2e_engine.tools._submission import Submission
 from a2e_engine.tools.grading._checker import (
     CASE_FILES,
@@ -105,8 +104,7 @@ class Interactor:
             solution = program.launch(solution_dir, [], limits)
             jury = self.submission.launch(jury_dir, list(CASE_FILES[:2]), jury_limits)
             try:
-                usage = program.steps.usage
-                ran, judged = _side_by_side(solution, limits, jury, jury_limits, usage)
+                ran, judged = _side_by_side(solution, limits, jury, jury_limits, program.steps)
             finally:
                 solution.close()
                 jury.close()
@@ -161,11 +159,12 @@ def _side_by_side(
     limits: RunLimits,
     jury: Launch,
     jury_limits: RunLimits,
-    usage: Callable[[tuple[int, ...]], Usage],
+    steps: Steps,
 ) -> tuple[tuple[Finished, str], tuple[Finished, str]]:
     """Both started on crossed pipes and watched to their ends; each one's ending and stderr.
     The interactor is stopped as soon as the program is stopped by a limit: it has nobody
-    left to talk to."""
+    left to talk to. ``steps``: the program's, which say how its run is accounted and what
+    lives beside its runs for all of them (its template), which no sweep may take."""
     to_jury_r, to_jury_w = os.pipe()
     to_solution_r, to_solution_w = os.pipe()
     solution_err_r, solution_err_w = os.pipe()
@@ -190,14 +189,15 @@ def _side_by_side(
         for fd in ours:
             os.close(fd)
     memory = limits.memory_mb * 1024 or None
-    spared = (jury_child.pid,)
+    beside = steps.spared()
+    spared = (jury_child.pid, *beside)
     program = Monitor(
         solution_child,
         limits.seconds,
         limits.cpu_seconds,
         memory,
         True,
-        usage(spared),
+        steps.usage((jury_child.pid,)),
         solution.domain,
     )
     interactor = Monitor(jury_child, jury_limits.seconds, None, jury_limits.memory_mb * 1024, True)
@@ -224,7 +224,7 @@ def _side_by_side(
             jury_err.getvalue(),
         )
     finally:
-        sweep()
+        sweep(beside)
 
 
 class _ProgramNotStarted(OSError):
