@@ -362,6 +362,26 @@ def _submission(language: str, code: str) -> list[Payload]:
     return [Payload("submit", body, script="")]
 
 
+def _humaneval_submission() -> list[Payload]:
+    """A ``humaneval_python`` ``/submit``: a HumanEval-style row in the request, its completion
+    the canonical one (one run of the program SandboxFusion assembles: its imports, numpy's
+    among them, the prompt, the completion, the tests and ``check``); accepted."""
+    row = {
+        "task_id": "HumanEval/bench",
+        "prompt": 'def add(a: int, b: int) -> int:\n    """The sum."""\n',
+        "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"
+        "    assert candidate(-1, 1) == 0\n",
+        "entry_point": "add",
+    }
+    body = {
+        "dataset": "humaneval_python",
+        "id": "HumanEval/bench",
+        "completion": "    return a + b\n",
+        "config": {"run_timeout": RUN_TIMEOUT_S, "provided_data": row},
+    }
+    return [Payload("submit", body, script="")]
+
+
 def run_code_workloads() -> tuple[Workload, ...]:
     """SandboxFusion's ``/run_code`` on what RL graders send, each with its target."""
     python_target = Target(calls_ratio=3.0, cpu_ratio=1 / 3)
@@ -419,6 +439,13 @@ def run_code_workloads() -> tuple[Workload, ...]:
             "submit_oj_python",
             f"/submit: CommonOJ, python a+b, {SUBMIT_CASES} cases",
             lambda: _submission("python", _READ_SUM),
+            target=Target(calls_ratio=2.0),
+            **shared,
+        ),
+        Workload(
+            "submit_humaneval_python",
+            "/submit: humaneval_python, one run of a HumanEval-style program",
+            _humaneval_submission,
             target=Target(calls_ratio=2.0),
             **shared,
         ),

@@ -318,3 +318,38 @@ def test_the_supervisor_ends_the_worker_at_the_time_limit(tools: ToolAPI, progra
     assert result.success and result.data["verdict"] == "timed out", result
     assert result.data["reason"] == "did not finish within 1 s"
     assert time.monotonic() - started < 10  # the time limit, not the call's 60 s
+
+
+def test_by_exit_judges_a_program_in_any_language_by_its_exit(tools: ToolAPI) -> None:
+    """``by_exit``: the program, with its tests appended when given, run once, Python too
+    (not as function tests): passed when it exits 0 in time, forgeable, as SandboxFusion's one
+    run is; each run's status and output kept as ``output_chars`` asks."""
+    mbpp = grade(tools, program=GOOD, tests="assert inc(2) == 3\nprint('ran')", by_exit=True,
+                 output_chars=100)  # fmt: skip
+    assert mbpp["passed"] and mbpp["forgeable"], mbpp
+    (test,) = mbpp["tests"]
+    assert test["status"] == "Finished" and test["stdout"] == "ran\n", test
+    failing = grade(tools, program=GOOD + "assert inc(2) == 4\n", by_exit=True)
+    assert failing["verdict"] == "RE" and not failing["passed"], failing
+    assert "AssertionError" in failing["tests"][0]["stderr"], failing
+    # Its own exit is its verdict: an early exit 0 passes, which is why it is forgeable.
+    forged = grade(tools, program="import os\nos._exit(0)\nassert False", by_exit=True)
+    assert forged["passed"] and forged["forgeable"], forged
+    cpp = '#include <cstdlib>\nint main() { return std::getenv("NOPE") ? 0 : 3; }\n'
+    ran = grade(tools, program=cpp, language="cpp", by_exit=True)
+    assert not ran["passed"] and ran["tests"][0]["return_code"] == 3, ran
+    assert ran["compile"]["return_code"] == 0, ran
+
+
+@pytest.mark.parametrize("given", ["test_cases", "entry_point", "checker"])
+def test_by_exit_takes_nothing_else_to_judge_by(tools: ToolAPI, given: str) -> None:
+    values = {"test_cases": [{"input": "", "output": ""}], "entry_point": "inc",
+              "checker": {"source": "int main() { return 0; }"}}  # fmt: skip
+    result = tools.call(
+        tool_name="code_eval",
+        arguments={"program": GOOD, "by_exit": True, given: values[given]},
+        timeout=60,
+    )
+    assert not result.success and f"by_exit judges the program by its exit alone: no {given}" in (
+        result.error or ""
+    ), result.error

@@ -733,3 +733,80 @@ def test_odd_values_in_a_judges_result_stay_data() -> None:
     (answer,) = _answers(odd, batch, False, True)
     assert answer.passed and answer.verdict is None
     assert answer.exec_info["compile_result"] is None and answer.exec_info["status"] == "Failed"
+
+
+def _mbpp_row(code: str, asserts: list[str], **config: Any) -> dict[str, Any]:
+    return {
+        "dataset": "mbpp",
+        "id": 7,
+        "completion": f"[BEGIN]\n{code}\n[DONE]",
+        "config": {
+            "provided_data": {
+                "id": 7,
+                "content": "Write a function.",
+                "labels": {"test_setup_code": ""},
+                "test_list": asserts,
+            },
+            **config,
+        },
+    }
+
+
+def test_one_run_datasets_are_judged_by_code_eval_with_its_limits(http: httpx.Client) -> None:
+    """A one-run dataset's program (MBPP here) is judged by ``code_eval``'s ``by_exit``: the
+    run SandboxFusion makes, with ``code_eval``'s limits from ``config.extra`` (a CPU-time
+    limit, which ``/run_code``'s path would also take, and a memory limit), and its answer in
+    ``/run_code``'s shape."""
+    spin = "def f():\n    while True:\n        pass"
+    answer = http.post(
+        "/submit",
+        json=_mbpp_row(spin, ["assert f() is None"], run_timeout=20, extra={"cpu_time_limit": 0.5}),
+    ).json()
+    (test,) = answer["tests"]
+    run = test["exec_info"]["run_result"]
+    assert not answer["accepted"] and run["status"] == "TimeLimitExceeded", answer
+    assert run["exceeded"] == "cpu_time" and run["execution_time"] < 10, run
+    hog = "def f():\n    return len(bytearray(400 << 20))"
+    answer = http.post(
+        "/submit", json=_mbpp_row(hog, ["assert f() > 0"], extra={"memory_limit_MB": 128})
+    ).json()
+    run = answer["tests"][0]["exec_info"]["run_result"]
+    assert not answer["accepted"] and run.get("memory_exceeded"), run  # Finished, as SF says
+    broken = http.post("/submit", json=_mbpp_row("def f(:\n    pass", ["assert f()"])).json()
+    run = broken["tests"][0]["exec_info"]["run_result"]
+    assert not broken["accepted"] and run["return_code"] == 1, broken
+    assert "SyntaxError" in run["stderr"] and broken["tests"][0]["exec_info"]["status"] == "Failed"
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"verdict": "AC", "tests": "all passed"},
+        {"verdict": "AC", "tests": [{"status": ["x"], "time": "soon"}]},
+        {"verdict": "CE", "compile": {"cached": "no", "status": 5}},
+    ],
+)
+def test_a_one_runs_judge_result_of_another_shape_is_a_500(result: dict[str, Any]) -> None:
+    """The worker that judged a one-run dataset's program is hostile too: a result that is not
+    ``code_eval``'s, or whose run is not a run, is a 500 that says so, never a crash."""
+    import asyncio
+
+    from a2e_engine.engine.service._sandbox_fusion import RunCodeRequest
+    from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
+        OJError,
+        Sandbox,
+        program_run,
+        run_once,
+    )
+
+    async def judge(arguments: dict[str, Any], seconds: float) -> dict[str, Any]:
+        assert arguments["by_exit"] is True and "test_cases" not in arguments
+        return result
+
+    async def run(request: RunCodeRequest) -> Any:
+        raise AssertionError("a run without files is code_eval's")
+
+    sandbox = Sandbox(run, judge, 300)
+    with pytest.raises(OJError) as refused:
+        asyncio.run(run_once(sandbox, program_run("print(1)", "python", 10, 10), {}))
+    assert refused.value.status == 500 and "failed to request sandbox" in refused.value.detail

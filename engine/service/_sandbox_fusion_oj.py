@@ -10,9 +10,11 @@ SandboxFusion does with provided rows), one row for ``/get_prompt_by_id`` and ``
 engine keeps no dataset tables: a request without rows is a 400 that says so, and
 ``/list_datasets`` names the dataset ids whose classes are served.
 
-A submission's every run goes through ``/run_code``'s path (``_sandbox_fusion.run_code``): the
-same tool, limits and answers, each run a call of its own. An engine that cannot take a run
-now (overloaded, draining) answers the whole request as it answers ``/run_code``. Errors are
+A submission is judged by ``code_eval``, each call of it a call of the engine's: a CommonOJ
+row's cases in batches, a one-run dataset's program by its exit (``by_exit``); a run that
+brings files goes through ``/run_code``'s path (``_sandbox_fusion.run_code``), which takes
+them. An engine that cannot take a run now (overloaded, draining) answers the whole request as
+it answers ``/run_code``. Errors are
 SandboxFusion's: ``{"detail": ...}`` with 400 for a request it cannot judge, 500 for a run the
 sandbox could not make, 422 for a body that does not read as its model.
 """

@@ -5,8 +5,10 @@ Judged by its output (any language of ``tools._languages``, ``tools.grading._std
 ``input_output``; each case runs in a fresh process and gets ``AC``, ``WA``, ``TLE``, ``MLE``,
 ``RE`` or ``CE``, compared by a rule of ``tools.grading._judging``. In a language other than Python,
 ``tests`` are a test program appended to the program and run (MultiPL-E's form: it passes when
-it exits 0). APPS's call-based problems (``input_output`` with ``fn_name``) are Python function
-tests, one per case.
+it exits 0). With ``by_exit``, in any language, Python too, the program (``tests`` appended, if
+given) is run once and passes when it exits 0: how SandboxFusion judges its one-run datasets.
+APPS's call-based problems (``input_output`` with ``fn_name``) are Python function tests, one
+per case.
 
 A problem with more than one right answer gives a ``checker`` (``tools.grading._checker``: testlib's
 convention, the engine's ``testlib.h``), which judges each case's output instead of ``compare``.
@@ -205,6 +207,13 @@ class CodeEval(ToolPlugin):
                         "EvalPlus's atol for compare=evalplus (default 0)",
                     ),
                     ToolParameter(
+                        name="by_exit",
+                        type="boolean",
+                        description="judge the program, in any language, by its own exit, run "
+                        "once: passed when it exits 0 in time (SandboxFusion's one run; tests, "
+                        "if given, appended to it); forgeable, as its tests run in its process",
+                    ),
+                    ToolParameter(
                         name="stop_at_first_failure",
                         type="boolean",
                         description="skip the cases after the first that fails",
@@ -258,6 +267,10 @@ class CodeEval(ToolPlugin):
         time_limit = _time_limit(arguments)
         if not 0 < time_limit <= MAX_TIME_LIMIT_S:
             raise ValueError(f"time_limit must be in (0, {MAX_TIME_LIMIT_S:g}] seconds")
+        if arguments.get("by_exit") is True:
+            for given in ("test_cases", "input_output", "checker", "interactor", "entry_point"):
+                if arguments.get(given) is not None:
+                    raise ValueError(f"by_exit judges the program by its exit alone: no {given}")
         if _judged_by_function_tests(arguments):
             for jury in ("checker", "interactor"):
                 if arguments.get(jury) is not None:
@@ -287,18 +300,20 @@ class CodeEval(ToolPlugin):
         workspace = self.context.workspace if self.context else os.getcwd()
         program = str(arguments["program"])
         by_cases = arguments.get("test_cases") is not None or given is not None
-        forks = self._case_forks(language.warm and by_cases)
+        forks = self._case_forks(language.warm)
         if not by_cases:
             tests = str(arguments.get("tests") or "")
-            if not tests.strip():
-                raise ValueError("give test_cases, input_output or tests to judge the program by")
+            if not tests.strip() and arguments.get("by_exit") is not True:
+                raise ValueError(
+                    "give test_cases, input_output or tests to judge the program by, or by_exit"
+                )
             for jury in ("checker", "interactor"):
                 if getattr(options, jury) is not None:
                     raise ValueError(f"a {jury} judges test cases: give test_cases")
             # The tests run in the program's own process (MultiPL-E's form): it can end them,
             # or change them, in its favour.
             judged = judge_test_program(
-                language, program, tests, options, workspace, self.plugin_dirs
+                language, program, tests, options, workspace, self.plugin_dirs, forks
             )
             return {**judged, "forgeable": True}
         judged_otherwise = options.checker is not None or options.interactor is not None
@@ -368,9 +383,10 @@ class CodeEval(ToolPlugin):
         return CandidateProcess(template.pid, channel, channel, template.close, deadline)
 
     def _case_forks(self, wanted: bool) -> TemplateCases | None:
-        """The clean template as what a Python program's cases are forked from, when
-        ``wanted`` and there is one; one not wanted is ended now, before a sweep between two
-        cases would wait for it, or count it as theirs."""
+        """The clean template as what a Python program's runs (each case, or its one run with
+        its tests) are forked from, when ``wanted`` and there is one: smaller and quieter than
+        the worker, which has read the call; one not wanted is ended now, before a sweep
+        between two cases would wait for it, or count it as theirs."""
         template = self.context.template if self.context is not None else None
         if template is None:
             return None
@@ -613,7 +629,7 @@ def _judged_by_function_tests(arguments: Mapping[str, Any]) -> bool:
     into a verdict, decided in this one place."""
     language = str(arguments.get("language") or "python")
     given = arguments.get("input_output")
-    if language != "python":
+    if language != "python" or arguments.get("by_exit") is True:
         return False
     if isinstance(given, dict) and given.get("fn_name"):
         return True

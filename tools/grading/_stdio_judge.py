@@ -207,30 +207,37 @@ def judge_test_program(
     options: JudgeOptions,
     workspace: str,
     plugin_dirs: tuple[str, ...] = (),
+    template: TemplateCases | None = None,
 ) -> dict[str, Any]:
-    """The program with its tests appended, run once: accepted when it exits 0 in time."""
+    """The program with its tests appended (none: the program alone), run once: accepted when
+    it exits 0 in time."""
     started = time.monotonic()
     source = with_tests(program, tests)
-    submission = Submission(Program(language, source, {}, Role.TESTS), workspace, plugin_dirs)
+    tested = Program(language, source, {}, Role.TESTS)
+    submission = Submission(tested, workspace, plugin_dirs, template=template)
     try:
         compiled = _compile(submission, options)
         if compiled is not None and compiled["return_code"] != 0:
             return _compile_error(compiled, 1, started)
-        out, err = Capture(OUTPUT_SLACK_CHARS), Capture(OUTPUT_SLACK_CHARS)
+        shown = options.output_chars or 0
+        out = Capture(max(OUTPUT_SLACK_CHARS, shown), tail=shown // 2)
+        err = Capture(max(OUTPUT_SLACK_CHARS, shown), tail=shown // 2)
         where = submission.fresh_directory()
         try:
             run = submission.run(where, None, [], options.limits, out, err)
         finally:
             shutil.rmtree(where, ignore_errors=True)
         verdict = verdict_of_exit(run)  # a test program says how it went by its exit
-        return _overall([_case_result("tests", verdict, run, out, err)], compiled, started)
+        case = _case_result("tests", verdict, run, out, err, options)
+        return _overall([case], compiled, started)
     finally:
         submission.close()
 
 
 def with_tests(program: str, tests: str) -> str:
-    """What a program judged by its test program compiles and runs: the tests after it."""
-    return program + "\n" + tests + "\n"
+    """What a program judged by its test program compiles and runs: the tests after it (the
+    program as it is when it has none)."""
+    return program + "\n" + tests + "\n" if tests else program
 
 
 def _compile(submission: Submission, options: JudgeOptions) -> StepResult | None:

@@ -1,5 +1,6 @@
 """What every dataset class shares: the bounds of a submission, how a row's columns are read
-and refused, the one-run answer, and Go's imports gathered as SandboxFusion gathers them."""
+and refused, a run of ``code_eval``'s answered as ``/run_code`` answers it, the one-run
+datasets' run and answer, and Go's imports gathered as SandboxFusion gathers them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from a2e_engine.engine.service._sandbox_fusion import RunCodeRequest, RunCodeResponse
+from pydantic import ValidationError
+
+from a2e._codec import describe_validation_error
+from a2e_engine.engine.service._sandbox_fusion import (
+    LANGUAGES,
+    SLACK_S,
+    RunCodeRequest,
+    RunCodeResponse,
+    as_sandbox_fusion_says,
+    not_served,
+)
 from a2e_engine.engine.service._sandbox_fusion_oj_types import (
     EvalResult,
     EvalTestCase,
@@ -17,11 +28,16 @@ from a2e_engine.engine.service._sandbox_fusion_oj_types import (
     SubmitRequest,
     TestConfig,
 )
-from a2e_engine.tools.grading import MAX_CASES
+from a2e_engine.tools.grading import MAX_CASES, MAX_TIME_LIMIT_S
 
 #: A submission's ``code_eval`` calls that run at once, each a batch of its cases
 #: (SandboxFusion's ``max_runner_concurrency``, which counts cases).
 CASES_AT_ONCE = 3
+#: What the cases of one ``code_eval`` call keep of their output in all: its result must
+#: travel in one frame of the worker's even where every character is escaped (12 bytes).
+CALL_OUTPUT_CHARS = 512 << 10
+#: ``config.extra``'s names for the limits ``code_eval`` judges with, and its own.
+JUDGING_LIMITS = {"cpu_time_limit": "cpu_time_limit", "memory_limit_MB": "memory_mb"}
 #: What a passed case's ``test_info`` keeps of each input and output (``truncate_str``).
 SHOWN_CHARS = 1000
 #: A submission's cases and a listing's rows at most (``code_eval``'s bound on cases).
@@ -184,6 +200,92 @@ def bounded(size: int, what: str, most: int = MAX_BUILT_CHARS) -> None:
     """Refuse to put together a text past ``most`` characters, before it is built."""
     if size > most:
         raise OJError(400, f"{what} would hold {size} characters, past {most}")
+
+
+async def run_once(sandbox: Sandbox, run: RunCodeRequest, extra: dict[str, Any]) -> RunCodeResponse:
+    """SandboxFusion's one run of a program that its exit judges, answered as ``/run_code``
+    answers it. Made by ``code_eval`` (``by_exit``: compiled through the shared cache, run in
+    a fresh directory, alone in its worker and swept after, with ``extra``'s CPU-time and memory
+    limits), but for a run that brings files or fetches them, which only ``/run_code`` takes."""
+    if run.files or run.fetch_files:
+        return await sandbox.run(run)
+    why = not_served(run.language)
+    if why is not None:
+        raise OJError(500, f"failed to request sandbox: {why}")
+    arguments: dict[str, Any] = {
+        "language": LANGUAGES[run.language],
+        "program": run.code,
+        "by_exit": True,
+        "time_limit": min(run.run_timeout, MAX_TIME_LIMIT_S),
+        "compile_timeout": run.compile_timeout,
+        "output_chars": CALL_OUTPUT_CHARS // 2,
+    }
+    for name, argument in JUDGING_LIMITS.items():
+        if extra.get(name) is not None:
+            arguments[argument] = extra[name]
+    seconds = run.compile_timeout + run.run_timeout + SLACK_S
+    result = await sandbox.judge(arguments, seconds)
+    compiled = result.get("compile")
+    if result.get("verdict") == "CE":
+        answer = compile_error_info(compiled)
+    else:
+        (test, *_) = judged_tests(result) or [{}]
+        answer = exec_info_of(compiled if isinstance(compiled, dict) else None, run_of(test))
+    try:
+        return RunCodeResponse.model_validate(answer)
+    except ValidationError as exc:
+        why = describe_validation_error(exc)
+        raise OJError(
+            500, f"failed to request sandbox: the judge's run is not a run: {why}"
+        ) from None
+
+
+def judged_tests(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cases of a ``code_eval`` result; a result without them is the judge's failure."""
+    tests = result.get("tests")
+    if not isinstance(tests, list) or not all(isinstance(test, dict) for test in tests):
+        raise OJError(500, "failed to request sandbox: the judge's result is not code_eval's")
+    return tests
+
+
+def compile_error_info(compiled: Any) -> dict[str, Any]:
+    """A program ``code_eval`` found did not compile, as ``/run_code`` answers it: its compile
+    step; for a language without one, which was only parsed, that parse as its run (what
+    ``/run_code`` would have reported)."""
+    step = compiled if isinstance(compiled, dict) else {}
+    as_compile = "cached" in step  # a compile step says whether it was cached
+    return exec_info_of(step if as_compile else None, None if as_compile else step)
+
+
+def run_of(test: dict[str, Any]) -> dict[str, Any]:
+    """A case of ``code_eval``'s as ``/run_code``'s ``run_result`` (no exit code past a time
+    limit, a run past its memory limit ``Finished``)."""
+    status = test.get("status")
+    run = {
+        "status": status,
+        "execution_time": test.get("time"),
+        "return_code": None if status == "TimeLimitExceeded" else test.get("return_code"),
+        "stdout": test.get("stdout"),
+        "stderr": test.get("stderr"),
+        "cpu_time": test.get("cpu_time"),
+        "peak_memory_kb": test.get("peak_memory_kb"),
+    }
+    if "exceeded" in test:
+        run["exceeded"] = test["exceeded"]
+    return dict(as_sandbox_fusion_says(run))
+
+
+def exec_info_of(compiled: dict[str, Any] | None, run: dict[str, Any] | None) -> dict[str, Any]:
+    """A run as ``/run_code`` answers it."""
+    finished = run is not None and run.get("status") == "Finished" and run.get("return_code") == 0
+    return {
+        "status": "Success" if finished else "Failed",
+        "message": "",
+        "compile_result": compiled,
+        "run_result": run,
+        "executor_pod_name": None,
+        "files": {},
+    }
 
 
 def one_run(

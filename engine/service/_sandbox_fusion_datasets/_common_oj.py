@@ -12,14 +12,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from a2e_engine.engine.service._sandbox_fusion import (
-    LANGUAGES,
-    SLACK_S,
-    as_sandbox_fusion_says,
-    not_served,
-)
+from a2e_engine.engine.service._sandbox_fusion import LANGUAGES, SLACK_S, not_served
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
+    CALL_OUTPUT_CHARS,
     CASES_AT_ONCE,
+    JUDGING_LIMITS,
     MAX_ROWS,
     NO_CUSTOM_EXTRACTION,
     OUTPUT_BUDGET_CHARS,
@@ -28,7 +25,11 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     OJError,
     Sandbox,
     column,
+    compile_error_info,
+    exec_info_of,
     json_column,
+    judged_tests,
+    run_of,
     truncated,
 )
 from a2e_engine.engine.service._sandbox_fusion_extraction import default_extract_helper
@@ -69,18 +70,10 @@ _OJ_PROMPTS = {
 _COMPILED = ("cpp", "go", "java")
 #: What a case keeps of its stdout and of its stderr at most: their ends past it.
 MOST_SHOWN_CHARS = 64 << 10
-#: What the cases of one ``code_eval`` call keep of their output in all: its result must
-#: travel in one frame of the worker's even where every character is escaped (12 bytes).
-CALL_OUTPUT_CHARS = 512 << 10
 #: What a case may hold a call past its run's limit (starting it, the sweep, the compare).
 CASE_SLACK_S = 1.0
 #: ``config.extra``'s names for what else ``code_eval`` judges with, and its own.
-_JUDGING_EXTRAS = {
-    "checker": "checker",
-    "interactor": "interactor",
-    "cpu_time_limit": "cpu_time_limit",
-    "memory_limit_MB": "memory_mb",
-}
+_JUDGING_EXTRAS = {"checker": "checker", "interactor": "interactor", **JUDGING_LIMITS}
 
 
 def _oj_prompt(row: dict[str, Any], dataset: str, config: TestConfig) -> Prompt:
@@ -233,15 +226,9 @@ def _answers(
         raise OJError(400, said.splitlines()[0])  # its compiler's first line
     compiled = result.get("compile")
     if verdict == "CE":
-        step = compiled if isinstance(compiled, dict) else {}
-        # A compile step says whether it was cached; a language without one was only parsed,
-        # which /run_code would have reported as its run.
-        as_compile = "cached" in step
-        exec_info = _exec_info(step if as_compile else None, None if as_compile else step)
+        exec_info = compile_error_info(compiled)
         return [_answer(case, False, exec_info, full, "CE", result.get("reason")) for case in batch]
-    tests = result.get("tests")
-    if not isinstance(tests, list) or not all(isinstance(test, dict) for test in tests):
-        raise OJError(500, "failed to request sandbox: the judge's result is not code_eval's")
+    tests = judged_tests(result)
     answers = []
     for number, (case, test) in enumerate(zip(batch, tests, strict=False)):
         if test.get("verdict") == "skipped":
@@ -249,42 +236,11 @@ def _answers(
         made = compiled if isinstance(compiled, dict) else None
         if made is not None and (number or not first):
             made = {**made, "cached": True}  # compiled once, for the submission's first case
-        exec_info = _exec_info(made, _run_of(test))
+        exec_info = exec_info_of(made, run_of(test))
         passed = bool(test.get("passed"))
         verdict, reason = test.get("verdict"), test.get("reason")
         answers.append(_answer(case, passed, exec_info, full, verdict, reason))
     return answers
-
-
-def _run_of(test: dict[str, Any]) -> dict[str, Any]:
-    """A case of ``code_eval``'s as ``/run_code``'s ``run_result`` (no exit code past a time
-    limit, a run past its memory limit ``Finished``)."""
-    status = test.get("status")
-    run = {
-        "status": status,
-        "execution_time": test.get("time"),
-        "return_code": None if status == "TimeLimitExceeded" else test.get("return_code"),
-        "stdout": test.get("stdout"),
-        "stderr": test.get("stderr"),
-        "cpu_time": test.get("cpu_time"),
-        "peak_memory_kb": test.get("peak_memory_kb"),
-    }
-    if "exceeded" in test:
-        run["exceeded"] = test["exceeded"]
-    return dict(as_sandbox_fusion_says(run))
-
-
-def _exec_info(compiled: dict[str, Any] | None, run: dict[str, Any] | None) -> dict[str, Any]:
-    """A case's run as ``/run_code`` answers it."""
-    finished = run is not None and run.get("status") == "Finished" and run.get("return_code") == 0
-    return {
-        "status": "Success" if finished else "Failed",
-        "message": "",
-        "compile_result": compiled,
-        "run_result": run,
-        "executor_pod_name": None,
-        "files": {},
-    }
 
 
 def _answer(

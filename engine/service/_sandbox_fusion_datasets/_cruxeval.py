@@ -14,6 +14,7 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     column,
     one_run,
     program_run,
+    run_once,
 )
 from a2e_engine.engine.service._sandbox_fusion_oj_types import (
     EvalResult,
@@ -229,9 +230,8 @@ async def _crux_submit(request: SubmitRequest, row: dict[str, Any], sandbox: San
             if "==" in answer:
                 answer = answer.split("==")[1].strip()
             program = f"{code}\nassert {answer} == f({read['input']})"
-    return one_run(
-        request, answer, program, await sandbox.run(program_run(program, language, 30, 30))
-    )
+    ran = await run_once(sandbox, program_run(program, language, 30, 30), request.config.extra)
+    return one_run(request, answer, program, ran)
 
 
 CRUXEVAL = DatasetType(

@@ -18,6 +18,7 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     go_imports_together,
     one_run,
     program_run,
+    run_once,
 )
 from a2e_engine.engine.service._sandbox_fusion_extraction import (
     default_extract_helper,
@@ -258,13 +259,15 @@ def _function_submit(
         run_timeout = config.run_timeout
         if run_timeout is None and dataset == "bigcodebench":
             run_timeout = 60  # its tests are long
-        answer = await sandbox.run(
+        answer = await run_once(
+            sandbox,
             program_run(
                 program,
                 kind.run_language.get(dataset, language),
                 config.compile_timeout or 20,
                 run_timeout or 20,
-            )
+            ),
+            config.extra,
         )
         return one_run(request, completion, program, answer)
 

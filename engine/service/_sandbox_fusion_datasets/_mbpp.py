@@ -13,6 +13,7 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     one_run,
     program_run,
     require,
+    run_once,
 )
 from a2e_engine.engine.service._sandbox_fusion_extraction import freeform_code
 from a2e_engine.engine.service._sandbox_fusion_oj_types import (
@@ -88,7 +89,8 @@ async def _mbpp_submit(request: SubmitRequest, row: dict[str, Any], sandbox: San
         code = code[: code.index("if __name__ ==")]
     chosen = tests[-1:] if request.config.is_fewshot else tests
     program = code + "".join(f"\n{test}\n" for test in chosen)
-    answer = await sandbox.run(program_run(program, "python", 10, request.config.run_timeout or 20))
+    run = program_run(program, "python", 10, request.config.run_timeout or 20)
+    answer = await run_once(sandbox, run, request.config.extra)
     return one_run(request, code, program, answer)
 
 

@@ -20,6 +20,7 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     object_column,
     one_run,
     program_run,
+    run_once,
 )
 from a2e_engine.engine.service._sandbox_fusion_extraction_v2 import freeform_code_v2
 from a2e_engine.engine.service._sandbox_fusion_oj_types import (
@@ -106,7 +107,9 @@ async def _submit(request: SubmitRequest, row: dict[str, Any], sandbox: Sandbox)
     before, after = tests.split(_INSERT, 2)[:2]
     bounded(len(before) + len(code) + len(after), "the program")
     program = before + code + after
-    answer = await sandbox.run(program_run(program, runs_as, 30, 30, files))
+    answer = await run_once(
+        sandbox, program_run(program, runs_as, 30, 30, files), request.config.extra
+    )
     result = one_run(request, code, program, answer)
     refused = runs_as in _ANTIHACK and _EXIT_ZERO.search(code) is not None
     stderr = (answer.run_result and answer.run_result.stderr) or ""
