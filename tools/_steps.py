@@ -85,6 +85,7 @@ class Role(Enum):
     language run warm may run in a fork of the worker itself; otherwise only in a fork of its
     clean template, or a process of its own, since the worker holds the answers."""
 
+    # label, keeps_run_layer, alone, sealed, judged, own_layer, forks_worker
     #: ``run_code``'s program.
     ONCE = ("once", True, False, False, True, True, True)
     #: A program with its tests appended, run once: its exit is the verdict.
