@@ -5,6 +5,7 @@ REST for tools (``engine.service._rest``); ``/run_code``, ``/run_jupyter`` and `
 SandboxFusion's (``engine.service._sandbox_fusion``), and so are ``/submit``, ``/get_prompts``,
 ``/get_prompt_by_id``, ``/list_ids`` and ``/list_datasets``
 (``engine.service._sandbox_fusion_oj``); ``/mcp`` is MCP's Streamable HTTP (``engine.mcp._http``);
+``/v2/sandboxes`` and ``/sandboxes/...`` are E2B's control plane (``engine.e2b``);
 ``/openapi.json`` describes the others. ``/healthz``, ``/readyz`` and ``/metrics`` are for
 operators (``engine.service._probes``). Every path but ``/healthz`` wants the token
 (``engine.service._auth``).
@@ -20,6 +21,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from a2e_engine.engine.e2b._control import E2BEndpoint
 from a2e_engine.engine.mcp._http import McpEndpoint
 from a2e_engine.engine.service._auth import RequireToken
 from a2e_engine.engine.service._body_budget import HoldBodies
@@ -39,7 +41,9 @@ __all__ = ["OPEN_PATHS", "build_app"]
 OPEN_PATHS = frozenset({"/healthz"})
 
 
-def build_app(state: ServiceState, mcp: McpEndpoint, version: str = "0") -> RequireToken:
+def build_app(
+    state: ServiceState, mcp: McpEndpoint, e2b: E2BEndpoint, version: str = "0"
+) -> RequireToken:
     host, config = state.host, state.config
 
     # /readyz answers while draining: that it is draining, for the balancer to see.
@@ -60,6 +64,7 @@ def build_app(state: ServiceState, mcp: McpEndpoint, version: str = "0") -> Requ
         *rest_routes(state),
         *sandbox_fusion_routes(state),
         *online_judge_routes(state),
+        *e2b.routes(),
     ]
     app = Starlette(routes=routes)
     gated = RefuseWhileDraining(HoldBodies(app, state.bodies), state, undrained)

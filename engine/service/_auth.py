@@ -1,6 +1,7 @@
 """``RequireToken``: every request but the open ones shows the service's token, or gets 401.
 
-The token comes as ``Authorization: Bearer T``, or as ``?token=T`` for clients that can only be
+The token comes as ``Authorization: Bearer T`` (or ``X-API-Key: T``, as the E2B SDK sends
+it), or as ``?token=T`` for clients that can only be
 given a URL (verl's ``sandbox_fusion_url``), or as a path prefix ``/t/T/...`` for clients that
 append their path to a base URL they are given (SkyRL's ``SANDBOX_FUSION_URL``), where a query
 string would end up before the path. It is compared in constant
@@ -46,12 +47,18 @@ def strip_path_token(scope: Scope) -> tuple[Scope, str | None]:
 
 
 def presented_token(scope: Scope) -> str | None:
-    """The token a request shows: its bearer header first, else its ``token`` parameter."""
+    """The token a request shows: its bearer header first, else its ``X-API-Key`` header (the
+    E2B SDK's, ``engine.e2b``), else its ``token`` parameter."""
+    api_key = None
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             scheme, _, credentials = value.decode("latin-1").partition(" ")
             if scheme.lower() == "bearer":
                 return credentials.strip()
+        elif name == b"x-api-key":
+            api_key = value.decode("latin-1").strip()
+    if api_key is not None:
+        return api_key
     query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
     tokens = query.get("token")
     return tokens[-1] if tokens else None
@@ -93,6 +100,10 @@ class RequireToken:
             return
         self._on_refused("unauthorized")
         why = "missing token" if shown is None else "wrong token"
+        if _from_e2b(scope):  # E2B's SDK reads its own shape of error and no other
+            body = {"code": 401, "message": f"{why}: send the service's token as X-API-Key"}
+            await _send_json(scope, send, 401, body, [])
+            return
         await refuse(
             scope,
             send,
@@ -135,11 +146,27 @@ async def refuse(
 ) -> None:
     """Answer an HTTP request, or refuse a WebSocket before its upgrade, with ``status`` and a
     JSON ``ErrorBody``."""
-    body = jsonwire.dumps(ErrorBody(error=error, message=why).model_dump(mode="json")).encode()
+    error_body = ErrorBody(error=error, message=why).model_dump(mode="json")
+    await _send_json(scope, send, status, error_body, headers or [])
+
+
+def _from_e2b(scope: Scope) -> bool:
+    """Whether a request comes from E2B's SDK, which names its key ``X-API-Key``."""
+    return any(name == b"x-api-key" for name, _ in scope.get("headers", ()))
+
+
+async def _send_json(
+    scope: Scope,
+    send: SendMessage,
+    status: int,
+    value: dict[str, Any],
+    headers: list[tuple[bytes, bytes]],
+) -> None:
+    body = jsonwire.dumps(value).encode()
     all_headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
-        *(headers or []),
+        *headers,
     ]
     prefix = "websocket.http.response" if scope["type"] == "websocket" else "http.response"
     await send({"type": f"{prefix}.start", "status": status, "headers": all_headers})

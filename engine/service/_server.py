@@ -21,6 +21,7 @@ import uvicorn
 
 from a2e_engine.engine._host import Host
 from a2e_engine.engine._version import engine_version
+from a2e_engine.engine.e2b._control import E2BEndpoint
 from a2e_engine.engine.mcp._http import McpEndpoint
 from a2e_engine.engine.service._app import build_app
 from a2e_engine.engine.service._config import ServiceConfig
@@ -51,6 +52,7 @@ class HttpService:
         self._socket: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
         self.mcp = McpEndpoint(host, config.mcp_call_timeout_s, config.max_message_bytes)
+        self.e2b = E2BEndpoint(host)
 
     @property
     def url(self) -> str:
@@ -65,7 +67,7 @@ class HttpService:
         config = self.config
         self._socket = _bind(config.host, config.port)
         server_config = uvicorn.Config(
-            build_app(self.state, self.mcp, engine_version()),
+            build_app(self.state, self.mcp, self.e2b, engine_version()),
             http=bounded_heads(config.request_timeout_s, self.state.connections),
             ws=tracked_websockets(self.state.connections),
             ws_max_size=2 * config.max_message_bytes,
@@ -100,6 +102,7 @@ class HttpService:
             await self._server.serve([self._socket])
         finally:
             await self.mcp.stop()
+            await self.e2b.stop()
 
     async def drain(self, grace_s: float | None = None) -> None:
         """Stop: no new connections or requests, the calls in flight finish within ``grace_s``
@@ -120,6 +123,7 @@ class HttpService:
         # MCP sessions hold event streams open (a client's GET) that would keep uvicorn
         # waiting until it cancels them with a traceback: ended first, they close.
         await self.mcp.stop()
+        await self.e2b.stop()  # its sandboxes' sessions end with the service
         server.should_exit = True
         await asyncio.gather(task, return_exceptions=True)
 

@@ -1,0 +1,274 @@
+"""E2B's control plane, as its SDK calls it (``e2b/api/client``; read from e2b 2.63.0):
+``POST /v2/sandboxes`` (201), ``GET /v2/sandboxes``, ``GET /sandboxes/{id}``,
+``DELETE /sandboxes/{id}`` (204), ``POST /sandboxes/{id}/timeout`` (204) and
+``POST /v2/sandboxes/{id}/connect``. Every error is E2B's JSON ``{"code": <status>, "message"}``
+(the SDK reads nothing else), and a request this engine cannot serve yet (pause, snapshots,
+fork, metrics, network rules) is a 501 of that shape that says so.
+
+The service's token comes as ``X-API-Key`` (``engine.service._auth``); the sandboxes a request
+sees are its client's (``tenant_of``). Bodies are read within the service's bounds.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl
+
+import psutil
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from a2e._codec import describe_validation_error
+from a2e_engine.engine._host import Host, Refused
+from a2e_engine.engine.e2b._sandboxes import (
+    DEFAULT_TIMEOUT_S,
+    MAX_TIMEOUT_S,
+    Sandbox,
+    Sandboxes,
+)
+from a2e_engine.engine.service._auth import tenant_of
+from a2e_engine.engine.service._bodies import BadRequest, read_model
+from a2e_engine.engine.service._responses import json_response
+
+__all__ = ["ENVD_VERSION", "TEMPLATES", "E2BEndpoint"]
+
+#: The envd version a sandbox says it runs: the SDK turns its features on by it.
+ENVD_VERSION = "0.6.4"
+#: The templates served: E2B's base sandbox and its code interpreter's.
+TEMPLATES = ("base", "code-interpreter-v1")
+#: Who made a sandbox, as the SDK's ``clientID`` says.
+CLIENT_ID = "a2e"
+#: A sandbox's metadata and environment: entries, and characters in a key or a value, at most.
+MAX_ENTRIES = 64
+MAX_ENTRY_CHARS = 4096
+#: What the control plane's bodies may hold (a create's metadata and environment, bounded).
+MAX_BODY_BYTES = 1 << 20
+#: How long a body may take to arrive.
+BODY_TIMEOUT_S = 30.0
+
+
+class _Create(BaseModel):
+    """``NewSandboxV2``, the fields the SDK sends; others it may add are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    templateID: str = "base"
+    timeout: int = Field(DEFAULT_TIMEOUT_S, ge=1, le=MAX_TIMEOUT_S)
+    metadata: dict[str, str] = Field(default_factory=dict)
+    envVars: dict[str, str] = Field(default_factory=dict)
+    autoPause: bool = False
+
+
+class _Timeout(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    timeout: int = Field(ge=1, le=MAX_TIMEOUT_S)
+
+
+class _Connect(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    timeout: int | None = Field(None, ge=1, le=MAX_TIMEOUT_S)
+
+
+class _E2BError(Exception):
+    """A request answered with E2B's error shape."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+class E2BEndpoint:
+    """The control plane's routes, over the service's host, and its sandboxes."""
+
+    def __init__(self, host: Host) -> None:
+        self.sandboxes = Sandboxes(host)
+
+    async def stop(self) -> None:
+        """The service stops: every sandbox ends with it."""
+        self.sandboxes.end_all()
+
+    def routes(self) -> list[BaseRoute]:
+        handle = self._handled
+        return [
+            Route("/v2/sandboxes", handle(self._create), methods=["POST"]),
+            Route("/v2/sandboxes", handle(self._list), methods=["GET"]),
+            Route("/sandboxes/{sandbox_id}", handle(self._info), methods=["GET"]),
+            Route("/sandboxes/{sandbox_id}", handle(self._kill), methods=["DELETE"]),
+            Route("/sandboxes/{sandbox_id}/timeout", handle(self._timeout), methods=["POST"]),
+            Route("/v2/sandboxes/{sandbox_id}/connect", handle(self._connect), methods=["POST"]),
+            *(
+                Route(path, handle(_not_yet(what)), methods=methods)
+                for path, methods, what in _NOT_YET
+            ),
+        ]
+
+    def _handled(
+        self, handler: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except _E2BError as exc:
+                body = {"code": exc.status, "message": exc.message}
+                return json_response(body, status=exc.status, headers=exc.headers)
+
+        return endpoint
+
+    async def _create(self, request: Request) -> Response:
+        body = await _read(request, _Create)
+        if body.templateID not in TEMPLATES:
+            served = ", ".join(TEMPLATES)
+            raise _E2BError(400, f"template {body.templateID!r} is not served; served: {served}")
+        for name, entries in (("metadata", body.metadata), ("envVars", body.envVars)):
+            _bounded(name, entries)
+        try:
+            sandbox = await self.sandboxes.create(
+                tenant_of(request.scope), body.templateID, body.timeout, body.metadata,
+                body.envVars,
+            )  # fmt: skip
+        except Refused as exc:
+            why = f"cannot create a sandbox now: {exc.error.message}"
+            raise _E2BError(429, why, {"Retry-After": "1"}) from None
+        return json_response(_sandbox_json(sandbox), status=201)
+
+    async def _list(self, request: Request) -> Response:
+        wanted = _metadata_filter(request.query_params.get("metadata", ""))
+        states = request.query_params.get("state", "")
+        listed = []
+        if not states or "running" in states.split(","):
+            for sandbox in self.sandboxes.owned_by(tenant_of(request.scope)):
+                if all(sandbox.metadata.get(k) == v for k, v in wanted.items()):
+                    listed.append(_listed_json(sandbox))
+        return json_response(listed)
+
+    async def _info(self, request: Request) -> Response:
+        sandbox = self._sandbox(request)
+        detail = {**_listed_json(sandbox), "envdAccessToken": sandbox.access_token, "domain": None}
+        return json_response(detail)
+
+    async def _kill(self, request: Request) -> Response:
+        self.sandboxes.end(self._sandbox(request))
+        return Response(status_code=204)
+
+    async def _timeout(self, request: Request) -> Response:
+        sandbox = self._sandbox(request)
+        body = await _read(request, _Timeout)
+        self.sandboxes.set_timeout(sandbox, body.timeout)
+        return Response(status_code=204)
+
+    async def _connect(self, request: Request) -> Response:
+        sandbox = self._sandbox(request)
+        body = await _read(request, _Connect)
+        if body.timeout is not None:
+            self.sandboxes.set_timeout(sandbox, body.timeout)
+        return json_response(_sandbox_json(sandbox))
+
+    def _sandbox(self, request: Request) -> Sandbox:
+        sandbox_id = request.path_params["sandbox_id"]
+        sandbox = self.sandboxes.get(tenant_of(request.scope), sandbox_id)
+        if sandbox is None:
+            raise _E2BError(404, f"sandbox {sandbox_id!r} not found")
+        return sandbox
+
+
+#: What the SDK can ask that this engine does not serve yet, each with what it is.
+_NOT_YET: list[tuple[str, list[str], str]] = [
+    ("/sandboxes/{sandbox_id}/pause", ["POST"], "pausing a sandbox"),
+    ("/sandboxes/{sandbox_id}/resume", ["POST"], "resuming a sandbox"),
+    ("/sandboxes/{sandbox_id}/snapshots", ["POST"], "snapshots"),
+    ("/snapshots", ["GET"], "snapshots"),
+    ("/sandboxes/{sandbox_id}/fork", ["POST"], "forking a sandbox"),
+    ("/sandboxes/{sandbox_id}/metrics", ["GET"], "sandbox metrics"),
+    ("/sandboxes/{sandbox_id}/network", ["PUT"], "network rules"),
+]
+
+
+def _not_yet(what: str) -> Callable[[Request], Awaitable[Response]]:
+    async def refuse(request: Request) -> Response:
+        raise _E2BError(501, f"{what} is not supported by this server yet")
+
+    return refuse
+
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+async def _read(request: Request, model: type[Body]) -> Body:
+    """The body as ``model`` (an empty one as its defaults); one that does not read is E2B's
+    400, one line that names the field."""
+    try:
+        if not await _has_body(request):
+            return model.model_validate({})
+        return await read_model(request, model, MAX_BODY_BYTES, BODY_TIMEOUT_S)
+    except BadRequest as exc:
+        raise _E2BError(exc.status, exc.message, exc.headers) from None
+    except ValidationError as exc:
+        raise _E2BError(400, describe_validation_error(exc)) from None
+
+
+async def _has_body(request: Request) -> bool:
+    length = request.headers.get("content-length")
+    return length != "0" and (length is not None or "transfer-encoding" in request.headers)
+
+
+def _bounded(name: str, entries: dict[str, str]) -> None:
+    if len(entries) > MAX_ENTRIES:
+        raise _E2BError(400, f"{name} has {len(entries)} entries, past {MAX_ENTRIES}")
+    for key, value in entries.items():
+        if len(key) > MAX_ENTRY_CHARS or len(value) > MAX_ENTRY_CHARS:
+            raise _E2BError(400, f"{name}[{key[:40]!r}] is past {MAX_ENTRY_CHARS} characters")
+        if "\0" in key or "\0" in value or (name == "envVars" and "=" in key):
+            raise _E2BError(400, f"{name}[{key[:40]!r}] is not a name and a value")
+
+
+def _metadata_filter(query: str) -> dict[str, str]:
+    """The SDK's ``metadata`` parameter: a query string of its own (``k=v&k2=v2``)."""
+    return dict(parse_qsl(query, keep_blank_values=True))
+
+
+def _sandbox_json(sandbox: Sandbox) -> dict[str, Any]:
+    """``Sandbox``, as create and connect answer."""
+    return {
+        "templateID": sandbox.template,
+        "sandboxID": sandbox.id,
+        "clientID": CLIENT_ID,
+        "envdVersion": ENVD_VERSION,
+        "envdAccessToken": sandbox.access_token,
+        "domain": None,
+    }
+
+
+def _listed_json(sandbox: Sandbox) -> dict[str, Any]:
+    """``ListedSandbox``: what a listing says of each."""
+    workspace = getattr(sandbox.session, "workspace", None) or "/"
+    return {
+        "templateID": sandbox.template,
+        "sandboxID": sandbox.id,
+        "clientID": CLIENT_ID,
+        "startedAt": _iso(sandbox.started_at),
+        "endAt": _iso(sandbox.ends_at),
+        "envdVersion": ENVD_VERSION,
+        "cpuCount": os.cpu_count() or 1,
+        "memoryMB": _memory_mb(),
+        "diskSizeMB": shutil.disk_usage(workspace).total >> 20,
+        "state": "running",
+        "metadata": sandbox.metadata,
+    }
+
+
+def _memory_mb() -> int:
+    return int(psutil.virtual_memory().total >> 20)
+
+
+def _iso(moment: datetime.datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")

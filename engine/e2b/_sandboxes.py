@@ -1,0 +1,132 @@
+"""Sandboxes that last: each one an engine session (``Host.open_session``) kept open for a
+trajectory, with E2B's identity (an id, an access token for its own side) and lifetime.
+
+A sandbox belongs to the client that made it (its API key, or its address where the service
+has a single token): another client can neither see it nor end it, and is told it does not
+exist. It ends at its timeout (``set_timeout`` moves that), when killed, when the engine ends
+its session (memory running short), or when the service stops; whatever its session held goes
+with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from a2e_engine.engine._host import Host, HostSession
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "MAX_TIMEOUT_S",
+    "Sandbox",
+    "Sandboxes",
+]
+
+#: A sandbox's life when its creator gives none (E2B's default).
+DEFAULT_TIMEOUT_S = 300
+#: The longest life a sandbox may be given at once (E2B's longest, on its paid plan).
+MAX_TIMEOUT_S = 24 * 3600
+
+
+@dataclass
+class Sandbox:
+    """One sandbox: its session, who made it, and when it ends."""
+
+    id: str
+    template: str
+    owner: str
+    session: HostSession
+    access_token: str
+    metadata: dict[str, str]
+    env_vars: dict[str, str]
+    started_at: datetime.datetime
+    ends_at: datetime.datetime
+    _timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+
+class Sandboxes:
+    """The live sandboxes of one service; every method runs on the host's loop."""
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self._live: dict[str, Sandbox] = {}
+
+    async def create(
+        self,
+        owner: str,
+        template: str,
+        timeout_s: int,
+        metadata: Mapping[str, str],
+        env_vars: Mapping[str, str],
+    ) -> Sandbox:
+        """A new sandbox of ``owner``'s, alive for ``timeout_s``; ``Refused`` when the engine
+        cannot open a session now (its uids or its memory bound)."""
+        session = await self._host.open_session("e2b", tenant=owner)
+        now = _now()
+        sandbox = Sandbox(
+            id=_new_id(),
+            template=template,
+            owner=owner,
+            session=session,
+            access_token=secrets.token_urlsafe(24),
+            metadata=dict(metadata),
+            env_vars=dict(env_vars),
+            started_at=now,
+            ends_at=now,
+        )
+        self._live[sandbox.id] = sandbox
+        self.set_timeout(sandbox, timeout_s)
+        return sandbox
+
+    def get(self, owner: str, sandbox_id: str) -> Sandbox | None:
+        """``owner``'s live sandbox of that id, or None (none, another's, or ended)."""
+        sandbox = self._live.get(sandbox_id)
+        if sandbox is None or not secrets.compare_digest(sandbox.owner, owner):
+            return None
+        if getattr(sandbox.session, "closed", False):  # the engine ended its session
+            self.end(sandbox)
+            return None
+        return sandbox
+
+    def owned_by(self, owner: str) -> list[Sandbox]:
+        """``owner``'s live sandboxes, oldest first."""
+        found = [self.get(owner, sandbox_id) for sandbox_id in list(self._live)]
+        return [sandbox for sandbox in found if sandbox is not None]
+
+    def set_timeout(self, sandbox: Sandbox, timeout_s: int) -> None:
+        """End ``sandbox`` ``timeout_s`` from now, rather than when it was to end."""
+        if sandbox._timer is not None:
+            sandbox._timer.cancel()
+        sandbox.ends_at = _now() + datetime.timedelta(seconds=timeout_s)
+        loop = asyncio.get_running_loop()
+        sandbox._timer = loop.call_later(timeout_s, self.end, sandbox)
+
+    def end(self, sandbox: Sandbox) -> None:
+        """End ``sandbox`` and everything its session holds (idempotent)."""
+        if self._live.get(sandbox.id) is sandbox:
+            del self._live[sandbox.id]
+        if sandbox._timer is not None:
+            sandbox._timer.cancel()
+            sandbox._timer = None
+        sandbox.session.close()
+
+    def end_all(self) -> None:
+        """The service stops: every sandbox ends."""
+        for sandbox in list(self._live.values()):
+            self.end(sandbox)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+
+def _new_id() -> str:
+    """An id as E2B's look (20 lowercase letters and digits), unguessable."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return "".join(secrets.choice(alphabet) for _ in range(20))
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)

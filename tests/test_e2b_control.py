@@ -1,0 +1,126 @@
+"""E2B's control plane (``engine.e2b``) driven by E2B's own SDK, unmodified: sandboxes made,
+listed, read, timed, connected to and killed, each a real session of the engine; one that
+outlives its timeout ends, and everything its session held goes. Every sandbox is its
+client's alone: another API key can neither see, read, time nor kill it, and a request without
+the key is refused. What is not served yet answers in E2B's error shape."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from e2b import Sandbox, SandboxQuery
+from e2b.exceptions import AuthenticationException, NotFoundException, SandboxException
+
+from tests.service_process import ServiceProcess
+from tests.waiting import wait_for
+
+KEYS = ("alpha-key-0123456789", "beta-key-0123456789")
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    keys = tmp_path_factory.mktemp("e2b") / "keys"
+    keys.write_text("".join(f"{key}\n" for key in KEYS))
+    process = ServiceProcess("--api-key-file", str(keys))
+    yield process
+    process.stop()
+
+
+def _opts(service: ServiceProcess, key: str = KEYS[0]) -> dict[str, Any]:
+    return {"api_key": key, "api_url": service.url, "sandbox_url": service.url}
+
+
+def _sessions(service: ServiceProcess, key: str = KEYS[0]) -> int:
+    """The sessions the service's engine holds open now (its ``a2e_sessions`` gauge)."""
+    metrics = httpx.get(f"{service.url}/metrics", headers={"X-API-Key": key}, timeout=10).text
+    (line,) = [row for row in metrics.splitlines() if row.startswith("a2e_sessions ")]
+    return int(float(line.split()[1]))
+
+
+def test_the_sdk_makes_lists_reads_times_and_kills_a_sandbox(service: ServiceProcess) -> None:
+    opts = _opts(service)
+    sandbox = Sandbox.create(timeout=120, metadata={"run": "r1"}, envs={"A": "1"}, **opts)
+    try:
+        info = sandbox.get_info()
+        assert info.sandbox_id == sandbox.sandbox_id and info.template_id == "base"
+        assert info.metadata == {"run": "r1"} and info.state.value == "running"
+        assert 119 < (info.end_at - info.started_at).total_seconds() < 121
+        listed = Sandbox.list(query=SandboxQuery(metadata={"run": "r1"}), **opts).next_items()
+        assert [s.sandbox_id for s in listed] == [sandbox.sandbox_id]
+        assert Sandbox.list(query=SandboxQuery(metadata={"run": "r2"}), **opts).next_items() == []
+        sandbox.set_timeout(600)
+        later = sandbox.get_info()
+        assert (later.end_at - later.started_at).total_seconds() > 590
+        again = Sandbox.connect(sandbox.sandbox_id, **opts)
+        assert again.sandbox_id == sandbox.sandbox_id
+    finally:
+        assert Sandbox.kill(sandbox.sandbox_id, **opts) is True
+    assert Sandbox.kill(sandbox.sandbox_id, **opts) is False  # gone: the SDK's False
+    with pytest.raises(NotFoundException):
+        Sandbox.get_info(sandbox.sandbox_id, **opts)
+
+
+def test_a_sandbox_ends_at_its_timeout(service: ServiceProcess) -> None:
+    opts = _opts(service)
+    sandbox = Sandbox.create(timeout=1, **opts)
+    listed = Sandbox.list(**opts).next_items()
+    assert sandbox.sandbox_id in {s.sandbox_id for s in listed}
+    assert wait_for(
+        lambda: sandbox.sandbox_id not in {s.sandbox_id for s in Sandbox.list(**opts).next_items()},
+        20,
+    )
+    with pytest.raises(NotFoundException):
+        Sandbox.connect(sandbox.sandbox_id, **opts)
+
+
+def test_another_client_can_neither_see_nor_touch_a_sandbox(service: ServiceProcess) -> None:
+    """From a second API key, the first's sandbox does not exist: not listed, not readable,
+    not timed, not connected to, not killed; without a key, nothing at all."""
+    mine, theirs = _opts(service, KEYS[0]), _opts(service, KEYS[1])
+    sandbox = Sandbox.create(timeout=120, **mine)
+    try:
+        assert sandbox.sandbox_id not in {s.sandbox_id for s in Sandbox.list(**theirs).next_items()}
+        with pytest.raises(NotFoundException):
+            Sandbox.get_info(sandbox.sandbox_id, **theirs)
+        with pytest.raises(NotFoundException):
+            Sandbox.set_timeout(sandbox.sandbox_id, 1, **theirs)
+        with pytest.raises(NotFoundException):
+            Sandbox.connect(sandbox.sandbox_id, **theirs)
+        assert Sandbox.kill(sandbox.sandbox_id, **theirs) is False
+        with pytest.raises(AuthenticationException):
+            Sandbox.list(**_opts(service, "not-a-key")).next_items()
+        assert Sandbox.get_info(sandbox.sandbox_id, **mine).state.value == "running"
+    finally:
+        Sandbox.kill(sandbox.sandbox_id, **mine)
+
+
+def test_what_is_not_served_yet_says_so_in_e2bs_shape(service: ServiceProcess) -> None:
+    opts = _opts(service)
+    sandbox = Sandbox.create(timeout=60, **opts)
+    try:
+        with pytest.raises(SandboxException, match="501: pausing a sandbox is not supported"):
+            sandbox.pause()
+        with pytest.raises(SandboxException, match="template 'mcp-gateway' is not served"):
+            Sandbox.create(template="mcp-gateway", **opts)
+        with pytest.raises(SandboxException, match="timeout"):
+            Sandbox.create(timeout=10**9, **opts)
+    finally:
+        sandbox.kill()
+
+
+def test_each_sandbox_is_a_session_that_goes_with_it(service: ServiceProcess) -> None:
+    """Each sandbox holds a session of the engine of its own (its uid, workspace and limits),
+    and killing it ends that session."""
+    opts = _opts(service)
+    before = _sessions(service)
+    sandboxes = [Sandbox.create(timeout=60, **opts) for _ in range(3)]
+    try:
+        assert len({s.sandbox_id for s in sandboxes}) == 3
+        assert _sessions(service) == before + 3
+    finally:
+        for sandbox in sandboxes:
+            sandbox.kill()
+    assert wait_for(lambda: _sessions(service) == before, 20)
