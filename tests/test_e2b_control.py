@@ -7,24 +7,32 @@ the key is refused. What is not served yet answers in E2B's error shape."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 from e2b import Sandbox, SandboxQuery
-from e2b.exceptions import AuthenticationException, NotFoundException, SandboxException
+from e2b.exceptions import (
+    AuthenticationException,
+    NotFoundException,
+    RateLimitException,
+    SandboxException,
+)
 
 from tests.service_process import ServiceProcess
 from tests.waiting import wait_for
 
 KEYS = ("alpha-key-0123456789", "beta-key-0123456789")
+#: The live sandboxes each key may hold.
+SHARE = 4
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     keys = tmp_path_factory.mktemp("e2b") / "keys"
     keys.write_text("".join(f"{key}\n" for key in KEYS))
-    process = ServiceProcess("--api-key-file", str(keys))
+    process = ServiceProcess("--api-key-file", str(keys), "--sandboxes-per-client", str(SHARE))
     yield process
     process.stop()
 
@@ -124,3 +132,31 @@ def test_each_sandbox_is_a_session_that_goes_with_it(service: ServiceProcess) ->
         for sandbox in sandboxes:
             sandbox.kill()
     assert wait_for(lambda: _sessions(service) == before, 20)
+
+
+def test_a_client_holds_its_share_of_sandboxes_and_no_more(service: ServiceProcess) -> None:
+    """Each sandbox holds a session, and a session a uid of the engine's range: one client
+    creating as fast as it can, all at once, gets its share and is then refused in one line,
+    while another client still gets sandboxes."""
+    greedy, other = _opts(service, KEYS[0]), _opts(service, KEYS[1])
+
+    def attempt(_: int) -> Sandbox | str:
+        try:
+            return Sandbox.create(timeout=60, **greedy)
+        except RateLimitException as exc:
+            return str(exc)
+
+    with ThreadPoolExecutor(8) as pool:
+        made = list(pool.map(attempt, range(SHARE + 3)))
+    sandboxes = [m for m in made if isinstance(m, Sandbox)]
+    refusals = [m for m in made if isinstance(m, str)]
+    theirs = Sandbox.create(timeout=60, **other)
+    try:
+        assert len(sandboxes) == SHARE and len(refusals) == 3, made
+        assert all(f"holds {SHARE} live sandboxes already" in why for why in refusals)
+        assert theirs.get_info().state.value == "running"
+    finally:
+        theirs.kill()
+        for sandbox in sandboxes:
+            sandbox.kill()
+    Sandbox.create(timeout=60, **greedy).kill()  # its share is free again

@@ -108,6 +108,14 @@ def register(sub: Subcommands) -> None:
         f"(default {ServiceConfig.websocket_idle_s:g})",
     )
     http.add_argument(
+        "--sandboxes-per-client",
+        type=int,
+        default=ServiceConfig.sandboxes_per_client,
+        metavar="N",
+        help="E2B sandboxes one client (API key, or address) may hold live at once "
+        f"(default {ServiceConfig.sandboxes_per_client})",
+    )
+    http.add_argument(
         "--max-message-bytes",
         type=int,
         default=ServiceConfig.max_message_bytes,
@@ -247,6 +255,7 @@ def service_config_of(args: argparse.Namespace) -> ServiceConfig:
             max_outbox_bytes=args.max_outbox_bytes,
             request_timeout_s=args.request_timeout_s,
             mcp_call_timeout_s=args.call_timeout_s,
+            sandboxes_per_client=args.sandboxes_per_client,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

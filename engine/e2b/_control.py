@@ -31,6 +31,7 @@ from a2e_engine.engine.e2b._sandboxes import (
     MAX_TIMEOUT_S,
     Sandbox,
     Sandboxes,
+    TooMany,
 )
 from a2e_engine.engine.service._auth import tenant_of
 from a2e_engine.engine.service._bodies import BadRequest, read_model
@@ -90,8 +91,9 @@ class _E2BError(Exception):
 class E2BEndpoint:
     """The control plane's routes, over the service's host, and its sandboxes."""
 
-    def __init__(self, host: Host) -> None:
-        self.sandboxes = Sandboxes(host)
+    def __init__(self, host: Host, per_client: int) -> None:
+        """``per_client``: the sandboxes one client may hold live at once."""
+        self.sandboxes = Sandboxes(host, per_client)
 
     async def stop(self) -> None:
         """The service stops: every sandbox ends with it."""
@@ -131,11 +133,13 @@ class E2BEndpoint:
             raise _E2BError(400, f"template {body.templateID!r} is not served; served: {served}")
         for name, entries in (("metadata", body.metadata), ("envVars", body.envVars)):
             _bounded(name, entries)
+        owner = tenant_of(request.scope)
         try:
             sandbox = await self.sandboxes.create(
-                tenant_of(request.scope), body.templateID, body.timeout, body.metadata,
-                body.envVars,
-            )  # fmt: skip
+                owner, body.templateID, body.timeout, body.metadata, body.envVars
+            )
+        except TooMany as exc:
+            raise _E2BError(429, f"{exc}: kill one first", {"Should-Retry": "false"}) from None
         except Refused as exc:
             why = f"cannot create a sandbox now: {exc.error.message}"
             raise _E2BError(429, why, {"Retry-After": "1"}) from None

@@ -11,6 +11,7 @@ with it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime
 import secrets
 from collections.abc import Mapping
@@ -23,12 +24,17 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "Sandbox",
     "Sandboxes",
+    "TooMany",
 ]
 
 #: A sandbox's life when its creator gives none (E2B's default).
 DEFAULT_TIMEOUT_S = 300
 #: The longest life a sandbox may be given at once (E2B's longest, on its paid plan).
 MAX_TIMEOUT_S = 24 * 3600
+
+
+class TooMany(Exception):
+    """The client holds as many sandboxes as it may (those being made counted)."""
 
 
 @dataclass
@@ -50,9 +56,12 @@ class Sandbox:
 class Sandboxes:
     """The live sandboxes of one service; every method runs on the host's loop."""
 
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: Host, per_owner: int) -> None:
+        """``per_owner``: the sandboxes one owner may hold live at once."""
         self._host = host
         self._live: dict[str, Sandbox] = {}
+        self.per_owner = per_owner
+        self._opening: collections.Counter[str] = collections.Counter()
 
     async def create(
         self,
@@ -62,9 +71,18 @@ class Sandboxes:
         metadata: Mapping[str, str],
         env_vars: Mapping[str, str],
     ) -> Sandbox:
-        """A new sandbox of ``owner``'s, alive for ``timeout_s``; ``Refused`` when the engine
-        cannot open a session now (its uids or its memory bound)."""
-        session = await self._host.open_session("e2b", tenant=owner)
+        """A new sandbox of ``owner``'s, alive for ``timeout_s``; ``TooMany`` past its share
+        (counting those it is making now), ``Refused`` when the engine cannot open a session
+        now (its uids or its memory bound)."""
+        if len(self.owned_by(owner)) + self._opening[owner] >= self.per_owner:
+            raise TooMany(f"this client holds {self.per_owner} live sandboxes already")
+        self._opening[owner] += 1
+        try:
+            session = await self._host.open_session("e2b", tenant=owner)
+        finally:
+            self._opening[owner] -= 1
+            if not self._opening[owner]:
+                del self._opening[owner]
         now = _now()
         sandbox = Sandbox(
             id=_new_id(),

@@ -61,6 +61,9 @@ class ServiceConfig:
     request_timeout_s: float = 30.0
     #: Each MCP call's timeout (``/mcp``), as MCP requests carry none.
     mcp_call_timeout_s: float = DEFAULT_TIMEOUT_S
+    #: E2B sandboxes (``engine.e2b``) one client (API key, or address) may hold live at once:
+    #: each holds a session of the engine, and its uid, for as long as it lives.
+    sandboxes_per_client: int = 256
 
     def __post_init__(self) -> None:
         if self.token is not None and not self.token:
@@ -85,6 +88,8 @@ class ServiceConfig:
             raise ValueError("max_idle_connections and max_connections_per_address must be >= 0")
         if not self.websocket_idle_s > 0:
             raise ValueError("websocket_idle_s must be a positive number of seconds")
+        if self.sandboxes_per_client < 1:
+            raise ValueError("sandboxes_per_client must be at least 1")
 
     @property
     def bodies_bytes(self) -> int:

@@ -52,7 +52,7 @@ class HttpService:
         self._socket: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
         self.mcp = McpEndpoint(host, config.mcp_call_timeout_s, config.max_message_bytes)
-        self.e2b = E2BEndpoint(host)
+        self.e2b = E2BEndpoint(host, config.sandboxes_per_client)
 
     @property
     def url(self) -> str:
