@@ -160,3 +160,18 @@ def test_a_client_holds_its_share_of_sandboxes_and_no_more(service: ServiceProce
         for sandbox in sandboxes:
             sandbox.kill()
     Sandbox.create(timeout=60, **greedy).kill()  # its share is free again
+
+
+def test_every_refusal_is_in_e2bs_shape(service: ServiceProcess) -> None:
+    """The SDK parses E2B's ``{"code", "message"}`` and nothing else (a body of another shape
+    crashes it): the service's own refusals before any handler, a wrong key or a body past the
+    bound, come in that shape to a request that showed ``X-API-Key``."""
+    url = f"{service.url}/v2/sandboxes"
+    wrong = httpx.post(url, headers={"X-API-Key": "nope"}, json={}, timeout=10)
+    assert wrong.status_code == 401 and wrong.json()["code"] == 401, wrong.text
+    assert "wrong token" in wrong.json()["message"]
+    huge = {"templateID": "base", "metadata": {"k": "v" * (2 << 20)}}
+    too_big = httpx.post(url, headers={"X-API-Key": KEYS[0]}, json=huge, timeout=30)
+    assert too_big.status_code == 413 and too_big.json()["code"] == 413, too_big.text
+    odd = httpx.post(url, headers={"X-API-Key": KEYS[0]}, content=b"{not json", timeout=10)
+    assert odd.status_code == 400 and set(odd.json()) == {"code", "message"}, odd.text

@@ -379,7 +379,7 @@ def test_refusals_before_the_handler_are_documented(
     assert no_token.status_code == 401
     assert no_token.json() == {
         "error": "unauthorized",
-        "message": "missing token: send 'Authorization: Bearer <token>' or ?token=",
+        "message": "missing token: send 'Authorization: Bearer <token>', 'X-API-Key: <token>' or ?token=",
     }
     _documented(document, "post", "/run_code", no_token)
     for path, operation in document["paths"].items():

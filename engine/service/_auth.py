@@ -100,16 +100,12 @@ class RequireToken:
             return
         self._on_refused("unauthorized")
         why = "missing token" if shown is None else "wrong token"
-        if _from_e2b(scope):  # E2B's SDK reads its own shape of error and no other
-            body = {"code": 401, "message": f"{why}: send the service's token as X-API-Key"}
-            await _send_json(scope, send, 401, body, [])
-            return
         await refuse(
             scope,
             send,
             401,
             "unauthorized",
-            f"{why}: send 'Authorization: Bearer <token>' or ?token=",
+            f"{why}: send 'Authorization: Bearer <token>', 'X-API-Key: <token>' or ?token=",
             [(b"www-authenticate", b'Bearer realm="a2e"')],
         )
 
@@ -145,9 +141,12 @@ async def refuse(
     headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     """Answer an HTTP request, or refuse a WebSocket before its upgrade, with ``status`` and a
-    JSON ``ErrorBody``."""
-    error_body = ErrorBody(error=error, message=why).model_dump(mode="json")
-    await _send_json(scope, send, status, error_body, headers or [])
+    JSON ``ErrorBody``; to E2B's SDK, which reads no other, E2B's ``{"code", "message"}``."""
+    if _from_e2b(scope):
+        value: dict[str, Any] = {"code": status, "message": why}
+    else:
+        value = ErrorBody(error=error, message=why).model_dump(mode="json")
+    await _send_json(scope, send, status, value, headers or [])
 
 
 def _from_e2b(scope: Scope) -> bool:

@@ -342,8 +342,9 @@ def openapi_document(
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"},
                 "query_token": {"type": "apiKey", "in": "query", "name": "token"},
+                "api_key": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
             },
         },
-        "security": [{"bearer": []}, {"query_token": []}],
+        "security": [{"bearer": []}, {"query_token": []}, {"api_key": []}],
         "paths": paths,
     }
