@@ -205,8 +205,9 @@ def bounded(size: int, what: str, most: int = MAX_BUILT_CHARS) -> None:
 async def run_once(sandbox: Sandbox, run: RunCodeRequest, extra: dict[str, Any]) -> RunCodeResponse:
     """SandboxFusion's one run of a program that its exit judges, answered as ``/run_code``
     answers it. Made by ``code_eval`` (``by_exit``: compiled through the shared cache, run in
-    a fresh directory, alone in its worker and swept after, with ``extra``'s CPU-time and memory
-    limits), but for a run that brings files or fetches them, which only ``/run_code`` takes."""
+    a fresh directory, accounted as all that runs in its worker, with ``extra``'s CPU-time and
+    memory limits), but for a run that brings files or fetches them, which only ``/run_code``
+    takes."""
     if run.files or run.fetch_files:
         return await sandbox.run(run)
     why = not_served(run.language)
