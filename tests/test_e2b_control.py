@@ -6,6 +6,8 @@ the key is refused. What is not served yet answers in E2B's error shape."""
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -175,3 +177,67 @@ def test_every_refusal_is_in_e2bs_shape(service: ServiceProcess) -> None:
     assert too_big.status_code == 413 and too_big.json()["code"] == 413, too_big.text
     odd = httpx.post(url, headers={"X-API-Key": KEYS[0]}, content=b"{not json", timeout=10)
     assert odd.status_code == 400 and set(odd.json()) == {"code", "message"}, odd.text
+
+
+def test_bodies_of_the_wrong_type_and_filters_the_sdk_quotes(service: ServiceProcess) -> None:
+    """A timeout that is text, a float or a boolean, and an empty variable name, are E2B's
+    400 (a boolean read as 1 would give a one-second life); metadata the SDK quotes (accents,
+    spaces) is found by its filter."""
+    url, key = f"{service.url}/v2/sandboxes", {"X-API-Key": KEYS[0]}
+    for body in ({"timeout": "10"}, {"timeout": 10.0}, {"timeout": True}, {"envVars": {"": "c"}}):
+        refused = httpx.post(url, headers=key, json=body, timeout=10)
+        assert refused.status_code == 400 and set(refused.json()) == {"code", "message"}, body
+    opts = _opts(service)
+    sandbox = Sandbox.create(timeout=60, metadata={"u": "é", "s": "a b&c=d"}, **opts)
+    try:
+        for wanted in ({"u": "é"}, {"s": "a b&c=d"}):
+            found = Sandbox.list(query=SandboxQuery(metadata=wanted), **opts).next_items()
+            assert [s.sandbox_id for s in found] == [sandbox.sandbox_id], wanted
+    finally:
+        sandbox.kill()
+
+
+def test_an_ended_sandbox_is_never_timed_again_nor_lives_past_a_day() -> None:
+    """A timeout that arrives for a sandbox killed meanwhile (its body was slow) schedules
+    nothing and keeps nothing; and however often its timeout is moved, a sandbox ends a day
+    after it started."""
+    import asyncio
+    import datetime
+
+    from a2e_engine.engine.e2b._sandboxes import MAX_TIMEOUT_S, Sandboxes
+
+    class Session:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    class Host:
+        async def open_session(self, client: str, **_: Any) -> Session:
+            return Session()
+
+    async def scenario() -> None:
+        sandboxes = Sandboxes(Host(), 4)  # type: ignore[arg-type]
+        sandbox = await sandboxes.create("a", "base", 60, {}, {})
+        sandbox.started_at -= datetime.timedelta(seconds=MAX_TIMEOUT_S - 10)
+        sandboxes.set_timeout(sandbox, MAX_TIMEOUT_S)
+        assert sandbox.ends_at <= sandbox.started_at + datetime.timedelta(seconds=MAX_TIMEOUT_S)
+        sandboxes.end(sandbox)
+        sandboxes.set_timeout(sandbox, MAX_TIMEOUT_S)
+        assert sandbox._timer is None and len(sandboxes) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_client_that_hangs_up_mid_body_leaves_no_traceback(service: ServiceProcess) -> None:
+    port = int(service.url.rsplit(":", 1)[1])
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(
+                b"POST /v2/sandboxes HTTP/1.1\r\nHost: x\r\nX-API-Key: "
+                + KEYS[0].encode()
+                + b"\r\nContent-Length: 10\r\n\r\n{}"
+            )
+    assert httpx.get(f"{service.url}/healthz", timeout=10).status_code == 200
+    time.sleep(0.5)  # what the server logs of it, if anything, has reached its stderr
+    assert not any("Traceback" in line for line in service.stderr), "".join(service.stderr)

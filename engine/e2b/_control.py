@@ -16,11 +16,11 @@ import os
 import shutil
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
@@ -55,9 +55,10 @@ BODY_TIMEOUT_S = 30.0
 
 
 class _Create(BaseModel):
-    """``NewSandboxV2``, the fields the SDK sends; others it may add are ignored."""
+    """``NewSandboxV2``, the fields the SDK sends, of their own types; others it may add are
+    ignored."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     templateID: str = "base"
     timeout: int = Field(DEFAULT_TIMEOUT_S, ge=1, le=MAX_TIMEOUT_S)
@@ -67,13 +68,13 @@ class _Create(BaseModel):
 
 
 class _Timeout(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     timeout: int = Field(ge=1, le=MAX_TIMEOUT_S)
 
 
 class _Connect(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     timeout: int | None = Field(None, ge=1, le=MAX_TIMEOUT_S)
 
@@ -165,14 +166,13 @@ class E2BEndpoint:
         return Response(status_code=204)
 
     async def _timeout(self, request: Request) -> Response:
-        sandbox = self._sandbox(request)
-        body = await _read(request, _Timeout)
-        self.sandboxes.set_timeout(sandbox, body.timeout)
+        body = await _read(request, _Timeout)  # first: it may take a while to come
+        self.sandboxes.set_timeout(self._sandbox(request), body.timeout)
         return Response(status_code=204)
 
     async def _connect(self, request: Request) -> Response:
-        sandbox = self._sandbox(request)
         body = await _read(request, _Connect)
+        sandbox = self._sandbox(request)
         if body.timeout is not None:
             self.sandboxes.set_timeout(sandbox, body.timeout)
         return json_response(_sandbox_json(sandbox))
@@ -216,6 +216,8 @@ async def _read(request: Request, model: type[Body]) -> Body:
         return await read_model(request, model, MAX_BODY_BYTES, BODY_TIMEOUT_S)
     except BadRequest as exc:
         raise _E2BError(exc.status, exc.message, exc.headers) from None
+    except ClientDisconnect:  # nobody is there to read the answer
+        raise _E2BError(400, "the client went away before its body came") from None
     except ValidationError as exc:
         raise _E2BError(400, describe_validation_error(exc)) from None
 
@@ -231,13 +233,14 @@ def _bounded(name: str, entries: dict[str, str]) -> None:
     for key, value in entries.items():
         if len(key) > MAX_ENTRY_CHARS or len(value) > MAX_ENTRY_CHARS:
             raise _E2BError(400, f"{name}[{key[:40]!r}] is past {MAX_ENTRY_CHARS} characters")
-        if "\0" in key or "\0" in value or (name == "envVars" and "=" in key):
+        if "\0" in key or "\0" in value or (name == "envVars" and ("=" in key or not key)):
             raise _E2BError(400, f"{name}[{key[:40]!r}] is not a name and a value")
 
 
 def _metadata_filter(query: str) -> dict[str, str]:
-    """The SDK's ``metadata`` parameter: a query string of its own (``k=v&k2=v2``)."""
-    return dict(parse_qsl(query, keep_blank_values=True))
+    """The SDK's ``metadata`` parameter: a query string of its own (``k=v&k2=v2``), each key
+    and value of which it quoted once more before encoding the whole."""
+    return {unquote(k): unquote(v) for k, v in parse_qsl(query, keep_blank_values=True)}
 
 
 def _sandbox_json(sandbox: Sandbox) -> dict[str, Any]:

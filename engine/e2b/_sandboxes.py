@@ -29,7 +29,7 @@ __all__ = [
 
 #: A sandbox's life when its creator gives none (E2B's default).
 DEFAULT_TIMEOUT_S = 300
-#: The longest life a sandbox may be given at once (E2B's longest, on its paid plan).
+#: The longest a sandbox lives, from its start (E2B's longest, on its paid plan).
 MAX_TIMEOUT_S = 24 * 3600
 
 
@@ -115,12 +115,18 @@ class Sandboxes:
         return [sandbox for sandbox in found if sandbox is not None]
 
     def set_timeout(self, sandbox: Sandbox, timeout_s: int) -> None:
-        """End ``sandbox`` ``timeout_s`` from now, rather than when it was to end."""
+        """End ``sandbox`` ``timeout_s`` from now, rather than when it was to end, but never
+        past ``MAX_TIMEOUT_S`` from its start (E2B's longest life); nothing for one ended."""
+        if self._live.get(sandbox.id) is not sandbox:
+            return
         if sandbox._timer is not None:
             sandbox._timer.cancel()
-        sandbox.ends_at = _now() + datetime.timedelta(seconds=timeout_s)
+        now = _now()
+        latest = sandbox.started_at + datetime.timedelta(seconds=MAX_TIMEOUT_S)
+        sandbox.ends_at = min(now + datetime.timedelta(seconds=timeout_s), latest)
+        seconds = (sandbox.ends_at - now).total_seconds()
         loop = asyncio.get_running_loop()
-        sandbox._timer = loop.call_later(timeout_s, self.end, sandbox)
+        sandbox._timer = loop.call_later(max(seconds, 0.0), self.end, sandbox)
 
     def end(self, sandbox: Sandbox) -> None:
         """End ``sandbox`` and everything its session holds (idempotent)."""
