@@ -1763,21 +1763,12 @@ public:
     // past kWeightDraws_ draws, the same distribution from one draw raised to a power.
     int wnext(int n, int type) {
         if (n <= 0) quit(_fail, "random_t::wnext(int n, int type): n must be positive");
-        if (std::abs(type) >= kWeightDraws_) return below_((int)((double)n * power_(type)), 0, n);
-        int result = next(n);
-        for (int i = 0; i < type; i++) result = std::max(result, next(n));
-        for (int i = 0; i < -type; i++) result = std::min(result, next(n));
-        return result;
+        return weighted_(n, type);
     }
 
     long long wnext(long long n, int type) {
         if (n <= 0) quit(_fail, "random_t::wnext(long long n, int type): n must be positive");
-        if (std::abs(type) >= kWeightDraws_)
-            return below_((long long)((double)n * power_(type)), 0LL, n);
-        long long result = next(n);
-        for (int i = 0; i < type; i++) result = std::max(result, next(n));
-        for (int i = 0; i < -type; i++) result = std::min(result, next(n));
-        return result;
+        return weighted_(n, type);
     }
 
     double wnext(double n, int type) {
@@ -1945,6 +1936,17 @@ private:
         long long high = nextBits_(31) << 32;
         long long low = nextBits_(version == 0 ? 31 : 32);
         return high ^ low;
+    }
+
+    // wnext of [0, n), n > 0, for an integer type: ``next(n)`` of that type, drawn as
+    // testlib draws it.
+    template <typename T>
+    T weighted_(T n, int type) {
+        if (std::abs(type) >= kWeightDraws_) return below_((T)((double)n * power_(type)), T(0), n);
+        T result = next(n);
+        for (int i = 0; i < type; i++) result = std::max(result, next(n));
+        for (int i = 0; i < -type; i++) result = std::min(result, next(n));
+        return result;
     }
 
     // One draw raised to the power that weighs it as ``type`` + 1 draws would.
