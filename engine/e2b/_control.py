@@ -12,6 +12,7 @@ sees are its client's (``tenant_of``). Bodies are read within the service's boun
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import shutil
 from collections.abc import Awaitable, Callable
@@ -273,7 +274,9 @@ def _listed_json(sandbox: Sandbox) -> dict[str, Any]:
     }
 
 
+@functools.cache
 def _memory_mb() -> int:
+    """The machine's memory: read once, not for each sandbox of each listing."""
     return int(psutil.virtual_memory().total >> 20)
 
 

@@ -210,20 +210,15 @@ async def run_once(sandbox: Sandbox, run: RunCodeRequest, extra: dict[str, Any])
     takes."""
     if run.files or run.fetch_files:
         return await sandbox.run(run)
-    why = not_served(run.language)
-    if why is not None:
-        raise OJError(500, f"failed to request sandbox: {why}")
     arguments: dict[str, Any] = {
-        "language": LANGUAGES[run.language],
+        "language": served_language(run.language),
         "program": run.code,
         "by_exit": True,
         "time_limit": min(run.run_timeout, MAX_TIME_LIMIT_S),
         "compile_timeout": run.compile_timeout,
         "output_chars": CALL_OUTPUT_CHARS // 2,
+        **judging_extras(extra, JUDGING_LIMITS),
     }
-    for name, argument in JUDGING_LIMITS.items():
-        if extra.get(name) is not None:
-            arguments[argument] = extra[name]
     seconds = run.compile_timeout + run.run_timeout + SLACK_S
     result = await sandbox.judge(arguments, seconds)
     compiled = result.get("compile")
@@ -239,6 +234,23 @@ async def run_once(sandbox: Sandbox, run: RunCodeRequest, extra: dict[str, Any])
         raise OJError(
             500, f"failed to request sandbox: the judge's run is not a run: {why}"
         ) from None
+
+
+def served_language(language: str) -> str:
+    """The engine's name of SandboxFusion's ``language``; one not served here is the 500
+    SandboxFusion answers a run it could not make, saying why."""
+    why = not_served(language)
+    if why is not None:
+        raise OJError(500, f"failed to request sandbox: {why}")
+    return LANGUAGES[language]
+
+
+def judging_extras(extra: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """``code_eval``'s arguments from ``config.extra``: each of ``names`` it gives, under
+    ``code_eval``'s name."""
+    return {
+        argument: extra[name] for name, argument in names.items() if extra.get(name) is not None
+    }
 
 
 def judged_tests(result: dict[str, Any]) -> list[dict[str, Any]]:

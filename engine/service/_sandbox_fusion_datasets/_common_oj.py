@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from a2e_engine.engine.service._sandbox_fusion import LANGUAGES, SLACK_S, not_served
+from a2e_engine.engine.service._sandbox_fusion import SLACK_S
 from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     CALL_OUTPUT_CHARS,
     CASES_AT_ONCE,
@@ -29,7 +29,9 @@ from a2e_engine.engine.service._sandbox_fusion_datasets._base import (
     exec_info_of,
     json_column,
     judged_tests,
+    judging_extras,
     run_of,
+    served_language,
     truncated,
 )
 from a2e_engine.engine.service._sandbox_fusion_extraction import default_extract_helper
@@ -141,23 +143,19 @@ class _Plan:
 
 def _plan(code: str, cases: list[_StdioCase], config: TestConfig, longest_s: float) -> _Plan:
     language = str(config.language)
-    why = not_served(language)
-    if why is not None:
-        raise OJError(500, f"failed to request sandbox: {why}")
+    engine_language = served_language(language)
     compile_s = config.compile_timeout or 10
     run_s = min(config.run_timeout or (10 if language in _COMPILED else 20), MAX_TIME_LIMIT_S)
     shown = max(SHOWN_CHARS, min(MOST_SHOWN_CHARS, OUTPUT_BUDGET_CHARS // (2 * len(cases) or 1)))
     arguments: dict[str, Any] = {
-        "language": LANGUAGES[language],
+        "language": engine_language,
         "program": code,
         "time_limit": run_s,
         "compile_timeout": compile_s,
         "stop_at_first_failure": not config.extra.get("run_all_cases"),
         "output_chars": shown,
+        **judging_extras(config.extra, _JUDGING_EXTRAS),
     }
-    for name, argument in _JUDGING_EXTRAS.items():
-        if config.extra.get(name) is not None:
-            arguments[argument] = config.extra[name]
     if "checker" not in arguments and "interactor" not in arguments:
         arguments["compare"] = "sandboxfusion"
     case_s = run_s + CASE_SLACK_S
