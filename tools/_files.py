@@ -2,9 +2,9 @@
 
 Reading tools (``read_file``, ``list_dir``, ``glob``, ``grep``, ``stat``) may look at the session
 workspace and the engine's configured read-only roots (e.g. ``/etc``); writing tools
-(``write_file``, ``delete``, ``move``) only at the workspace. Paths are resolved *after*
-following symlinks, then checked against the roots, so ``..`` and symlinks that point outside
-are refused with a clear error rather than followed; a write never follows a symlink in its
+(``write_file``, ``make_dir``, ``delete``, ``move``) only at the workspace. Paths are resolved
+*after* following symlinks, then checked against the roots, so ``..`` and symlinks that point
+outside are refused with a clear error rather than followed; a write never follows a symlink in its
 last component. Text is UTF-8; binary content travels as base64 when asked for
 (``encoding: "base64"``) and is refused as text otherwise. Sizes and result counts are capped.
 The sandbox (Landlock, read-only mounts, a session uid) holds even if this code had a bug.
@@ -36,6 +36,8 @@ MAX_ENTRIES = 10_000
 MAX_MATCHES = 1_000
 MAX_GREP_FILE_BYTES = 4 * 1024 * 1024
 ENCODINGS = ("text", "base64")
+#: How deep ``list_dir`` goes at most.
+MAX_DEPTH = 32
 
 
 def _param(name: str, type_: str, description: str, required: bool = False) -> ToolParameter:
@@ -98,8 +100,17 @@ class FileTools(ToolPlugin):
             ),
             _tool(
                 "list_dir",
-                f"List a directory: name, type, size (up to {MAX_ENTRIES} entries).",
+                f"List a directory: name, type, size, and with full, path, mode and time "
+                f"(up to {MAX_ENTRIES} entries).",
                 directory,
+                _param("depth", "integer", f"levels to go down, 1 to {MAX_DEPTH} (default 1)"),
+                _param("full", "boolean", "each entry's path, mode, time and link target too"),
+            ),
+            _tool(
+                "make_dir",
+                "Create a directory in the workspace, and its missing parents.",
+                path,
+                writes=True,
             ),
             _tool(
                 "glob",
@@ -164,6 +175,7 @@ class FileTools(ToolPlugin):
             "read_file": self._read_file,
             "write_file": self._write_file,
             "list_dir": self._list_dir,
+            "make_dir": self._make_dir,
             "glob": self._glob,
             "grep": self._grep,
             "stat": self._stat,
@@ -244,17 +256,38 @@ class FileTools(ToolPlugin):
             fh.write(data)
         return {"path": real, "bytes_written": len(data), "size": os.path.getsize(real)}
 
-    def _list_dir(self, path: str = ".") -> dict[str, Any]:
+    def _list_dir(self, path: str = ".", depth: int = 1, full: bool = False) -> dict[str, Any]:
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
+            raise ValueError(f"depth must be a whole number from 1 to {MAX_DEPTH}")
         real = self._readable(path)
         entries: list[dict[str, Any]] = []
         truncated = False
-        with os.scandir(real) as it:
-            for entry in sorted(it, key=lambda e: e.name):
-                if len(entries) >= MAX_ENTRIES:
-                    truncated = True
-                    break
-                entries.append(_describe(entry.name, entry.path))
+        below = [(real, 1)]
+        while below and not truncated:
+            directory, level = below.pop(0)
+            with os.scandir(directory) as it:
+                for entry in sorted(it, key=lambda e: e.name):
+                    if len(entries) >= MAX_ENTRIES:
+                        truncated = True
+                        break
+                    name = os.path.relpath(entry.path, real) if depth > 1 else entry.name
+                    entries.append(_describe(name, entry.path, full))
+                    if level < depth and entry.is_dir(follow_symlinks=False):
+                        below.append((entry.path, level + 1))
         return {"path": real, "entries": entries, **({"truncated": True} if truncated else {})}
+
+    def _make_dir(self, path: str) -> dict[str, Any]:
+        real = self._writable(path)
+        existing = real
+        while not os.path.lexists(existing):
+            existing = os.path.dirname(existing)
+        resolve_confined(existing, self._workspace, ())  # new directories go in there
+        if os.path.lexists(real):
+            if not os.path.isdir(real):
+                raise FileExistsError(f"{path!r} exists and is not a directory")
+            return {"path": real, "created": False}
+        os.makedirs(real)
+        return {"path": real, "created": True}
 
     def _glob(self, pattern: str, path: str = ".") -> dict[str, Any]:
         if os.path.isabs(pattern) or ".." in pattern.split("/"):

@@ -23,13 +23,16 @@ all cells, their displays, and the files fetched.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import linecache
 import math
+import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +59,8 @@ __all__ = [
 
 #: Cells in one call.
 MAX_CELLS = 1_000
+#: Code contexts one ``python_session`` interpreter holds at most.
+MAX_CONTEXTS = 64
 #: What the text (stdout and stderr) of all cells may add up to, in characters.
 MAX_TEXT_CHARS = 1_000_000
 #: What the displays of all cells may add up to, in characters.
@@ -186,6 +191,8 @@ class _Runner:
         self.text = _Budget(MAX_TEXT_CHARS)
         self.displays = _Budget(MAX_DISPLAY_CHARS)
         self._shown: list[dict[str, Any]] = []
+        #: Which of the last cell's displays is its final expression's value (None: none).
+        self.main_display: int | None = None
 
     def _display(self, *values: Any) -> None:
         """IPython's ``display(obj, ...)``, given to the cells."""
@@ -209,6 +216,7 @@ class _Runner:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         out, err = _CellText("stdout", self.text), _CellText("stderr", self.text)
         self._shown = []
+        self.main_display = None
         errors: list[dict[str, Any]] = []
         saved = sys.stdout, sys.stderr, sys.stdin
         sys.stdout, sys.stderr, sys.stdin = out, err, io.StringIO("")
@@ -223,6 +231,7 @@ class _Runner:
                     if value is not None and not source.rstrip().endswith(";"):
                         self.namespace["_"] = value
                         self._show(value)
+                        self.main_display = len(self._shown) - 1
             finally:
                 alarm.disarm()
         except BaseException as exc:  # the cell's own failure, whatever it is, is its result
@@ -353,23 +362,81 @@ def _seconds(value: Any, name: str) -> float:
 class NotebookSession:
     """``python_session``'s kernel: the cells of one session, one per call, in a worker the
     session keeps (``ToolPlugin.resident_tools``), so that each cell sees what the earlier
-    ones defined. The call's deadline is the cell's: the supervisor interrupts it then
-    (SIGINT, which the cell sees as ``KeyboardInterrupt``, as in a notebook) and kills the
-    worker if it holds on."""
+    ones of its context defined. The call's deadline is the cell's: the supervisor
+    interrupts it then (SIGINT, which the cell sees as ``KeyboardInterrupt``, as in a
+    notebook) and kills the worker if it holds on.
 
-    def __init__(self) -> None:
-        self.runner = _Runner()
-        self.count = 0
+    A context is a namespace and a count of its own in the same interpreter (E2B's code
+    contexts; ``""`` is the default one): cells of one do not see another's variables, and
+    ``reset`` starts one afresh. A cell may run in a directory of the workspace and with
+    variables of its own in ``os.environ``, both put back after it."""
 
-    def run(self, code: str) -> dict[str, Any]:
-        self.count += 1
+    def __init__(self, workspace: str = ".") -> None:
+        self.workspace = workspace
+        self.contexts: dict[str, _Context] = {}
+
+    def run(
+        self,
+        code: str,
+        context: str = "",
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        reset: bool = False,
+    ) -> dict[str, Any]:
+        if reset:
+            self.contexts.pop(context, None)
+        kept = self.contexts.get(context)
+        if kept is None:
+            if len(self.contexts) >= MAX_CONTEXTS:
+                raise ValueError(f"this interpreter holds {MAX_CONTEXTS} contexts already")
+            kept = self.contexts[context] = _Context(_Runner())
+        kept.count += 1
         saved = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
-            with _Alarm() as alarm:
-                cell = self.runner.run(self.count, code, alarm, None, "")
+            with _Alarm() as alarm, _environment(env or {}), _directory(self.workspace, cwd):
+                cell = kept.runner.run(kept.count, code, alarm, None, "")
         finally:
             signal.signal(signal.SIGINT, saved)
-        return {**cell, "execution_count": self.count}
+        return {**cell, "execution_count": kept.count, "main_display": kept.runner.main_display}
+
+
+@dataclass
+class _Context:
+    runner: _Runner
+    count: int = 0
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """``env`` in ``os.environ`` for the cell, what was there before put back after."""
+    for name, value in env.items():
+        if not isinstance(name, str) or not isinstance(value, str) or not name or "=" in name:
+            raise ValueError(f"env: {name!r} is not a variable name with a string value")
+    before = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, was in before.items():
+            if was is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = was
+
+
+@contextlib.contextmanager
+def _directory(workspace: str, cwd: str | None) -> Iterator[None]:
+    """The cell runs in ``cwd`` (beneath ``workspace`` when relative), if given."""
+    if cwd is None:
+        yield
+        return
+    before = os.getcwd()
+    os.chdir(os.path.join(workspace, cwd))
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.chdir(before)
 
 
 def session_tool() -> ToolDefinition:
@@ -382,6 +449,20 @@ def session_tool() -> ToolDefinition:
         "displayed values and error.",
         input_parameters=[
             ToolParameter(name="code", type="string", description="the cell", required=True),
+            ToolParameter(
+                name="context",
+                type="string",
+                description="the code context, a namespace of its own (default: the session's)",
+            ),
+            ToolParameter(
+                name="env", type="object", description="variables in os.environ for this cell"
+            ),
+            ToolParameter(
+                name="cwd", type="string", description="the cell's directory, in the workspace"
+            ),
+            ToolParameter(
+                name="reset", type="boolean", description="start the context afresh first"
+            ),
         ],
         output_parameters=[
             ToolParameter(name="stdout", type="string", description="what the cell printed"),
@@ -392,6 +473,11 @@ def session_tool() -> ToolDefinition:
                 name="execution_count",
                 type="integer",
                 description="the cell's number in this interpreter (1: a new one)",
+            ),
+            ToolParameter(
+                name="main_display",
+                type="integer",
+                description="which display is the final expression's value (null: none)",
             ),
         ],
         tags=["code", "python", "notebook", "stateful"],

@@ -96,8 +96,15 @@ class PythonEval(ToolPlugin):
     def _execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if tool_name == "python_session":
             if self._notebook is None:
-                self._notebook = NotebookSession()
-            return self._notebook.run(str(arguments["code"]))
+                workspace = self.context.workspace if self.context else os.getcwd()
+                self._notebook = NotebookSession(workspace)
+            return self._notebook.run(
+                str(arguments["code"]),
+                str(arguments.get("context") or ""),
+                arguments.get("env"),
+                arguments.get("cwd"),
+                bool(arguments.get("reset")),
+            )
         if tool_name == "python_cells":
             return execute_cells(arguments, self.context.workspace if self.context else os.getcwd())
         line_by_line = bool(self.context and self.context.streaming)

@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from a2e._codec import describe_validation_error
 from a2e_engine.engine._host import Host, Refused
+from a2e_engine.engine.e2b._sandbox_side import SandboxSide
 from a2e_engine.engine.e2b._sandboxes import (
     DEFAULT_TIMEOUT_S,
     MAX_TIMEOUT_S,
@@ -96,6 +97,8 @@ class E2BEndpoint:
     def __init__(self, host: Host, per_client: int) -> None:
         """``per_client``: the sandboxes one client may hold live at once."""
         self.sandboxes = Sandboxes(host, per_client)
+        #: Each sandbox's own side: its commands, files and code (``_sandbox_side``).
+        self.sandbox_side = SandboxSide(self.sandboxes, host.status().max_timeout)
 
     async def stop(self) -> None:
         """The service stops: every sandbox ends with it."""
@@ -258,7 +261,6 @@ def _sandbox_json(sandbox: Sandbox) -> dict[str, Any]:
 
 def _listed_json(sandbox: Sandbox) -> dict[str, Any]:
     """``ListedSandbox``: what a listing says of each."""
-    workspace = getattr(sandbox.session, "workspace", None) or "/"
     return {
         "templateID": sandbox.template,
         "sandboxID": sandbox.id,
@@ -268,7 +270,7 @@ def _listed_json(sandbox: Sandbox) -> dict[str, Any]:
         "envdVersion": ENVD_VERSION,
         "cpuCount": os.cpu_count() or 1,
         "memoryMB": _memory_mb(),
-        "diskSizeMB": shutil.disk_usage(workspace).total >> 20,
+        "diskSizeMB": shutil.disk_usage(sandbox.workspace).total >> 20,
         "state": "running",
         "metadata": sandbox.metadata,
     }

@@ -14,7 +14,7 @@ import asyncio
 import collections
 import datetime
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from a2e_engine.engine._host import Host, HostSession
@@ -50,7 +50,14 @@ class Sandbox:
     env_vars: dict[str, str]
     started_at: datetime.datetime
     ends_at: datetime.datetime
+    #: The life it was last given (at its creation or ``set_timeout``): each use renews it.
+    timeout_s: int = DEFAULT_TIMEOUT_S
     _timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+    @property
+    def workspace(self) -> str:
+        """Where its files are: its session's workspace."""
+        return str(getattr(self.session, "workspace", "") or "/")
 
 
 class Sandboxes:
@@ -62,6 +69,8 @@ class Sandboxes:
         self._live: dict[str, Sandbox] = {}
         self.per_owner = per_owner
         self._opening: collections.Counter[str] = collections.Counter()
+        #: Called with each sandbox as it ends (its sandbox side lets go of what it held).
+        self.on_end: list[Callable[[Sandbox], None]] = []
 
     async def create(
         self,
@@ -101,13 +110,26 @@ class Sandboxes:
 
     def get(self, owner: str, sandbox_id: str) -> Sandbox | None:
         """``owner``'s live sandbox of that id, or None (none, another's, or ended)."""
-        sandbox = self._live.get(sandbox_id)
+        sandbox = self.find(sandbox_id)
         if sandbox is None or not secrets.compare_digest(sandbox.owner, owner):
             return None
-        if getattr(sandbox.session, "closed", False):  # the engine ended its session
-            self.end(sandbox)
+        return sandbox
+
+    def find(self, sandbox_id: str) -> Sandbox | None:
+        """The live sandbox of that id, whoever's (its own side checks its access token)."""
+        sandbox = self._live.get(sandbox_id)
+        if sandbox is not None and getattr(sandbox.session, "closed", False):
+            self.end(sandbox)  # the engine ended its session
             return None
         return sandbox
+
+    def live(self) -> Iterator[Sandbox]:
+        """Every live sandbox, whoever's."""
+        return iter(list(self._live.values()))
+
+    def touch(self, sandbox: Sandbox) -> None:
+        """``sandbox`` is being used: its life starts again from now."""
+        self.set_timeout(sandbox, sandbox.timeout_s)
 
     def owned_by(self, owner: str) -> list[Sandbox]:
         """``owner``'s live sandboxes, oldest first."""
@@ -121,6 +143,7 @@ class Sandboxes:
             return
         if sandbox._timer is not None:
             sandbox._timer.cancel()
+        sandbox.timeout_s = timeout_s
         now = _now()
         latest = sandbox.started_at + datetime.timedelta(seconds=MAX_TIMEOUT_S)
         sandbox.ends_at = min(now + datetime.timedelta(seconds=timeout_s), latest)
@@ -130,12 +153,16 @@ class Sandboxes:
 
     def end(self, sandbox: Sandbox) -> None:
         """End ``sandbox`` and everything its session holds (idempotent)."""
-        if self._live.get(sandbox.id) is sandbox:
+        was_live = self._live.get(sandbox.id) is sandbox
+        if was_live:
             del self._live[sandbox.id]
         if sandbox._timer is not None:
             sandbox._timer.cancel()
             sandbox._timer = None
         sandbox.session.close()
+        if was_live:
+            for ended in self.on_end:
+                ended(sandbox)
 
     def end_all(self) -> None:
         """The service stops: every sandbox ends."""

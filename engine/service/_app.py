@@ -8,7 +8,9 @@ SandboxFusion's (``engine.service._sandbox_fusion``), and so are ``/submit``, ``
 ``/v2/sandboxes`` and ``/sandboxes/...`` are E2B's control plane (``engine.e2b``);
 ``/openapi.json`` describes the others. ``/healthz``, ``/readyz`` and ``/metrics`` are for
 operators (``engine.service._probes``). Every path but ``/healthz`` wants the token
-(``engine.service._auth``).
+(``engine.service._auth``). A request that names an E2B sandbox (``E2b-Sandbox-Id``) or is a
+signed file URL of one goes to that sandbox's own side (``engine.e2b._sandbox_side``), whose
+key is the sandbox's access token, not the service's.
 While the service drains (``ServiceState.draining``) new requests get 503 and new WebSockets are
 refused, and the calls in flight finish.
 """
@@ -19,9 +21,11 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from a2e_engine.engine.e2b._control import E2BEndpoint
+from a2e_engine.engine.e2b._sandbox_side import SandboxSide
 from a2e_engine.engine.mcp._http import McpEndpoint
 from a2e_engine.engine.service._auth import RequireToken
 from a2e_engine.engine.service._body_budget import HoldBodies
@@ -43,7 +47,7 @@ OPEN_PATHS = frozenset({"/healthz"})
 
 def build_app(
     state: ServiceState, mcp: McpEndpoint, e2b: E2BEndpoint, version: str = "0"
-) -> RequireToken:
+) -> ASGIApp:
     host, config = state.host, state.config
 
     # /readyz answers while draining: that it is draining, for the balancer to see.
@@ -68,6 +72,26 @@ def build_app(
     ]
     app = Starlette(routes=routes)
     gated = RefuseWhileDraining(HoldBodies(app, state.bodies), state, undrained)
-    return RequireToken(
+    service = RequireToken(
         gated, config.token, OPEN_PATHS, on_refused=state.metrics.reject, api_keys=config.api_keys
     )
+    return _SandboxesFirst(
+        e2b.sandbox_side, RefuseWhileDraining(e2b.sandbox_side, state, frozenset()), service
+    )
+
+
+class _SandboxesFirst:
+    """A request for a sandbox's own side (``SandboxSide.wants``: it names one) goes there,
+    where the sandbox's access token is its key; every other one to the service, behind its
+    token."""
+
+    def __init__(self, side: SandboxSide, drained_side: ASGIApp, service: ASGIApp) -> None:
+        self.wants = side.wants
+        self.side = drained_side
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.wants(scope):
+            await self.side(scope, receive, send)
+        else:
+            await self.service(scope, receive, send)

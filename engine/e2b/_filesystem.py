@@ -1,0 +1,314 @@
+"""envd's filesystem service (``/filesystem.Filesystem/...``) and its ``/files`` upload and
+download, over a sandbox's session: every operation one of the engine's file tools run in a
+worker of the sandbox (``tools._files``: confined to the workspace for writes, to it and the
+read roots for reads, never following a link out), in E2B's shapes.
+
+``/files`` moves a file of any size in pieces of ``PIECE_BYTES`` (one tool call each), up to
+``MAX_FILE_BYTES``. Watching a directory is not served yet, and says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import posixpath
+import stat
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.datastructures import UploadFile
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+
+from a2e.caps.tools._models import ToolResult
+from a2e_engine.engine._host import Refused
+from a2e_engine.engine.e2b._connect_rpc import (
+    RpcError,
+    error_response,
+    read_request,
+    unary_response,
+)
+from a2e_engine.engine.e2b._in_sandbox import Paths, call_tool, failure_of
+from a2e_engine.engine.e2b._sandboxes import Sandbox
+from a2e_engine.engine.service._responses import json_response
+
+__all__ = ["FilesystemService", "download", "upload"]
+
+#: How long one file operation may take.
+TOOL_TIMEOUT_S = 30
+#: What one tool call moves of a file (the file tools take 4 MiB a call).
+PIECE_BYTES = 4 << 20
+#: The largest file ``/files`` moves, each way.
+MAX_FILE_BYTES = 256 << 20
+#: Files one upload may carry.
+MAX_UPLOAD_FILES = 1000
+_TYPES = {"file": "FILE_TYPE_FILE", "dir": "FILE_TYPE_DIRECTORY", "link": "FILE_TYPE_SYMLINK"}
+_TYPE_BITS = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "link": stat.S_IFLNK}
+#: A file tool's exception, as the Connect code the SDK maps to its own exception.
+_CODES = {
+    "FileNotFoundError": "not_found",
+    "FileExistsError": "already_exists",
+    "PermissionError": "permission_denied",
+    "NotADirectoryError": "invalid_argument",
+    "IsADirectoryError": "invalid_argument",
+    "ValueError": "invalid_argument",
+}
+
+Handler = Callable[[Request, Sandbox], Awaitable[Response]]
+
+
+class _Failed(Exception):
+    """A file tool failed: the Connect code it reads as, and its message in E2B's paths."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+async def _tool(sandbox: Sandbox, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The file tool's result data; ``_Failed`` when it failed, in E2B's paths."""
+    try:
+        result = await call_tool(sandbox.session, name, arguments, TOOL_TIMEOUT_S)
+    except Refused as exc:
+        raise _Failed("resource_exhausted", exc.error.message) from None
+    if result.success and isinstance(result.data, dict):
+        return result.data
+    raise _failed(result, Paths(sandbox.workspace))
+
+
+def _failed(result: ToolResult, paths: Paths) -> _Failed:
+    kind, message = failure_of(result)
+    message = message.replace(paths.workspace, "/home/user")
+    if result.reason == "timeout":
+        return _Failed("deadline_exceeded", message)
+    return _Failed(_CODES.get(kind, "internal" if not kind else "unknown"), message)
+
+
+class FilesystemService:
+    """The filesystem service's unary methods, in E2B's shapes."""
+
+    def methods(self) -> dict[str, Handler]:
+        return {
+            "Stat": _rpc(self._stat),
+            "ListDir": _rpc(self._list_dir),
+            "MakeDir": _rpc(self._make_dir),
+            "Move": _rpc(self._move),
+            "Remove": _rpc(self._remove),
+            "WatchDir": _not_served(),
+            "CreateWatcher": _not_served(),
+            "GetWatcherEvents": _not_served(),
+            "RemoveWatcher": _not_served(),
+        }
+
+    async def _stat(self, sandbox: Sandbox, message: dict[str, Any]) -> dict[str, Any]:
+        paths = Paths(sandbox.workspace)
+        facts = await _tool(sandbox, "stat", {"path": paths.inside(_path(message, "path"))})
+        return {"entry": _entry(facts, paths)}
+
+    async def _list_dir(self, sandbox: Sandbox, message: dict[str, Any]) -> dict[str, Any]:
+        paths = Paths(sandbox.workspace)
+        depth = message.get("depth", 1)
+        if isinstance(depth, str) and depth.isdigit():
+            depth = int(depth)
+        arguments = {"path": paths.inside(_path(message, "path")), "depth": depth, "full": True}
+        listed = await _tool(sandbox, "list_dir", arguments)
+        entries = [_entry(facts, paths) for facts in listed.get("entries", [])]
+        return {"entries": [entry for entry in entries if entry["type"] != "FILE_TYPE_UNSPECIFIED"]}
+
+    async def _make_dir(self, sandbox: Sandbox, message: dict[str, Any]) -> dict[str, Any]:
+        paths = Paths(sandbox.workspace)
+        made = await _tool(sandbox, "make_dir", {"path": paths.inside(_path(message, "path"))})
+        if not made.get("created"):
+            raise _Failed("already_exists", f"{_path(message, 'path')} exists already")
+        where = paths.outside(str(made.get("path", "")))
+        return {"entry": {"name": posixpath.basename(where), "type": _TYPES["dir"], "path": where}}
+
+    async def _move(self, sandbox: Sandbox, message: dict[str, Any]) -> dict[str, Any]:
+        paths = Paths(sandbox.workspace)
+        source, destination = _path(message, "source"), _path(message, "destination")
+        moved = await _tool(
+            sandbox,
+            "move",
+            {"source": paths.inside(source), "destination": paths.inside(destination)},
+        )
+        facts = await _tool(sandbox, "stat", {"path": str(moved.get("destination", ""))})
+        return {"entry": _entry(facts, paths)}
+
+    async def _remove(self, sandbox: Sandbox, message: dict[str, Any]) -> dict[str, Any]:
+        paths = Paths(sandbox.workspace)
+        where = paths.inside(_path(message, "path"))
+        await _tool(sandbox, "delete", {"path": where, "recursive": True})
+        return {}
+
+
+def _rpc(
+    method: Callable[[Sandbox, dict[str, Any]], Awaitable[dict[str, Any]]],
+) -> Handler:
+    async def handle(request: Request, sandbox: Sandbox) -> Response:
+        message = await read_request(request)
+        try:
+            return unary_response(await method(sandbox, message))
+        except _Failed as exc:
+            raise RpcError(exc.code, exc.message) from None
+
+    return handle
+
+
+def _not_served() -> Handler:
+    async def refuse(request: Request, sandbox: Sandbox) -> Response:
+        why = "watching a directory is not served by this server yet"
+        return error_response(RpcError("unimplemented", why))
+
+    return refuse
+
+
+def _path(message: dict[str, Any], name: str) -> str:
+    value = message.get(name)
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise RpcError("invalid_argument", f"{name} must be a path")
+    return value
+
+
+def _entry(facts: dict[str, Any], paths: Paths) -> dict[str, Any]:
+    """A file tool's facts of a path as envd's ``EntryInfo``."""
+    kind = str(facts.get("type", ""))
+    where = paths.outside(str(facts.get("path", "")))
+    mode = int(str(facts.get("mode", "0")), 8)
+    entry: dict[str, Any] = {
+        "name": posixpath.basename(where) or where,
+        "type": _TYPES.get(kind, "FILE_TYPE_UNSPECIFIED"),
+        "path": where,
+        "size": int(facts.get("size", 0)),
+        "mode": mode,
+        "permissions": stat.filemode(_TYPE_BITS.get(kind, 0) | mode),
+        "owner": "user",
+        "group": "user",
+        "modifiedTime": _rfc3339(float(facts.get("modified", 0.0))),
+    }
+    if kind == "link":
+        entry["symlinkTarget"] = paths.outside(str(facts.get("target", "")))
+    return entry
+
+
+def _rfc3339(seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _file_error(exc: _Failed) -> Response:
+    """``/files``' errors, as envd's: the SDK maps 404 to ``FileNotFoundException``."""
+    status = {"not_found": 404, "invalid_argument": 400, "resource_exhausted": 429}.get(
+        exc.code, 403 if exc.code == "permission_denied" else 500
+    )
+    return json_response({"code": status, "message": exc.message}, status=status)
+
+
+async def download(request: Request, sandbox: Sandbox, path: str) -> Response:
+    """``GET /files``: the file's bytes, read in pieces as they are sent."""
+    paths = Paths(sandbox.workspace)
+    where = paths.inside(path)
+    try:
+        first = await _tool(sandbox, "read_file", _piece(where, 0))
+    except _Failed as exc:
+        return _file_error(exc)
+    size = int(first.get("size", 0))
+    if size > MAX_FILE_BYTES:
+        message = f"{path} holds {size} bytes, past the {MAX_FILE_BYTES} this server sends"
+        return json_response({"code": 400, "message": message}, status=400)
+
+    async def pieces() -> AsyncIterator[bytes]:
+        piece = base64.b64decode(first.get("content_base64", ""))
+        sent = len(piece)
+        yield piece
+        while piece and sent < size:
+            data = await _tool(sandbox, "read_file", _piece(where, sent))
+            piece = base64.b64decode(data.get("content_base64", ""))
+            sent += len(piece)
+            yield piece
+
+    headers = {"Content-Length": str(size)} if size <= PIECE_BYTES else None
+    return StreamingResponse(pieces(), media_type="application/octet-stream", headers=headers)
+
+
+def _piece(where: str, offset: int) -> dict[str, Any]:
+    return {"path": where, "encoding": "base64", "offset": offset, "length": PIECE_BYTES}
+
+
+async def upload(request: Request, sandbox: Sandbox, path: str | None) -> Response:
+    """``POST /files``: each file of a multipart body (its part's filename the path, or
+    ``path`` for one), or the raw body to ``path``; written in pieces, parents made."""
+    paths = Paths(sandbox.workspace)
+    written: list[dict[str, str]] = []
+    try:
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            form = await request.form(max_files=MAX_UPLOAD_FILES, max_fields=MAX_UPLOAD_FILES)
+            parts = [part for part in form.getlist("file") if isinstance(part, UploadFile)]
+            if not parts:
+                raise _Failed("invalid_argument", "the body holds no 'file' part")
+            for part in parts:
+                target = (path if len(parts) == 1 and path else part.filename) or ""
+                await _write(sandbox, paths, target, _file_pieces(part))
+                written.append(_written(paths, target))
+        else:
+            if not path:
+                raise _Failed("invalid_argument", "path is needed for a body that is a file")
+            await _write(sandbox, paths, path, _body_pieces(request))
+            written.append(_written(paths, path))
+    except _Failed as exc:
+        return _file_error(exc)
+    except ClientDisconnect:
+        return _file_error(_Failed("invalid_argument", "the client went away mid-upload"))
+    return json_response(written)
+
+
+async def _write(sandbox: Sandbox, paths: Paths, target: str, pieces: AsyncIterator[bytes]) -> None:
+    if not target or "\0" in target:
+        raise _Failed("invalid_argument", "each file needs a path")
+    where, mode, total = paths.inside(target), "overwrite", 0
+    async for piece in _sized(pieces):
+        total += len(piece)
+        if total > MAX_FILE_BYTES:
+            raise _Failed("invalid_argument", f"{target} is past {MAX_FILE_BYTES} bytes")
+        arguments = {
+            "path": where,
+            "content": base64.b64encode(piece).decode(),
+            "encoding": "base64",
+            "mode": mode,
+            "make_dirs": True,
+        }
+        await _tool(sandbox, "write_file", arguments)
+        mode = "append"
+
+
+async def _sized(pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The bytes of ``pieces`` again as pieces of ``PIECE_BYTES`` (the last shorter; one
+    empty piece for an empty file)."""
+    pending = bytearray()
+    sent = False
+    async for chunk in pieces:
+        pending += chunk
+        while len(pending) >= PIECE_BYTES:
+            yield bytes(pending[:PIECE_BYTES])
+            del pending[:PIECE_BYTES]
+            sent = True
+    if pending or not sent:
+        yield bytes(pending)
+
+
+async def _file_pieces(part: UploadFile) -> AsyncIterator[bytes]:
+    while chunk := await part.read(PIECE_BYTES):
+        yield chunk
+
+
+async def _body_pieces(request: Request) -> AsyncIterator[bytes]:
+    async for chunk in request.stream():
+        yield chunk
+
+
+def _written(paths: Paths, target: str) -> dict[str, str]:
+    """``WriteInfo`` of a file written: the SDK wants its name, type and path."""
+    where = paths.outside(paths.inside(target))
+    if not where.startswith("/"):
+        where = posixpath.join("/home/user", where)
+    return {"name": posixpath.basename(where), "type": "file", "path": where}

@@ -1,0 +1,316 @@
+"""envd's process service (``/process.Process/...``), over a sandbox's session: each command
+a ``run_shell`` call in a fresh worker of the sandbox, its output streamed as it comes.
+
+A command outlives the request that started it: ``Start`` streams its events to whoever
+asked, and the command runs on when that client goes (the SDK's background commands, a
+handle that disconnects); ``Connect`` attaches to it again, from then on; ``List`` shows
+those running; ``SendSignal`` ends it as its deadline would, its whole tree killed. A
+command's deadline is the one its client gave (``connect-timeout-ms``), within the engine's
+longest call; past it, the tree is killed and the stream ends with ``deadline_exceeded``.
+Input after the start (``SendInput``, ``CloseStdin``, ``StreamInput``) and terminals
+(``pty``, ``Update``) are not served yet, and say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import math
+import shlex
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from a2e.caps.tools._models import ToolCallRequest, ToolEvent, ToolResult
+from a2e_engine.engine._host import Refused
+from a2e_engine.engine.e2b._connect_rpc import (
+    STREAM_MEDIA_TYPE,
+    RpcError,
+    end_of_stream,
+    error_response,
+    frame,
+    read_request,
+    unary_response,
+)
+from a2e_engine.engine.e2b._in_sandbox import Paths
+from a2e_engine.engine.e2b._sandboxes import Sandbox
+
+__all__ = ["MAX_PROCESSES", "ProcessService"]
+
+#: Commands one sandbox may have running at once.
+MAX_PROCESSES = 64
+#: A command's events kept for streams that have not read them yet; past it the oldest go.
+MAX_KEPT_CHARS = 1 << 20
+#: How long a stream may be silent before it sends a keepalive (the SDK pings at 50 s).
+KEEPALIVE_S = 30.0
+_SIGNALS = {
+    "SIGNAL_SIGKILL": signal.SIGKILL,
+    "SIGNAL_SIGTERM": signal.SIGTERM,
+    int(signal.SIGKILL): signal.SIGKILL,
+    int(signal.SIGTERM): signal.SIGTERM,
+}
+
+
+@dataclass
+class _Process:
+    """One command: what it was started as, and its events so far."""
+
+    pid: int
+    tag: str | None
+    config: dict[str, Any]
+    call_id: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    first: int = 0  # the absolute index of ``events[0]`` (older ones were let go)
+    kept_chars: int = 0
+    ended: bool = False
+    error: RpcError | None = None  # why its stream ends in error, when it does
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def add(self, event: dict[str, Any], size: int = 0) -> None:
+        self.events.append(event)
+        self.kept_chars += size
+        while self.kept_chars > MAX_KEPT_CHARS and len(self.events) > 1:
+            self.kept_chars -= _size(self.events.pop(0))
+            self.first += 1
+        self.wake.set()
+        self.wake = asyncio.Event()
+
+    @property
+    def next_index(self) -> int:
+        return self.first + len(self.events)
+
+
+class _Table:
+    """One sandbox's commands: those running, by pid."""
+
+    def __init__(self) -> None:
+        self.running: dict[int, _Process] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.last_pid = 0
+
+    def select(self, message: dict[str, Any]) -> _Process:
+        selector = message.get("process")
+        if not isinstance(selector, dict):
+            raise RpcError("invalid_argument", "process must select a process by pid or tag")
+        pid, tag = selector.get("pid"), selector.get("tag")
+        if isinstance(pid, (int, str)) and str(pid).isdigit():
+            found = self.running.get(int(pid))
+        elif isinstance(tag, str):
+            found = next((p for p in self.running.values() if p.tag == tag), None)
+        else:
+            raise RpcError("invalid_argument", "process must select a process by pid or tag")
+        if found is None:
+            raise RpcError("not_found", f"process {pid if pid is not None else tag!r} not found")
+        return found
+
+
+Handler = Callable[[Request, Sandbox], Awaitable[Response]]
+
+
+class ProcessService:
+    """The process service of every sandbox, each with its table of commands."""
+
+    def __init__(self, max_timeout: int) -> None:
+        """``max_timeout``: the engine's longest call, a command's longest life."""
+        self.max_timeout = max_timeout
+        self._tables: dict[str, _Table] = {}
+
+    def methods(self) -> dict[str, Handler]:
+        return {
+            "Start": self.start,
+            "Connect": self.connect,
+            "List": self.list,
+            "SendSignal": self.send_signal,
+            "SendInput": _not_served("sending input to a running command"),
+            "CloseStdin": _not_served("closing a running command's stdin"),
+            "StreamInput": _not_served("streaming input to a running command"),
+            "Update": _not_served("terminals (pty)"),
+        }
+
+    def forget(self, sandbox: Sandbox) -> None:
+        """``sandbox`` ended: its commands ended with its session."""
+        self._tables.pop(sandbox.id, None)
+
+    def _table(self, sandbox: Sandbox) -> _Table:
+        return self._tables.setdefault(sandbox.id, _Table())
+
+    async def start(self, request: Request, sandbox: Sandbox) -> Response:
+        message = await read_request(request)
+        spec = message.get("process")
+        if not isinstance(spec, dict):
+            raise RpcError("invalid_argument", "process must be an object with cmd and args")
+        if message.get("pty"):
+            raise RpcError("unimplemented", "terminals (pty) are not served by this server yet")
+        cmd, args, envs, cwd = _command(spec)
+        table = self._table(sandbox)
+        if len(table.running) >= MAX_PROCESSES:
+            raise RpcError(
+                "resource_exhausted",
+                f"this sandbox runs {MAX_PROCESSES} commands already; end one first",
+            )
+        tag = message.get("tag") if isinstance(message.get("tag"), str) else None
+        arguments: dict[str, Any] = {
+            "command": shlex.join([cmd, *args]),
+            "env": {**sandbox.env_vars, **envs},
+        }
+        if cwd is not None:
+            arguments["cwd"] = Paths(sandbox.workspace).inside(cwd)
+        call = ToolCallRequest(
+            tool_name="run_shell",
+            arguments=arguments,
+            streaming=True,
+            timeout=self._seconds(request),
+        )
+        table.last_pid += 1
+        config: dict[str, Any] = {"cmd": cmd, "args": args, "envs": envs}
+        if cwd is not None:
+            config["cwd"] = cwd
+        process = _Process(table.last_pid, tag, config, call.id)
+        table.running[process.pid] = process
+        task = asyncio.get_running_loop().create_task(self._run(sandbox, table, process, call))
+        table.tasks.add(task)
+        task.add_done_callback(table.tasks.discard)
+        return _stream(process, process.first)
+
+    async def connect(self, request: Request, sandbox: Sandbox) -> Response:
+        process = self._table(sandbox).select(await read_request(request))
+        return _stream(process, process.next_index)
+
+    async def list(self, request: Request, sandbox: Sandbox) -> Response:
+        await read_request(request)
+        listed = []
+        for process in self._table(sandbox).running.values():
+            entry: dict[str, Any] = {"pid": process.pid, "config": process.config}
+            if process.tag is not None:
+                entry["tag"] = process.tag
+            listed.append(entry)
+        return unary_response({"processes": listed})
+
+    async def send_signal(self, request: Request, sandbox: Sandbox) -> Response:
+        message = await read_request(request)
+        process = self._table(sandbox).select(message)
+        if message.get("signal") not in _SIGNALS:
+            raise RpcError("invalid_argument", "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM")
+        sandbox.session.cancel(process.call_id)
+        return unary_response({})
+
+    def _seconds(self, request: Request) -> int:
+        """The command's deadline: its client's (``connect-timeout-ms``), within the
+        engine's longest call."""
+        given = request.headers.get("connect-timeout-ms", "")
+        if given.isdigit() and int(given) > 0:
+            return max(1, min(math.ceil(int(given) / 1000), self.max_timeout))
+        return self.max_timeout
+
+    async def _run(
+        self, sandbox: Sandbox, table: _Table, process: _Process, call: ToolCallRequest
+    ) -> None:
+        result: ToolResult | None = None
+        try:
+            async for burst in sandbox.session.call(call):
+                for item in burst:
+                    if isinstance(item, ToolEvent):
+                        _output(process, item)
+                    else:
+                        result = item
+        except Refused as exc:
+            process.error = RpcError("resource_exhausted", exc.error.message)
+        finally:
+            table.running.pop(process.pid, None)
+            if result is not None:
+                _ended(process, result, call.timeout)
+            elif process.error is None:
+                process.error = RpcError("unavailable", "the sandbox ended")
+            process.ended = True
+            process.add({})  # wakes the streams: the end is there to read
+
+
+def _command(spec: dict[str, Any]) -> tuple[str, list[str], dict[str, str], str | None]:
+    cmd, args = spec.get("cmd"), spec.get("args", [])
+    envs, cwd = spec.get("envs", {}), spec.get("cwd")
+    if not isinstance(cmd, str) or not cmd or "\0" in cmd:
+        raise RpcError("invalid_argument", "process.cmd must be a command")
+    if not isinstance(args, list) or not all(isinstance(a, str) and "\0" not in a for a in args):
+        raise RpcError("invalid_argument", "process.args must be a list of strings")
+    if not isinstance(envs, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in envs.items()
+    ):
+        raise RpcError("invalid_argument", "process.envs must map names to strings")
+    if cwd is not None and (not isinstance(cwd, str) or "\0" in cwd):
+        raise RpcError("invalid_argument", "process.cwd must be a path")
+    return cmd, args, envs, cwd or None
+
+
+def _output(process: _Process, event: ToolEvent) -> None:
+    name, chunk = event.data.get("name"), event.data.get("chunk", "")
+    if name in ("stdout", "stderr") and chunk:
+        encoded = base64.b64encode(chunk.encode()).decode()
+        process.add({"data": {name: encoded}}, len(encoded))
+
+
+def _ended(process: _Process, result: ToolResult, seconds: int) -> None:
+    """The end event, as envd sends it, or the stream's error."""
+    if result.reason == "timeout":
+        process.error = RpcError("deadline_exceeded", f"the command ran past its {seconds} s")
+        return
+    data = result.data if isinstance(result.data, dict) else {}
+    code = data.get("exit_code")
+    end: dict[str, Any]
+    if result.success:
+        end = {"exitCode": 0, "exited": True, "status": "exit status 0"}
+    elif isinstance(code, int) and code >= 0:
+        end = {"exitCode": code, "exited": True, "status": f"exit status {code}"}
+    elif isinstance(code, int):
+        end = {"exitCode": -1, "exited": False, "status": f"signal: {_signal_name(-code)}"}
+    elif result.reason == "cancelled":
+        end = {"exitCode": -1, "exited": False, "status": "signal: killed"}
+    else:
+        end = {"exitCode": -1, "exited": False, "status": "error", "error": result.error or ""}
+    process.add({"end": end})
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name.removeprefix("SIG").lower()
+    except ValueError:
+        return str(number)
+
+
+def _stream(process: _Process, index: int) -> StreamingResponse:
+    """A stream of ``process``'s events from ``index`` on, its start first."""
+
+    async def frames() -> AsyncIterator[bytes]:
+        at = index
+        yield frame({"event": {"start": {"pid": process.pid}}})
+        while True:
+            at = max(at, process.first)
+            while at < process.next_index:
+                event = process.events[at - process.first]
+                at += 1
+                if event:
+                    yield frame({"event": event})
+            if process.ended:
+                yield end_of_stream(process.error)
+                return
+            try:
+                await asyncio.wait_for(process.wake.wait(), KEEPALIVE_S)
+            except TimeoutError:
+                yield frame({"event": {"keepalive": {}}})
+
+    return StreamingResponse(frames(), media_type=STREAM_MEDIA_TYPE)
+
+
+def _size(event: dict[str, Any]) -> int:
+    data = event.get("data")
+    return sum(len(v) for v in data.values()) if isinstance(data, dict) else 0
+
+
+def _not_served(what: str) -> Handler:
+    async def refuse(request: Request, sandbox: Sandbox) -> Response:
+        return error_response(RpcError("unimplemented", f"{what} is not served yet"))
+
+    return refuse

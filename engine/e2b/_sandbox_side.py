@@ -1,0 +1,231 @@
+"""The sandbox side of E2B's protocol (what a real E2B sandbox serves from inside: envd on
+port 49983, the code interpreter on 49999), on the service's own listener.
+
+With ``E2B_SANDBOX_URL`` set to the service, the SDK sends every sandbox request there with
+``E2b-Sandbox-Id`` (and ``E2b-Sandbox-Port``) naming its target, and the sandbox's access token
+as ``X-Access-Token``: ``wants`` sends those requests here, ahead of the service's API-key
+check, and here the token opens that one sandbox and no other (compared in constant time).
+A signed file URL (``download_url``, ``upload_url``) carries no header: its signature is the
+SDK's, ``v1_`` and the SHA-256 of the path, the operation, the user, the sandbox's token and
+the expiry, and the sandbox is the one whose token makes it. The code interpreter's
+``/contexts`` calls come without a token (the SDK sends none): the sandbox's id guards them.
+
+Each use of a sandbox renews its life (``Sandboxes.touch``). A sandbox that is gone answers as
+E2B's edge answers for one: 502, "sandbox ... was not found" (the SDK's
+``SandboxNotRunningException``), or Connect's ``unavailable`` with those words.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from collections.abc import Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from a2e_engine.engine.e2b._connect_rpc import RpcError, error_response
+from a2e_engine.engine.e2b._filesystem import FilesystemService, download, upload
+from a2e_engine.engine.e2b._interpreter import Interpreter
+from a2e_engine.engine.e2b._processes import ProcessService
+from a2e_engine.engine.e2b._sandboxes import Sandbox, Sandboxes
+from a2e_engine.engine.service._responses import json_response
+
+__all__ = ["SandboxSide", "file_signature"]
+
+Handler = Callable[[Request, Sandbox], Awaitable[Response]]
+_SANDBOX_HEADER = b"e2b-sandbox-id"
+
+
+def file_signature(path: str, operation: str, user: str, token: str, expires: str) -> str:
+    """The SDK's signature of a file URL (``e2b.sandbox.signature.get_signature``)."""
+    raw = f"{path}:{operation}:{user}:{token}" + (f":{expires}" if expires else "")
+    digest = hashlib.sha256(raw.encode()).digest()
+    return "v1_" + base64.b64encode(digest).decode().rstrip("=")
+
+
+class SandboxSide:
+    """envd's process and filesystem services, ``/files`` and ``/health``, and the code
+    interpreter, for every sandbox of ``sandboxes``."""
+
+    def __init__(self, sandboxes: Sandboxes, max_timeout: int) -> None:
+        """``max_timeout``: the engine's longest call, a command's or a cell's longest run."""
+        self.sandboxes = sandboxes
+        self.processes = ProcessService(max_timeout)
+        self.filesystem = FilesystemService()
+        self.interpreter = Interpreter(max_timeout)
+        sandboxes.on_end.append(self._ended)
+        rpc = {
+            "process.Process": self.processes.methods(),
+            "filesystem.Filesystem": self.filesystem.methods(),
+        }
+        interpreter = self.interpreter
+        #: The code interpreter's: path, method, handler, and whether the SDK sends the token.
+        code: list[tuple[str, str, Handler, bool]] = [
+            ("/execute", "POST", interpreter.execute, True),
+            ("/contexts", "GET", interpreter.list_contexts, False),
+            ("/contexts", "POST", interpreter.create_context, False),
+            ("/contexts/{context_id}/restart", "POST", interpreter.restart_context, False),
+            ("/contexts/{context_id}", "DELETE", interpreter.delete_context, False),
+        ]
+        self.app = Starlette(
+            routes=[
+                Route("/health", self._for(_Kind.ENVD, _health), methods=["GET"]),
+                Route("/files", self._files, methods=["GET", "POST"]),
+                *(
+                    Route(path, self._for(_Kind.JUPYTER, handler, token), methods=[method])
+                    for path, method, handler, token in code
+                ),
+                *(
+                    Route(
+                        f"/{service}/{{method}}",
+                        self._for(_Kind.RPC, _dispatch(methods)),
+                        methods=["POST"],
+                    )
+                    for service, methods in rpc.items()
+                ),
+            ],
+            exception_handlers={HTTPException: _http_error},
+        )
+
+    @staticmethod
+    def wants(scope: Scope) -> bool:
+        """Whether a request is for a sandbox: it names one, or it is a signed file URL."""
+        if scope["type"] != "http":
+            return False
+        if any(name == _SANDBOX_HEADER for name, _ in scope["headers"]):
+            return True
+        return bool(scope["path"] == "/files" and b"signature=" in scope["query_string"])
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+    def _ended(self, sandbox: Sandbox) -> None:
+        self.processes.forget(sandbox)
+        self.interpreter.forget(sandbox)
+
+    def _for(
+        self, kind: _Kind, handler: Handler, token: bool = True
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` given the sandbox the request names, once its token is checked."""
+
+        async def endpoint(request: Request) -> Response:
+            sandbox_id = request.headers.get("e2b-sandbox-id", "")
+            sandbox = self.sandboxes.find(sandbox_id)
+            if sandbox is None:
+                return kind.gone(sandbox_id)
+            if token and not _token_opens(request, sandbox):
+                return kind.refused()
+            self.sandboxes.touch(sandbox)
+            try:
+                return await handler(request, sandbox)
+            except RpcError as exc:
+                return error_response(exc)
+
+        return endpoint
+
+    async def _files(self, request: Request) -> Response:
+        """``/files``: with the sandbox's token, or as a signed URL of one."""
+        operation = "read" if request.method == "GET" else "write"
+        path = request.query_params.get("path", "")
+        sandbox_id = request.headers.get("e2b-sandbox-id")
+        if "signature" in request.query_params:
+            sandbox = self._signed(request, operation, path, sandbox_id)
+            if sandbox is None:
+                return _Kind.ENVD.refused("the signature is not valid for this file, or expired")
+        else:
+            sandbox = self.sandboxes.find(sandbox_id or "")
+            if sandbox is None:
+                return _Kind.ENVD.gone(sandbox_id or "")
+            if not _token_opens(request, sandbox):
+                return _Kind.ENVD.refused()
+        self.sandboxes.touch(sandbox)
+        if operation == "read":
+            if not path:
+                return json_response({"code": 400, "message": "path is needed"}, status=400)
+            return await download(request, sandbox, path)
+        return await upload(request, sandbox, path or None)
+
+    def _signed(
+        self, request: Request, operation: str, path: str, sandbox_id: str | None
+    ) -> Sandbox | None:
+        """The sandbox whose token signed this URL, if the signature holds and has not
+        expired; each live sandbox's is tried (the URL names none)."""
+        given = request.query_params.get("signature", "")
+        expires = request.query_params.get("signature_expiration", "")
+        if expires and (not expires.isdigit() or int(expires) < time.time()):
+            return None
+        user = request.query_params.get("username", "")
+        if sandbox_id is not None:
+            named = self.sandboxes.find(sandbox_id)
+            candidates = [named] if named is not None else []
+        else:
+            candidates = list(self.sandboxes.live())
+        found = None
+        for sandbox in candidates:
+            expected = file_signature(path, operation, user, sandbox.access_token, expires)
+            if hmac.compare_digest(given.encode(), expected.encode()) and found is None:
+                found = sandbox
+        return found
+
+
+def _dispatch(methods: dict[str, Handler]) -> Handler:
+    """A service's methods, by the name its path ends with."""
+
+    async def call(request: Request, sandbox: Sandbox) -> Response:
+        method = methods.get(request.path_params["method"])
+        if method is None:
+            raise RpcError("unimplemented", f"{request.url.path} is not a method of this server")
+        return await method(request, sandbox)
+
+    return call
+
+
+class _Kind:
+    """How a part of the sandbox side says that a sandbox is gone, or that its token is
+    wrong, in the shape its SDK client reads."""
+
+    ENVD: _Kind
+    JUPYTER: _Kind
+    RPC: _Kind
+
+    def __init__(self, rpc: bool) -> None:
+        self.rpc = rpc
+
+    def gone(self, sandbox_id: str) -> Response:
+        message = f"sandbox {sandbox_id[:64]!r} was not found"
+        if self.rpc:
+            return error_response(RpcError("unavailable", message))
+        return json_response({"code": 502, "message": message}, status=502)
+
+    def refused(self, why: str = "") -> Response:
+        message = why or "wrong or missing access token for this sandbox (X-Access-Token)"
+        if self.rpc:
+            return error_response(RpcError("unauthenticated", message))
+        return json_response({"code": 401, "message": message}, status=401)
+
+
+_Kind.ENVD = _Kind(rpc=False)
+_Kind.JUPYTER = _Kind(rpc=False)
+_Kind.RPC = _Kind(rpc=True)
+
+
+def _token_opens(request: Request, sandbox: Sandbox) -> bool:
+    shown = request.headers.get("x-access-token", "")
+    return hmac.compare_digest(shown.encode(), sandbox.access_token.encode())
+
+
+async def _health(request: Request, sandbox: Sandbox) -> Response:
+    return Response(status_code=204)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    message = f"{request.method} {request.url.path} is not served on a sandbox"
+    return json_response({"code": status, "message": message}, status=status)
