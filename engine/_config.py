@@ -34,12 +34,21 @@ class RetryPolicy:
             raise ValueError("RetryPolicy.max_attempts must be at least 1")
 
 
+#: How many sessions may keep a worker where no memory group measures what they hold.
+UNMEASURED_LIMIT = 8
+
+
 @dataclass(frozen=True)
 class ResidentLimits:
     """How many sessions may keep a worker for their stateful tools at once
-    (``engine._resident_workers``), how long one may sit idle, and how long it may live."""
+    (``engine._resident_workers``), how long one may sit idle, and how long it may live.
 
-    limit: int = 8
+    ``limit`` 0 (the default): as many as the sandbox's memory bound has room for, where the
+    engine's memory group measures what they hold (``engine._memory_bound``), and
+    ``UNMEASURED_LIMIT`` where nothing does. A positive ``limit`` is a count of its own, within
+    the memory bound still."""
+
+    limit: int = 0
     idle_s: float = 600.0
     lifetime_s: float = 3600.0
 

@@ -300,16 +300,19 @@ class Engine:
             private_tmp=layers.active("private_tmp"),
             residents=residents,
         )
+        sessions = Sessions(
+            state_dir.path,
+            uids,
+            quota_mb,
+            end_workers=residents.end,
+            bound=memory.bound(held=layers.active("memory_cgroup")),
+        )
+        if sessions.bound.limit_mb and sessions.bound.usage is not None:
+            residents.room = sessions.bound.room_for
         return Services(
             calls=calls,
             policy=self.policy,
-            sessions=Sessions(
-                state_dir.path,
-                uids,
-                quota_mb,
-                end_workers=residents.end,
-                bound=memory.bound(held=layers.active("memory_cgroup")),
-            ),
+            sessions=sessions,
             pending=PendingCalls(self.config.admission.max_pending_calls),
             loop=self._loop,
         )
@@ -436,7 +439,7 @@ class Engine:
             max_workers=self.worker_bound.workers,
             max_workers_why=self.worker_bound.why,
             resident_workers=residents.live if residents is not None else 0,
-            max_resident_workers=self.config.resident.limit,
+            max_resident_workers=residents.limit if residents is not None else 0,
             max_timeout=self.config.max_timeout,
         )
 

@@ -153,6 +153,14 @@ class MemoryBound:
             + "; no new session until sessions end"
         )
 
+    def room_for(self, tenant: str = "") -> str | None:
+        """``check``'s answer as a reason: None where ``tenant`` may take more."""
+        try:
+            self.check(tenant)
+        except OverBound as exc:
+            return str(exc)
+        return None
+
     def fair_share_mb(self, tenant: str) -> tuple[int, int] | None:
         """What ``tenant`` holds and its fair share, in MiB (the bound divided among the
         tenants holding any, itself counted); None where it is not known."""

@@ -7,8 +7,10 @@ that same process, one at a time, so what the tool kept is there. The worker end
 session (or when a stateless session is given back to be wiped), when it has been idle for
 ``idle_s``, when it has lived ``lifetime_s``, and when a call ends it (its deadline passed and
 the interrupt did not help, it crashed, it broke a rule). The next call then starts a new one,
-and is told, in a ``status`` event, that nothing was kept and why. At most ``limit`` live at
-once: past that a new session's call is turned away with ``overloaded``.
+and is told, in a ``status`` event, that nothing was kept and why. A new one starts while the
+sandbox's memory bound has room for it (``room``: below its high-water mark, or its tenant
+below its fair share) and, where a count is set or nothing measures memory, while fewer than
+``limit`` live: past either, a new session's call is turned away with ``overloaded``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
 
 from a2e.caps.tools._reasons import FailureReason
-from a2e_engine.engine._config import ResidentLimits
+from a2e_engine.engine._config import UNMEASURED_LIMIT, ResidentLimits
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._messages import Job
 from a2e_engine.sandbox._pool import WorkerPool
@@ -35,6 +38,10 @@ log = logging.getLogger("a2e.engine")
 
 #: How often idle and old workers are looked for.
 _REAP_EVERY_S = 1.0
+#: How many may live at once where the memory bound alone admits them (a session uid each).
+_MOST = 1 << 16
+#: Whether the memory bound has room for one more of a tenant's: None, or why not.
+Room = Callable[[str], str | None]
 
 
 @dataclass
@@ -52,6 +59,8 @@ class ResidentWorkers:
     def __init__(self, pool: WorkerPool, limits: ResidentLimits) -> None:
         self.pool = pool
         self.limits = limits
+        #: The memory bound's say on one more, where it measures memory (``Engine`` sets it).
+        self.room: Room | None = None
         self._kept: dict[str, _Kept] = {}
         self._starting = 0  # workers being started, counted against the limit
         self._reaper: asyncio.Task[None] | None = None
@@ -86,13 +95,9 @@ class ResidentWorkers:
             if _alive(kept.worker) and loop.time() - kept.started > self.limits.lifetime_s:
                 await self._end(kept, f"it lived past its {self.limits.lifetime_s:g} s")
             starting = not _alive(kept.worker)
-            if starting and self.live + self._starting >= self.limits.limit:
-                return Outcome(
-                    FailureReason.OVERLOADED,
-                    error=f"all {self.limits.limit} sessions that may keep a worker have one; "
-                    "end a session (or raise resident_workers) and try again",
-                    retryable=False,
-                )
+            why_not = self._why_not(str(job.get("tenant") or "")) if starting else None
+            if why_not is not None:
+                return Outcome(FailureReason.OVERLOADED, error=why_not, retryable=False)
             self._starting += starting
             try:
                 outcome = await self._run(kept, job, deadline, on_event, stop)
@@ -100,6 +105,25 @@ class ResidentWorkers:
                 self._starting -= starting
         self._start_reaper()
         return outcome
+
+    @property
+    def limit(self) -> int:
+        """How many may live at once, counted (the memory bound aside)."""
+        if self.limits.limit:
+            return self.limits.limit
+        return _MOST if self.room is not None else UNMEASURED_LIMIT
+
+    def _why_not(self, tenant: str) -> str | None:
+        """Why a new one may not start now, or None."""
+        if self.live + self._starting >= self.limit:
+            return (
+                f"all {self.limit} sessions that may keep a worker have one; end a session "
+                "(or raise resident_workers) and try again"
+            )
+        why = self.room(tenant) if self.room is not None else None
+        if why is not None:
+            return f"no room for another session's worker: {why}"
+        return None
 
     async def _run(
         self, kept: _Kept, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal

@@ -194,3 +194,29 @@ def test_an_idle_or_old_worker_ends_and_the_next_call_says_so() -> None:
         assert last.data["execution_count"] < 9
         said = [e.data["message"] for e in last.events if e.kind == "status"]
         assert said == [] or "lived past its 2.5 s" in said[0]
+
+
+def test_per_context_namespaces_environment_and_directory(engine: Engine) -> None:
+    """Contexts are namespaces of their own in one interpreter; a cell's ``env`` and ``cwd``
+    are put back after it; ``reset`` starts a context afresh; the final value is marked."""
+    with engine.connect() as client:
+        api = ToolAPI(client)
+
+        def cell(code: str, **more: Any) -> Any:
+            result = api.call(tool_name="python_session", arguments={"code": code, **more})
+            assert result.success, result.error
+            return result.data
+
+        cell("name = 'default'")
+        assert cell("name = 'other'", context="b")["execution_count"] == 1
+        assert cell("name")["display"] == [{"text/plain": "'default'"}]
+        assert cell("name", context="b")["display"] == [{"text/plain": "'other'"}]
+        shown = cell("display(1); 2")
+        assert shown["main_display"] == 1 and cell("display(1)")["main_display"] is None
+        env = cell("import os; os.environ['ONLY']", env={"ONLY": "here"})
+        assert env["display"] == [{"text/plain": "'here'"}]
+        assert cell("os.environ.get('ONLY')")["display"] == []
+        cell("os.makedirs('sub', exist_ok=True)")
+        assert cell("os.getcwd()", cwd="sub")["display"][0]["text/plain"].endswith("/sub'")
+        assert not cell("os.getcwd()")["display"][0]["text/plain"].endswith("/sub'")
+        assert cell("name", context="b", reset=True)["error"][0]["ename"] == "NameError"

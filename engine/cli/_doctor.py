@@ -10,6 +10,7 @@ import json
 import os
 import textwrap
 
+from a2e_engine.engine._config import UNMEASURED_LIMIT
 from a2e_engine.engine._memory_bound import HIGH_WATER, PRESSURE
 from a2e_engine.engine.cli._arguments import Subcommands
 from a2e_engine.engine.cli._engine_options import add_engine_options, engine_from_args, started
@@ -34,7 +35,8 @@ def run_doctor(args: argparse.Namespace) -> int:
         limits = engine.config.limits
         zygotes = engine.zygotes
         bound = engine.worker_bound
-        live = engine.status().resident_workers
+        status = engine.status()
+        live, most = status.resident_workers, status.max_resident_workers
     missing = missing_layers(tuple(args.require), layers)
     languages = toolchains()
     if args.json_output:
@@ -46,7 +48,11 @@ def run_doctor(args: argparse.Namespace) -> int:
             "zygotes": zygotes,
             "max_workers": {"workers": bound.workers, "busy": bound.busy, "why": bound.why},
             "sandbox_memory_mb": layers.fact("memory_cgroup", "total_mb") or 0,
-            "resident_workers": {"live": live, **dataclasses.asdict(engine.config.resident)},
+            "resident_workers": {
+                "live": live,
+                **dataclasses.asdict(engine.config.resident),
+                "most": most,
+            },
         }
         print(json.dumps(report, indent=2))
         return 1 if missing else 0
@@ -70,8 +76,13 @@ def run_doctor(args: argparse.Namespace) -> int:
     )
     print(_sandbox_memory(layers))
     resident = engine.config.resident
+    counted = (
+        f"at most {most} at once"
+        if resident.limit or most == UNMEASURED_LIMIT
+        else "as many as the sandbox's memory bound has room for"
+    )
     print(
-        f"stateful sessions (python_session): {live} live, at most {resident.limit} at once, "
+        f"stateful sessions (python_session): {live} live, {counted}, "
         f"each worker kept until {resident.idle_s:g} s idle or {resident.lifetime_s:g} s old"
     )
     print("\nzygotes (every worker is a fork of its plugin's):")
