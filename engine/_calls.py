@@ -291,7 +291,7 @@ async def run_call(
             if resident:
                 assert ctx.residents is not None
                 outcome = await ctx.residents.run(
-                    session.id, job, deadline, events.on_event, cancelled
+                    session.id, job, deadline, events.on_event, cancelled, session.lasting
                 )
                 return outcome
             outcome = await ctx.pool.run(job, deadline, events.on_event, cancelled)

@@ -360,6 +360,7 @@ class Engine:
         policy: Policy | None = None,
         stateless: bool = False,
         tenant: str = "",
+        lasting: bool = False,
     ) -> LocalSession:
         running = self._running
         if running is None:
@@ -372,6 +373,7 @@ class Engine:
                 session = await running.services.sessions.open(
                     client, SUPPORTED_CAPABILITIES, policies, tenant
                 )
+                session.lasting = lasting
         except (UidsExhausted, OverBound, OSError) as exc:
             raise Refused(
                 A2EError(

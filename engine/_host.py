@@ -134,13 +134,16 @@ class Host(Protocol):
         policy: Policy | None = None,
         stateless: bool = False,
         tenant: str = "",
+        lasting: bool = False,
     ) -> HostSession:
         """A new session on the host's loop; ``policy`` applies on top of the host's own.
         ``stateless``: for one request that keeps nothing between its calls and the next
         request's, so it may be one prepared ahead. ``tenant``: who it is for, when the
         front-end knows (a client address, an API key; ``engine._memory_bound``): its share
-        of the sandbox is judged with the others of that tenant. ``Refused`` when none can be
-        had."""
+        of the sandbox is judged with the others of that tenant. ``lasting``: a session its
+        front-end keeps for as long as it says (an E2B sandbox): the worker it keeps for its
+        stateful tools is not ended for idleness or age, only with it. ``Refused`` when none
+        can be had."""
 
     def open_connection(
         self, send: Send, *, policy: Policy | None = None, name: str = "", tenant: str = ""

@@ -5,7 +5,8 @@ A session's first call of such a tool starts its worker (``WorkerPool.run_reside
 hardened as every worker, under the session's uid and in its workspace); its next calls run in
 that same process, one at a time, so what the tool kept is there. The worker ends with its
 session (or when a stateless session is given back to be wiped), when it has been idle for
-``idle_s``, when it has lived ``lifetime_s``, and when a call ends it (its deadline passed and
+``idle_s``, when it has lived ``lifetime_s`` (neither for a lasting session's: an E2B sandbox's
+interpreter lives as long as the sandbox), and when a call ends it (its deadline passed and
 the interrupt did not help, it crashed, it broke a rule). The next call then starts a new one,
 and is told, in a ``status`` event, that nothing was kept and why. A new one starts while the
 sandbox's memory bound has room for it (``room``: below its high-water mark, or its tenant
@@ -53,6 +54,7 @@ class _Kept:
     started: float = 0.0
     last_used: float = 0.0
     ended: str = ""  # why the last worker ended, until a call has been told
+    lasting: bool = False  # its session's life bounds it, not idleness nor age
 
 
 class ResidentWorkers:
@@ -87,12 +89,15 @@ class ResidentWorkers:
         deadline: Deadline,
         on_event: EventSink,
         stop: StopSignal,
+        lasting: bool = False,
     ) -> Outcome:
-        """``job`` in the session's worker, started if it has none."""
-        kept = self._kept.setdefault(session_id, _Kept(asyncio.Lock()))
+        """``job`` in the session's worker, started if it has none; ``lasting``: the
+        session's own end ends it, not idleness or age (``Host.open_session``)."""
+        kept = self._kept.setdefault(session_id, _Kept(asyncio.Lock(), lasting=lasting))
         loop = asyncio.get_running_loop()
         async with kept.lock:
-            if _alive(kept.worker) and loop.time() - kept.started > self.limits.lifetime_s:
+            too_old = loop.time() - kept.started > self.limits.lifetime_s
+            if _alive(kept.worker) and too_old and not kept.lasting:
                 await self._end(kept, f"it lived past its {self.limits.lifetime_s:g} s")
             starting = not _alive(kept.worker)
             why_not = self._why_not(str(job.get("tenant") or "")) if starting else None
@@ -191,6 +196,8 @@ class ResidentWorkers:
                     continue
                 if not worker.alive:
                     why = worker.why_gone()
+                elif kept.lasting:
+                    continue
                 elif now - kept.last_used > self.limits.idle_s:
                     why = f"it was idle for more than {self.limits.idle_s:g} s"
                 elif now - kept.started > self.limits.lifetime_s:

@@ -50,6 +50,8 @@ class SessionState:
     evict: Callable[[str], None] | None = None
     #: Who it is for, where the front-end knows (``Host.open_session``); empty: itself.
     tenant: str = ""
+    #: Kept for as long as its front-end says (``Host.open_session``): so is its worker.
+    lasting: bool = False
 
     @property
     def tenant_key(self) -> str:

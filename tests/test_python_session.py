@@ -220,3 +220,33 @@ def test_per_context_namespaces_environment_and_directory(engine: Engine) -> Non
         assert cell("os.getcwd()", cwd="sub")["display"][0]["text/plain"].endswith("/sub'")
         assert not cell("os.getcwd()")["display"][0]["text/plain"].endswith("/sub'")
         assert cell("name", context="b", reset=True)["error"][0]["ename"] == "NameError"
+
+
+def test_a_lasting_sessions_worker_ends_with_it_not_when_idle_or_old() -> None:
+    """An E2B sandbox's interpreter (``Host.open_session(lasting=True)``) keeps its state
+    however long it sits idle and however old it is: the sandbox's own timeout ends it."""
+    from a2e.caps.tools._models import ToolCallRequest, ToolResult
+
+    limits = ResidentLimits(limit=2, idle_s=0.3, lifetime_s=0.6)
+    engine = Engine(config=EngineConfig(prefork=1, resident=limits))
+
+    async def cell(session: Any, code: str) -> ToolResult:
+        request = ToolCallRequest(tool_name="python_session", arguments={"code": code})
+        async for burst in session.call(request):
+            last = burst[-1]
+        assert isinstance(last, ToolResult)
+        return last
+
+    with engine:
+        session = engine.run(engine.open_session("e2b", lasting=True))
+        engine.run(cell(session, "kept = 'still here'"))
+        time.sleep(2.5)  # past its idle time and its age, more than once over
+        after = engine.run(cell(session, "kept"))
+        assert after.data["display"] == [{"text/plain": "'still here'"}]
+        assert not [e for e in after.events if e.kind == "status"]
+        engine.run(_close(session))
+        assert wait_for(lambda: _residents(engine).live == 0, seconds=10)
+
+
+async def _close(session: Any) -> None:
+    session.close()

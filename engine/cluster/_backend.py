@@ -172,10 +172,11 @@ class RayEngine:
         policy: Policy | None = None,
         stateless: bool = False,
         tenant: str = "",
+        lasting: bool = False,
     ) -> HostSession:
         """A session on one node, over a host connection (``cluster.host``)."""
         return await self._host.open_session(
-            client, policy=policy, stateless=stateless, tenant=tenant
+            client, policy=policy, stateless=stateless, tenant=tenant, lasting=lasting
         )
 
     def status(self) -> HostStatus:

@@ -76,10 +76,12 @@ class ClusterHost:
         policy: Policy | None = None,
         stateless: bool = False,
         tenant: str = "",
+        lasting: bool = False,
     ) -> HostSession:
         """A session over a connection (its nodes have the sessions: one is opened on the one
         the connection is pinned to); ``stateless`` changes nothing here, nor ``tenant``: each
-        node judges memory by its own sessions."""
+        node judges memory by its own sessions; nor ``lasting``: a wire session's worker is
+        kept as the node's limits say."""
         return await open_wire_session(self, client, policy)
 
     def status(self) -> HostStatus:

@@ -87,7 +87,7 @@ class Sandboxes:
             raise TooMany(f"this client holds {self.per_owner} live sandboxes already")
         self._opening[owner] += 1
         try:
-            session = await self._host.open_session("e2b", tenant=owner)
+            session = await self._host.open_session("e2b", tenant=owner, lasting=True)
         finally:
             self._opening[owner] -= 1
             if not self._opening[owner]:
