@@ -287,6 +287,8 @@ async def run_call(
             secrets=secrets,
             tenant=session.tenant_key,
         )
+        if session.home:
+            job["home"] = session.home
         try:
             if resident:
                 assert ctx.residents is not None

@@ -361,6 +361,7 @@ class Engine:
         stateless: bool = False,
         tenant: str = "",
         lasting: bool = False,
+        home: str = "",
     ) -> LocalSession:
         running = self._running
         if running is None:
@@ -373,7 +374,7 @@ class Engine:
                 session = await running.services.sessions.open(
                     client, SUPPORTED_CAPABILITIES, policies, tenant
                 )
-                session.lasting = lasting
+                session.lasting, session.home = lasting, home
         except (UidsExhausted, OverBound, OSError) as exc:
             raise Refused(
                 A2EError(

@@ -135,6 +135,7 @@ class Host(Protocol):
         stateless: bool = False,
         tenant: str = "",
         lasting: bool = False,
+        home: str = "",
     ) -> HostSession:
         """A new session on the host's loop; ``policy`` applies on top of the host's own.
         ``stateless``: for one request that keeps nothing between its calls and the next
@@ -142,8 +143,10 @@ class Host(Protocol):
         front-end knows (a client address, an API key; ``engine._memory_bound``): its share
         of the sandbox is judged with the others of that tenant. ``lasting``: a session its
         front-end keeps for as long as it says (an E2B sandbox): the worker it keeps for its
-        stateful tools is not ended for idleness or age, only with it. ``Refused`` when none
-        can be had."""
+        stateful tools is not ended for idleness or age, only with it. ``home``: another path
+        its workspace answers to in its workers, and their ``HOME`` (an E2B sandbox's
+        ``/home/user``; where the run layer gives a worker a ``/home`` of its own). ``Refused``
+        when none can be had."""
 
     def open_connection(
         self, send: Send, *, policy: Policy | None = None, name: str = "", tenant: str = ""

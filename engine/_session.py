@@ -52,6 +52,8 @@ class SessionState:
     tenant: str = ""
     #: Kept for as long as its front-end says (``Host.open_session``): so is its worker.
     lasting: bool = False
+    #: Another path its workspace answers to in its workers, and their ``HOME`` (``Job.home``).
+    home: str = ""
 
     @property
     def tenant_key(self) -> str:

@@ -107,6 +107,9 @@ class Job(TypedDict):
     resident: NotRequired[bool]
     #: Whose call it is, for fair turns at the worker slots (``sandbox._slots``).
     tenant: NotRequired[str]
+    #: Another path the workspace answers to in the worker, and its ``HOME`` (E2B's
+    #: ``/home/user``): a link there, where the run layer gives it a ``/home`` of its own.
+    home: NotRequired[str]
 
 
 #: What of a job is its payload, sent after its layers: the arguments and the secrets.

@@ -50,6 +50,7 @@ FRESH = ("home", "mnt", "opt", "root", "srv", "media", "var", "run")
 _SPECIAL = ("proc", "dev", "sys", "tmp")
 
 _program_writable: tuple[str, ...] = ()
+_entered = False
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ def program_writable() -> tuple[str, ...]:
 def enter(root: RunRoot) -> None:
     """In the worker, in its copy of the template with its own ``/proc``, still privileged:
     build the run layer and make it the root."""
-    global _program_writable
+    global _program_writable, _entered
     held: dict[str, int] = {}
     try:
         # Held before anything is mounted over them (the tmpfs goes on /tmp, where the
@@ -263,6 +264,24 @@ def enter(root: RunRoot) -> None:
         for fd in held.values():
             os.close(fd)
     _program_writable = root.program_writable
+    _entered = True
+
+
+def link_home(home: str, workspace: str) -> bool:
+    """In a worker that entered its run layer: ``home`` made a link to ``workspace``, in one of
+    the layer's fresh top-level directories (``FRESH``), which nothing of the host's is in and
+    which dies with the worker; whether it is there. Nothing without the layer: the host's
+    directory would be written."""
+    parent, name = os.path.split(home.rstrip("/"))
+    if not _entered or not name or parent.strip("/") not in FRESH:
+        return False
+    try:
+        os.symlink(workspace, home)
+    except FileExistsError:
+        pass  # a resident worker's later job, or the session's programs put something there
+    except OSError:
+        return False
+    return True
 
 
 def _build(root: RunRoot, held: dict[str, int]) -> None:

@@ -21,6 +21,7 @@ from a2e.caps.tools._plugin import ToolCancelled, ToolContext, ToolExecutionErro
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox import _contain as contain
 from a2e_engine.sandbox import _offers as offers
+from a2e_engine.sandbox import _run_root as run_root
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._beneath import open_unlinked
 from a2e_engine.sandbox._case_group import forget_case_group
@@ -113,7 +114,10 @@ def _take_job(prep: Preparation, worker: Worker, job: Job) -> None:
         _enter(job["workspace"])
     except (OSError, KeyError) as exc:
         raise JobSetupError(f"the job could not start: {type(exc).__name__}: {exc}") from None
-    os.environ["HOME"] = job["workspace"]
+    home = job.get("home", "")
+    os.environ["HOME"] = (
+        home if home and run_root.link_home(home, job["workspace"]) else (job["workspace"])
+    )
     os.environ["TMPDIR"] = job["tmp_dir"]
     tempfile.tempdir = job["tmp_dir"]  # the zygote may have cached the host's /tmp already
 

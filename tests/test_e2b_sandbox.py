@@ -118,6 +118,14 @@ def test_commands_run_in_the_sandbox_with_their_output_and_exit(sandbox: Sandbox
     assert sandbox.commands.run("ls", cwd="/home/user/work").stdout == ""
     assert sandbox.commands.run("echo hi > made.txt").exit_code == 0
     assert sandbox.files.read("/home/user/made.txt") == "hi\n"
+    # The workspace is /home/user inside too, as E2B's users write it.
+    where = sandbox.commands.run("pwd; echo $HOME; cat /home/user/made.txt; cd ~ && pwd")
+    assert where.stdout == "/home/user\n/home/user\nhi\n/home/user\n"
+    assert sandbox.commands.run("pwd", cwd="/home/user/work").stdout == "/home/user/work\n"
+    seen = sandbox.run_code(
+        "import os; open('/home/user/made.txt').read(), os.path.expanduser('~')"
+    )
+    assert seen.text == "('hi\\n', '/home/user')"
 
 
 def test_background_commands_outlive_their_request(sandbox: Sandbox) -> None:

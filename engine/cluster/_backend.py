@@ -173,10 +173,16 @@ class RayEngine:
         stateless: bool = False,
         tenant: str = "",
         lasting: bool = False,
+        home: str = "",
     ) -> HostSession:
         """A session on one node, over a host connection (``cluster.host``)."""
         return await self._host.open_session(
-            client, policy=policy, stateless=stateless, tenant=tenant, lasting=lasting
+            client,
+            policy=policy,
+            stateless=stateless,
+            tenant=tenant,
+            lasting=lasting,
+            home=home,
         )
 
     def status(self) -> HostStatus:

@@ -77,11 +77,12 @@ class ClusterHost:
         stateless: bool = False,
         tenant: str = "",
         lasting: bool = False,
+        home: str = "",
     ) -> HostSession:
         """A session over a connection (its nodes have the sessions: one is opened on the one
         the connection is pinned to); ``stateless`` changes nothing here, nor ``tenant``: each
-        node judges memory by its own sessions; nor ``lasting``: a wire session's worker is
-        kept as the node's limits say."""
+        node judges memory by its own sessions; nor ``lasting`` and ``home``: a wire
+        session's worker is kept as the node's limits say, in its workspace."""
         return await open_wire_session(self, client, policy)
 
     def status(self) -> HostStatus:

@@ -124,7 +124,7 @@ class Interpreter:
         paths = Paths(sandbox.workspace)
         timeout = self.max_timeout
         if context.language == "bash":
-            arguments: dict[str, Any] = {"command": body.code, "env": env}
+            arguments: dict[str, Any] = {"command": body.code, "env": {"PWD": context.cwd, **env}}
             arguments["cwd"] = paths.inside(context.cwd)
             call = ToolCallRequest(tool_name="run_shell", arguments=arguments, timeout=timeout)
         else:

@@ -36,7 +36,7 @@ from a2e_engine.engine.e2b._connect_rpc import (
     read_request,
     unary_response,
 )
-from a2e_engine.engine.e2b._in_sandbox import Paths
+from a2e_engine.engine.e2b._in_sandbox import HOME, Paths
 from a2e_engine.engine.e2b._sandboxes import Sandbox
 
 __all__ = ["MAX_PROCESSES", "ProcessService"]
@@ -155,7 +155,8 @@ class ProcessService:
         tag = message.get("tag") if isinstance(message.get("tag"), str) else None
         arguments: dict[str, Any] = {
             "command": shlex.join([cmd, *args]),
-            "env": {**sandbox.env_vars, **envs},
+            # PWD names the directory as the sandbox does (bash keeps it where it holds).
+            "env": {"PWD": cwd or HOME, **sandbox.env_vars, **envs},
         }
         if cwd is not None:
             arguments["cwd"] = Paths(sandbox.workspace).inside(cwd)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from a2e_engine.engine._host import Host, HostSession
+from a2e_engine.engine.e2b._in_sandbox import HOME
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -87,7 +88,7 @@ class Sandboxes:
             raise TooMany(f"this client holds {self.per_owner} live sandboxes already")
         self._opening[owner] += 1
         try:
-            session = await self._host.open_session("e2b", tenant=owner, lasting=True)
+            session = await self._host.open_session("e2b", tenant=owner, lasting=True, home=HOME)
         finally:
             self._opening[owner] -= 1
             if not self._opening[owner]:
