@@ -38,6 +38,7 @@ from a2e_engine.engine._registry import RegisteredTool, ToolRegistry
 from a2e_engine.engine._resident_workers import ResidentWorkers
 from a2e_engine.engine._retry import run_with_retries
 from a2e_engine.engine._session import SessionState
+from a2e_engine.sandbox._call_input import CallInput
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._messages import Job
 from a2e_engine.sandbox._pool import StopSignal, WorkerPool
@@ -234,8 +235,11 @@ async def run_call(
     deadline: Deadline,
     send_event: Callable[[ToolEvent], None],
     cancelled: StopSignal,
+    given: CallInput | None = None,
 ) -> ToolResult:
-    """The call's result, within ``deadline`` (made where the call arrived)."""
+    """The call's result, within ``deadline`` (made where the call arrived); ``given``: its
+    input after its start, for a tool that reads some (never retried: what it read is gone,
+    nor run in a session's kept worker)."""
     started = time.monotonic()
     tool = ctx.registry.get(request.tool_name)
     if tool is not None:
@@ -256,6 +260,7 @@ async def run_call(
     attempts = 0
     deadline = _tightened(tool, request.arguments, deadline, loop)
     resident = tool.name in tool.plugin.resident_tools and ctx.residents is not None
+    resident = resident and given is None
 
     async def attempt() -> Outcome:
         nonlocal attempts
@@ -296,7 +301,7 @@ async def run_call(
                     session.id, job, deadline, events.on_event, cancelled, session.lasting
                 )
                 return outcome
-            outcome = await ctx.pool.run(job, deadline, events.on_event, cancelled)
+            outcome = await ctx.pool.run(job, deadline, events.on_event, cancelled, given)
             if outcome.reason in ENDED_BY_WHAT_RAN and not tool.plugin.retry_crashes:
                 outcome.retryable = False
             return outcome
@@ -310,7 +315,7 @@ async def run_call(
         with contextlib.suppress(ValueError):
             events.status(f"attempt {next_attempt - 1} failed ({outcome.error}); retrying")
 
-    if tool.definition.idempotent and ctx.config.retry.max_attempts > 1:
+    if tool.definition.idempotent and ctx.config.retry.max_attempts > 1 and given is None:
         outcome = await run_with_retries(attempt, ctx.config.retry, deadline, cancelled, on_retry)
     else:
         outcome = await attempt()

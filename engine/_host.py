@@ -42,6 +42,7 @@ from a2e.caps.tools._models import (
     ToolResult,
 )
 from a2e_engine.engine._policy import Policy
+from a2e_engine.sandbox._call_input import CallInput
 
 __all__ = [
     "Bursts",
@@ -115,9 +116,11 @@ class HostSession(Protocol):
     async def list_tools(self, request: ToolListRequest) -> ToolListResponse:
         """The tools this session may see that ``request`` selects."""
 
-    def call(self, request: ToolCallRequest) -> Bursts:
+    def call(self, request: ToolCallRequest, given: CallInput | None = None) -> Bursts:
         """The call's events in the bursts they came in, the last burst ending with its
-        result. Leaving the iteration before the result cancels the call."""
+        result. Leaving the iteration before the result cancels the call. ``given``: input
+        the caller sends it after its start (a command's stdin), where the host carries it;
+        ``Refused`` where it does not."""
 
     def cancel(self, call_id: str) -> bool:
         """End a call of this session as its timeout would (its result still comes)."""

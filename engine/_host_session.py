@@ -36,6 +36,7 @@ from a2e_engine.engine._loop import EngineLoop
 from a2e_engine.engine._policy import Policy, check_policies
 from a2e_engine.engine._session import SessionState
 from a2e_engine.engine._sessions import Sessions
+from a2e_engine.sandbox._call_input import CallInput
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._pool import StopSignal
 
@@ -169,11 +170,14 @@ class LocalSession:
     # -- calls --
 
     def start(
-        self, request: ToolCallRequest, on_event: Callable[[ToolEvent], None]
+        self,
+        request: ToolCallRequest,
+        on_event: Callable[[ToolEvent], None],
+        given: CallInput | None = None,
     ) -> asyncio.Task[ToolResult]:
         """Admit the call and start it; its events go to ``on_event``, its result is the
-        task's. ``Refused`` (``overloaded``, retryable) past the engine's or the session's
-        bound on calls, or once the session is closed."""
+        task's; ``given``: its input after its start. ``Refused`` (``overloaded``, retryable)
+        past the engine's or the session's bound on calls, or once the session is closed."""
         config = self.services.calls.config
         if self.closed:
             why = f": {self.ended_because}" if self.ended_because else ""
@@ -206,7 +210,7 @@ class LocalSession:
         loop = asyncio.get_running_loop()
         deadline = Deadline.after(min(request.timeout, config.max_timeout), loop)
         cancelled = StopSignal()
-        task = loop.create_task(self._run(request, deadline, on_event, cancelled, tenant))
+        task = loop.create_task(self._run(request, deadline, on_event, cancelled, tenant, given))
         self._calls[request.id] = _RunningCall(task, cancelled)
         scope.ids.add(request.id)
         # Still in flight until the callbacks its caller adds next have run (the reply sent):
@@ -225,10 +229,11 @@ class LocalSession:
         on_event: Callable[[ToolEvent], None],
         cancelled: StopSignal,
         tenant: str,
+        given: CallInput | None,
     ) -> ToolResult:
         try:
             return await run_call(
-                self.services.calls, self.session, request, deadline, on_event, cancelled
+                self.services.calls, self.session, request, deadline, on_event, cancelled, given
             )
         except Exception:
             log.exception("call %s (%s) failed inside the engine", request.id, request.tool_name)
@@ -236,13 +241,13 @@ class LocalSession:
         finally:
             self.services.pending.release(tenant)
 
-    async def call(self, request: ToolCallRequest) -> Bursts:
+    async def call(self, request: ToolCallRequest, given: CallInput | None = None) -> Bursts:
         """The call's events in the bursts they came in (what a worker wrote between two reads
         of its pipe), the last burst ending with its ``ToolResult``. ``Refused`` when it is
         turned away, or when the engine failed it (``internal_error``). A caller that stops
         iterating before the result cancels the call."""
         arrived: asyncio.Queue[ToolEvent | None] = asyncio.Queue()
-        task = self.start(request, arrived.put_nowait)
+        task = self.start(request, arrived.put_nowait, given)
         task.add_done_callback(lambda _: arrived.put_nowait(None))  # after its last event
         try:
             while True:

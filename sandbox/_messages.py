@@ -110,6 +110,9 @@ class Job(TypedDict):
     #: Another path the workspace answers to in the worker, and its ``HOME`` (E2B's
     #: ``/home/user``): a link there, where the run layer gives it a ``/home`` of its own.
     home: NotRequired[str]
+    #: The call takes input after its start (``sandbox._call_input``): the job pipe stays open
+    #: for it.
+    input: NotRequired[bool]
 
 
 #: What of a job is its payload, sent after its layers: the arguments and the secrets.

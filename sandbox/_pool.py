@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox._busy import computing, pid_of
+from a2e_engine.sandbox._call_input import CallInput
 from a2e_engine.sandbox._cgroups import memory_of_process
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._limits import OutputCaps
@@ -267,10 +268,18 @@ class WorkerPool:
     # -- running a job --
 
     async def run(
-        self, job: Job, deadline: Deadline, on_event: EventSink, stop: StopSignal
+        self,
+        job: Job,
+        deadline: Deadline,
+        on_event: EventSink,
+        stop: StopSignal,
+        given: CallInput | None = None,
     ) -> Outcome:
-        """Run ``job`` in a fresh worker of its zygote, within ``deadline``."""
-        _, outcome = await self._turn(None, False, job, deadline, on_event, stop)
+        """Run ``job`` in a fresh worker of its zygote, within ``deadline``; ``given``: its
+        input after its start (``sandbox._call_input``)."""
+        if given is not None:
+            job = cast(Job, {**job, "input": True})
+        _, outcome = await self._turn(None, False, job, deadline, on_event, stop, given)
         return outcome
 
     async def run_resident(
@@ -293,6 +302,7 @@ class WorkerPool:
         deadline: Deadline,
         on_event: EventSink,
         stop: StopSignal,
+        given: CallInput | None = None,
     ) -> tuple[ResidentWorker | None, Outcome]:
         """One job's way through the pool: a supply of workers unless ``kept`` is alive; the
         store's word on it (``SharedStore.claim``: while another call makes what it would, it
@@ -341,7 +351,7 @@ class WorkerPool:
                 else:
                     limits, shared = self.config.zygote.limits, self._share_sink(job)
                     outcome = await run_job(
-                        worker, job, deadline, on_event, stop, self._caps, limits, shared
+                        worker, job, deadline, on_event, stop, self._caps, limits, shared, given
                     )
             finally:
                 self._running.pop(worker.pid, None)

@@ -50,6 +50,7 @@ from a2e_engine.sandbox._profiles import PROFILES
 from a2e_engine.sandbox._waiting import StopSignal, race
 
 if TYPE_CHECKING:
+    from a2e_engine.sandbox._call_input import CallInput
     from a2e_engine.sandbox.layers import LayerReport
 
 __all__ = [
@@ -290,14 +291,18 @@ async def run_job(
     caps: OutputCaps,
     limits: Limits,
     on_share: ShareSink | None = None,
+    given: CallInput | None = None,
 ) -> Outcome:
-    """``job`` through ``worker``, which is gone when this returns, and what came of it."""
+    """``job`` through ``worker``, which is gone when this returns, and what came of it;
+    ``given``: the call's input, sent down the job pipe after the job (``Job.input``)."""
     loop = asyncio.get_running_loop()
     reader = ResultReader(worker, caps, on_event, loop, on_share)
     ended_by: FailureReason | None = None
     exit_awaited = True
     try:
-        await send_job(worker, job, deadline, stop)
+        await send_job(worker, job, deadline, stop, close=given is None)
+        if given is not None:
+            given.attach(worker)
         if not await race(deadline.at, reader.finished, worker.exited, stop=stop):
             ended_by = FailureReason.CANCELLED if stop.is_set() else FailureReason.TIMEOUT
             grace = job["cancel_grace_s"]
@@ -325,6 +330,8 @@ async def run_job(
             await race(loop.time() + KILL_WAIT_S, worker.exited)
         reader.drain()
     finally:
+        if given is not None:
+            given.detach()
         reader.stop()
         worker.close()
     outcome = outcome_of(worker, reader, ended_by, exit_awaited, deadline, limits)

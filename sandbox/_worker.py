@@ -14,6 +14,7 @@ import resource
 import signal
 import tempfile
 import threading
+from collections.abc import Callable
 from typing import Any, cast
 
 from a2e import _jsonwire as jsonwire
@@ -24,6 +25,7 @@ from a2e_engine.sandbox import _offers as offers
 from a2e_engine.sandbox import _run_root as run_root
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._beneath import open_unlinked
+from a2e_engine.sandbox._call_input import reader
 from a2e_engine.sandbox._case_group import forget_case_group
 from a2e_engine.sandbox._frames import write_frame, write_frame_bytes
 from a2e_engine.sandbox._messages import (
@@ -97,13 +99,20 @@ def _encoded_result(data: Any, max_frame: int) -> str | FailureFrame:
 
 
 def run_first_job(
-    prep: Preparation, job: Job, result_fd: int, template: Template | None = None
+    prep: Preparation,
+    job: Job,
+    result_fd: int,
+    template: Template | None = None,
+    job_fd: int = -1,
 ) -> None:
     """The job this worker was forked for, its layers taken: the tool (given the clean
-    template, when its plugin asked for one)."""
+    template, when its plugin asked for one, and its input from ``job_fd``, when the call
+    takes some)."""
     if float(job.get("cancel_grace_s") or 0) > 0:
         signal.signal(signal.SIGTERM, _raise_cancelled)
-    execute_job(prep.plugins[job["plugin"]], job, result_fd, prep.settings.max_frame, template)
+    max_frame = prep.settings.max_frame
+    given = reader(job_fd, max_frame) if job.get("input") and job_fd >= 0 else None
+    execute_job(prep.plugins[job["plugin"]], job, result_fd, max_frame, template, given)
 
 
 def _take_job(prep: Preparation, worker: Worker, job: Job) -> None:
@@ -133,11 +142,17 @@ def _enter(directory: str) -> None:
 
 
 def execute_job(
-    plugin: ToolPlugin, job: Job, result_fd: int, max_frame: int, template: Template | None = None
+    plugin: ToolPlugin,
+    job: Job,
+    result_fd: int,
+    max_frame: int,
+    template: Template | None = None,
+    given: Callable[[], bytes | None] | None = None,
 ) -> None:
     """The tool run on ``job`` in this process as it is now, its events and its result framed
-    on ``result_fd``: the part of a job that a resident worker repeats for each of its jobs."""
-    plugin.context = _context(job, template)
+    on ``result_fd``: the part of a job that a resident worker repeats for each of its jobs.
+    ``given``: the call's input, when it takes some."""
+    plugin.context = _context(job, template, given)
 
     # Tool code may emit from several threads; frames larger than PIPE_BUF would interleave.
     # Once the result is written, late events (a lingering thread) are dropped, not sent.
@@ -168,9 +183,12 @@ def execute_job(
         write_frame_bytes(result_fd, frame)
 
 
-def _context(job: Job, template: Template | None = None) -> ToolContext:
+def _context(
+    job: Job, template: Template | None = None, given: Callable[[], bytes | None] | None = None
+) -> ToolContext:
     """What the tool sees of its job."""
     return ToolContext(
+        input=given,
         workspace=job["workspace"],
         tmp_dir=job["tmp_dir"],
         read_roots=tuple(job.get("read_roots", ())),
@@ -301,12 +319,12 @@ def run_worker(prep: Preparation, worker: Worker, job_fd: int, result_fd: int) -
         _take_job(prep, worker, layers)
         template = _template_for(prep, layers, job_fd, result_fd)
         job = job_with_payload(layers, read_payload(job_fd, max_frame))
-        if not job.get("resident"):
+        if not job.get("resident") and not job.get("input"):
             os.close(job_fd)
         # The tool's own garbage is collected as usual; what exists now is left alone for good.
         gc.freeze()
         gc.enable()
-        run_first_job(prep, job, result_fd, template)
+        run_first_job(prep, job, result_fd, template, job_fd)
         if job.get("resident"):
             serve_later_jobs(prep.plugins, job, job_fd, result_fd, max_frame)
     except JobSetupError as exc:

@@ -143,6 +143,30 @@ def test_background_commands_outlive_their_request(sandbox: Sandbox) -> None:
     assert quick.wait().stdout == "done\n"
 
 
+def test_a_command_started_with_stdin_reads_what_is_sent_as_it_runs(sandbox: Sandbox) -> None:
+    """SendInput and StreamInput reach the running command's stdin in order, as it reads;
+    CloseStdin ends it; a command started without stdin takes none, and reads an empty one."""
+    commands = sandbox.commands
+    reader = commands.run("read a; echo first $a; cat; echo end", background=True, stdin=True)
+    commands.send_stdin(reader.pid, "one\n")
+    commands.stream_input(reader.pid, iter(["two\n", b"three\n"]))
+    commands.send_stdin(reader.pid, "four\n")
+    commands.close_stdin(reader.pid)
+    assert reader.wait().stdout == "first one\ntwo\nthree\nfour\nend\n"
+    closed = commands.run("sleep 30", background=True)
+    with pytest.raises(SandboxException, match="started without stdin"):
+        commands.send_stdin(closed.pid, "x")
+    commands.kill(closed.pid)
+    assert commands.run("cat").stdout == ""  # an empty stdin, not one that waits
+    ended = commands.run("cat > got.txt", background=True, stdin=True)
+    commands.send_stdin(ended.pid, b"\x00\xffbinary")
+    commands.close_stdin(ended.pid)
+    ended.wait()
+    assert sandbox.files.read("got.txt", format="bytes") == b"\x00\xffbinary"
+    with pytest.raises(SandboxException):
+        commands.send_stdin(ended.pid, "late")  # it has ended
+
+
 def test_a_command_past_its_deadline_is_killed(sandbox: Sandbox) -> None:
     with pytest.raises(TimeoutException):
         sandbox.commands.run("sleep 30", timeout=1)

@@ -23,6 +23,7 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,8 @@ class Finished:
         return self.time_exceeded is not None
 
 
+#: What a command reads: text given up front, the call's input as it comes, or nothing.
+Stdin = str | Callable[[], bytes | None] | None
 #: The child's stdin, stdout and stderr, as descriptors of ours for it to take.
 ChildStdio = tuple[int, int, int]
 
@@ -100,7 +103,7 @@ def run_captured(
     argv: Sequence[str],
     cwd: str,
     env: dict[str, str],
-    stdin: str | None,
+    stdin: Stdin,
     out: TextSink,
     err: TextSink,
     time_limit: float | None = None,
@@ -176,7 +179,7 @@ class _Executed:
 
 def watch(
     start: Callable[[ChildStdio], Child],
-    stdin: str | None,
+    stdin: Stdin,
     out: TextSink,
     err: TextSink,
     time_limit: float | None = None,
@@ -187,7 +190,8 @@ def watch(
     usage: Usage = tree_usage,
     domain: CaseDomain | None = None,
 ) -> Finished:
-    """Start a child with ``start`` (given its stdio: a pipe for ``stdin``, or /dev/null, and
+    """Start a child with ``start`` (given its stdio: a pipe for ``stdin``, fed with it, or
+    from it as it comes when it is the call's input (``ToolContext.input``); or /dev/null; and
     pipes for its output) and see it through as ``run_captured`` says. The child must be the
     leader of a process group of its own."""
     stdin_r, stdin_w = os.pipe() if stdin else (os.open(os.devnull, os.O_RDONLY), -1)
@@ -207,7 +211,10 @@ def watch(
     outputs = Outputs({out_r: out, err_r: err})
     # Fed by this loop as the child reads it, not by a thread: starting one costs more than
     # a short run's whole watch.
-    feeding = _Feeder(stdin_w, stdin.encode()) if stdin else None
+    if callable(stdin):
+        _pump(stdin, stdin_w)  # the pipe's end is the pump's now
+        stdin_w = -1
+    feeding = _Feeder(stdin_w, stdin.encode()) if isinstance(stdin, str) and stdin else None
     if feeding is not None:
         os.set_blocking(stdin_w, False)
         outputs.selector.register(stdin_w, selectors.EVENT_WRITE, feeding)
@@ -464,6 +471,26 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _pump(given: Callable[[], bytes | None], fd: int) -> None:
+    """The call's input written to the child's stdin as it comes, by a thread of its own
+    (waiting on the supervisor), which closes the pipe at the input's end or once the child
+    closed its end. A thread only for a call that takes input: what a command is given up
+    front is fed by the watching loop."""
+
+    def pump() -> None:
+        try:
+            while (piece := given()) is not None:
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(fd, view) :]
+        except OSError:
+            pass  # the child closed its stdin (or exited): it reads nothing more
+        finally:
+            os.close(fd)
+
+    threading.Thread(target=pump, name="a2e-stdin", daemon=True).start()
 
 
 class _Feeder:

@@ -3,7 +3,9 @@
 Runs under the ``process`` profile: it may fork and exec (that is what a shell is for) but has no
 sockets and, where the host allows, no network namespace to use one in. The working directory
 is the session workspace or a directory inside it; ``env`` adds variables to the worker's
-scrubbed environment (names must be plain identifiers). stdout and stderr travel as
+scrubbed environment (names must be plain identifiers). Its stdin is ``stdin``, or, for a call
+made to take input after its start (``ToolContext.input``: E2B's ``SendInput``), that input as
+it comes. stdout and stderr travel as
 ``artifact`` events, line by line when the call streams, and the result carries the capped
 output (``tools._output``) and the command's ``exit_code``: a non-zero exit fails the call with
 the output kept. Background jobs the command leaves behind do not hold the call up: once the
@@ -91,8 +93,10 @@ class Shell(ToolPlugin):
         flusher = Flusher(out, err)
         flusher.start()
         try:
+            given = self.context.input if self.context else None
+            stdin = given if given is not None else arguments.get("stdin")
             code = run_captured(
-                [SHELL, "-c", str(arguments["command"])], cwd, env, arguments.get("stdin"), out, err
+                [SHELL, "-c", str(arguments["command"])], cwd, env, stdin, out, err
             ).exit_code
             assert code is not None  # no time limit of its own: the call's deadline ends it
         finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -26,6 +27,7 @@ __all__ = [
     "end_of_stream",
     "error_response",
     "frame",
+    "read_envelopes",
     "read_request",
     "unary_response",
 ]
@@ -84,13 +86,7 @@ async def read_request(request: Request) -> dict[str, Any]:
         raise RpcError("canceled", "the client went away before its request came") from None
     if request.headers.get("content-type", "").startswith(STREAM_MEDIA_TYPE):
         body = _first_envelope(body)
-    try:
-        message = jsonwire.loads(body) if body.strip() else {}
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise RpcError("invalid_argument", f"the request is not JSON: {exc}") from None
-    if not isinstance(message, dict):
-        raise RpcError("invalid_argument", "the request must be a JSON object")
-    return message
+    return _message(body)
 
 
 async def _bounded_body(request: Request) -> bytes:
@@ -111,6 +107,40 @@ def _first_envelope(body: bytes) -> bytes:
     if len(body) < _HEADER.size + length:
         raise RpcError("invalid_argument", "the stream's request envelope is cut short")
     return body[_HEADER.size : _HEADER.size + length]
+
+
+async def read_envelopes(request: Request) -> AsyncIterator[dict[str, Any]]:
+    """A client stream's messages, each as its envelope arrives whole (each within
+    ``MAX_REQUEST_BYTES``); ``RpcError`` for one that does not read."""
+    pending = bytearray()
+    try:
+        async for chunk in request.stream():
+            pending += chunk
+            while len(pending) >= _HEADER.size:
+                flags, length = _HEADER.unpack_from(pending)
+                if length > MAX_REQUEST_BYTES:
+                    raise RpcError("resource_exhausted", f"a message is over {MAX_REQUEST_BYTES}")
+                if len(pending) < _HEADER.size + length:
+                    break
+                body = bytes(pending[_HEADER.size : _HEADER.size + length])
+                del pending[: _HEADER.size + length]
+                if flags & _END_OF_STREAM:
+                    return
+                yield _message(_first_envelope(_HEADER.pack(flags, length) + body))
+    except ClientDisconnect:
+        return
+    if pending:
+        raise RpcError("invalid_argument", "the stream's last envelope is cut short")
+
+
+def _message(body: bytes) -> dict[str, Any]:
+    try:
+        message = jsonwire.loads(body) if body.strip() else {}
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise RpcError("invalid_argument", f"the request is not JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise RpcError("invalid_argument", "the request must be a JSON object")
+    return message
 
 
 def frame(message: dict[str, Any]) -> bytes:

@@ -7,8 +7,9 @@ handle that disconnects); ``Connect`` attaches to it again, from then on; ``List
 those running; ``SendSignal`` ends it as its deadline would, its whole tree killed. A
 command's deadline is the one its client gave (``connect-timeout-ms``), within the engine's
 longest call; past it, the tree is killed and the stream ends with ``deadline_exceeded``.
-Input after the start (``SendInput``, ``CloseStdin``, ``StreamInput``) and terminals
-(``pty``, ``Update``) are not served yet, and say so.
+A command started with ``stdin`` takes input as it runs (``SendInput``, ``StreamInput``,
+``CloseStdin``: the engine's call input, ``sandbox._call_input``); one started without reads
+an empty stdin, as envd's. Terminals (``pty``, ``Update``) are not served yet, and say so.
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ from a2e_engine.engine.e2b._connect_rpc import (
     end_of_stream,
     error_response,
     frame,
+    read_envelopes,
     read_request,
     unary_response,
 )
 from a2e_engine.engine.e2b._in_sandbox import HOME, Paths
 from a2e_engine.engine.e2b._sandboxes import Sandbox
+from a2e_engine.sandbox._call_input import CallInput, InputRefused
 
 __all__ = ["MAX_PROCESSES", "ProcessService"]
 
@@ -69,6 +72,7 @@ class _Process:
     ended: bool = False
     error: RpcError | None = None  # why its stream ends in error, when it does
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    stdin: CallInput | None = None  # for a command started with stdin open
 
     def add(self, event: dict[str, Any], size: int = 0) -> None:
         self.events.append(event)
@@ -125,9 +129,9 @@ class ProcessService:
             "Connect": self.connect,
             "List": self.list,
             "SendSignal": self.send_signal,
-            "SendInput": _not_served("sending input to a running command"),
-            "CloseStdin": _not_served("closing a running command's stdin"),
-            "StreamInput": _not_served("streaming input to a running command"),
+            "SendInput": self.send_input,
+            "CloseStdin": self.close_stdin,
+            "StreamInput": self.stream_input,
             "Update": _not_served("terminals (pty)"),
         }
 
@@ -171,6 +175,8 @@ class ProcessService:
         if cwd is not None:
             config["cwd"] = cwd
         process = _Process(table.last_pid, tag, config, call.id)
+        if message.get("stdin") is True:
+            process.stdin = CallInput()
         table.running[process.pid] = process
         task = asyncio.get_running_loop().create_task(self._run(sandbox, table, process, call))
         table.tasks.add(task)
@@ -199,6 +205,33 @@ class ProcessService:
         sandbox.session.cancel(process.call_id)
         return unary_response({})
 
+    async def send_input(self, request: Request, sandbox: Sandbox) -> Response:
+        message = await read_request(request)
+        _give(self._table(sandbox).select(message), message.get("input"))
+        return unary_response({})
+
+    async def close_stdin(self, request: Request, sandbox: Sandbox) -> Response:
+        process = self._table(sandbox).select(await read_request(request))
+        if process.stdin is None:
+            raise RpcError("failed_precondition", f"process {process.pid} has no stdin open")
+        process.stdin.end()
+        return unary_response({})
+
+    async def stream_input(self, request: Request, sandbox: Sandbox) -> Response:
+        """A client stream: ``start`` naming the process, then ``data`` pieces (and
+        ``keepalive``s), each given to it as it arrives; one empty message answers."""
+        process: _Process | None = None
+        async for message in read_envelopes(request):
+            if "start" in message:
+                start = message["start"]
+                process = self._table(sandbox).select(start if isinstance(start, dict) else {})
+            elif "data" in message:
+                if process is None:
+                    raise RpcError("invalid_argument", "the stream must start with start")
+                data = message["data"]
+                _give(process, data.get("input") if isinstance(data, dict) else None)
+        return StreamingResponse(_one_message(), media_type=STREAM_MEDIA_TYPE)
+
     def _seconds(self, request: Request) -> int:
         """The command's deadline: its client's (``connect-timeout-ms``), within the
         engine's longest call."""
@@ -212,7 +245,7 @@ class ProcessService:
     ) -> None:
         result: ToolResult | None = None
         try:
-            async for burst in sandbox.session.call(call):
+            async for burst in sandbox.session.call(call, process.stdin):
                 for item in burst:
                     if isinstance(item, ToolEvent):
                         _output(process, item)
@@ -221,6 +254,8 @@ class ProcessService:
         except Refused as exc:
             process.error = RpcError("resource_exhausted", exc.error.message)
         finally:
+            if process.stdin is not None:
+                process.stdin.detach()
             table.running.pop(process.pid, None)
             if result is not None:
                 _ended(process, result, call.timeout)
@@ -272,6 +307,29 @@ def _ended(process: _Process, result: ToolResult, seconds: int) -> None:
     else:
         end = {"exitCode": -1, "exited": False, "status": "error", "error": result.error or ""}
     process.add({"end": end})
+
+
+def _give(process: _Process, given: Any) -> None:
+    """``SendInput``'s ``input`` (``{"stdin": "<base64>"}``) to the command's stdin."""
+    if process.stdin is None:
+        raise RpcError("failed_precondition", f"process {process.pid} was started without stdin")
+    if not isinstance(given, dict) or not isinstance(given.get("stdin", ""), str):
+        raise RpcError("invalid_argument", "input must be {stdin: <base64>}")
+    if "pty" in given:
+        raise RpcError("unimplemented", "terminals (pty) are not served by this server yet")
+    try:
+        data = base64.b64decode(given.get("stdin", ""), validate=True)
+    except ValueError:
+        raise RpcError("invalid_argument", "input.stdin is not base64") from None
+    try:
+        process.stdin.send(data)
+    except InputRefused as exc:
+        raise RpcError("failed_precondition", f"process {process.pid}: {exc}") from None
+
+
+async def _one_message() -> AsyncIterator[bytes]:
+    yield frame({})
+    yield end_of_stream()
 
 
 def _signal_name(number: int) -> str:

@@ -26,6 +26,7 @@ from a2e.caps.tools._models import (
 )
 from a2e_engine.engine._host import Bursts, Host, HostClosed, Refused
 from a2e_engine.engine._policy import Policy
+from a2e_engine.sandbox._call_input import CallInput
 
 __all__ = ["RemoteSession", "open_wire_session"]
 
@@ -90,9 +91,18 @@ class RemoteSession:
         assert isinstance(reply, ToolListResponse)
         return reply
 
-    async def call(self, request: ToolCallRequest) -> Bursts:
+    async def call(self, request: ToolCallRequest, given: CallInput | None = None) -> Bursts:
         """The call's events in the bursts they arrived in (a tool's burst at once, so that a
-        transport can write each with one write), the last ending with its result."""
+        transport can write each with one write), the last ending with its result. Input
+        after the start (``given``) is not carried over a connection: ``Refused``."""
+        if given is not None:
+            raise Refused(
+                A2EError(
+                    req_id=request.id,
+                    code=ErrorCode.INVALID_MESSAGE,
+                    message="input after a call's start is not carried over this connection",
+                )
+            )
         request = request.model_copy(update={"session_id": self.session_id})
         answered = False
         try:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from e2b_code_interpreter import Sandbox
 
@@ -200,4 +201,29 @@ def test_hostile_rpc_bodies_get_one_line_errors(
         assert answer.status_code in (400, 429), (body[:20], answer.status_code)
         error = answer.json()
         assert set(error) == {"code", "message"} and "\n" not in error["message"]
+    assert attacker.commands.run("echo alive").stdout == "alive\n"
+
+
+@attack(
+    "flooding a command's stdin that does not read it",
+    full="the call input's bound: what the worker has not read waits up to 1 MiB, then no more",
+    reduced="the same (no isolation layer is involved)",
+)
+def test_input_a_command_does_not_read_is_bounded(
+    server: ServiceProcess, pair: tuple[Sandbox, Sandbox, str]
+) -> None:
+    _, attacker, _ = pair
+    idle = attacker.commands.run("sleep 60", background=True, stdin=True)
+    piece = b"x" * (600 << 10)
+    refused = None
+    for _ in range(4):
+        try:
+            attacker.commands.send_stdin(idle.pid, piece)
+        except Exception as exc:
+            refused = exc
+            break
+    assert refused is not None and "has not read" in str(refused), refused
+    server_rss = psutil.Process(server.pid).memory_info().rss
+    assert server_rss < 1 << 30
+    attacker.commands.kill(idle.pid)
     assert attacker.commands.run("echo alive").stdout == "alive\n"

@@ -85,6 +85,10 @@ class ToolContext:
     #: of them, already running the plugin's ``template_main``. ``None`` for a plugin that
     #: asked for none, or where none could be made.
     template: CleanTemplate | None = None
+    #: The call's input after its start (a command's stdin as an agent types it), for a call
+    #: made to take some: the next piece as it comes (blocking), ``None`` at its end. ``None``
+    #: itself for any other call.
+    input: Callable[[], bytes | None] | None = None
 
 
 class CleanTemplate(Protocol):
