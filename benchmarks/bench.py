@@ -649,6 +649,7 @@ INSTEAD = {
     "--reward-batch": "reward_batch",
     "--cpu-limits": "cpu_limits",
     "--jury": "jury",
+    "--sandboxes": "sandboxes",
 }
 
 

@@ -1,8 +1,8 @@
 """E2B sandboxes on ``a2e serve --http``, driven by E2B's own SDK (``e2b-code-interpreter``),
 as agentic RL uses them: a sandbox per trajectory, made, used for a few cells, killed.
 
-    python -m a2e_engine.benchmarks.sandboxes [--sequential 200] [--burst 200] [--live 2000]
-                                              [--json PATH]
+    a2e bench --sandboxes [--sequential 200] [--burst 200] [--live 2000] [--soak-s 600]
+                          [--soak-live 500] [--json PATH]
 
 - ``sequential``: ``Sandbox.create()`` then its first ``run_code``, one sandbox after another:
   each step's p50 and p99, and the server's CPU (its whole process tree) per sandbox made,
@@ -12,12 +12,16 @@ as agentic RL uses them: a sandbox per trajectory, made, used for a few cells, k
 - ``live``: that many sandboxes alive at once, each with its code context (one cell run):
   the server tree's proportional memory (PSS) per sandbox, beyond what it held idle, and a
   trivial cell's p50 and p99 with all of them alive; then one more cell in each, to see
-  that none was lost.
+  that none was lost, and the time to create one more with all of them alive.
+- ``soak`` (``--soak-s``, off by default): ``--soak-live`` sandboxes kept alive for that long
+  while 100 cells a second run in them and 10 a second are made and as many killed; every
+  error counted; then the server stops, and nothing of it may be left: no process, no mount.
 
 The targets (issue 55, on a 2-core machine) are printed beside each figure: create -> first
 result p50 <= 20 ms and p99 <= 100 ms; 0 failures in the burst; <= 6 MiB per live sandbox
-and a trivial cell p50 <= 5 ms with 2,000 alive. Absolute figures drift on shared machines:
-run it where nothing else runs.
+and a trivial cell p50 <= 5 ms with 2,000 alive; 0 errors and nothing left in a 10-minute soak
+of 500 live sandboxes. Absolute figures drift on shared machines: run it where nothing else
+runs.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,6 +48,8 @@ TARGETS = {
     "burst_failures": 0,
     "pss_per_live_sandbox_mib": 6.0,
     "cell_p50_with_all_live_ms": 5.0,
+    "soak_errors": 0,
+    "left_after_stop": 0,
 }
 
 
@@ -138,6 +145,9 @@ def live(opts: dict[str, Any], pid: int, count: int) -> dict[str, float]:
         lost = sum(
             1 for number, s in enumerate(sandboxes) if s.run_code("mine").text != str(number)
         )
+        started = time.perf_counter()
+        Sandbox.create(**opts).kill()
+        one_more_ms = (time.perf_counter() - started) * 1000
     finally:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda s: s.kill(), sandboxes))
@@ -147,7 +157,94 @@ def live(opts: dict[str, Any], pid: int, count: int) -> dict[str, float]:
         "cell_p50_with_all_live_ms": statistics.median(cells),
         "cell_p99_with_all_live_ms": _percentile(cells, 0.99),
         "live_sandboxes_that_lost_state": lost,
+        "create_with_all_live_ms": one_more_ms,
     }
+
+
+def soak(
+    opts: dict[str, Any], seconds: float, count: int, cells_per_s: float, creates_per_s: float
+) -> dict[str, float]:
+    """``count`` sandboxes alive for ``seconds``, cells run in them and sandboxes replaced at
+    the rates given; every error counted."""
+    import random
+    import threading
+
+    from e2b_code_interpreter import Sandbox
+
+    errors: list[str] = []
+    lock = threading.Lock()
+    live: list[Sandbox] = [Sandbox.create(timeout=3600, **opts) for _ in range(count)]
+    done = threading.Event()
+    cells = replaced = 0
+
+    def failed(exc: BaseException) -> None:
+        with lock:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    def paced(rate: float, one: Callable[[], None]) -> None:
+        step, due = 1 / rate, time.monotonic()
+        with ThreadPoolExecutor(8) as pool:
+            while not done.is_set():
+                due += step
+                pool.submit(one)
+                time.sleep(max(0.0, due - time.monotonic()))
+
+    def cell() -> None:
+        nonlocal cells
+        with lock:
+            sandbox = random.choice(live)
+        try:
+            if sandbox.run_code("21 * 2").text != "42":
+                raise RuntimeError("a cell answered wrong")
+            with lock:
+                cells += 1
+        except Exception as exc:
+            with lock:
+                still = sandbox in live
+            if still:  # a cell in one being replaced may find it gone: not an error
+                failed(exc)
+
+    def replace() -> None:
+        nonlocal replaced
+        try:
+            fresh = Sandbox.create(timeout=3600, **opts)
+            fresh.run_code("1")
+            with lock:
+                old = live.pop(random.randrange(len(live)))
+                live.append(fresh)
+                replaced += 1
+            old.kill()
+        except Exception as exc:
+            failed(exc)
+
+    workers = [
+        threading.Thread(target=paced, args=(cells_per_s, cell)),
+        threading.Thread(target=paced, args=(creates_per_s, replace)),
+    ]
+    for worker in workers:
+        worker.start()
+    time.sleep(seconds)
+    done.set()
+    for worker in workers:
+        worker.join()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda s: s.kill(), live))
+    for why in sorted(set(errors))[:5]:
+        print(f"  soak error: {why}", file=sys.stderr)
+    return {
+        "soak_errors": len(errors),
+        "soak_cells_per_s": cells / seconds,
+        "soak_replaced_per_s": replaced / seconds,
+    }
+
+
+def left_behind(tree: list[psutil.Process], pid: int) -> int:
+    """What of a stopped server is still here: processes of its tree, and mounts of its state
+    directory (named with its pid)."""
+    alive = sum(1 for process in tree if process.is_running() and process.status() != "zombie")
+    with open("/proc/self/mountinfo") as mounts:
+        mounted = sum(1 for line in mounts if "a2e-engine-" in line and f"-{pid}-" in line)
+    return alive + mounted
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,9 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sequential", type=int, default=200)
     parser.add_argument("--burst", type=int, default=200)
     parser.add_argument("--live", type=int, default=2000)
+    parser.add_argument("--soak-s", type=float, default=0.0)
+    parser.add_argument("--soak-live", type=int, default=500)
+    parser.add_argument("--soak-cells-per-s", type=float, default=100.0)
+    parser.add_argument("--soak-creates-per-s", type=float, default=10.0)
     parser.add_argument("--json", dest="json_path", default="")
     args = parser.parse_args(argv)
-    most = max(args.burst, args.live, 1) + 8
+    most = max(args.burst, args.live, args.soak_live if args.soak_s else 0, 1) + 32
     # One trainer is one client address, with three connections per sandbox in use (the
     # SDK's control plane, envd and code interpreter clients).
     connections = str(max(1024, 4 * args.burst))
@@ -175,6 +276,13 @@ def main(argv: list[str] | None = None) -> int:
             figures.update(burst(opts, args.burst))
         if args.live:
             figures.update(live(opts, pid, args.live))
+        if args.soak_s:
+            rates = (args.soak_cells_per_s, args.soak_creates_per_s)
+            figures.update(soak(opts, args.soak_s, args.soak_live, *rates))
+        tree = psutil.Process(pid).children(recursive=True)
+    if args.soak_s:
+        time.sleep(1.0)  # the server's own exit reaps the last of its tree
+        figures["left_after_stop"] = left_behind(tree, pid)
     for name, value in figures.items():
         target = TARGETS.get(name)
         print(

@@ -741,3 +741,23 @@ def test_the_kernel_profile_charges_each_sample_to_its_role_and_phase() -> None:
     assert profile.shares("program") == {"exit: teardown": 1.0}
     assert profile.shares("zygote") == {"syscall: wait4": 1.0}
     assert profile.shares("worker")["fork: copying page tables"] == 0.2
+
+
+def test_a2e_bench_sandboxes_drives_the_e2b_sdk_to_every_figure(tmp_path: Path) -> None:
+    """A small run of each part: sequential, burst, live, and a soak whose server leaves
+    nothing behind; each figure is there and sound."""
+    report_path = tmp_path / "sandboxes.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--sandboxes",
+         "--sequential", "3", "--burst", "4", "--live", "4", "--soak-s", "3",
+         "--soak-live", "4", "--soak-cells-per-s", "20", "--soak-creates-per-s", "2",
+         "--json", str(report_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(report_path.read_text())
+    assert figures["burst_failures"] == 0 and figures["soak_errors"] == 0
+    assert figures["live_sandboxes_that_lost_state"] == 0 and figures["left_after_stop"] == 0
+    assert 0 < figures["create_to_first_result_p50_ms"] < 10_000
+    assert 0 < figures["pss_per_live_sandbox_mib"] < 200 and figures["soak_cells_per_s"] > 0
+    assert "(target 20)" in done.stdout
