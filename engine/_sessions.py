@@ -20,6 +20,7 @@ from a2e_engine.engine._identities import SessionUids
 from a2e_engine.engine._memory_bound import MemoryBound
 from a2e_engine.engine._policy import Policy
 from a2e_engine.engine._session import SessionState
+from a2e_engine.sandbox._quota import SESSION_MOUNT
 
 __all__ = ["Sessions"]
 
@@ -79,7 +80,7 @@ class Sessions:
             capabilities=capabilities,
             policies=policies,
             id=uuid.uuid4().hex,
-            root=os.path.join(self.state_dir, uuid.uuid4().hex, "session"),
+            root=os.path.join(self.state_dir, uuid.uuid4().hex, SESSION_MOUNT),
             uid=uid,
             quota_mb=self.quota_mb,
             tenant=tenant,

@@ -329,6 +329,15 @@ class Stop(TypedDict):
     op: Literal["stop"]
 
 
+class Narrow(TypedDict):
+    """A worker now kept for a session: its mount namespace is to keep that session's mount
+    alone (``sandbox._quota.narrow``)."""
+
+    op: Literal["narrow"]
+    pid: int
+    keep: str
+
+
 # zygote -> supervisor
 
 
@@ -370,7 +379,7 @@ class Fatal(TypedDict):
 
 #: What a zygote says of its workers (a ``ZygoteListener`` hears these).
 AboutWorkers = Forked | Exited | SpawnFailed
-ControlMessage = Spawn | Stop | Ready | AboutWorkers | Fatal
+ControlMessage = Spawn | Stop | Narrow | Ready | AboutWorkers | Fatal
 
 
 def _declared(message: type) -> tuple[str, dict[str, type]]:
@@ -383,7 +392,8 @@ def _declared(message: type) -> tuple[str, dict[str, type]]:
 
 #: Each control message's fields and their exact types, read from the declarations above.
 CONTROL: dict[str, dict[str, type]] = dict(
-    _declared(message) for message in (Spawn, Stop, Ready, Forked, Exited, SpawnFailed, Fatal)
+    _declared(message)
+    for message in (Spawn, Stop, Narrow, Ready, Forked, Exited, SpawnFailed, Fatal)
 )
 
 

@@ -341,6 +341,7 @@ class WorkerPool:
                 if keep:
                     alive = ResidentWorker(taken, self._caps, self.config.zygote.limits)
                     job = cast(Job, {**job, "resident": True})
+                    self._narrow(job, taken)
             assert worker is not None
             queued_ms = int((loop.time() - queued_at) * 1000)
             seen_as = pid_of(worker.pidfd) or worker.pid
@@ -357,6 +358,13 @@ class WorkerPool:
                 self._running.pop(worker.pid, None)
             outcome.queued_ms = queued_ms
             return alive, outcome
+
+    def _narrow(self, job: Job, worker: WorkerHandle) -> None:
+        """A worker kept for a session from now on: its zygote has its mount namespace let
+        go of every other session's mount (``sandbox._quota.narrow``), as it runs its job."""
+        line = self._lines.get(job["zygote"])
+        if line is not None:
+            line.control.narrow(worker.pid, os.path.dirname(job["workspace"]))
 
     def _store_for(self, job: Job) -> SharedStore | None:
         """The store of the job's plugin, when it is the one plugin of its zygote

@@ -12,6 +12,13 @@ the session exists, so the engine's state directory is made a shared mount first
 keeps it as a slave (``sandbox._mount_template``) and sees every session mount appear and vanish.
 A supervisor that dies without cleaning up leaves that to its zygote; if both are killed at
 once, the next engine to start clears them (``sandbox._leftovers``).
+
+A worker a session keeps (``sandbox._resident``: an E2B sandbox's interpreter) would go on
+receiving every later session's mount, and hold a copy of each, for as long as it lives:
+thousands of kept workers would hold the square of that many mounts (kernel memory), and each
+new session would cost a mount in every one of them. So once a worker is kept, its zygote
+narrows its namespace (``narrow``, from a helper process that joins it): the state directory
+stops receiving there, and every other session's mount there is detached; its own stays.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ __all__ = [
     "enable",
     "mount_points",
     "mount_session_quota",
+    "narrow",
     "report",
     "share_state_dir",
     "unmount",
@@ -37,6 +45,9 @@ __all__ = [
 ]
 
 MNT_DETACH = 2
+UMOUNT_NOFOLLOW = 8
+#: The name of the mount point of a session's tmpfs, in its guard directory (engine._session).
+SESSION_MOUNT = "session"
 
 
 def enable(state_dir: str, workspace_mb: int) -> str | None:
@@ -102,11 +113,56 @@ def mount_points(tagged: str = "") -> list[str]:
             optional = fields[6 : fields.index("-")] if "-" in fields else []
             if tagged and not any(f.startswith(tagged) for f in optional):
                 continue
-            # Spaces, tabs, newlines and backslashes arrive as octal escapes.
-            points.append(
-                fields[4].encode("latin-1").decode("unicode_escape").encode("latin-1").decode()
-            )
+            points.append(_unescaped(fields[4]))
     return points
+
+
+def narrow(pid: int, keep: str, roots: tuple[str, ...]) -> None:
+    """In the zygote: worker ``pid``'s mount namespace made to keep, of the session mounts
+    under ``roots`` (the state directory), only ``keep`` (its own session's), and to receive no
+    more. Done by a helper process of its own, forked here and reaped with the zygote's other
+    children; nothing at all when the worker shares this process's mount namespace (no mount
+    layer): the host's mounts are never touched."""
+    if os.stat(f"/proc/{pid}/ns/mnt").st_ino == os.stat("/proc/self/ns/mnt").st_ino:
+        return
+    fds: list[int] = []
+    try:
+        fds.append(os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
+        fds.append(os.open(f"/proc/{pid}/mountinfo", os.O_RDONLY | os.O_CLOEXEC))  # read once in
+        if os.fork() == 0:  # pragma: no cover - the helper's life ends in _exit
+            code = 1
+            try:
+                syscalls.prctl(syscalls.PR_SET_PDEATHSIG, 9)
+                _narrow_here(fds[0], fds[1], keep, roots)
+                code = 0
+            finally:
+                os._exit(code)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _narrow_here(namespace: int, mountinfo: int, keep: str, roots: tuple[str, ...]) -> None:
+    """In the helper: join the namespace, stop it receiving, detach the other sessions'
+    mounts (never following a link: a guard directory is its session's own to fill)."""
+    syscalls.setns(namespace, syscalls.CLONE_NEWNS)
+    for root in roots:
+        syscalls.mount("none", root, None, syscalls.MS_REC | syscalls.MS_PRIVATE)
+    state_dirs = {root.rstrip("/") for root in roots}
+    chunks = []
+    while chunk := os.read(mountinfo, 1 << 16):
+        chunks.append(chunk)
+    for line in b"".join(chunks).decode("latin-1").splitlines():
+        point = _unescaped(line.split(" ")[4])
+        if point == keep or os.path.basename(point) != SESSION_MOUNT:
+            continue
+        if os.path.dirname(os.path.dirname(point)) in state_dirs:  # <state>/<guard>/session
+            syscalls.libc.umount2(os.fsencode(point), MNT_DETACH | UMOUNT_NOFOLLOW)
+
+
+def _unescaped(field: str) -> str:
+    """A mountinfo path: spaces, tabs, newlines and backslashes arrive as octal escapes."""
+    return field.encode("latin-1").decode("unicode_escape").encode("latin-1").decode()
 
 
 def unmount_tree(root: str) -> None:

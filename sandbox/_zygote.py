@@ -30,7 +30,7 @@ from a2e_engine.sandbox import _rlimits as rlimits
 from a2e_engine.sandbox import _userns as userns
 from a2e_engine.sandbox._messages import CONTROL_MAX, ControlMessage, check_control, control
 from a2e_engine.sandbox._preparation import Preparation, Worker
-from a2e_engine.sandbox._quota import unmount_tree
+from a2e_engine.sandbox._quota import narrow, unmount_tree
 from a2e_engine.sandbox._settings import ZygoteSettings
 from a2e_engine.sandbox._userns import host_pid
 from a2e_engine.sandbox._worker import run_worker
@@ -161,6 +161,11 @@ class Zygote:
         elif message["op"] == "stop":
             self.told_to_stop = True
             return False
+        elif message["op"] == "narrow" and message["pid"] in self.workers:
+            try:
+                narrow(message["pid"], message["keep"], self.settings.writable_paths)
+            except OSError:
+                pass  # gone meanwhile, or no namespace to narrow: it keeps what it has
         return True
 
     def abandoned(self) -> bool:

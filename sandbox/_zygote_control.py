@@ -79,6 +79,8 @@ class Control(Protocol):
 
     def spawn(self, profile: str, count: int) -> bool: ...
 
+    def narrow(self, pid: int, keep: str) -> None: ...
+
 
 #: A control made from the zygote's settings and plugins, its listener, start timeout and name.
 ControlFactory = Callable[[str, bytes, ZygoteListener, float, str], Control]
@@ -172,6 +174,16 @@ class ZygoteControl:
             self._lost(f"sending to it failed: {exc}")
             return False
         return True
+
+    def narrow(self, pid: int, keep: str) -> None:
+        """Worker ``pid``, now kept for a session whose mount is ``keep``: its namespace is to
+        let go of every other session's mount (``sandbox._quota.narrow``)."""
+        if self._sock is None or self._stopping:
+            return
+        try:
+            self._sock.send(control({"op": "narrow", "pid": pid, "keep": keep}))
+        except OSError as exc:
+            self._lost(f"sending to it failed: {exc}")
 
     def _close(self) -> None:
         if self._sock is not None and self._loop is not None:

@@ -92,6 +92,9 @@ class ThreadZygote:
             self._fork(profile)
         return True
 
+    def narrow(self, pid: int, keep: str) -> None:
+        """Its workers are threads of this process: no mount namespace of their own."""
+
     def _fork(self, profile: str) -> None:
         """A worker: the real pipes, and a stand-in for its pidfd that no signal reaches."""
         job_r, job_w = os.pipe2(os.O_CLOEXEC)

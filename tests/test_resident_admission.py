@@ -9,6 +9,7 @@ import pytest
 from a2e.caps.tools._client import ToolAPI
 from a2e_engine.engine import Engine, EngineConfig
 from tests.test_python_session import _cell, _residents
+from tests.waiting import wait_for
 
 
 def test_by_default_the_memory_bound_admits_them_not_a_count() -> None:
@@ -34,4 +35,47 @@ def test_by_default_the_memory_bound_admits_them_not_a_count() -> None:
             assert _cell(ToolAPI(clients[0]), "kept").data["display"] == [{"text/plain": "1"}]
         finally:
             for client in clients:
+                client.close()
+
+
+def _session_mounts(pid: int) -> list[str]:
+    """The session tmpfs mount points in process ``pid``'s mount namespace."""
+    with open(f"/proc/{pid}/mountinfo") as mounts:
+        points = [line.split(" ")[4] for line in mounts]
+    return [point for point in points if point.endswith("/session") and "a2e-engine-" in point]
+
+
+def test_a_kept_worker_holds_its_own_sessions_mount_alone() -> None:
+    """Each session's workspace is a tmpfs mounted where every pre-forked worker receives it;
+    a worker a session keeps lets go of every other session's mount and receives no more, so
+    that a thousand kept workers do not hold a million mounts between them. Its own stays,
+    and what it keeps works on."""
+    with Engine(config=EngineConfig(prefork=1, max_workers=2)) as engine:
+        if not engine.layers["disk_quota"]["active"]:
+            pytest.skip("no per-session tmpfs here: nothing to narrow")
+        residents = _residents(engine)
+        first = engine.connect()
+        others = [engine.connect() for _ in range(4)]
+        try:
+            for client in others[:2]:
+                assert _cell(ToolAPI(client), "1").success  # sessions made, and mounted
+            assert _cell(ToolAPI(first), "open('mine.txt', 'w').write('kept')").success
+            (kept,) = [
+                k.worker.worker.pid
+                for sid, k in residents._kept.items()
+                if k.worker is not None and sid == first.session_id
+            ]
+
+            def narrowed() -> bool:
+                return len(_session_mounts(kept)) == 1
+
+            assert wait_for(narrowed, 10), _session_mounts(kept)
+            for client in others[2:]:
+                assert _cell(ToolAPI(client), "1").success  # more sessions: not received
+            assert narrowed(), _session_mounts(kept)
+            assert _cell(ToolAPI(first), "open('mine.txt').read()").data["display"] == [
+                {"text/plain": "'kept'"}
+            ]
+        finally:
+            for client in [first, *others]:
                 client.close()

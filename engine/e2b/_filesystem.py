@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import logging
 import posixpath
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,6 +20,7 @@ from typing import Any
 from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Message, Receive
 
 from a2e.caps.tools._models import ToolResult
 from a2e_engine.engine._host import Refused
@@ -40,8 +42,9 @@ TOOL_TIMEOUT_S = 30
 PIECE_BYTES = 4 << 20
 #: The largest file ``/files`` moves, each way.
 MAX_FILE_BYTES = 256 << 20
-#: Files one upload may carry.
+#: Files one upload may carry, and what its body may hold in all.
 MAX_UPLOAD_FILES = 1000
+MAX_UPLOAD_BYTES = MAX_FILE_BYTES + (1 << 20)
 _TYPES = {"file": "FILE_TYPE_FILE", "dir": "FILE_TYPE_DIRECTORY", "link": "FILE_TYPE_SYMLINK"}
 _TYPE_BITS = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "link": stat.S_IFLNK}
 #: A file tool's exception, as the Connect code the SDK maps to its own exception.
@@ -55,6 +58,7 @@ _CODES = {
 }
 
 Handler = Callable[[Request, Sandbox], Awaitable[Response]]
+log = logging.getLogger("a2e.e2b")
 
 
 class _Failed(Exception):
@@ -222,7 +226,11 @@ async def download(request: Request, sandbox: Sandbox, path: str) -> Response:
         sent = len(piece)
         yield piece
         while piece and sent < size:
-            data = await _tool(sandbox, "read_file", _piece(where, sent))
+            try:
+                data = await _tool(sandbox, "read_file", _piece(where, sent))
+            except _Failed as exc:  # changed or gone as it was sent: the body ends short
+                log.info("a download of %s ended short: %s", path[:200], exc.message)
+                return
             piece = base64.b64decode(data.get("content_base64", ""))
             sent += len(piece)
             yield piece
@@ -240,6 +248,7 @@ async def upload(request: Request, sandbox: Sandbox, path: str | None) -> Respon
     ``path`` for one), or the raw body to ``path``; written in pieces, parents made."""
     paths = Paths(sandbox.workspace)
     written: list[dict[str, str]] = []
+    request = Request(request.scope, _bounded(request.receive, MAX_UPLOAD_BYTES))
     try:
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
             form = await request.form(max_files=MAX_UPLOAD_FILES, max_fields=MAX_UPLOAD_FILES)
@@ -259,7 +268,31 @@ async def upload(request: Request, sandbox: Sandbox, path: str | None) -> Respon
         return _file_error(exc)
     except ClientDisconnect:
         return _file_error(_Failed("invalid_argument", "the client went away mid-upload"))
+    except _TooLarge:
+        message = f"the upload is past {MAX_UPLOAD_BYTES} bytes"
+        return json_response({"code": 413, "message": message}, status=413)
     return json_response(written)
+
+
+class _TooLarge(Exception):
+    """An upload's body ran past ``MAX_UPLOAD_BYTES``."""
+
+
+def _bounded(receive: Receive, limit: int) -> Receive:
+    """``receive``, raising ``_TooLarge`` once the body has brought more than ``limit``
+    bytes: a multipart body is spooled to the server's disk as it is parsed."""
+    seen = 0
+
+    async def bounded() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise _TooLarge
+        return message
+
+    return bounded
 
 
 async def _write(sandbox: Sandbox, paths: Paths, target: str, pieces: AsyncIterator[bytes]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import math
 import shlex
 import signal
@@ -43,6 +44,8 @@ from a2e_engine.engine.e2b._sandboxes import Sandbox
 from a2e_engine.sandbox._call_input import CallInput, InputRefused
 
 __all__ = ["MAX_PROCESSES", "ProcessService"]
+
+log = logging.getLogger("a2e.e2b")
 
 #: Commands one sandbox may have running at once.
 MAX_PROCESSES = 64
@@ -253,6 +256,9 @@ class ProcessService:
                         result = item
         except Refused as exc:
             process.error = RpcError("resource_exhausted", exc.error.message)
+        except Exception:  # the engine's own fault: said to the client, logged here
+            log.exception("command %d of sandbox %s failed in the engine", process.pid, sandbox.id)
+            process.error = RpcError("internal", "the engine failed running the command")
         finally:
             if process.stdin is not None:
                 process.stdin.detach()
