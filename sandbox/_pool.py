@@ -341,7 +341,6 @@ class WorkerPool:
                 if keep:
                     alive = ResidentWorker(taken, self._caps, self.config.zygote.limits)
                     job = cast(Job, {**job, "resident": True})
-                    self._narrow(job, taken)
             assert worker is not None
             queued_ms = int((loop.time() - queued_at) * 1000)
             seen_as = pid_of(worker.pidfd) or worker.pid
@@ -349,6 +348,8 @@ class WorkerPool:
             try:
                 if alive is not None:
                     outcome = await alive.run(job, deadline, on_event, stop)
+                    if supply is not None and alive.alive:  # its first job: its own namespace
+                        self._narrow(job, worker)
                 else:
                     limits, shared = self.config.zygote.limits, self._share_sink(job)
                     outcome = await run_job(
@@ -360,8 +361,9 @@ class WorkerPool:
             return alive, outcome
 
     def _narrow(self, job: Job, worker: WorkerHandle) -> None:
-        """A worker kept for a session from now on: its zygote has its mount namespace let
-        go of every other session's mount (``sandbox._quota.narrow``), as it runs its job."""
+        """A worker kept for a session, its first job done (it has its own mount namespace by
+        then): its zygote has that namespace let go of every other session's mount
+        (``sandbox._quota.narrow``), while it waits for its next job."""
         line = self._lines.get(job["zygote"])
         if line is not None:
             line.control.narrow(worker.pid, os.path.dirname(job["workspace"]))

@@ -117,17 +117,20 @@ def mount_points(tagged: str = "") -> list[str]:
     return points
 
 
-def narrow(pid: int, keep: str, roots: tuple[str, ...]) -> None:
+def narrow(pid: int, keep: str, roots: tuple[str, ...], template_fd: int) -> None:
     """In the zygote: worker ``pid``'s mount namespace made to keep, of the session mounts
     under ``roots`` (the state directory), only ``keep`` (its own session's), and to receive no
     more. Done by a helper process of its own, forked here and reaped with the zygote's other
-    children; nothing at all when the worker shares this process's mount namespace (no mount
-    layer): the host's mounts are never touched."""
-    if os.stat(f"/proc/{pid}/ns/mnt").st_ino == os.stat("/proc/self/ns/mnt").st_ino:
-        return
+    children. Nothing at all unless the namespace is the worker's own copy: not this process's
+    (no mount layer: the host's mounts are never touched), nor the template's
+    (``template_fd``: a worker between joining it and copying it; every later worker is a
+    copy of it)."""
     fds: list[int] = []
     try:
         fds.append(os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
+        shared = (os.stat("/proc/self/ns/mnt").st_ino, os.fstat(template_fd).st_ino)
+        if os.fstat(fds[0]).st_ino in shared:  # the very namespace the helper would join
+            return
         fds.append(os.open(f"/proc/{pid}/mountinfo", os.O_RDONLY | os.O_CLOEXEC))  # read once in
         if os.fork() == 0:  # pragma: no cover - the helper's life ends in _exit
             code = 1

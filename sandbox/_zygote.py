@@ -162,10 +162,13 @@ class Zygote:
             self.told_to_stop = True
             return False
         elif message["op"] == "narrow" and message["pid"] in self.workers:
+            mounts = self.prep.mounts
             try:
-                narrow(message["pid"], message["keep"], self.settings.writable_paths)
+                if mounts is not None:
+                    paths = self.settings.writable_paths
+                    narrow(message["pid"], message["keep"], paths, mounts.template_fd)
             except OSError:
-                pass  # gone meanwhile, or no namespace to narrow: it keeps what it has
+                pass  # gone meanwhile: it keeps what it has
         return True
 
     def abandoned(self) -> bool:

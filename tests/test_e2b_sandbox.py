@@ -205,6 +205,54 @@ def test_files_move_both_ways_and_the_tree_is_e2bs(sandbox: Sandbox) -> None:
     assert [w.path for w in written] == ["/home/user/m/1", "/home/user/m/2"]
 
 
+def test_a_watched_directory_reports_what_changed(
+    service: ServiceProcess, sandbox: Sandbox
+) -> None:
+    """The sync SDK's watcher (create, get events, stop) and the async SDK's stream both
+    report what was created, written, removed, with its entry when asked."""
+    import asyncio
+
+    from e2b_code_interpreter import AsyncSandbox
+
+    files = sandbox.files
+    files.write("/home/user/w/old.txt", "old")
+    handle = files.watch_dir("/home/user/w", recursive=True, include_entry=True)
+    files.write("/home/user/w/new.txt", "new")
+    files.write("/home/user/w/old.txt", "changed, longer")
+    files.make_dir("/home/user/w/sub")
+    files.write("/home/user/w/sub/deep.txt", "deep")
+    events = {(e.name, e.type.value) for e in handle.get_new_events()}
+    assert events == {
+        ("new.txt", "create"),
+        ("old.txt", "write"),
+        ("sub", "create"),
+        ("sub/deep.txt", "create"),
+    }, events
+    files.remove("/home/user/w/new.txt")
+    gone = handle.get_new_events()
+    assert [(e.name, e.type.value) for e in gone] == [("new.txt", "remove")]
+    assert handle.get_new_events() == []
+    handle.stop()
+    with pytest.raises(FileNotFoundException):
+        files.watch_dir("/home/user/nowhere")
+
+    async def streamed() -> list[tuple[str, str]]:
+        seen: list[tuple[str, str]] = []
+        same = await AsyncSandbox.connect(sandbox.sandbox_id, **_opts(service))
+        watching = await same.files.watch_dir(
+            "/home/user/w", on_event=lambda e: seen.append((e.name, e.type.value))
+        )
+        await same.files.write("/home/user/w/streamed.txt", "s")
+        for _ in range(50):
+            if seen:
+                break
+            await asyncio.sleep(0.1)
+        await watching.stop()
+        return seen
+
+    assert asyncio.run(streamed()) == [("streamed.txt", "create")]
+
+
 def test_signed_urls_open_one_file_one_way_until_they_expire(sandbox: Sandbox) -> None:
     sandbox.files.write("/home/user/signed.txt", "signed")
     url = sandbox.download_url("/home/user/signed.txt")

@@ -79,3 +79,42 @@ def test_a_kept_worker_holds_its_own_sessions_mount_alone() -> None:
         finally:
             for client in [first, *others]:
                 client.close()
+
+
+def test_narrowing_never_touches_the_template_nor_the_zygotes_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker taken between joining the template and copying it is in the template's
+    namespace: narrowing it would strip every later worker of the sessions' mounts. Narrowing
+    acts on a worker's own copy alone, judged on the very namespace it would join."""
+    import os
+    import subprocess
+    import sys
+
+    from a2e_engine.sandbox import _quota
+
+    if os.geteuid() != 0:
+        pytest.skip("a mount namespace of its own needs root")
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; from a2e_engine.sandbox import _syscalls as s;"
+         " s.unshare(s.CLONE_NEWNS); print(1, flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline()
+        forked: list[bool] = []
+        monkeypatch.setattr(_quota.os, "fork", lambda: forked.append(True) or 1)
+        own = os.open("/proc/self/ns/mnt", os.O_RDONLY)
+        theirs = os.open(f"/proc/{child.pid}/ns/mnt", os.O_RDONLY)
+        try:
+            _quota.narrow(os.getpid(), "/k", ("/s",), theirs)  # the zygote's own: no
+            _quota.narrow(child.pid, "/k", ("/s",), theirs)  # the template's: no
+            assert forked == []
+            _quota.narrow(child.pid, "/k", ("/s",), own)  # a copy of its own: yes
+            assert forked == [True]
+        finally:
+            os.close(own)
+            os.close(theirs)
+    finally:
+        child.kill()
+        child.wait()

@@ -4,7 +4,7 @@ worker of the sandbox (``tools._files``: confined to the workspace for writes, t
 read roots for reads, never following a link out), in E2B's shapes.
 
 ``/files`` moves a file of any size in pieces of ``PIECE_BYTES`` (one tool call each), up to
-``MAX_FILE_BYTES``. Watching a directory is not served yet, and says so.
+``MAX_FILE_BYTES``. Watching a directory compares listings (``_watching``).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from a2e.caps.tools._models import ToolResult
 from a2e_engine.engine._host import Refused
 from a2e_engine.engine.e2b._connect_rpc import (
     RpcError,
-    error_response,
     read_request,
     unary_response,
 )
 from a2e_engine.engine.e2b._in_sandbox import Paths, call_tool, failure_of
 from a2e_engine.engine.e2b._sandboxes import Sandbox
+from a2e_engine.engine.e2b._watching import Watchers
 from a2e_engine.engine.service._responses import json_response
 
 __all__ = ["FilesystemService", "download", "upload"]
@@ -90,7 +90,11 @@ def _failed(result: ToolResult, paths: Paths) -> _Failed:
 
 
 class FilesystemService:
-    """The filesystem service's unary methods, in E2B's shapes."""
+    """The filesystem service, in E2B's shapes: its unary methods here, its watchers'
+    (``_watching``) over the same file tools."""
+
+    def __init__(self) -> None:
+        self.watchers = Watchers(_listed, _entry)
 
     def methods(self) -> dict[str, Handler]:
         return {
@@ -99,11 +103,12 @@ class FilesystemService:
             "MakeDir": _rpc(self._make_dir),
             "Move": _rpc(self._move),
             "Remove": _rpc(self._remove),
-            "WatchDir": _not_served(),
-            "CreateWatcher": _not_served(),
-            "GetWatcherEvents": _not_served(),
-            "RemoveWatcher": _not_served(),
+            **self.watchers.methods(),
         }
+
+    def forget(self, sandbox: Sandbox) -> None:
+        """``sandbox`` ended: its watchers go."""
+        self.watchers.forget(sandbox)
 
     async def _stat(self, sandbox: Sandbox, message: dict[str, Any]) -> dict[str, Any]:
         paths = Paths(sandbox.workspace)
@@ -159,12 +164,12 @@ def _rpc(
     return handle
 
 
-def _not_served() -> Handler:
-    async def refuse(request: Request, sandbox: Sandbox) -> Response:
-        why = "watching a directory is not served by this server yet"
-        return error_response(RpcError("unimplemented", why))
-
-    return refuse
+async def _listed(sandbox: Sandbox, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``list_dir`` in the sandbox, a failure as the Connect error it reads as."""
+    try:
+        return await _tool(sandbox, "list_dir", arguments)
+    except _Failed as exc:
+        raise RpcError(exc.code, exc.message) from None
 
 
 def _path(message: dict[str, Any], name: str) -> str:

@@ -108,6 +108,7 @@ class SandboxSide:
 
     def _ended(self, sandbox: Sandbox) -> None:
         self.processes.forget(sandbox)
+        self.filesystem.forget(sandbox)
         self.interpreter.forget(sandbox)
 
     def _for(
