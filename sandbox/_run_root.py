@@ -43,6 +43,7 @@ from a2e_engine.sandbox._quota import mount_points
 __all__ = ["RunRoot", "enter", "plan", "prepare", "program_writable", "report_off"]
 
 MS_MOVE = 8192
+MNT_DETACH = 2
 
 #: Top-level directories every run layer has, empty, besides the host's own top-level names.
 FRESH = ("home", "mnt", "opt", "root", "srv", "media", "var", "run")
@@ -340,6 +341,11 @@ def _build(root: RunRoot, held: dict[str, int]) -> None:
         if path not in held:
             continue
         syscalls.mount(f"/proc/self/fd/{held[path]}", new + path, None, tree)
+    for path in root.shared:
+        if path in held:
+            # The copy beneath the new root would go on receiving every session's mount,
+            # out of sight and out of reach, for the worker's whole life: detached.
+            syscalls.libc.umount2(os.fsencode(f"/proc/self/fd/{held[path]}"), MNT_DETACH)
     os.chdir(new)
     syscalls.mount(".", "/", None, MS_MOVE)
     os.chroot(".")
