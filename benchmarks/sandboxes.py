@@ -10,7 +10,8 @@ as agentic RL uses them: a sandbox per trajectory, made, used for a few cells, k
 - ``burst``: that many clients at once, each creating a sandbox, running 3 cells, killing
   it: failures (the target is none) and the wall time.
 - ``live``: that many sandboxes alive at once, each with its code context (one cell run):
-  the server tree's proportional memory (PSS) per sandbox, beyond what it held idle, and a
+  the server tree's proportional memory (PSS) per sandbox, beyond what it held idle, what
+  the kernel's slab caches grew by per sandbox (mounts, inodes: not in any PSS), and a
   trivial cell's p50 and p99 with all of them alive; then one more cell in each, to see
   that none was lost, and the time to create one more with all of them alive.
 - ``soak`` (``--soak-s``, off by default): ``--soak-live`` sandboxes kept alive for that long
@@ -73,6 +74,19 @@ def _tree_pss_mib(root: int) -> float:
     return total / 2**20
 
 
+def _kernel_slab_mib() -> float | None:
+    """What the kernel's slab caches hold, in MiB (``/proc/meminfo``'s ``Slab``): the mount
+    structures and inodes a sandbox costs beyond its processes' PSS."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("Slab:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def sequential(opts: dict[str, Any], pid: int, count: int) -> dict[str, float]:
     from e2b_code_interpreter import Sandbox
 
@@ -129,14 +143,14 @@ def burst(opts: dict[str, Any], count: int) -> dict[str, float]:
 def live(opts: dict[str, Any], pid: int, count: int) -> dict[str, float]:
     from e2b_code_interpreter import Sandbox
 
-    idle_mib = _tree_pss_mib(pid)
+    idle_mib, idle_slab = _tree_pss_mib(pid), _kernel_slab_mib()
     sandboxes: list[Sandbox] = []
     try:
         for number in range(count):
             sandbox = Sandbox.create(timeout=3600, **opts)
             sandboxes.append(sandbox)
             sandbox.run_code(f"mine = {number}")
-        held_mib = _tree_pss_mib(pid)
+        held_mib, held_slab = _tree_pss_mib(pid), _kernel_slab_mib()
         cells = []
         for sandbox in sandboxes[:: max(1, count // 200)]:
             started = time.perf_counter()
@@ -154,6 +168,11 @@ def live(opts: dict[str, Any], pid: int, count: int) -> dict[str, float]:
     return {
         "live_sandboxes": count,
         "pss_per_live_sandbox_mib": (held_mib - idle_mib) / max(1, count),
+        "kernel_slab_per_live_sandbox_mib": (
+            (held_slab - idle_slab) / max(1, count)
+            if held_slab is not None and idle_slab is not None
+            else -1.0
+        ),
         "cell_p50_with_all_live_ms": statistics.median(cells),
         "cell_p99_with_all_live_ms": _percentile(cells, 0.99),
         "live_sandboxes_that_lost_state": lost,

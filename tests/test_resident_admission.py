@@ -103,7 +103,12 @@ def test_narrowing_never_touches_the_template_nor_the_zygotes_namespace(
     try:
         assert child.stdout is not None and child.stdout.readline()
         forked: list[bool] = []
-        monkeypatch.setattr(_quota.os, "fork", lambda: forked.append(True) or 1)
+
+        def fork() -> int:
+            forked.append(True)
+            return 1  # the parent's side: no helper runs
+
+        monkeypatch.setattr(_quota.os, "fork", fork)
         own = os.open("/proc/self/ns/mnt", os.O_RDONLY)
         theirs = os.open(f"/proc/{child.pid}/ns/mnt", os.O_RDONLY)
         try:
