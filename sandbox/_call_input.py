@@ -53,11 +53,6 @@ class CallInput:
         self._worker: WorkerHandle | None = None
         self._writing = False
 
-    @property
-    def open(self) -> bool:
-        """Whether ``send`` may still be called."""
-        return not (self._ending or self._gone)
-
     def send(self, data: bytes) -> None:
         """``data`` for the tool to read, after what was sent before; ``InputRefused`` once
         ended, once the worker is gone, or past ``MAX_PENDING_BYTES`` not read yet."""

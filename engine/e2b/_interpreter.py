@@ -122,15 +122,14 @@ class Interpreter:
             return _refused(exc)
         env = {**sandbox.env_vars, **(body.env_vars or {})}
         paths = Paths(sandbox.workspace)
-        timeout = self.max_timeout
+        cwd = paths.inside(context.cwd)
         if context.language == "bash":
-            arguments: dict[str, Any] = {"command": body.code, "env": {"PWD": context.cwd, **env}}
-            arguments["cwd"] = paths.inside(context.cwd)
-            call = ToolCallRequest(tool_name="run_shell", arguments=arguments, timeout=timeout)
+            tool = "run_shell"
+            arguments = {"command": body.code, "env": {"PWD": context.cwd, **env}, "cwd": cwd}
         else:
-            arguments = {"code": body.code, "context": context.id, "env": env}
-            arguments["cwd"] = paths.inside(context.cwd)
-            call = ToolCallRequest(tool_name="python_session", arguments=arguments, timeout=timeout)
+            tool = "python_session"
+            arguments = {"code": body.code, "context": context.id, "env": env, "cwd": cwd}
+        call = ToolCallRequest(tool_name=tool, arguments=arguments, timeout=self.max_timeout)
         return StreamingResponse(_lines(sandbox, call, paths), media_type="application/x-ndjson")
 
     def _context(self, sandbox: Sandbox, body: _Execute) -> _Context:
