@@ -241,3 +241,58 @@ def test_a_client_that_hangs_up_mid_body_leaves_no_traceback(service: ServicePro
     assert httpx.get(f"{service.url}/healthz", timeout=10).status_code == 200
     time.sleep(0.5)  # what the server logs of it, if anything, has reached its stderr
     assert not any("Traceback" in line for line in service.stderr), "".join(service.stderr)
+
+
+def test_past_the_memory_bound_a_new_sandbox_is_refused_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Sandboxes whose interpreters hold memory fill the sandbox's bound: past its high-water
+    mark a new one is refused with E2B's 429 saying so (the SDK's ``RateLimitException``),
+    never left to the host's OOM killer; those alive keep their state (or, where the bound's
+    relief ended one, say it is gone), and once sandboxes are killed another can be made."""
+    folder = tmp_path_factory.mktemp("bound")
+    config = folder / "engine.toml"
+    config.write_text("[engine.admission]\nsandbox_memory_mb = 400\n")
+    process = ServiceProcess("--token", KEYS[0], "--config", str(config))
+    opts = _opts(process)
+    alive: list[Any] = []
+    try:
+        from e2b_code_interpreter import Sandbox as CodeSandbox
+
+        refused = None
+        for _ in range(12):
+            try:
+                sandbox = CodeSandbox.create(timeout=120, **opts)
+            except RateLimitException as exc:
+                refused = exc
+                break
+            alive.append(sandbox)
+            sandbox.run_code("held = bytearray(60 << 20); held[::4096] = b'x' * len(held[::4096])")
+        assert refused is not None, "twelve sandboxes of 60 MiB fit in a bound of 400 MiB"
+        assert "MiB" in str(refused) and "\n" not in str(refused), str(refused)
+        kept = 0
+        for sandbox in alive:  # each one kept its state, or was ended (the bound's relief)
+            try:
+                kept += sandbox.run_code("len(held) >> 20").text == "60"
+            except SandboxException:
+                continue
+        assert kept >= 2
+        assert httpx.get(f"{process.url}/healthz", timeout=10).status_code == 200
+        alive.pop().kill()
+        alive.pop().kill()
+        assert wait_for(lambda: _made(opts, alive), 30)
+    finally:
+        for sandbox in alive:
+            sandbox.kill()
+        process.stop()
+
+
+def _made(opts: dict[str, Any], alive: list[Any]) -> bool:
+    """Whether a sandbox can be made now (kept in ``alive`` to be killed)."""
+    from e2b_code_interpreter import Sandbox as CodeSandbox
+
+    try:
+        alive.append(CodeSandbox.create(timeout=60, **opts))
+    except RateLimitException:
+        return False
+    return True
