@@ -12,6 +12,7 @@ if the stream failed. Nothing here is compressed: the SDK asks for ``identity``.
 from __future__ import annotations
 
 import asyncio
+import re
 import struct
 from collections.abc import AsyncIterator
 from typing import Any
@@ -30,13 +31,15 @@ __all__ = [
     "read_envelopes",
     "read_request",
     "unary_response",
+    "whole_number",
 ]
 
 STREAM_MEDIA_TYPE = "application/connect+json"
 #: A request message, at most: a path, a command line and its environment fit many times.
 MAX_REQUEST_BYTES = 1 << 20
-#: How long a request's body may take to arrive.
+#: How long a request's body may take to arrive, and a client stream may send nothing.
 BODY_TIMEOUT_S = 30.0
+STREAM_IDLE_S = 120.0
 _END_OF_STREAM = 0x02
 _COMPRESSED = 0x01
 _HEADER = struct.Struct(">BI")
@@ -113,8 +116,17 @@ async def read_envelopes(request: Request) -> AsyncIterator[dict[str, Any]]:
     """A client stream's messages, each as its envelope arrives whole (each within
     ``MAX_REQUEST_BYTES``); ``RpcError`` for one that does not read."""
     pending = bytearray()
+    chunks = aiter(request.stream())
     try:
-        async for chunk in request.stream():
+        while True:
+            try:
+                chunk = await asyncio.wait_for(anext(chunks), STREAM_IDLE_S)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                raise RpcError(
+                    "deadline_exceeded", "the stream sent nothing for too long"
+                ) from None
             pending += chunk
             while len(pending) >= _HEADER.size:
                 flags, length = _HEADER.unpack_from(pending)
@@ -141,6 +153,21 @@ def _message(body: bytes) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise RpcError("invalid_argument", "the request must be a JSON object")
     return message
+
+
+def whole_number(value: Any) -> int | None:
+    """``value`` as the non-negative integer proto3 JSON may send it as (a number, or ASCII
+    digits for an int64: never ``²``, never 5,000 digits); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value < 1 << 63 else None
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
+        return int(value)
+    return None
+
+
+_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 def frame(message: dict[str, Any]) -> bytes:

@@ -98,7 +98,8 @@ class E2BEndpoint:
         """``per_client``: the sandboxes one client may hold live at once."""
         self.sandboxes = Sandboxes(host, per_client)
         #: Each sandbox's own side: its commands, files and code (``_sandbox_side``).
-        self.sandbox_side = SandboxSide(self.sandboxes, host.status().max_timeout)
+        status = host.status()
+        self.sandbox_side = SandboxSide(self.sandboxes, status.max_timeout, status.max_workers)
 
     async def stop(self) -> None:
         """The service stops: every sandbox ends with it."""

@@ -9,6 +9,7 @@ read roots for reads, never following a link out), in E2B's shapes.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import logging
@@ -17,7 +18,8 @@ import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from starlette.datastructures import UploadFile
+from python_multipart.exceptions import FormParserError
+from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Message, Receive
@@ -28,6 +30,7 @@ from a2e_engine.engine.e2b._connect_rpc import (
     RpcError,
     read_request,
     unary_response,
+    whole_number,
 )
 from a2e_engine.engine.e2b._in_sandbox import Paths, call_tool, failure_of
 from a2e_engine.engine.e2b._sandboxes import Sandbox
@@ -45,6 +48,8 @@ MAX_FILE_BYTES = 256 << 20
 #: Files one upload may carry, and what its body may hold in all.
 MAX_UPLOAD_FILES = 1000
 MAX_UPLOAD_BYTES = MAX_FILE_BYTES + (1 << 20)
+#: How long an upload's body may bring nothing before it is given up.
+BODY_IDLE_S = 30.0
 _TYPES = {"file": "FILE_TYPE_FILE", "dir": "FILE_TYPE_DIRECTORY", "link": "FILE_TYPE_SYMLINK"}
 _TYPE_BITS = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "link": stat.S_IFLNK}
 #: A file tool's exception, as the Connect code the SDK maps to its own exception.
@@ -117,9 +122,9 @@ class FilesystemService:
 
     async def _list_dir(self, sandbox: Sandbox, message: dict[str, Any]) -> dict[str, Any]:
         paths = Paths(sandbox.workspace)
-        depth = message.get("depth", 1)
-        if isinstance(depth, str) and depth.isdigit():
-            depth = int(depth)
+        depth = whole_number(message.get("depth", 1))
+        if depth is None:
+            raise _Failed("invalid_argument", "depth must be a whole number")
         arguments = {"path": paths.inside(_path(message, "path")), "depth": depth, "full": True}
         listed = await _tool(sandbox, "list_dir", arguments)
         entries = [_entry(facts, paths) for facts in listed.get("entries", [])]
@@ -256,18 +261,15 @@ async def upload(request: Request, sandbox: Sandbox, path: str | None) -> Respon
     request = Request(request.scope, _bounded(request.receive, MAX_UPLOAD_BYTES))
     try:
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            form = await request.form(max_files=MAX_UPLOAD_FILES, max_fields=MAX_UPLOAD_FILES)
-            parts = [part for part in form.getlist("file") if isinstance(part, UploadFile)]
-            if not parts:
-                raise _Failed("invalid_argument", "the body holds no 'file' part")
-            for part in parts:
-                target = (path if len(parts) == 1 and path else part.filename) or ""
-                await _write(sandbox, paths, target, _file_pieces(part))
+            for target in await _write_multipart(request, sandbox, paths, path):
                 written.append(_written(paths, target))
         else:
             if not path:
                 raise _Failed("invalid_argument", "path is needed for a body that is a file")
-            await _write(sandbox, paths, path, _body_pieces(request))
+            writer = _Writer(sandbox, paths, path)
+            async for chunk in request.stream():
+                await writer.add(chunk)
+            await writer.finish()
             written.append(_written(paths, path))
     except _Failed as exc:
         return _file_error(exc)
@@ -276,6 +278,9 @@ async def upload(request: Request, sandbox: Sandbox, path: str | None) -> Respon
     except _TooLarge:
         message = f"the upload is past {MAX_UPLOAD_BYTES} bytes"
         return json_response({"code": 413, "message": message}, status=413)
+    except _TooSlow:
+        message = f"the upload's body stopped coming for {BODY_IDLE_S:g} s"
+        return json_response({"code": 408, "message": message}, status=408)
     return json_response(written)
 
 
@@ -283,14 +288,21 @@ class _TooLarge(Exception):
     """An upload's body ran past ``MAX_UPLOAD_BYTES``."""
 
 
+class _TooSlow(Exception):
+    """An upload's body stopped coming for ``BODY_IDLE_S``."""
+
+
 def _bounded(receive: Receive, limit: int) -> Receive:
     """``receive``, raising ``_TooLarge`` once the body has brought more than ``limit``
-    bytes: a multipart body is spooled to the server's disk as it is parsed."""
+    bytes, and ``_TooSlow`` when it brings nothing for ``BODY_IDLE_S``."""
     seen = 0
 
     async def bounded() -> Message:
         nonlocal seen
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), BODY_IDLE_S)
+        except TimeoutError:
+            raise _TooSlow from None
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
             if seen > limit:
@@ -300,48 +312,120 @@ def _bounded(receive: Receive, limit: int) -> Receive:
     return bounded
 
 
-async def _write(sandbox: Sandbox, paths: Paths, target: str, pieces: AsyncIterator[bytes]) -> None:
-    if not target or "\0" in target:
-        raise _Failed("invalid_argument", "each file needs a path")
-    where, mode, total = paths.inside(target), "overwrite", 0
-    async for piece in _sized(pieces):
-        total += len(piece)
-        if total > MAX_FILE_BYTES:
-            raise _Failed("invalid_argument", f"{target} is past {MAX_FILE_BYTES} bytes")
+class _Writer:
+    """One file written in the sandbox as its bytes come, a piece of ``PIECE_BYTES`` at a
+    time (one tool call each): the server holds one piece of it at most."""
+
+    def __init__(self, sandbox: Sandbox, paths: Paths, target: str) -> None:
+        if not target or "\0" in target:
+            raise _Failed("invalid_argument", "each file needs a path")
+        self.sandbox, self.target = sandbox, target
+        self.where, self.mode = paths.inside(target), "overwrite"
+        self.pending, self.total = bytearray(), 0
+
+    async def add(self, data: bytes) -> None:
+        self.total += len(data)
+        if self.total > MAX_FILE_BYTES:
+            raise _Failed("invalid_argument", f"{self.target} is past {MAX_FILE_BYTES} bytes")
+        self.pending += data
+        while len(self.pending) >= PIECE_BYTES:
+            await self._put(bytes(self.pending[:PIECE_BYTES]))
+            del self.pending[:PIECE_BYTES]
+
+    async def finish(self) -> None:
+        """What is left, or the empty file that nothing was written to yet."""
+        if self.pending or self.mode == "overwrite":
+            await self._put(bytes(self.pending))
+            self.pending.clear()
+
+    async def _put(self, piece: bytes) -> None:
         arguments = {
-            "path": where,
+            "path": self.where,
             "content": base64.b64encode(piece).decode(),
             "encoding": "base64",
-            "mode": mode,
+            "mode": self.mode,
             "make_dirs": True,
         }
-        await _tool(sandbox, "write_file", arguments)
-        mode = "append"
+        await _tool(self.sandbox, "write_file", arguments)
+        self.mode = "append"
 
 
-async def _sized(pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The bytes of ``pieces`` again as pieces of ``PIECE_BYTES`` (the last shorter; one
-    empty piece for an empty file)."""
-    pending = bytearray()
-    sent = False
-    async for chunk in pieces:
-        pending += chunk
-        while len(pending) >= PIECE_BYTES:
-            yield bytes(pending[:PIECE_BYTES])
-            del pending[:PIECE_BYTES]
-            sent = True
-    if pending or not sent:
-        yield bytes(pending)
+async def _write_multipart(
+    request: Request, sandbox: Sandbox, paths: Paths, path: str | None
+) -> list[str]:
+    """Each ``file`` part of a multipart body written as it is parsed (never the whole body
+    held, nor spooled): its filename the path, or ``path`` for the one part the SDK sends it
+    with; the paths written, in order."""
+    _, options = parse_options_header(request.headers.get("content-type", ""))
+    boundary = options.get(b"boundary")
+    if not boundary:
+        raise _Failed("invalid_argument", "the multipart body names no boundary")
+    events: list[tuple[str, bytes]] = []
 
+    def note(kind: str) -> Callable[..., None]:
+        def noted(data: bytes = b"", start: int = 0, end: int = 0) -> None:
+            events.append((kind, data[start:end]))
 
-async def _file_pieces(part: UploadFile) -> AsyncIterator[bytes]:
-    while chunk := await part.read(PIECE_BYTES):
-        yield chunk
+        return noted
 
-
-async def _body_pieces(request: Request) -> AsyncIterator[bytes]:
+    kinds = ("part_begin", "header_field", "header_value", "header_end", "part_data", "part_end")
+    callbacks: Any = {f"on_{kind}": note(kind) for kind in kinds}
+    parser = MultipartParser(boundary, callbacks)
+    headers: dict[bytes, bytes] = {}
+    field = value = b""
+    writer: _Writer | None = None
+    judged = False  # whether the part's headers were read for a file to write
+    targets: list[str] = []
     async for chunk in request.stream():
-        yield chunk
+        try:
+            parser.write(chunk)
+        except FormParserError as exc:
+            raise _Failed("invalid_argument", f"the multipart body does not read: {exc}") from None
+        for kind, data in events:
+            if kind == "part_begin":
+                headers, field, value, judged = {}, b"", b"", False
+            elif kind == "header_field":
+                field += data
+            elif kind == "header_value":
+                value += data
+            elif kind == "header_end":
+                headers[field.lower()], field, value = value, b"", b""
+            elif kind in ("part_data", "part_end"):
+                if not judged:
+                    writer = _part_writer(sandbox, paths, path, headers, targets)
+                    judged = True
+                if writer is not None and kind == "part_data":
+                    await writer.add(data)
+                elif writer is not None:
+                    await writer.finish()
+                    writer = None
+        events.clear()
+    if not targets:
+        raise _Failed("invalid_argument", "the body holds no 'file' part")
+    return targets
+
+
+def _part_writer(
+    sandbox: Sandbox,
+    paths: Paths,
+    path: str | None,
+    headers: dict[bytes, bytes],
+    targets: list[str],
+) -> _Writer | None:
+    """The writer of a ``file`` part (its target added to ``targets``); None for any other
+    part, whose bytes are passed over."""
+    _, options = parse_options_header(headers.get(b"content-disposition", b""))
+    if options.get(b"name") != b"file":
+        return None
+    if len(targets) >= MAX_UPLOAD_FILES:
+        raise _Failed("invalid_argument", f"an upload holds {MAX_UPLOAD_FILES} files at most")
+    filename = options.get(b"filename", b"").decode("utf-8", "replace")
+    if path and targets:
+        raise _Failed("invalid_argument", "one path was given for several files")
+    target = path or filename
+    writer = _Writer(sandbox, paths, target)
+    targets.append(target)
+    return writer
 
 
 def _written(paths: Paths, target: str) -> dict[str, str]:

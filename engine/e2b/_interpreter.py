@@ -14,13 +14,14 @@ and forgetting namespaces.
 
 from __future__ import annotations
 
+import posixpath
 import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
@@ -41,6 +42,8 @@ BODY_TIMEOUT_S = 30.0
 #: Contexts one sandbox may hold (the interpreter's bound, ``tools._python_cells``).
 MAX_CONTEXTS = 64
 DEFAULT_CONTEXT = "default"
+#: A context's directory, at most.
+MAX_CWD_CHARS = 1024
 #: The languages a cell may be in.
 LANGUAGES = ("python", "bash")
 #: A value's MIME type as a ``result`` line names it.
@@ -70,8 +73,8 @@ class _Execute(BaseModel):
 class _NewContext(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
-    language: str | None = None
-    cwd: str | None = None
+    language: str | None = Field(None, max_length=64)
+    cwd: str | None = Field(None, min_length=1, max_length=MAX_CWD_CHARS, pattern=r"^[^\x00]*$")
 
 
 @dataclass
@@ -155,7 +158,8 @@ class Interpreter:
                 raise _Refusal(429, f"this sandbox holds {MAX_CONTEXTS} contexts already")
         except _Refusal as exc:
             return _refused(exc)
-        context = _Context(secrets.token_hex(16), language, body.cwd or HOME)
+        cwd = posixpath.normpath(posixpath.join(HOME, body.cwd or HOME))
+        context = _Context(secrets.token_hex(16), language, cwd)
         contexts[context.id] = context
         return json_response(context.wire())
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import logging
 import math
 import shlex
@@ -38,6 +39,7 @@ from a2e_engine.engine.e2b._connect_rpc import (
     read_envelopes,
     read_request,
     unary_response,
+    whole_number,
 )
 from a2e_engine.engine.e2b._in_sandbox import HOME, Paths
 from a2e_engine.engine.e2b._sandboxes import Sandbox
@@ -103,9 +105,9 @@ class _Table:
         selector = message.get("process")
         if not isinstance(selector, dict):
             raise RpcError("invalid_argument", "process must select a process by pid or tag")
-        pid, tag = selector.get("pid"), selector.get("tag")
-        if isinstance(pid, (int, str)) and str(pid).isdigit():
-            found = self.running.get(int(pid))
+        pid, tag = whole_number(selector.get("pid")), selector.get("tag")
+        if pid is not None:
+            found = self.running.get(pid)
         elif isinstance(tag, str):
             found = next((p for p in self.running.values() if p.tag == tag), None)
         else:
@@ -121,10 +123,15 @@ Handler = Callable[[Request, Sandbox], Awaitable[Response]]
 class ProcessService:
     """The process service of every sandbox, each with its table of commands."""
 
-    def __init__(self, max_timeout: int) -> None:
-        """``max_timeout``: the engine's longest call, a command's longest life."""
+    def __init__(self, max_timeout: int, per_client: int) -> None:
+        """``max_timeout``: the engine's longest call, a command's longest life;
+        ``per_client``: the commands one client may have running at once, in all its
+        sandboxes (the host's worker slots are shared: a client holding them all with
+        commands that sleep would hold every other client's commands up)."""
         self.max_timeout = max_timeout
+        self.per_client = per_client
         self._tables: dict[str, _Table] = {}
+        self._running_by_owner: collections.Counter[str] = collections.Counter()
 
     def methods(self) -> dict[str, Handler]:
         return {
@@ -159,6 +166,12 @@ class ProcessService:
                 "resource_exhausted",
                 f"this sandbox runs {MAX_PROCESSES} commands already; end one first",
             )
+        if self._running_by_owner[sandbox.owner] >= self.per_client:
+            raise RpcError(
+                "resource_exhausted",
+                f"this client runs {self.per_client} commands already, in all its sandboxes; "
+                "end one first",
+            )
         tag = message.get("tag") if isinstance(message.get("tag"), str) else None
         arguments: dict[str, Any] = {
             "command": shlex.join([cmd, *args]),
@@ -181,6 +194,7 @@ class ProcessService:
         if message.get("stdin") is True:
             process.stdin = CallInput()
         table.running[process.pid] = process
+        self._running_by_owner[sandbox.owner] += 1
         task = asyncio.get_running_loop().create_task(self._run(sandbox, table, process, call))
         table.tasks.add(task)
         task.add_done_callback(table.tasks.discard)
@@ -238,9 +252,9 @@ class ProcessService:
     def _seconds(self, request: Request) -> int:
         """The command's deadline: its client's (``connect-timeout-ms``), within the
         engine's longest call."""
-        given = request.headers.get("connect-timeout-ms", "")
-        if given.isdigit() and int(given) > 0:
-            return max(1, min(math.ceil(int(given) / 1000), self.max_timeout))
+        given = whole_number(request.headers.get("connect-timeout-ms", ""))
+        if given:
+            return max(1, min(math.ceil(given / 1000), self.max_timeout))
         return self.max_timeout
 
     async def _run(
@@ -263,6 +277,9 @@ class ProcessService:
             if process.stdin is not None:
                 process.stdin.detach()
             table.running.pop(process.pid, None)
+            self._running_by_owner[sandbox.owner] -= 1
+            if self._running_by_owner[sandbox.owner] <= 0:
+                del self._running_by_owner[sandbox.owner]
             if result is not None:
                 _ended(process, result, call.timeout)
             elif process.error is None:

@@ -30,7 +30,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from a2e_engine.engine.e2b._connect_rpc import RpcError, error_response
+from a2e_engine.engine.e2b._connect_rpc import RpcError, error_response, whole_number
 from a2e_engine.engine.e2b._filesystem import FilesystemService, download, upload
 from a2e_engine.engine.e2b._interpreter import Interpreter
 from a2e_engine.engine.e2b._processes import ProcessService
@@ -54,10 +54,12 @@ class SandboxSide:
     """envd's process and filesystem services, ``/files`` and ``/health``, and the code
     interpreter, for every sandbox of ``sandboxes``."""
 
-    def __init__(self, sandboxes: Sandboxes, max_timeout: int) -> None:
-        """``max_timeout``: the engine's longest call, a command's or a cell's longest run."""
+    def __init__(self, sandboxes: Sandboxes, max_timeout: int, max_workers: int) -> None:
+        """``max_timeout``: the engine's longest call, a command's or a cell's longest run;
+        ``max_workers``: the calls the engine runs at once, of which one client's commands
+        may hold half."""
         self.sandboxes = sandboxes
-        self.processes = ProcessService(max_timeout)
+        self.processes = ProcessService(max_timeout, max(2, max_workers // 2))
         self.filesystem = FilesystemService()
         self.interpreter = Interpreter(max_timeout)
         sandboxes.on_end.append(self._ended)
@@ -133,7 +135,7 @@ class SandboxSide:
 
     async def _files(self, request: Request) -> Response:
         """``/files``: with the sandbox's token, or as a signed URL of one."""
-        operation = "read" if request.method == "GET" else "write"
+        operation = "write" if request.method == "POST" else "read"  # HEAD reads
         path = request.query_params.get("path", "")
         sandbox_id = request.headers.get("e2b-sandbox-id")
         if "signature" in request.query_params:
@@ -160,7 +162,8 @@ class SandboxSide:
         expired; each live sandbox's is tried (the URL names none)."""
         given = request.query_params.get("signature", "")
         expires = request.query_params.get("signature_expiration", "")
-        if expires and (not expires.isdigit() or int(expires) < time.time()):
+        deadline = whole_number(expires)
+        if expires and (deadline is None or deadline < time.time()):
             return None
         user = request.query_params.get("username", "")
         if sandbox_id is not None:

@@ -49,12 +49,18 @@ Lister = Callable[[Sandbox, dict[str, Any]], Awaitable[dict[str, Any]]]
 EntryOf = Callable[[Facts, Paths], dict[str, Any]]
 
 
+def _judged(facts: Facts) -> tuple[Any, Any, Any]:
+    """What a path's change is judged by: its size, its time, its mode."""
+    return facts.get("size"), facts.get("modified"), facts.get("mode")
+
+
 class _Watcher:
     def __init__(self, path: str, recursive: bool, include_entry: bool) -> None:
         self.path = path
         self.recursive = recursive
         self.include_entry = include_entry
-        self.seen: dict[str, Facts] = {}
+        #: Each path's size, time and mode at the last look (what a change is judged by).
+        self.seen: dict[str, tuple[Any, Any, Any]] = {}
 
 
 class Watchers:
@@ -78,9 +84,8 @@ class Watchers:
         self._by_sandbox.pop(sandbox.id, None)
 
     async def create(self, request: Request, sandbox: Sandbox) -> Response:
-        watcher = await self._started(sandbox, await read_request(request))
         watcher_id = uuid.uuid4().hex
-        self._by_sandbox.setdefault(sandbox.id, {})[watcher_id] = watcher
+        await self._started(sandbox, await read_request(request), watcher_id)
         return unary_response({"watcherId": watcher_id})
 
     async def events(self, request: Request, sandbox: Sandbox) -> Response:
@@ -94,10 +99,9 @@ class Watchers:
         return unary_response({})
 
     async def stream(self, request: Request, sandbox: Sandbox) -> Response:
-        watcher = await self._started(sandbox, await read_request(request))
-        watchers = self._by_sandbox.setdefault(sandbox.id, {})
         key = f"stream-{uuid.uuid4().hex}"
-        watchers[key] = watcher
+        watcher = await self._started(sandbox, await read_request(request), key)
+        watchers = self._by_sandbox.setdefault(sandbox.id, {})
 
         async def messages() -> AsyncIterator[bytes]:
             try:
@@ -122,18 +126,28 @@ class Watchers:
 
         return StreamingResponse(messages(), media_type=STREAM_MEDIA_TYPE)
 
-    async def _started(self, sandbox: Sandbox, message: dict[str, Any]) -> _Watcher:
+    async def _started(self, sandbox: Sandbox, message: dict[str, Any], key: str) -> _Watcher:
+        """A new watcher, in its place under ``key`` from before its first look (so that
+        requests at once cannot all pass the bound), gone again if that look fails."""
         path = message.get("path")
         if not isinstance(path, str) or not path or "\0" in path:
             raise RpcError("invalid_argument", "path must be a directory")
-        if len(self._by_sandbox.get(sandbox.id, {})) >= MAX_WATCHERS:
+        watchers = self._by_sandbox.setdefault(sandbox.id, {})
+        if len(watchers) >= MAX_WATCHERS:
             raise RpcError("resource_exhausted", f"this sandbox watches {MAX_WATCHERS} already")
         watcher = _Watcher(
             Paths(sandbox.workspace).inside(path),
             message.get("recursive") is True,
             message.get("includeEntry") is True,
         )
-        watcher.seen = await self._listing(sandbox, watcher)
+        watchers[key] = watcher
+        try:
+            watcher.seen = {
+                name: _judged(f) for name, f in (await self._listing(sandbox, watcher)).items()
+            }
+        except BaseException:
+            watchers.pop(key, None)
+            raise
         return watcher
 
     def _watcher(self, sandbox: Sandbox, message: dict[str, Any]) -> _Watcher:
@@ -150,18 +164,19 @@ class Watchers:
     async def _changes(self, sandbox: Sandbox, watcher: _Watcher) -> list[dict[str, Any]]:
         """What changed since the watcher's last look, as envd's ``FilesystemEvent``s."""
         now = await self._listing(sandbox, watcher)
-        before, watcher.seen = watcher.seen, now
+        before = watcher.seen
+        watcher.seen = {name: _judged(facts) for name, facts in now.items()}
         changes: list[tuple[str, str, Facts | None]] = []
         for name in sorted(before.keys() - now.keys()):
             changes.append((name, "EVENT_TYPE_REMOVE", None))
         for name in sorted(now.keys() - before.keys()):
             changes.append((name, "EVENT_TYPE_CREATE", now[name]))
         for name in sorted(now.keys() & before.keys()):
-            old, new = before[name], now[name]
-            if (old.get("size"), old.get("modified")) != (new.get("size"), new.get("modified")):
-                changes.append((name, "EVENT_TYPE_WRITE", new))
-            elif old.get("mode") != new.get("mode"):
-                changes.append((name, "EVENT_TYPE_CHMOD", new))
+            old, new = before[name], watcher.seen[name]
+            if old[:2] != new[:2]:
+                changes.append((name, "EVENT_TYPE_WRITE", now[name]))
+            elif old[2] != new[2]:
+                changes.append((name, "EVENT_TYPE_CHMOD", now[name]))
         paths = Paths(sandbox.workspace)
         events = []
         for name, kind, facts in changes:

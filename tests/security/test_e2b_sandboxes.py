@@ -20,6 +20,7 @@ from e2b_code_interpreter import Sandbox
 
 from tests.security.harness import attack
 from tests.service_process import ServiceProcess
+from tests.waiting import wait_for
 
 KEYS = ("victim-key-0123456789", "attacker-key-0123456789")
 SECRET = "the victim's secret"
@@ -227,3 +228,143 @@ def test_input_a_command_does_not_read_is_bounded(
     assert server_rss < 1 << 30
     attacker.commands.kill(idle.pid)
     assert attacker.commands.run("echo alive").stdout == "alive\n"
+
+
+def _rss(server: ServiceProcess) -> int:
+    return int(psutil.Process(server.pid).memory_info().rss)
+
+
+@attack(
+    "an upload of many parts to fill the server's memory",
+    full="uploads parsed as a stream, each file written a piece at a time: never held whole",
+    reduced="the same (no isolation layer is involved)",
+)
+def test_an_upload_of_many_parts_is_not_held_in_the_server(
+    server: ServiceProcess, pair: tuple[Sandbox, Sandbox, str]
+) -> None:
+    _, attacker, _ = pair
+    headers = _headers(attacker.sandbox_id, attacker._envd_access_token)
+    part = b"x" * ((1 << 20) - 1024)  # under the 1 MiB a form parser keeps in memory
+    files = [("file", (f"/home/user/up/{n}.bin", part)) for n in range(60)]
+    before = _rss(server)
+    sent = httpx.post(f"{server.url}/files", files=files, headers=headers, timeout=120)
+    assert sent.status_code == 200 and len(sent.json()) == 60, sent.text[:200]
+    assert _rss(server) - before < 30 << 20, (before, _rss(server))
+    assert attacker.files.read("/home/user/up/59.bin", format="bytes") == part
+
+
+@attack(
+    "numbers the server parses: unicode digits, thousands of them",
+    full="ASCII digits of bounded length only: a one-line refusal, never a traceback",
+    reduced="the same (no isolation layer is involved)",
+)
+def test_odd_numbers_get_one_line_refusals_and_no_traceback(
+    server: ServiceProcess, pair: tuple[Sandbox, Sandbox, str]
+) -> None:
+    _, attacker, _ = pair
+    headers = _headers(attacker.sandbox_id, attacker._envd_access_token)
+    json_headers = {**headers, "Content-Type": "application/json"}
+    for odd in ("²", "9" * 5000):
+        signed = httpx.get(
+            f"{server.url}/files",
+            params={"path": "x", "signature": "v1_x", "signature_expiration": odd},
+        )
+        assert signed.status_code == 401
+        signal = httpx.post(
+            f"{server.url}/process.Process/SendSignal",
+            json={"process": {"pid": odd}, "signal": "SIGNAL_SIGKILL"},
+            headers=json_headers,
+        )
+        assert signal.status_code in (400, 404), signal.text
+        listed = httpx.post(
+            f"{server.url}/filesystem.Filesystem/ListDir",
+            json={"path": "/home/user", "depth": odd},
+            headers=json_headers,
+        )
+        assert listed.status_code in (400, 404), listed.text
+    started = httpx.post(
+        f"{server.url}/process.Process/Start",
+        content=_envelope(b'{"process":{"cmd":"/bin/echo","args":["ok"]}}'),
+        headers={
+            **headers,
+            "Content-Type": "application/connect+json",
+            "connect-timeout-ms": "9" * 5000,
+        },
+        timeout=30,
+    )
+    assert started.status_code == 200 and b"b2sK" in started.content  # "ok\n", base64
+    assert not any("Traceback" in line for line in server.stderr), "".join(server.stderr)[-3000:]
+
+
+@attack(
+    "HEAD on a file, as a link preview sends it",
+    full="only POST writes: HEAD reads",
+    reduced="the same (no isolation layer is involved)",
+)
+def test_head_on_a_file_leaves_it_as_it_was(
+    server: ServiceProcess, pair: tuple[Sandbox, Sandbox, str]
+) -> None:
+    _, attacker, _ = pair
+    attacker.files.write("/home/user/kept.txt", "kept")
+    headers = _headers(attacker.sandbox_id, attacker._envd_access_token)
+    httpx.head(f"{server.url}/files", params={"path": "/home/user/kept.txt"}, headers=headers)
+    httpx.head(attacker.upload_url("/home/user/kept.txt"))
+    assert attacker.files.read("/home/user/kept.txt") == "kept"
+
+
+@attack(
+    "watchers and contexts made all at once, or with huge directories",
+    full="a watcher's place taken before its first look; a context's directory bounded",
+    reduced="the same (no isolation layer is involved)",
+)
+def test_the_bounds_on_watchers_and_contexts_hold_under_a_burst(
+    server: ServiceProcess, pair: tuple[Sandbox, Sandbox, str]
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, attacker, _ = pair
+    headers = {
+        **_headers(attacker.sandbox_id, attacker._envd_access_token),
+        "Content-Type": "application/json",
+    }
+
+    def watch(_: int) -> int:
+        return httpx.post(
+            f"{server.url}/filesystem.Filesystem/CreateWatcher",
+            json={"path": "/home/user"},
+            headers=headers,
+            timeout=60,
+        ).status_code
+
+    with ThreadPoolExecutor(40) as pool:
+        statuses = list(pool.map(watch, range(40)))
+    assert statuses.count(200) <= 16 and statuses.count(429) >= 24, statuses
+    huge = httpx.post(
+        f"{server.url}/contexts",
+        json={"language": "python", "cwd": "/home/user/" + "a" * 100_000},
+        headers=_headers(attacker.sandbox_id, None, 49999),
+    )
+    assert huge.status_code == 400 and "\n" not in huge.json()["message"]
+
+
+@attack(
+    "commands that sleep, enough to hold every worker slot",
+    full="a client's running commands, in all its sandboxes, bounded at half the engine's slots",
+    reduced="the same (no isolation layer is involved)",
+)
+def test_one_client_cannot_hold_every_worker_slot_with_commands() -> None:
+    from e2b import RateLimitException
+
+    small = ServiceProcess("--token", KEYS[0], "--max-workers", "4")
+    try:
+        one, two = (Sandbox.create(timeout=60, **_opts(small, KEYS[0])) for _ in range(2))
+        held = [one.commands.run("sleep 30", background=True) for _ in range(2)]
+        with pytest.raises(RateLimitException, match="runs 2 commands already"):
+            two.commands.run("sleep 30", background=True)
+        one.commands.kill(held[0].pid)
+        assert wait_for(lambda: len(one.commands.list()) == 1, 10)
+        assert two.commands.run("echo free").stdout == "free\n"
+        one.kill()
+        two.kill()
+    finally:
+        small.stop()
