@@ -16,7 +16,6 @@ in between are the pipe's.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import collections
@@ -28,6 +27,8 @@ from typing import TYPE_CHECKING
 from a2e_engine.sandbox._frames import FrameError, encode_frame, read_frame
 
 if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop
+
     from a2e_engine.sandbox._run import WorkerHandle
 
 __all__ = ["MAX_PENDING_BYTES", "CallInput", "InputRefused", "reader"]
@@ -94,7 +95,7 @@ class CallInput:
         self._pending.clear()
         self._pending_bytes = 0
         if worker is not None and self._writing and worker.job_fd >= 0:
-            asyncio.get_running_loop().remove_writer(worker.job_fd)
+            _loop().remove_writer(worker.job_fd)
         self._writing = False
 
     def _queue(self, frame: bytes) -> None:
@@ -122,7 +123,7 @@ class CallInput:
                 self._pending[0] = head[written:]
                 break
             self._pending.popleft()
-        loop = asyncio.get_running_loop()
+        loop = _loop()
         if self._pending and not self._writing:
             loop.add_writer(worker.job_fd, self._flush)
             self._writing = True
@@ -133,6 +134,15 @@ class CallInput:
             os.close(worker.job_fd)  # the end is written: the worker reads EOF after it
             worker.job_fd = -1
             self._gone = True
+
+
+def _loop() -> AbstractEventLoop:
+    """The supervisor's loop. ``asyncio`` is imported here, on the supervisor's side alone:
+    the worker's runtime imports this module for ``reader``, and ``asyncio`` would bring
+    ``ssl`` and more into every zygote (``tests/test_plugin_isolation.py``)."""
+    import asyncio
+
+    return asyncio.get_running_loop()
 
 
 def reader(fd: int, max_frame: int) -> Callable[[], bytes | None]:

@@ -75,6 +75,7 @@ def test_a_forged_usage_is_not_taken() -> None:
 EXAMPLES: dict[str, dict[str, Any]] = {
     "spawn": {"profile": "compute", "count": 2},
     "stop": {},
+    "narrow": {"pid": 8, "keep": "/var/tmp/state/abc/session"},
     "ready": {"layers": {}, "pid": 7, "footprint": {}},
     "worker": {"pid": 8, "profile": "compute"},
     "exit": {"pid": 8, "status": 0, "cpu_ms": 1, "maxrss_kb": 2, "oom": False},

@@ -112,10 +112,13 @@ COMMANDS = {
     "benchmarks/path_files.py",
     "benchmarks/ray_scaling.py",
     "benchmarks/reward_batch.py",
+    "benchmarks/sandboxes.py",
     "benchmarks/sandboxfusion_standin.py",
     "benchmarks/tool_search.py",
-    # The file verl's configuration names (custom_reward_function.path).
+    # The files verl's configuration names (custom_reward_function.path, and a tool's
+    # class_name).
     "a2e/adapters/verl.py",
+    "a2e/adapters/verl_sandbox_tool.py",
     "sandbox/layers.py",
 }
 
