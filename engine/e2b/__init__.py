@@ -6,6 +6,11 @@ side, ``E2B_SANDBOX_URL``) set to the service and ``E2B_API_KEY`` to its token.
 namespaces and limits, as every session's), ended at its timeout or when killed.
 ``_control``: the control plane the SDK drives (``POST /v2/sandboxes``, list, info, kill,
 timeout, connect), in E2B's shapes and with its errors.
+``_sandbox_side``: each sandbox's own side (what envd and the code interpreter serve inside an
+E2B sandbox), reached by the ``E2b-Sandbox-Id`` header and opened by the sandbox's token:
+``_processes`` (commands), ``_filesystem`` and ``_watching`` (files), ``_interpreter`` (cells
+and contexts), over ``_connect_rpc`` (Connect's wire) and ``_in_sandbox`` (the engine's tools
+run in the sandbox's session, and E2B's paths).
 """
 
 from __future__ import annotations
