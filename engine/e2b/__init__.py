@@ -10,7 +10,7 @@ timeout, connect), in E2B's shapes and with its errors.
 E2B sandbox), reached by the ``E2b-Sandbox-Id`` header and opened by the sandbox's token:
 ``_processes`` (commands), ``_filesystem`` and ``_watching`` (files), ``_interpreter`` (cells
 and contexts), over ``_connect_rpc`` (Connect's wire) and ``_in_sandbox`` (the engine's tools
-run in the sandbox's session, and E2B's paths).
+run in the sandbox's session, and E2B's paths). ``_errors``: E2B's error shape, for both.
 """
 
 from __future__ import annotations

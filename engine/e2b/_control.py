@@ -16,17 +16,17 @@ import functools
 import os
 import shutil
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import psutil
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.requests import ClientDisconnect, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from a2e._codec import describe_validation_error
 from a2e_engine.engine._host import Host, Refused
+from a2e_engine.engine.e2b._errors import E2BError, read_body
 from a2e_engine.engine.e2b._sandbox_side import SandboxSide
 from a2e_engine.engine.e2b._sandboxes import (
     DEFAULT_TIMEOUT_S,
@@ -36,7 +36,6 @@ from a2e_engine.engine.e2b._sandboxes import (
     TooMany,
 )
 from a2e_engine.engine.service._auth import tenant_of
-from a2e_engine.engine.service._bodies import BadRequest, read_model
 from a2e_engine.engine.service._responses import json_response
 
 __all__ = ["ENVD_VERSION", "TEMPLATES", "E2BEndpoint"]
@@ -52,8 +51,6 @@ MAX_ENTRIES = 64
 MAX_ENTRY_CHARS = 4096
 #: What the control plane's bodies may hold (a create's metadata and environment, bounded).
 MAX_BODY_BYTES = 1 << 20
-#: How long a body may take to arrive.
-BODY_TIMEOUT_S = 30.0
 
 
 class _Create(BaseModel):
@@ -79,16 +76,6 @@ class _Connect(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     timeout: int | None = Field(None, ge=1, le=MAX_TIMEOUT_S)
-
-
-class _E2BError(Exception):
-    """A request answered with E2B's error shape."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
 
 
 class E2BEndpoint:
@@ -126,17 +113,16 @@ class E2BEndpoint:
         async def endpoint(request: Request) -> Response:
             try:
                 return await handler(request)
-            except _E2BError as exc:
-                body = {"code": exc.status, "message": exc.message}
-                return json_response(body, status=exc.status, headers=exc.headers)
+            except E2BError as exc:
+                return exc.response()
 
         return endpoint
 
     async def _create(self, request: Request) -> Response:
-        body = await _read(request, _Create)
+        body = await read_body(request, _Create, MAX_BODY_BYTES)
         if body.templateID not in TEMPLATES:
             served = ", ".join(TEMPLATES)
-            raise _E2BError(400, f"template {body.templateID!r} is not served; served: {served}")
+            raise E2BError(400, f"template {body.templateID!r} is not served; served: {served}")
         for name, entries in (("metadata", body.metadata), ("envVars", body.envVars)):
             _bounded(name, entries)
         owner = tenant_of(request.scope)
@@ -145,10 +131,10 @@ class E2BEndpoint:
                 owner, body.templateID, body.timeout, body.metadata, body.envVars
             )
         except TooMany as exc:
-            raise _E2BError(429, f"{exc}: kill one first", {"Should-Retry": "false"}) from None
+            raise E2BError(429, f"{exc}: kill one first", {"Should-Retry": "false"}) from None
         except Refused as exc:
             why = f"cannot create a sandbox now: {exc.error.message}"
-            raise _E2BError(429, why, {"Retry-After": "1"}) from None
+            raise E2BError(429, why, {"Retry-After": "1"}) from None
         return json_response(_sandbox_json(sandbox), status=201)
 
     async def _list(self, request: Request) -> Response:
@@ -171,12 +157,13 @@ class E2BEndpoint:
         return Response(status_code=204)
 
     async def _timeout(self, request: Request) -> Response:
-        body = await _read(request, _Timeout)  # first: it may take a while to come
+        # First: the body may take a while to come, and the sandbox end meanwhile.
+        body = await read_body(request, _Timeout, MAX_BODY_BYTES)
         self.sandboxes.set_timeout(self._sandbox(request), body.timeout)
         return Response(status_code=204)
 
     async def _connect(self, request: Request) -> Response:
-        body = await _read(request, _Connect)
+        body = await read_body(request, _Connect, MAX_BODY_BYTES)
         sandbox = self._sandbox(request)
         if body.timeout is not None:
             self.sandboxes.set_timeout(sandbox, body.timeout)
@@ -186,7 +173,7 @@ class E2BEndpoint:
         sandbox_id = request.path_params["sandbox_id"]
         sandbox = self.sandboxes.get(tenant_of(request.scope), sandbox_id)
         if sandbox is None:
-            raise _E2BError(404, f"sandbox {sandbox_id!r} not found")
+            raise E2BError(404, f"sandbox {sandbox_id!r} not found")
         return sandbox
 
 
@@ -204,42 +191,19 @@ _NOT_YET: list[tuple[str, list[str], str]] = [
 
 def _not_yet(what: str) -> Callable[[Request], Awaitable[Response]]:
     async def refuse(request: Request) -> Response:
-        raise _E2BError(501, f"{what} is not supported by this server yet")
+        raise E2BError(501, f"{what} is not supported by this server yet")
 
     return refuse
 
 
-Body = TypeVar("Body", bound=BaseModel)
-
-
-async def _read(request: Request, model: type[Body]) -> Body:
-    """The body as ``model`` (an empty one as its defaults); one that does not read is E2B's
-    400, one line that names the field."""
-    try:
-        if not await _has_body(request):
-            return model.model_validate({})
-        return await read_model(request, model, MAX_BODY_BYTES, BODY_TIMEOUT_S)
-    except BadRequest as exc:
-        raise _E2BError(exc.status, exc.message, exc.headers) from None
-    except ClientDisconnect:  # nobody is there to read the answer
-        raise _E2BError(400, "the client went away before its body came") from None
-    except ValidationError as exc:
-        raise _E2BError(400, describe_validation_error(exc)) from None
-
-
-async def _has_body(request: Request) -> bool:
-    length = request.headers.get("content-length")
-    return length != "0" and (length is not None or "transfer-encoding" in request.headers)
-
-
 def _bounded(name: str, entries: dict[str, str]) -> None:
     if len(entries) > MAX_ENTRIES:
-        raise _E2BError(400, f"{name} has {len(entries)} entries, past {MAX_ENTRIES}")
+        raise E2BError(400, f"{name} has {len(entries)} entries, past {MAX_ENTRIES}")
     for key, value in entries.items():
         if len(key) > MAX_ENTRY_CHARS or len(value) > MAX_ENTRY_CHARS:
-            raise _E2BError(400, f"{name}[{key[:40]!r}] is past {MAX_ENTRY_CHARS} characters")
+            raise E2BError(400, f"{name}[{key[:40]!r}] is past {MAX_ENTRY_CHARS} characters")
         if "\0" in key or "\0" in value or (name == "envVars" and ("=" in key or not key)):
-            raise _E2BError(400, f"{name}[{key[:40]!r}] is not a name and a value")
+            raise E2BError(400, f"{name}[{key[:40]!r}] is not a name and a value")
 
 
 def _metadata_filter(query: str) -> dict[str, str]:

@@ -32,7 +32,8 @@ from a2e_engine.engine.e2b._connect_rpc import (
     unary_response,
     whole_number,
 )
-from a2e_engine.engine.e2b._in_sandbox import Paths, call_tool, failure_of
+from a2e_engine.engine.e2b._errors import error_response
+from a2e_engine.engine.e2b._in_sandbox import HOME, Paths, call_tool, failure_of
 from a2e_engine.engine.e2b._sandboxes import Sandbox
 from a2e_engine.engine.e2b._watching import Watchers
 from a2e_engine.engine.service._responses import json_response
@@ -88,7 +89,7 @@ async def _tool(sandbox: Sandbox, name: str, arguments: dict[str, Any]) -> dict[
 
 def _failed(result: ToolResult, paths: Paths) -> _Failed:
     kind, message = failure_of(result)
-    message = message.replace(paths.workspace, "/home/user")
+    message = paths.told(message)
     if result.reason == "timeout":
         return _Failed("deadline_exceeded", message)
     return _Failed(_CODES.get(kind, "internal" if not kind else "unknown"), message)
@@ -215,7 +216,7 @@ def _file_error(exc: _Failed) -> Response:
     status = {"not_found": 404, "invalid_argument": 400, "resource_exhausted": 429}.get(
         exc.code, 403 if exc.code == "permission_denied" else 500
     )
-    return json_response({"code": status, "message": exc.message}, status=status)
+    return error_response(status, exc.message)
 
 
 async def download(request: Request, sandbox: Sandbox, path: str) -> Response:
@@ -229,7 +230,7 @@ async def download(request: Request, sandbox: Sandbox, path: str) -> Response:
     size = int(first.get("size", 0))
     if size > MAX_FILE_BYTES:
         message = f"{path} holds {size} bytes, past the {MAX_FILE_BYTES} this server sends"
-        return json_response({"code": 400, "message": message}, status=400)
+        return error_response(400, message)
 
     async def pieces() -> AsyncIterator[bytes]:
         piece = base64.b64decode(first.get("content_base64", ""))
@@ -277,10 +278,10 @@ async def upload(request: Request, sandbox: Sandbox, path: str | None) -> Respon
         return _file_error(_Failed("invalid_argument", "the client went away mid-upload"))
     except _TooLarge:
         message = f"the upload is past {MAX_UPLOAD_BYTES} bytes"
-        return json_response({"code": 413, "message": message}, status=413)
+        return error_response(413, message)
     except _TooSlow:
         message = f"the upload's body stopped coming for {BODY_IDLE_S:g} s"
-        return json_response({"code": 408, "message": message}, status=408)
+        return error_response(408, message)
     return json_response(written)
 
 
@@ -432,5 +433,5 @@ def _written(paths: Paths, target: str) -> dict[str, str]:
     """``WriteInfo`` of a file written: the SDK wants its name, type and path."""
     where = paths.outside(paths.inside(target))
     if not where.startswith("/"):
-        where = posixpath.join("/home/user", where)
+        where = posixpath.join(HOME, where)
     return {"name": posixpath.basename(where), "type": "file", "path": where}

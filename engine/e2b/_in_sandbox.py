@@ -42,6 +42,10 @@ class Paths:
             return normal[len(HOME) + 1 :]
         return normal
 
+    def told(self, message: str) -> str:
+        """A message of a tool's as the SDK's user reads it: the workspace named ``HOME``."""
+        return message.replace(self.workspace, HOME)
+
     def outside(self, path: str) -> str:
         """A path a tool gave (the real one) as the SDK knows it."""
         if path == self.workspace:

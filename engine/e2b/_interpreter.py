@@ -21,24 +21,22 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.requests import ClientDisconnect, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from a2e import _jsonwire as jsonwire
-from a2e._codec import describe_validation_error
 from a2e.caps.tools._models import ToolCallRequest, ToolResult
 from a2e_engine.engine._host import Refused
+from a2e_engine.engine.e2b._errors import E2BError, error_response, read_body
 from a2e_engine.engine.e2b._in_sandbox import HOME, Paths, call_tool
 from a2e_engine.engine.e2b._sandboxes import Sandbox
-from a2e_engine.engine.service._bodies import BadRequest, read_model
 from a2e_engine.engine.service._responses import json_response
 
 __all__ = ["Interpreter"]
 
 #: A cell's source and its variables, at most.
 MAX_BODY_BYTES = 4 << 20
-BODY_TIMEOUT_S = 30.0
 #: Contexts one sandbox may hold (the interpreter's bound, ``tools._python_cells``).
 MAX_CONTEXTS = 64
 DEFAULT_CONTEXT = "default"
@@ -96,13 +94,6 @@ class _Contexts:
     )
 
 
-class _Refusal(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 class Interpreter:
     """The code interpreter of every sandbox."""
 
@@ -119,10 +110,10 @@ class Interpreter:
 
     async def execute(self, request: Request, sandbox: Sandbox) -> Response:
         try:
-            body = await _read(request, _Execute)
+            body = await read_body(request, _Execute, MAX_BODY_BYTES)
             context = self._context(sandbox, body)
-        except _Refusal as exc:
-            return _refused(exc)
+        except E2BError as exc:
+            return exc.response()
         env = {**sandbox.env_vars, **(body.env_vars or {})}
         paths = Paths(sandbox.workspace)
         cwd = paths.inside(context.cwd)
@@ -137,12 +128,12 @@ class Interpreter:
 
     def _context(self, sandbox: Sandbox, body: _Execute) -> _Context:
         if body.context_id is not None and body.language is not None:
-            raise _Refusal(400, "give a context or a language, not both")
+            raise E2BError(400, "give a context or a language, not both")
         contexts = self._of(sandbox).by_id
         if body.context_id is not None:
             found = contexts.get(body.context_id)
             if found is None:
-                raise _Refusal(404, f"context {body.context_id!r} not found")
+                raise E2BError(404, f"context {body.context_id!r} not found")
             return found
         language = _language(body.language)
         if language == "bash":
@@ -151,13 +142,13 @@ class Interpreter:
 
     async def create_context(self, request: Request, sandbox: Sandbox) -> Response:
         try:
-            body = await _read(request, _NewContext)
+            body = await read_body(request, _NewContext, MAX_BODY_BYTES)
             language = _language(body.language)
             contexts = self._of(sandbox).by_id
             if len(contexts) >= MAX_CONTEXTS:
-                raise _Refusal(429, f"this sandbox holds {MAX_CONTEXTS} contexts already")
-        except _Refusal as exc:
-            return _refused(exc)
+                raise E2BError(429, f"this sandbox holds {MAX_CONTEXTS} contexts already")
+        except E2BError as exc:
+            return exc.response()
         cwd = posixpath.normpath(posixpath.join(HOME, body.cwd or HOME))
         context = _Context(secrets.token_hex(16), language, cwd)
         contexts[context.id] = context
@@ -169,20 +160,20 @@ class Interpreter:
     async def restart_context(self, request: Request, sandbox: Sandbox) -> Response:
         context = self._of(sandbox).by_id.get(request.path_params["context_id"])
         if context is None:
-            return _refused(_Refusal(404, "context not found"))
+            return error_response(404, "context not found")
         if context.language == "python":
             arguments = {"code": "", "context": context.id, "reset": True}
             try:
                 await call_tool(sandbox.session, "python_session", arguments, 30)
             except Refused as exc:
-                return _refused(_Refusal(429, exc.error.message))
+                return error_response(429, exc.error.message)
         return Response(status_code=204)
 
     async def delete_context(self, request: Request, sandbox: Sandbox) -> Response:
         context_id = request.path_params["context_id"]
         contexts = self._of(sandbox).by_id
         if context_id not in contexts or context_id == DEFAULT_CONTEXT:
-            return _refused(_Refusal(404, "context not found"))
+            return error_response(404, "context not found")
         response = await self.restart_context(request, sandbox)  # its namespace let go
         if response.status_code == 204:
             del contexts[context_id]
@@ -194,7 +185,7 @@ def _language(given: str | None) -> str:
     if language in ("python3", "py"):
         language = "python"
     if language not in LANGUAGES:
-        raise _Refusal(400, f"language {given!r} is not served; served: {', '.join(LANGUAGES)}")
+        raise E2BError(400, f"language {given!r} is not served; served: {', '.join(LANGUAGES)}")
     return language
 
 
@@ -239,7 +230,7 @@ def _output(result: ToolResult, shell: bool, paths: Paths) -> list[dict[str, Any
     exited = shell and isinstance(data.get("exit_code"), int)
     if not result.success and not exited and not data.get("error"):
         name = "TimeoutError" if result.reason == "timeout" else "ExecutionError"
-        message = (result.error or "the cell failed").replace(paths.workspace, HOME)
+        message = paths.told(result.error or "the cell failed")
         lines.append({"type": "error", "name": name, "value": message, "traceback": ""})
     if shell and isinstance(data.get("exit_code"), int) and data["exit_code"] != 0:
         code = data["exit_code"]
@@ -253,18 +244,3 @@ def _output(result: ToolResult, shell: bool, paths: Paths) -> list[dict[str, Any
 
 def _line(value: dict[str, Any]) -> bytes:
     return jsonwire.dumps(value).encode() + b"\n"
-
-
-async def _read(request: Request, model: type[Any]) -> Any:
-    try:
-        return await read_model(request, model, MAX_BODY_BYTES, BODY_TIMEOUT_S)
-    except BadRequest as exc:
-        raise _Refusal(exc.status, exc.message) from None
-    except ClientDisconnect:
-        raise _Refusal(400, "the client went away before its body came") from None
-    except ValidationError as exc:
-        raise _Refusal(400, describe_validation_error(exc)) from None
-
-
-def _refused(exc: _Refusal) -> Response:
-    return json_response({"code": exc.status, "message": exc.message}, status=exc.status)

@@ -30,12 +30,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from a2e_engine.engine.e2b._connect_rpc import RpcError, error_response, whole_number
+from a2e_engine.engine.e2b._connect_rpc import RpcError, whole_number
+from a2e_engine.engine.e2b._connect_rpc import error_response as rpc_error_response
+from a2e_engine.engine.e2b._errors import error_response
 from a2e_engine.engine.e2b._filesystem import FilesystemService, download, upload
 from a2e_engine.engine.e2b._interpreter import Interpreter
 from a2e_engine.engine.e2b._processes import ProcessService
 from a2e_engine.engine.e2b._sandboxes import Sandbox, Sandboxes
-from a2e_engine.engine.service._responses import json_response
 
 __all__ = ["SandboxSide", "file_signature"]
 
@@ -78,16 +79,16 @@ class SandboxSide:
         ]
         self.app = Starlette(
             routes=[
-                Route("/health", self._for(_Kind.ENVD, _health), methods=["GET"]),
+                Route("/health", self._for(_health), methods=["GET"]),
                 Route("/files", self._files, methods=["GET", "POST"]),
                 *(
-                    Route(path, self._for(_Kind.JUPYTER, handler, token), methods=[method])
+                    Route(path, self._for(handler, token), methods=[method])
                     for path, method, handler, token in code
                 ),
                 *(
                     Route(
                         f"/{service}/{{method}}",
-                        self._for(_Kind.RPC, _dispatch(methods)),
+                        self._for(_dispatch(methods), rpc=True),
                         methods=["POST"],
                     )
                     for service, methods in rpc.items()
@@ -114,22 +115,24 @@ class SandboxSide:
         self.interpreter.forget(sandbox)
 
     def _for(
-        self, kind: _Kind, handler: Handler, token: bool = True
+        self, handler: Handler, token: bool = True, rpc: bool = False
     ) -> Callable[[Request], Awaitable[Response]]:
-        """``handler`` given the sandbox the request names, once its token is checked."""
+        """``handler`` given the sandbox the request names, once its token is checked (not
+        where the SDK sends none, ``token=False``); ``rpc``: a Connect method's, which says
+        its refusals in Connect's shape."""
 
         async def endpoint(request: Request) -> Response:
             sandbox_id = request.headers.get("e2b-sandbox-id", "")
             sandbox = self.sandboxes.find(sandbox_id)
             if sandbox is None:
-                return kind.gone(sandbox_id)
+                return _gone(sandbox_id, rpc)
             if token and not _token_opens(request, sandbox):
-                return kind.refused()
+                return _refused(rpc)
             self.sandboxes.touch(sandbox)
             try:
                 return await handler(request, sandbox)
             except RpcError as exc:
-                return error_response(exc)
+                return rpc_error_response(exc)
 
         return endpoint
 
@@ -141,17 +144,17 @@ class SandboxSide:
         if "signature" in request.query_params:
             sandbox = self._signed(request, operation, path, sandbox_id)
             if sandbox is None:
-                return _Kind.ENVD.refused("the signature is not valid for this file, or expired")
+                return _refused(why="the signature is not valid for this file, or expired")
         else:
             sandbox = self.sandboxes.find(sandbox_id or "")
             if sandbox is None:
-                return _Kind.ENVD.gone(sandbox_id or "")
+                return _gone(sandbox_id or "")
             if not _token_opens(request, sandbox):
-                return _Kind.ENVD.refused()
+                return _refused()
         self.sandboxes.touch(sandbox)
         if operation == "read":
             if not path:
-                return json_response({"code": 400, "message": "path is needed"}, status=400)
+                return error_response(400, "path is needed")
             return await download(request, sandbox, path)
         return await upload(request, sandbox, path or None)
 
@@ -191,33 +194,21 @@ def _dispatch(methods: dict[str, Handler]) -> Handler:
     return call
 
 
-class _Kind:
-    """How a part of the sandbox side says that a sandbox is gone, or that its token is
-    wrong, in the shape its SDK client reads."""
-
-    ENVD: _Kind
-    JUPYTER: _Kind
-    RPC: _Kind
-
-    def __init__(self, rpc: bool) -> None:
-        self.rpc = rpc
-
-    def gone(self, sandbox_id: str) -> Response:
-        message = f"sandbox {sandbox_id[:64]!r} was not found"
-        if self.rpc:
-            return error_response(RpcError("unavailable", message))
-        return json_response({"code": 502, "message": message}, status=502)
-
-    def refused(self, why: str = "") -> Response:
-        message = why or "wrong or missing access token for this sandbox (X-Access-Token)"
-        if self.rpc:
-            return error_response(RpcError("unauthenticated", message))
-        return json_response({"code": 401, "message": message}, status=401)
+def _gone(sandbox_id: str, rpc: bool = False) -> Response:
+    """A sandbox that is not there, as E2B's edge says it: envd's and the code interpreter's
+    502, or Connect's ``unavailable`` (the SDK's ``SandboxNotRunningException`` either way)."""
+    message = f"sandbox {sandbox_id[:64]!r} was not found"
+    if rpc:
+        return rpc_error_response(RpcError("unavailable", message))
+    return error_response(502, message)
 
 
-_Kind.ENVD = _Kind(rpc=False)
-_Kind.JUPYTER = _Kind(rpc=False)
-_Kind.RPC = _Kind(rpc=True)
+def _refused(rpc: bool = False, why: str = "") -> Response:
+    """A token that does not open the sandbox: 401, or Connect's ``unauthenticated``."""
+    message = why or "wrong or missing access token for this sandbox (X-Access-Token)"
+    if rpc:
+        return rpc_error_response(RpcError("unauthenticated", message))
+    return error_response(401, message)
 
 
 def _token_opens(request: Request, sandbox: Sandbox) -> bool:
@@ -232,4 +223,4 @@ async def _health(request: Request, sandbox: Sandbox) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     message = f"{request.method} {request.url.path} is not served on a sandbox"
-    return json_response({"code": status, "message": message}, status=status)
+    return error_response(status, message)
