@@ -35,7 +35,7 @@ from a2e_engine.engine._audit import AuditTrail
 from a2e_engine.engine._config import EngineConfig
 from a2e_engine.engine._policy import check_policies
 from a2e_engine.engine._registry import RegisteredTool, ToolRegistry
-from a2e_engine.engine._resident_workers import ResidentWorkers
+from a2e_engine.engine._resident_workers import RESIDENT_TMP, ResidentWorkers
 from a2e_engine.engine._retry import run_with_retries
 from a2e_engine.engine._session import SessionState
 from a2e_engine.sandbox._call_input import CallInput
@@ -271,9 +271,9 @@ async def run_call(
         if ctx.private_tmp:
             tmp_dir = "/tmp"
         elif resident:
-            tmp_dir = os.path.join(session.tmp_root, "resident")
+            tmp_dir = os.path.join(session.tmp_root, RESIDENT_TMP)
             with contextlib.suppress(FileExistsError):
-                session.make_call_dir("resident")
+                session.make_call_dir(RESIDENT_TMP)
         else:
             tmp_dir = session.make_call_dir(call_id)
         job = Job(

@@ -31,7 +31,7 @@ from a2e_engine.engine._compile_store import SharedCompileCache
 from a2e_engine.engine._concurrency import available_memory_mb
 from a2e_engine.engine._config import EngineConfig
 from a2e_engine.engine._connection import Connection
-from a2e_engine.engine._host import HostClosed, HostStatus, Refused, Send
+from a2e_engine.engine._host import HostClosed, HostSession, HostStatus, Refused, Send
 from a2e_engine.engine._host_session import (
     SUPPORTED_CAPABILITIES,
     LocalSession,
@@ -52,13 +52,16 @@ from a2e_engine.engine._policy import Policy, PolicyFunction, as_policy
 from a2e_engine.engine._registry import ToolRegistry
 from a2e_engine.engine._requirements import IsolationUnavailable, protect_supervisor, refusal
 from a2e_engine.engine._resident_workers import ResidentWorkers
+from a2e_engine.engine._session_forks import fork_session
 from a2e_engine.engine._session_pool import SessionPool
 from a2e_engine.engine._sessions import Sessions
 from a2e_engine.engine._state_dir import StateDirectory
 from a2e_engine.sandbox import _quota as quota
 from a2e_engine.sandbox._cgroups import create_sandbox_memory, remove_cgroup_tree
-from a2e_engine.sandbox._pool import PoolConfig, WorkerPool, ZygoteSpec
+from a2e_engine.sandbox._deadline import Deadline
+from a2e_engine.sandbox._pool import ForkFailed, PoolConfig, WorkerPool, ZygoteSpec
 from a2e_engine.sandbox._settings import ZygoteSettings
+from a2e_engine.sandbox._waiting import StopSignal
 from a2e_engine.sandbox.layers import LayerReports
 from a2e_engine.tools._compile_cache import PLUGINS as COMPILE_CACHE_PLUGINS
 
@@ -69,6 +72,8 @@ T = TypeVar("T")
 
 #: How long ``stop`` lets the calls in flight end (cancelled) before the sandbox goes.
 STOP_CALLS_S = 15.0
+#: How long a fork (its files copied, its interpreter forked and adopted) may take.
+FORK_TIMEOUT_S = 60.0
 
 
 def _builtin_plugins(settings: dict[str, dict[str, Any]]) -> list[ToolPlugin]:
@@ -391,6 +396,38 @@ class Engine:
         )
         with self._connections_lock:
             self._sessions.add(opened)
+        return opened
+
+    async def fork_session(self, session: HostSession, count: int) -> list[HostSession]:
+        running = self._running
+        if running is None:
+            raise Refused(A2EError(code=ErrorCode.OVERLOADED, message="the engine is not running"))
+        if not isinstance(session, LocalSession) or session.closed:
+            raise Refused(A2EError(code=ErrorCode.UNKNOWN_SESSION, message="no such open session"))
+        services = running.services
+        try:
+            copies = await fork_session(
+                services.sessions,
+                services.calls.residents,
+                session.session,
+                count,
+                Deadline.after(FORK_TIMEOUT_S),
+                StopSignal(),
+            )
+        except (UidsExhausted, OverBound) as exc:
+            raise Refused(
+                A2EError(code=ErrorCode.OVERLOADED, message=f"cannot fork: {exc}", retryable=True)
+            ) from None
+        except (ForkFailed, OSError) as exc:
+            raise Refused(
+                A2EError(code=ErrorCode.INTERNAL, message=f"cannot fork: {exc}")
+            ) from None
+        opened: list[HostSession] = []
+        for state in copies.sessions:
+            copy = LocalSession(services, state, on_closed=self._forget_session)
+            with self._connections_lock:
+                self._sessions.add(copy)
+            opened.append(copy)
         return opened
 
     def _forget_session(self, session: LocalSession) -> None:

@@ -151,6 +151,13 @@ class Host(Protocol):
         ``/home/user``; where the run layer gives a worker a ``/home`` of its own). ``Refused``
         when none can be had."""
 
+    async def fork_session(self, session: HostSession, count: int) -> list[HostSession]:
+        """``count`` copies of ``session`` (one of this host's, open): each a session of its
+        own, with the same client, policy, tenant, ``lasting`` and ``home``, its files copied
+        from ``session``'s and, where ``session`` keeps an interpreter, a copy of it
+        (``engine._session_forks``); ``session`` goes on. ``Refused`` when they cannot be
+        had, saying why."""
+
     def open_connection(
         self, send: Send, *, policy: Policy | None = None, name: str = "", tenant: str = ""
     ) -> HostConnection:

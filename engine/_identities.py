@@ -1,7 +1,9 @@
 """Session uids: each live session gets a uid of its own from the engine's range.
 
 Handed out round-robin, so a uid freed by an ended session is the last to be reused; two live
-sessions never share one. Running out is an error the client sees, never a silent sharing of
+sessions never share one, but for the copies of a forked sandbox (``share``: a process copied
+from another cannot change its uid, so a fork's sessions are one family's, kept apart by other
+layers: ``sandbox._forks``). Running out is an error the client sees, never a silent sharing of
 uids between sessions.
 """
 
@@ -23,7 +25,7 @@ class SessionUids:
         self.first = first
         self.count = count
         self._next = 0
-        self._taken: set[int] = set()
+        self._taken: dict[int, int] = {}  # by uid, the live sessions that have it
         self._lock = threading.Lock()
 
     def take(self) -> int:
@@ -32,12 +34,24 @@ class SessionUids:
                 uid = self.first + self._next
                 self._next = (self._next + 1) % self.count
                 if uid not in self._taken:
-                    self._taken.add(uid)
+                    self._taken[uid] = 1
                     return uid
         raise UidsExhausted(
             f"all {self.count} session uids are in use; end sessions or widen uid_range"
         )
 
+    def share(self, uid: int) -> int:
+        """``uid``, taken by one more session (a copy of one that has it)."""
+        with self._lock:
+            if uid not in self._taken:
+                raise ValueError(f"uid {uid} belongs to no live session")
+            self._taken[uid] += 1
+            return uid
+
     def give_back(self, uid: int) -> None:
         with self._lock:
-            self._taken.discard(uid)
+            left = self._taken.get(uid, 0) - 1
+            if left > 0:
+                self._taken[uid] = left
+            else:
+                self._taken.pop(uid, None)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import psutil
@@ -28,7 +29,7 @@ from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.engine._config import UNMEASURED_LIMIT, ResidentLimits
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._messages import Job
-from a2e_engine.sandbox._pool import WorkerPool
+from a2e_engine.sandbox._pool import ForkFailed, WorkerPool
 from a2e_engine.sandbox._resident import ResidentWorker
 from a2e_engine.sandbox._run import EventSink, Outcome
 from a2e_engine.sandbox._waiting import StopSignal
@@ -37,6 +38,8 @@ __all__ = ["ResidentWorkers"]
 
 log = logging.getLogger("a2e.engine")
 
+#: The directory of a session's temporary one that its kept worker has (``engine._calls``).
+RESIDENT_TMP = "resident"
 #: How often idle and old workers are looked for.
 _REAP_EVERY_S = 1.0
 #: How many may live at once where the memory bound alone admits them (a session uid each).
@@ -55,6 +58,7 @@ class _Kept:
     last_used: float = 0.0
     ended: str = ""  # why the last worker ended, until a call has been told
     lasting: bool = False  # its session's life bounds it, not idleness nor age
+    job: Job | None = None  # the last one it ran: what a fork's turn takes its layers from
 
 
 class ResidentWorkers:
@@ -148,6 +152,7 @@ class ResidentWorkers:
                 )
             kept.ended = ""
         before = kept.worker
+        kept.job = job
         kept.worker, outcome = await self.pool.run_resident(
             kept.worker if _alive(kept.worker) else None, job, deadline, on_event, stop
         )
@@ -158,6 +163,46 @@ class ResidentWorkers:
         if kept.worker is not None and not kept.worker.alive:
             await self._end(kept, kept.worker.why_gone())
         return outcome
+
+    async def fork(
+        self,
+        session_id: str,
+        copies: Sequence[tuple[str, str]],
+        copy_files: Callable[[ResidentWorker | None], Awaitable[None]],
+        deadline: Deadline,
+        stop: StopSignal,
+    ) -> bool:
+        """Session ``session_id``'s worker copied into each of ``copies`` (a new session's id
+        and its directory, mounted over the session's in its copy), under the session's lock,
+        after ``copy_files`` (given the worker, or None when it has none) has copied the
+        directories; the session goes on in a copy of its own (``sandbox._forks``). True if
+        there was a worker to copy; False if there was none (the copies start theirs afresh).
+        ``ForkFailed`` saying why it could not be copied."""
+        kept = self._kept.get(session_id)
+        if kept is None:
+            await copy_files(None)
+            return False
+        async with kept.lock:
+            worker = kept.worker if _alive(kept.worker) else None
+            await copy_files(worker)
+            if worker is None or kept.job is None:
+                return False
+            if self.live + len(copies) > self.limit:
+                raise ForkFailed(f"{len(copies)} more kept workers would pass the {self.limit}")
+            inside = os.path.dirname(worker.paths[0])  # its session's directory, as it sees it
+            binds = [[(own, inside)] for _, own in copies]
+            tmp_dir = os.path.join(inside, "tmp", RESIDENT_TMP)
+            made = await self.pool.fork_resident(
+                worker, kept.job, [*binds, []], tmp_dir, deadline, stop
+            )
+            now = asyncio.get_running_loop().time()
+            kept.worker = made[-1]
+            for (copy_id, _), copied in zip(copies, made, strict=False):
+                self._kept[copy_id] = _Kept(
+                    asyncio.Lock(), copied, now, now, lasting=kept.lasting, job=kept.job
+                )
+        self._start_reaper()
+        return True
 
     async def end(self, session_id: str, why: str = "its session ended") -> None:
         """End the session's worker, if it has one, and forget the session."""

@@ -56,7 +56,20 @@ class Sessions:
         and its propagation take a while, and the loop must not wait); ``UidsExhausted``,
         ``OverBound`` or ``OSError`` if none can be had now (``tenant``'s share of the
         sandbox's memory counts there: ``engine._memory_bound``)."""
-        session = self._new(client, capabilities, policies, tenant)
+        return await self._with_dirs(self._new(client, capabilities, policies, tenant))
+
+    async def open_copy(self, parent: SessionState) -> SessionState:
+        """A new session for a copy of ``parent`` (a forked sandbox): its client, capabilities,
+        policies and tenant, and its uid, shared (``SessionUids.share``); directories of its
+        own, empty (the caller copies what it needs)."""
+        session = self._new(
+            parent.client, parent.capabilities, list(parent.policies), parent.tenant, parent.uid
+        )
+        session.lasting, session.home = parent.lasting, parent.home
+        return await self._with_dirs(session)
+
+    async def _with_dirs(self, session: SessionState) -> SessionState:
+        """``session`` once its directories are made; given back if they cannot be."""
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(None, session.create_dirs)
@@ -67,11 +80,21 @@ class Sessions:
         return session
 
     def _new(
-        self, client: str, capabilities: frozenset[str], policies: list[Policy], tenant: str
+        self,
+        client: str,
+        capabilities: frozenset[str],
+        policies: list[Policy],
+        tenant: str,
+        family_uid: int | None = None,
     ) -> SessionState:
+        """``family_uid``: the uid of the session it is a copy of, shared."""
         self.bound.admit(self.quota_mb, tenant)
         try:
-            uid = self.uids.take() if self.uids is not None else None
+            uids = self.uids
+            if uids is None:
+                uid = None
+            else:
+                uid = uids.share(family_uid) if family_uid is not None else uids.take()
         except BaseException:
             self.bound.release(self.quota_mb)
             raise

@@ -269,14 +269,15 @@ def _prepare(
     prep.report(layer, None, **facts)
 
 
-def join_cgroup(path: str) -> None:
-    """Move the calling process into the group at ``path``.
+def join_cgroup(path: str, pid: int = 0) -> None:
+    """Move the calling process (or process ``pid``: a worker's copy, ``sandbox._adoption``)
+    into the group at ``path``.
 
     Plain ``os`` calls: each worker joins its groups first thing, and a text-mode ``open`` (an
     io stack, an encoding lookup) would cost it pages copied from the zygote."""
     fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
     try:
-        os.write(fd, str(os.getpid()).encode())
+        os.write(fd, str(pid or os.getpid()).encode())
     finally:
         os.close(fd)
 

@@ -41,6 +41,7 @@ from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._beneath import open_unlinked
 from a2e_engine.sandbox._paths import strictly_under
 from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
+from a2e_engine.sandbox._profiles import PROFILES
 
 if TYPE_CHECKING:
     from a2e_engine.sandbox._messages import Job
@@ -232,10 +233,20 @@ class Landlock(Layer):
         plugin = job["plugin"]
         ruleset.allow_files(own[plugin] if 0 <= plugin < len(own) else ())
         ruleset.allow_write((job["workspace"], job["tmp_dir"]), follow=False)
+        if PROFILES[worker.profile].forkable:
+            # The guard directory that holds the session's: its copies' own are mounted over
+            # the session's directory, and a rule on a covered directory is ignored
+            # (``sandbox._forks``). Nothing but the session's directory lies in it.
+            ruleset.allow_write((_guard_of(job["workspace"]),), follow=False)
         ruleset.restrict()
 
 
 LAYER = Landlock()
+
+
+def _guard_of(workspace: str) -> str:
+    """``<state>/<guard>`` of a session's ``<state>/<guard>/<session>/workspace``."""
+    return os.path.dirname(os.path.dirname(workspace))
 
 
 #: What ``confine_writes`` takes away: every right that changes the file system.

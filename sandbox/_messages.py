@@ -113,6 +113,9 @@ class Job(TypedDict):
     #: The call takes input after its start (``sandbox._call_input``): the job pipe stays open
     #: for it.
     input: NotRequired[bool]
+    #: A kept worker's turn that forks it into this many copies rather than running a tool
+    #: (``sandbox._forks``).
+    copies: NotRequired[int]
 
 
 #: What of a job is its payload, sent after its layers: the arguments and the secrets.
@@ -338,6 +341,17 @@ class Narrow(TypedDict):
     keep: str
 
 
+class Adopt(TypedDict):
+    """The copies kept worker ``pid`` forked (``sandbox._forks``), to be checked and made
+    sandboxes of their own (``sandbox._adoption``): ``copies`` as the worker reported them,
+    ``binds`` per copy, its (own directory, worker's directory) pairs."""
+
+    op: Literal["adopt"]
+    pid: int
+    copies: list[dict[str, int]]
+    binds: list[list[list[str]]]
+
+
 # zygote -> supervisor
 
 
@@ -371,6 +385,23 @@ class SpawnFailed(TypedDict):
     error: str
 
 
+class Copied(TypedDict):
+    """One adopted copy of worker ``parent``, its job pipe, result pipe and pidfd alongside
+    (``SCM_RIGHTS``)."""
+
+    op: Literal["copied"]
+    parent: int
+    pid: int
+
+
+class Adopted(TypedDict):
+    """The end of an ``adopt``: every copy sent (``error`` empty), or none, and why."""
+
+    op: Literal["adopted"]
+    parent: int
+    error: str
+
+
 class Fatal(TypedDict):
     op: Literal["fatal"]
     error: str
@@ -379,7 +410,7 @@ class Fatal(TypedDict):
 
 #: What a zygote says of its workers (a ``ZygoteListener`` hears these).
 AboutWorkers = Forked | Exited | SpawnFailed
-ControlMessage = Spawn | Stop | Narrow | Ready | AboutWorkers | Fatal
+ControlMessage = Spawn | Stop | Narrow | Adopt | Ready | AboutWorkers | Copied | Adopted | Fatal
 
 
 def _declared(message: type) -> tuple[str, dict[str, type]]:
@@ -393,7 +424,19 @@ def _declared(message: type) -> tuple[str, dict[str, type]]:
 #: Each control message's fields and their exact types, read from the declarations above.
 CONTROL: dict[str, dict[str, type]] = dict(
     _declared(message)
-    for message in (Spawn, Stop, Narrow, Ready, Forked, Exited, SpawnFailed, Fatal)
+    for message in (
+        Spawn,
+        Stop,
+        Narrow,
+        Adopt,
+        Ready,
+        Forked,
+        Exited,
+        SpawnFailed,
+        Copied,
+        Adopted,
+        Fatal,
+    )
 )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from a2e_engine.sandbox._footprint import check_footprint
 from a2e_engine.sandbox._messages import AboutWorkers, Ready
+from a2e_engine.sandbox._run import WorkerHandle
 from a2e_engine.sandbox._supply import WorkerSupply
 from a2e_engine.sandbox._zygote_control import ControlFactory, SandboxUnavailable, ZygoteControl
 from a2e_engine.sandbox.layers import LayerReports
@@ -143,6 +144,12 @@ class PluginZygote:
             self.footprint = {}
         assert self.supply is not None
         self.supply.ensure_all()
+
+    def adopt_worker(self, worker: WorkerHandle) -> None:
+        """A copy of a kept worker the zygote adopted (``sandbox._adoption``): its exit is
+        reported as a worker's."""
+        assert self.supply is not None
+        self.supply.workers[worker.pid] = worker
 
     def on_message(self, message: AboutWorkers, fds: list[int]) -> None:
         assert self.supply is not None

@@ -27,11 +27,12 @@ from a2e_engine.sandbox._busy import computing, pid_of
 from a2e_engine.sandbox._call_input import CallInput
 from a2e_engine.sandbox._cgroups import memory_of_process
 from a2e_engine.sandbox._deadline import Deadline
+from a2e_engine.sandbox._forks import checked_copies
 from a2e_engine.sandbox._limits import OutputCaps
 from a2e_engine.sandbox._messages import Job
 from a2e_engine.sandbox._paths import strictly_under
 from a2e_engine.sandbox._plugin_zygote import PluginZygote, ZygoteSpec
-from a2e_engine.sandbox._resident import ResidentWorker
+from a2e_engine.sandbox._resident import Family, ResidentWorker
 from a2e_engine.sandbox._run import (
     EventSink,
     Outcome,
@@ -50,6 +51,7 @@ from a2e_engine.sandbox._zygote_control import ControlFactory, SandboxUnavailabl
 from a2e_engine.sandbox.layers import LayerReport, LayerReports, merge_reports
 
 __all__ = [
+    "ForkFailed",
     "PoolConfig",
     "PoolStatus",
     "SandboxUnavailable",
@@ -339,7 +341,8 @@ class WorkerPool:
                     return None, taken
                 worker = taken
                 if keep:
-                    alive = ResidentWorker(taken, self._caps, self.config.zygote.limits)
+                    limits, paths = self.config.zygote.limits, (job["workspace"], job["tmp_dir"])
+                    alive = ResidentWorker(taken, self._caps, limits, paths)
                     job = cast(Job, {**job, "resident": True})
             assert worker is not None
             queued_ms = int((loop.time() - queued_at) * 1000)
@@ -359,6 +362,56 @@ class WorkerPool:
                 self._running.pop(worker.pid, None)
             outcome.queued_ms = queued_ms
             return alive, outcome
+
+    async def fork_resident(
+        self,
+        resident: ResidentWorker,
+        job: Job,
+        binds: list[list[tuple[str, str]]],
+        tmp_dir: str,
+        deadline: Deadline,
+        stop: StopSignal,
+    ) -> list[ResidentWorker]:
+        """Copies of ``resident`` (``sandbox._forks``), one per list of ``binds`` (the copy's
+        directories over the worker's, ``sandbox._adoption``), each a kept worker of its own.
+        The last one is ``resident`` going on (give it no binds: it keeps its own); it runs no
+        more itself (a family's first worker stays, stopped, while its copies live; a copy is
+        ended). ``tmp_dir``: the copies' temporary directory, as they see it; ``job``: the
+        session's, whose layers the turn takes. ``ForkFailed`` saying why none was made."""
+        line = self._lines.get(job["zygote"])
+        if line is None or not resident.alive:
+            raise ForkFailed("the sandbox's interpreter is not running")
+        count = len(binds)
+        bare = {"tool": "", "arguments": {}, "secrets": {}, "call_id": ""}
+        turn = cast(Job, {**job, **bare, "copies": count, "tmp_dir": tmp_dir})
+        outcome = await resident.run(turn, deadline, _no_events, stop)
+        if not outcome.ok:
+            raise ForkFailed(outcome.error or "the interpreter could not be forked")
+        try:
+            copies = checked_copies(outcome.data, count)
+        except ValueError as exc:
+            await resident.end(f"it broke the rules of a fork: {exc}")
+            raise ForkFailed(f"the interpreter broke the rules of a fork: {exc}") from None
+        worker = resident.worker
+        pairs = [[list(pair) for pair in per] for per in binds]
+        try:
+            adopted = await line.control.adopt(worker.pid, list(copies), pairs)
+        except (ValueError, SandboxUnavailable) as exc:
+            await resident.end(f"its copies could not be made apart: {exc}")
+            raise ForkFailed(f"the copies could not be made apart: {exc}") from None
+        loop = asyncio.get_running_loop()
+        family = resident.family
+        if family is None:
+            family = resident.family = Family(resident)
+        made = []
+        for pid, fds in adopted:
+            handle = WorkerHandle(pid, worker.profile, fds, loop)
+            handle.busy = True  # a kept worker's: never handed out
+            line.adopt_worker(handle)
+            paths = (resident.paths[0], tmp_dir)
+            made.append(ResidentWorker(handle, self._caps, resident.limits, paths, family))
+        await resident.end("it was forked: its copies go on")
+        return made
 
     def _narrow(self, job: Job, worker: WorkerHandle) -> None:
         """A worker kept for a session, its first job done (it has its own mount namespace by
@@ -448,6 +501,14 @@ class WorkerPool:
         if supply is not None and supply.last_spawn_error:
             detail += f"; last fork error: {supply.last_spawn_error}"
         return not_started(stop, deadline, queued_ms, waiting, detail)
+
+
+class ForkFailed(RuntimeError):
+    """No copy of a kept worker could be made, and why."""
+
+
+def _no_events(kind: str, data: dict[str, Any]) -> None:
+    """A fork's turn says nothing but its result."""
 
 
 def _home_of(dirs: tuple[str, ...], writable: tuple[str, ...]) -> tuple[str, ...]:

@@ -34,7 +34,7 @@ from a2e_engine.sandbox._run import (
 )
 from a2e_engine.sandbox._waiting import StopSignal, race
 
-__all__ = ["INTERRUPT_GRACE_S", "ResidentWorker"]
+__all__ = ["INTERRUPT_GRACE_S", "Family", "ResidentWorker"]
 
 #: How long an interrupted job may take to send its result before the worker is killed.
 INTERRUPT_GRACE_S = 2.0
@@ -76,16 +76,46 @@ class _TurnReader(ResultReader):
             self.worker.kill()  # no call is there to end it: end it now
 
 
+class Family:
+    """The kept workers copied from one first worker (``sandbox._forks``). They all live in
+    its PID namespace, whose init it is: were it killed, the kernel would kill them all. So
+    once it has forked it runs nothing more, stopped, and ends when the last of them does."""
+
+    def __init__(self, first: ResidentWorker) -> None:
+        self.first = first
+        self.members: set[ResidentWorker] = set()
+
+    async def left(self, member: ResidentWorker) -> None:
+        """``member`` ended: the first one too, if it was the last."""
+        self.members.discard(member)
+        if not self.members and member is not self.first:
+            await self.first.end("the last of its copies ended")
+
+
 class ResidentWorker:
     """One session's kept worker. ``run`` a job at a time (its caller holds the session's
-    lock: ``engine._resident_workers``); ``end`` it."""
+    lock: ``engine._resident_workers``); ``end`` it. ``paths``: its workspace and temporary
+    directory as it sees them (a copy sees the first worker's, its own mounted there);
+    ``family``: the workers it was copied with, if it was."""
 
-    def __init__(self, worker: WorkerHandle, caps: OutputCaps, limits: Limits) -> None:
+    def __init__(
+        self,
+        worker: WorkerHandle,
+        caps: OutputCaps,
+        limits: Limits,
+        paths: tuple[str, str] = ("", ""),
+        family: Family | None = None,
+    ) -> None:
         self.worker = worker
         self.limits = limits
+        self.caps = caps
         self.loop = asyncio.get_running_loop()
         self.reader = _TurnReader(worker, caps, _no_event, self.loop)
         self.ended: str | None = None  # why it is gone, once it is
+        self.paths = paths
+        self.family = family
+        if family is not None:
+            family.members.add(self)
 
     @property
     def alive(self) -> bool:
@@ -151,14 +181,20 @@ class ResidentWorker:
         )
 
     async def end(self, why: str) -> None:
-        """Kill the worker and everything it started, and wait for its exit report."""
+        """Kill the worker and everything it started, and wait for its exit report; a
+        family's first worker only once its copies are gone (``Family``)."""
         if self.ended is None:
             self.ended = why
+        family = self.family
+        if family is not None and family.first is self and family.members:
+            return  # stopped; the last copy to go ends it
         self.worker.kill()
         await race(self.loop.time() + KILL_WAIT_S, self.worker.exited)
         self.reader.drain()
         self.reader.stop()
         self.worker.close()
+        if family is not None:
+            await family.left(self)
 
 
 def _no_event(kind: str, data: dict[str, Any]) -> None:

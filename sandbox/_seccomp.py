@@ -23,7 +23,12 @@ import pyseccomp as sc
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._preparation import Layer, Preparation, Worker
 from a2e_engine.sandbox._profiles import PROFILES, SeccompProfile
-from a2e_engine.sandbox._syscalls import CLONE_THREAD, NAMESPACE_FLAGS
+from a2e_engine.sandbox._syscalls import (
+    CLONE_NEWNS,
+    CLONE_NEWUSER,
+    CLONE_THREAD,
+    NAMESPACE_FLAGS,
+)
 
 __all__ = ["LAYER", "PROFILES", "SeccompProfile", "compile_profile"]
 
@@ -76,6 +81,12 @@ DENY_EPERM: tuple[str, ...] = (
     "personality",
 )
 
+#: What a ``forkable`` profile's process may unshare, together and nothing else: the
+#: namespaces its copy takes (``sandbox._forks``).
+FORK_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS
+#: What starts a new process or program, refused where neither may be.
+_NEW_PROGRAMS = ("fork", "vfork", "execve", "execveat")
+
 #: Kill the process on sight: no tool needs these and each is an attack or a machine takeover.
 DENY_KILL: tuple[str, ...] = (
     "kexec_load",
@@ -114,7 +125,10 @@ def build_filter(profile: SeccompProfile) -> sc.SyscallFilter:
     filt = sc.SyscallFilter(sc.ALLOW)
     filt.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)
     for name in DENY_EPERM:
-        _add(filt, eperm, name)
+        if not (profile.forkable and name == "unshare"):
+            _add(filt, eperm, name)
+    if profile.forkable:  # a copy of itself, in namespaces of its own (``sandbox._forks``)
+        _add(filt, eperm, "unshare", sc.Arg(0, sc.NE, FORK_NAMESPACES))
     for name in DENY_KILL:
         _add(filt, sc.KILL_PROCESS, name)
     # Raising a limit back up; reading limits (new_limit == NULL) stays allowed.
@@ -143,10 +157,12 @@ def build_filter(profile: SeccompProfile) -> sc.SyscallFilter:
         _add(filt, eperm, "fchmod", sc.Arg(1, sc.MASKED_EQ, bit, bit))
         _add(filt, eperm, "fchmodat", sc.Arg(2, sc.MASKED_EQ, bit, bit))
     if not profile.allow_processes:
-        for name in ("fork", "vfork", "execve", "execveat"):
+        refused = ("vfork", "execve", "execveat") if profile.forkable else _NEW_PROGRAMS
+        for name in refused:
             _add(filt, eperm, name)
-        # Threads are fine (CLONE_THREAD set); a new process is not.
-        _add(filt, eperm, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
+        if not profile.forkable:
+            # Threads are fine (CLONE_THREAD set); a new process is not.
+            _add(filt, eperm, "clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0))
     if not profile.allow_sockets:
         _add(filt, eperm, "socket")
         # socketpair() is left, but a socket it makes gets no name another process could reach

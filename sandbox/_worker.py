@@ -21,6 +21,7 @@ from a2e import _jsonwire as jsonwire
 from a2e.caps.tools._plugin import ToolCancelled, ToolContext, ToolExecutionError, ToolPlugin
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.sandbox import _contain as contain
+from a2e_engine.sandbox import _forks as forks
 from a2e_engine.sandbox import _offers as offers
 from a2e_engine.sandbox import _run_root as run_root
 from a2e_engine.sandbox import _syscalls as syscalls
@@ -259,13 +260,48 @@ def serve_later_jobs(
     supervisor sends them, run in this same process (what the tool kept stays), until the
     supervisor closes the job pipe. The layers the first job set up (uid, Landlock, working
     directory) hold for all of them: every job of a resident worker is of one session."""
+    settle: tuple[int, int] | None = None  # a copy's, until its first job
     while True:
         try:
             job = read_job(job_fd, max_frame)
         except EOFError:
             return
+        if job.get("copies"):
+            settle = _copy_turn(job, job_fd, result_fd, max_frame)
+            if settle is not None:  # a copy: its own temporary directory from now on
+                first = cast(Job, {**first, "tmp_dir": job["tmp_dir"]})
+            continue
+        if settle is not None:
+            try:
+                forks.settle_copy(settle, first["workspace"], first["tmp_dir"])
+            except OSError:
+                return  # it cannot be kept apart: it ends, and the supervisor says so
+            settle = None
         job = cast(Job, {**job, "workspace": first["workspace"], "tmp_dir": first["tmp_dir"]})
         execute_job(plugins[first["plugin"]], job, result_fd, max_frame)
+
+
+def _copy_turn(job: Job, job_fd: int, result_fd: int, max_frame: int) -> tuple[int, int] | None:
+    """A turn that forks this worker into copies (``sandbox._forks``). In a copy it returns
+    what the copy must close at its first job. In this worker it returns None where nothing
+    was forked (the failure reported: it goes on serving); once it has forked, it reports the
+    copies and never returns: a worker that has forked runs no tool again, and waits for the
+    supervisor to stop it for good or kill it."""
+    why_not = forks.copies_refused()
+    if why_not is None:
+        try:
+            made = forks.fork_copies(int(job.get("copies") or 0), job_fd, result_fd)
+        except OSError as exc:
+            why_not = f"the sandbox could not be copied: {exc}"
+        else:
+            if isinstance(made, tuple):
+                return made
+            encoded = _encoded_result({"copies": made}, max_frame)
+            write_frame_bytes(result_fd, _final_frame(encoded))
+            while True:
+                signal.pause()
+    write_frame_bytes(result_fd, _final_frame(failure_frame(why_not, retryable=False)))
+    return None
 
 
 def _template_for(prep: Preparation, layers: Job, job_fd: int, result_fd: int) -> Template | None:

@@ -11,6 +11,7 @@ control messages are declared in ``sandbox._messages``: JSON, never pickles.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -28,7 +29,17 @@ from a2e_engine.sandbox import _contain as contain
 from a2e_engine.sandbox import _footprint as footprint
 from a2e_engine.sandbox import _rlimits as rlimits
 from a2e_engine.sandbox import _userns as userns
-from a2e_engine.sandbox._messages import CONTROL_MAX, ControlMessage, check_control, control
+from a2e_engine.sandbox._adoption import adopt
+from a2e_engine.sandbox._adoption import kill as kill_copy
+from a2e_engine.sandbox._cgroups import join_cgroup
+from a2e_engine.sandbox._forks import checked_copies
+from a2e_engine.sandbox._messages import (
+    CONTROL_MAX,
+    Adopt,
+    ControlMessage,
+    check_control,
+    control,
+)
 from a2e_engine.sandbox._preparation import Preparation, Worker
 from a2e_engine.sandbox._quota import narrow, unmount_tree
 from a2e_engine.sandbox._settings import ZygoteSettings
@@ -60,6 +71,10 @@ class Zygote:
         self.plugins = plugins
         self.prep = Preparation(settings, userns_reason=userns_reason, plugins=plugins)
         self.workers: dict[int, Worker] = {}  # alive, by pid
+        #: Copies of kept workers (``sandbox._adoption``), not our children: alive, by pid,
+        #: with the pidfd that tells us when they are gone.
+        self.copies: dict[int, tuple[Worker, int]] = {}
+        self._poller: select.poll | None = None
         self.supervisor_pid = os.getppid()
         self.told_to_stop = False
 
@@ -161,6 +176,8 @@ class Zygote:
         elif message["op"] == "stop":
             self.told_to_stop = True
             return False
+        elif message["op"] == "adopt":
+            self.adopt(message)
         elif message["op"] == "narrow" and message["pid"] in self.workers:
             mounts = self.prep.mounts
             try:
@@ -170,6 +187,58 @@ class Zygote:
             except OSError:
                 pass  # gone meanwhile: it keeps what it has
         return True
+
+    def adopt(self, message: Adopt) -> None:
+        """The copies a kept worker (ours, or a copy we adopted) forked: each checked, given
+        its directories and cgroup slots, and sent to the supervisor; or none, and why."""
+        parent = message["pid"]
+        known = self.workers.get(parent) or self.copies.get(parent, (None, -1))[0]
+        error = ""
+        try:
+            if known is None:
+                raise ValueError("no such kept worker")
+            copies = checked_copies({"copies": message["copies"]}, len(message["copies"]))
+            binds = [[_bind(pair) for pair in _listed(pairs)] for pairs in message["binds"]]
+            worker_fds = (known.keep_fds[0], known.keep_fds[1])
+            adopted = adopt(parent, copies, worker_fds, binds)
+        except (OSError, ValueError) as exc:
+            error = str(exc) or type(exc).__name__
+            adopted = []
+        for copy in adopted:
+            assert known is not None
+            worker = Worker(profile=known.profile, keep_fds=known.keep_fds, parent_pid=os.getpid())
+            try:
+                contain.spawning(self.prep, worker, self.workers)
+                for slot in worker.slots.values():
+                    join_cgroup(slot.path, copy.pid)
+            except OSError as exc:
+                error = error or f"a copy's cgroup slots: {exc}"
+            watch = os.dup(copy.pidfd)
+            self.copies[copy.pid] = (worker, watch)
+            if self._poller is not None:
+                self._poller.register(watch, select.POLLIN)
+            if error:
+                kill_copy(copy)
+                continue
+            try:
+                self.send({"op": "copied", "parent": parent, "pid": copy.pid}, copy.fds())
+            finally:
+                copy.close()
+        self.send({"op": "adopted", "parent": parent, "error": error})
+
+    def copy_gone(self, watch: int) -> None:
+        """A copy's pidfd says it is gone: its slots back, and the supervisor told."""
+        pid = next((pid for pid, (_, fd) in self.copies.items() if fd == watch), None)
+        if self._poller is not None:
+            self._poller.unregister(watch)
+        os.close(watch)
+        if pid is None:
+            return
+        worker, _ = self.copies.pop(pid)
+        contain.reaped(self.prep, worker, self.workers)
+        self.send(
+            {"op": "exit", "pid": pid, "status": 0, "cpu_ms": 0, "maxrss_kb": 0, "oom": worker.oom}
+        )
 
     def abandoned(self) -> bool:
         """Whether the supervisor died rather than stopped us. Its exit closes the control
@@ -186,6 +255,9 @@ class Zygote:
         return True
 
     def stop(self) -> None:
+        for _, watch in self.copies.values():  # they die with their family's first anyway
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(watch, signal.SIGKILL)
         for pid in list(self.workers):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -208,7 +280,7 @@ class Zygote:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        poller = select.poll()
+        poller = self._poller = select.poll()
         poller.register(self.ctrl.fileno(), select.POLLIN)
         poller.register(wake_r, select.POLLIN)
         layers, pid, measured = self.prep.layers, host_pid(), footprint.measure()
@@ -222,6 +294,9 @@ class Zygote:
                     except BlockingIOError:
                         pass
                     self.reap()
+                    continue
+                if fd != self.ctrl.fileno():
+                    self.copy_gone(fd)
                     continue
                 try:
                     data = self.ctrl.recv(CONTROL_MAX)
@@ -239,6 +314,23 @@ class Zygote:
                     break
             self.reap()
         self.stop()
+
+
+def _listed(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError("a copy's binds are a list")
+    return value
+
+
+def _bind(pair: Any) -> tuple[str, str]:
+    """One (copy's directory, worker's directory) pair of an ``adopt``: absolute paths."""
+    if (
+        not isinstance(pair, list)
+        or len(pair) != 2
+        or not all(isinstance(p, str) and os.path.isabs(p) and "\0" not in p for p in pair)
+    ):
+        raise ValueError("a bind is two absolute paths")
+    return pair[0], pair[1]
 
 
 def zygote_main(ctrl: socket.socket, boot: Callable[[], tuple[str, list[Any]]]) -> None:

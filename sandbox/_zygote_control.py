@@ -29,6 +29,8 @@ from a2e_engine.sandbox._messages import (
     check_control,
     control,
 )
+from a2e_engine.sandbox._messages import Adopted as AdoptedMessage
+from a2e_engine.sandbox._messages import Copied as CopiedMessage
 from a2e_engine.sandbox.layers import LayerReports
 
 __all__ = ["Control", "ControlFactory", "SandboxUnavailable", "ZygoteControl", "ZygoteListener"]
@@ -81,6 +83,14 @@ class Control(Protocol):
 
     def narrow(self, pid: int, keep: str) -> None: ...
 
+    async def adopt(
+        self, pid: int, copies: list[dict[str, int]], binds: list[list[list[str]]]
+    ) -> list[Copied]: ...
+
+
+#: A copy the zygote adopted (``sandbox._adoption``): its host pid, and its job pipe's write
+#: end, result pipe's read end and pidfd, the caller's to close.
+Copied = tuple[int, list[int]]
 
 #: A control made from the zygote's settings and plugins, its listener, start timeout and name.
 ControlFactory = Callable[[str, bytes, ZygoteListener, float, str], Control]
@@ -111,6 +121,9 @@ class ZygoteControl:
         self._stopping = False
         self.broken: str | None = None
         self.starts = 0  # zygotes that became ready: the first, then each restart
+        #: Forks being adopted, by the forking worker's pid: the copies sent so far, and
+        #: what waits for the end.
+        self._adopting: dict[int, tuple[list[Copied], asyncio.Future[list[Copied]]]] = {}
 
     async def start(self) -> Ready:
         """Start a zygote and wait until it is ready; its ``ready`` message (also given to the
@@ -185,6 +198,47 @@ class ZygoteControl:
         except OSError as exc:
             self._lost(f"sending to it failed: {exc}")
 
+    async def adopt(
+        self, pid: int, copies: list[dict[str, int]], binds: list[list[list[str]]]
+    ) -> list[Copied]:
+        """The copies kept worker ``pid`` forked (``sandbox._forks``), adopted by the zygote
+        (``sandbox._adoption``): each one's host pid and fds. ``ValueError`` with the zygote's
+        reason if it refused them (it killed them), ``SandboxUnavailable`` if it is gone."""
+        if self._sock is None or self._stopping or self._loop is None:
+            raise SandboxUnavailable(f"{self.called} is not running")
+        if pid in self._adopting:
+            raise ValueError("that worker is being forked already")
+        done: asyncio.Future[list[Copied]] = self._loop.create_future()
+        self._adopting[pid] = ([], done)
+        try:
+            self._sock.send(control({"op": "adopt", "pid": pid, "copies": copies, "binds": binds}))
+            return await done
+        except OSError as exc:
+            self._lost(f"sending to it failed: {exc}")
+            raise SandboxUnavailable(f"{self.called} is gone") from None
+        finally:
+            sent, _ = self._adopting.pop(pid, ([], done))
+            if not done.done() or done.cancelled() or done.exception() is not None:
+                for _, fds in sent:
+                    _close_all(fds)
+
+    def _adopted(self, message: CopiedMessage | AdoptedMessage, fds: list[int]) -> None:
+        """A ``copied`` or ``adopted`` message, for the ``adopt`` that waits for it."""
+        pending = self._adopting.get(message["parent"])
+        if pending is None or pending[1].done():
+            _close_all(fds)
+            return
+        sent, done = pending
+        if message["op"] == "copied":
+            if len(fds) == 3:
+                sent.append((message["pid"], fds))
+            else:
+                _close_all(fds)
+        elif message["error"]:
+            done.set_exception(ValueError(message["error"]))
+        else:
+            done.set_result(list(sent))
+
     def _close(self) -> None:
         if self._sock is not None and self._loop is not None:
             self._loop.remove_reader(self._sock.fileno())
@@ -230,6 +284,8 @@ class ZygoteControl:
                 self._ready.set_exception(error)
         elif message["op"] in ("worker", "exit", "spawn_failed"):
             self._listener.on_message(message, fds)
+        elif message["op"] == "copied" or message["op"] == "adopted":
+            self._adopted(message, fds)
         else:
             _close_all(fds)  # the supervisor's own messages, sent back: not the zygote's to say
 
@@ -242,6 +298,9 @@ class ZygoteControl:
             return
         log.error("%s died (%s); calls in flight fail, restarting it", self.called, why)
         self._close()
+        for _, done in self._adopting.values():
+            if not done.done():
+                done.set_exception(SandboxUnavailable(f"{self.called} died: {why}"))
         self._listener.on_lost()
         if self._restart_task is None or self._restart_task.done():
             assert self._loop is not None

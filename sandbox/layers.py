@@ -71,7 +71,9 @@ CATALOG: dict[str, Entry] = {
         "loading, reboot, iopl/ioperm, open_by_handle_at and every 32-bit or x32 system call "
         "kill the worker. Per tool profile: `compute` also refuses socket(), bind, connect, "
         "SO_PASSCRED, new processes, exec, memfd and SysV/POSIX IPC; `process` refuses "
-        "socket(), bind, connect and SO_PASSCRED; `network` nothing more",
+        "socket(), bind, connect and SO_PASSCRED; `network` nothing more; `session` (a kept "
+        "interpreter) is `compute` but may fork itself, without exec, and unshare a user and a "
+        "mount namespace together: how a sandbox is copied",
         "always (libseccomp)",
         "_seccomp",
     ),

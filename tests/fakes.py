@@ -95,6 +95,12 @@ class ThreadZygote:
     def narrow(self, pid: int, keep: str) -> None:
         """Its workers are threads of this process: no mount namespace of their own."""
 
+    async def adopt(
+        self, pid: int, copies: list[dict[str, int]], binds: list[list[list[str]]]
+    ) -> list[tuple[int, list[int]]]:
+        """Threads cannot be forked."""
+        raise ValueError("a worker that is a thread has no copies")
+
     def _fork(self, profile: str) -> None:
         """A worker: the real pipes, and a stand-in for its pidfd that no signal reaches."""
         job_r, job_w = os.pipe2(os.O_CLOEXEC)

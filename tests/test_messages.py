@@ -76,6 +76,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "spawn": {"profile": "compute", "count": 2},
     "stop": {},
     "narrow": {"pid": 8, "keep": "/var/tmp/state/abc/session"},
+    "adopt": {
+        "pid": 8,
+        "copies": [{"pid": 2, "job": 9, "result": 10}],
+        "binds": [[["/var/tmp/state/def/session", "/var/tmp/state/abc/session"]]],
+    },
+    "copied": {"parent": 8, "pid": 12},
+    "adopted": {"parent": 8, "error": ""},
     "ready": {"layers": {}, "pid": 7, "footprint": {}},
     "worker": {"pid": 8, "profile": "compute"},
     "exit": {"pid": 8, "status": 0, "cpu_ms": 1, "maxrss_kb": 2, "oom": False},

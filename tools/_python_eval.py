@@ -51,6 +51,11 @@ class PythonEval(ToolPlugin):
     resident_tools = frozenset({"python_session"})
     _notebook: NotebookSession | None = None
 
+    def profile_for(self, tool_name: str) -> str:
+        """``python_session``'s interpreter is kept, and may be forked (``sandbox._forks``);
+        the others run once and may not."""
+        return SandboxProfile.SESSION if tool_name == "python_session" else self.sandbox_profile
+
     def _list_tools(self) -> list[ToolDefinition]:
         from a2e.caps.tools._models import ToolDefinition, ToolParameter
 

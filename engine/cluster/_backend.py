@@ -185,6 +185,9 @@ class RayEngine:
             home=home,
         )
 
+    async def fork_session(self, session: HostSession, count: int) -> list[HostSession]:
+        return await self._host.fork_session(session, count)
+
     def status(self) -> HostStatus:
         return self._host.status()
 

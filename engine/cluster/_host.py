@@ -18,9 +18,9 @@ from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
 from a2e._codec import ProtocolError
-from a2e._messages import A2EMessage
+from a2e._messages import A2EError, A2EMessage, ErrorCode
 from a2e._transport import TransportClosed
-from a2e_engine.engine._host import HostClosed, HostSession, HostStatus, Send
+from a2e_engine.engine._host import HostClosed, HostSession, HostStatus, Refused, Send
 from a2e_engine.engine._loop import EngineLoop
 from a2e_engine.engine._policy import Policy
 from a2e_engine.engine.cluster._links import NodeInfo
@@ -84,6 +84,15 @@ class ClusterHost:
         node judges memory by its own sessions; nor ``lasting`` and ``home``: a wire
         session's worker is kept as the node's limits say, in its workspace."""
         return await open_wire_session(self, client, policy)
+
+    async def fork_session(self, session: HostSession, count: int) -> list[HostSession]:
+        """Not across the cluster yet: a wire session has no way to ask its node for copies."""
+        raise Refused(
+            A2EError(
+                code=ErrorCode.INTERNAL,
+                message="cannot fork: sandboxes are not forked across a Ray cluster yet",
+            )
+        )
 
     def status(self) -> HostStatus:
         nodes = self.cluster.nodes()

@@ -55,13 +55,16 @@ class SandboxProfile:
     """Names of the seccomp profiles a tool can ask for (see ``sandbox._seccomp``).
 
     ``compute``: no new processes, no exec, no sockets. ``process``: may fork and exec, no
-    sockets. ``network``: may fork, exec and open sockets.
+    sockets. ``network``: may fork, exec and open sockets. ``session``: ``compute`` for an
+    interpreter a session keeps, which may also fork itself (no exec) into a user and mount
+    namespace of its own: how the engine copies a sandbox (``sandbox._forks``).
     """
 
     COMPUTE = "compute"
     PROCESS = "process"
     NETWORK = "network"
-    ALL = (COMPUTE, PROCESS, NETWORK)
+    SESSION = "session"
+    ALL = (COMPUTE, PROCESS, NETWORK, SESSION)
 
 
 @dataclass(frozen=True)

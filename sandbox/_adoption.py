@@ -1,0 +1,260 @@
+"""The zygote's side of a fork (``sandbox._forks``): the copies a kept worker made, checked
+against the kernel's own account of them and made sandboxes of their own.
+
+The worker that forked is hostile, and so is every copy: nothing either said is taken on
+trust. For each copy reported, the zygote
+
+- finds it among the forking worker's children by its pid there, and checks that it is
+  stopped, in a user and a mount namespace that are not the worker's;
+- takes the supervisor's ends of its pipes out of it (``pidfd_getfd``), and checks that they
+  are pipes whose other ends the copy holds where a worker's job and result pipes are, and
+  that it holds no end of the worker's own pipes;
+- maps the copy's uid in its user namespace to itself (it runs as its family's uid);
+- mounts the copy's own directories (its session's workspace and temporary directory,
+  copied by the engine) over the worker's in the copy's mount namespace, in a helper process
+  (``setns`` is not for a process with threads, nor for the zygote itself): the worker's
+  Landlock rules lie on the directories beneath, and a rule covers what is mounted on it;
+- gives it cgroup slots of its own (``sandbox._cgroups``: memory, pids, CPU), and watches it
+  by its pidfd, to give them back when it is gone.
+
+Any failure kills every copy of the fork: none is half made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from a2e_engine.sandbox import _syscalls as syscalls
+from a2e_engine.sandbox._forks import Copy
+
+__all__ = ["Adopted", "adopt", "pidfd_getfd"]
+
+_OPEN_TREE_CLONE = 1
+_OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+_MOVE_MOUNT_F_EMPTY_PATH = 0x4
+_MOVE_MOUNT_T_EMPTY_PATH = 0x40
+
+_syscall = syscalls.libc["syscall"]
+_syscall.restype = ctypes.c_long
+
+
+@dataclass
+class Adopted:
+    """A copy as the zygote hands it to the supervisor: its pid as the host sees it, its pidfd,
+    and the supervisor's ends of its job and result pipes."""
+
+    pid: int
+    pidfd: int
+    job_w: int
+    result_r: int
+
+    def fds(self) -> list[int]:
+        """As a worker's are sent: job pipe, result pipe, pidfd."""
+        return [self.job_w, self.result_r, self.pidfd]
+
+    def close(self) -> None:
+        for fd in (self.pidfd, self.job_w, self.result_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _call(name: str, *args: int | bytes) -> int:
+    result = int(_syscall(syscalls.syscall_number(name), *args))
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+    return result
+
+
+def pidfd_getfd(pidfd: int, fd: int) -> int:
+    """A copy of process ``pidfd``'s ``fd`` (close-on-exec), as ``pidfd_getfd(2)`` makes it."""
+    return _call("pidfd_getfd", pidfd, fd, 0)
+
+
+def adopt(
+    parent: int,
+    copies: Sequence[Copy],
+    worker_fds: tuple[int, int],
+    binds: Sequence[Sequence[tuple[str, str]]],
+) -> list[Adopted]:
+    """In the zygote: the ``copies`` worker ``parent`` (a host pid) reported, checked and
+    made apart (the module's docstring). ``worker_fds``: the fd numbers a worker's job and
+    result pipes have in it (and in each copy); ``binds``: per copy, (its own directory, the
+    worker's it goes over) pairs. ``OSError`` or ``ValueError`` if any copy fails a check;
+    every copy is then killed."""
+    if len(binds) != len(copies):
+        raise ValueError("one list of directories per copy")
+    adopted: list[Adopted] = []
+    children = _children_by_inner_pid(parent)
+    hosts = [children.get(copy["pid"]) for copy in copies]
+    try:
+        for copy, host in zip(copies, hosts, strict=True):
+            if host is None:
+                raise ValueError(f"pid {copy['pid']} is not a child of the worker")
+            adopted.append(_take(parent, host, copy, worker_fds))
+        for taken in adopted:
+            _map_identity(taken.pid)
+        _mount_binds([a.pid for a in adopted], binds)
+    except BaseException:
+        for taken in adopted:
+            kill(taken)
+        for found in hosts:
+            if found is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(found, signal.SIGKILL)
+        raise
+    return adopted
+
+
+def kill(adopted: Adopted) -> None:
+    with contextlib.suppress(OSError):
+        signal.pidfd_send_signal(adopted.pidfd, signal.SIGKILL)
+    adopted.close()
+
+
+def _children_by_inner_pid(parent: int) -> dict[int, int]:
+    """Worker ``parent``'s children: their host pids by their pids in its PID namespace (the
+    last of ``NSpid``)."""
+    found: dict[int, int] = {}
+    for task in os.listdir(f"/proc/{parent}/task"):
+        with open(f"/proc/{parent}/task/{task}/children") as fh:
+            for word in fh.read().split():
+                host = int(word)
+                inner = _inner_pid(host)
+                if inner is not None:
+                    found[inner] = host
+    return found
+
+
+def _inner_pid(host: int) -> int | None:
+    try:
+        with open(f"/proc/{host}/status") as fh:
+            for line in fh:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _take(parent: int, host: int, copy: Copy, worker_fds: tuple[int, int]) -> Adopted:
+    """Copy ``host`` checked (stopped, its namespaces its own) and the supervisor's ends of its
+    pipes taken out of it."""
+    pidfd = os.pidfd_open(host)
+    taken = Adopted(host, pidfd, -1, -1)
+    try:
+        if _state(host) != "T":
+            raise ValueError("a copy is not stopped")
+        for kind in ("user", "mnt"):
+            if (
+                os.stat(f"/proc/{host}/ns/{kind}").st_ino
+                == os.stat(f"/proc/{parent}/ns/{kind}").st_ino
+            ):
+                raise ValueError(f"a copy shares the worker's {kind} namespace")
+        taken.job_w = pidfd_getfd(pidfd, copy["job"])
+        taken.result_r = pidfd_getfd(pidfd, copy["result"])
+        own = _pipe_ends(host, worker_fds)
+        if (_pipe(taken.job_w), _pipe(taken.result_r)) != own:
+            raise ValueError("a copy's pipes are not the ones it reads jobs from and writes to")
+        parents = set(_pipe_ends(parent, worker_fds))
+        if parents & _all_fd_inodes(host):
+            raise ValueError("a copy holds the worker's own pipes")
+    except BaseException:
+        kill(taken)
+        raise
+    return taken
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rpartition(")")[2].split()[0]
+
+
+def _pipe(fd: int) -> int:
+    info = os.fstat(fd)
+    if not stat.S_ISFIFO(info.st_mode):
+        raise ValueError("a copy's fd is not a pipe")
+    return info.st_ino
+
+
+def _pipe_ends(pid: int, fds: tuple[int, int]) -> tuple[int, int]:
+    inodes = [os.stat(f"/proc/{pid}/fd/{fd}").st_ino for fd in fds]
+    return inodes[0], inodes[1]
+
+
+def _all_fd_inodes(pid: int) -> set[int]:
+    inodes = set()
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            inodes.add(os.stat(f"/proc/{pid}/fd/{name}").st_ino)
+    return inodes
+
+
+def _map_identity(pid: int) -> None:
+    """The copy's uid and gid, mapped to themselves in its new user namespace: it sees the
+    ids it has, and no other."""
+    with open(f"/proc/{pid}/status") as fh:
+        ids = {
+            line.split(":")[0]: int(line.split()[1])
+            for line in fh
+            if line.startswith(("Uid:", "Gid:"))
+        }
+    for name, key in (("uid_map", "Uid"), ("gid_map", "Gid")):
+        with open(f"/proc/{pid}/{name}", "w") as fh:
+            fh.write(f"{ids[key]} {ids[key]} 1\n")
+
+
+def _mount_binds(pids: Sequence[int], binds: Sequence[Sequence[tuple[str, str]]]) -> None:
+    """Each copy's own directories over the worker's, in its mount namespace: trees cloned
+    and targets opened here (the zygote's view, and the copy's root), moved in by a helper
+    that joins each namespace in turn."""
+    if not any(binds):
+        return
+    fds: list[int] = []
+    try:
+        plan: list[tuple[int, int, int]] = []  # (namespace, tree, target)
+        for pid, pairs in zip(pids, binds, strict=True):
+            if not pairs:
+                continue
+            namespace = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            fds.append(namespace)
+            for source, target in pairs:
+                clone = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC
+                tree = _call("open_tree", syscalls.AT_FDCWD, os.fsencode(source), clone)
+                fds.append(tree)
+                flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                at = os.open(f"/proc/{pid}/root{target}", flags)
+                fds.append(at)
+                plan.append((namespace, tree, at))
+        _in_helper(plan)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _in_helper(plan: list[tuple[int, int, int]]) -> None:
+    """The moves, in a child of the zygote; ``OSError`` if it failed."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the helper's life ends in _exit
+        code = 1
+        try:
+            syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+            joined = -1
+            for namespace, tree, at in plan:
+                if namespace != joined:
+                    syscalls.setns(namespace, syscalls.CLONE_NEWNS)
+                    joined = namespace
+                empty = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
+                _call("move_mount", tree, b"", at, b"", empty)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
+        raise OSError(f"mounting the copies' directories failed (wait status {status})")
