@@ -98,8 +98,7 @@ def adopt(
             if host is None:
                 raise ValueError(f"pid {copy['pid']} is not a child of the worker")
             adopted.append(_take(parent, host, copy, worker_fds))
-        for taken in adopted:
-            _map_identity(taken.pid)
+        _map_identities(parent, [taken.pid for taken in adopted])
         _mount_binds([a.pid for a in adopted], binds)
     except BaseException:
         for taken in adopted:
@@ -196,18 +195,48 @@ def _all_fd_inodes(pid: int) -> set[int]:
     return inodes
 
 
-def _map_identity(pid: int) -> None:
-    """The copy's uid and gid, mapped to themselves in its new user namespace: it sees the
-    ids it has, and no other."""
+def _map_identities(parent: int, pids: Sequence[int]) -> None:
+    """Each copy's uid and gid, mapped to themselves in its new user namespace: it sees the
+    ids it has, and no other. Only a process of the parent user namespace may write the
+    maps: the zygote's own for a first worker's copies, the forking copy's for a copy's
+    (a helper joins it for them)."""
+    maps = [(pid, _ids(pid)) for pid in pids]
+    namespace = os.open(f"/proc/{parent}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if os.fstat(namespace).st_ino == os.stat("/proc/self/ns/user").st_ino:
+            _write_maps(maps)
+            return
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the helper's life ends in _exit
+            code = 1
+            try:
+                syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+                syscalls.setns(namespace, syscalls.CLONE_NEWUSER)
+                _write_maps(maps)
+                code = 0
+            finally:
+                os._exit(code)
+    finally:
+        os.close(namespace)
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
+        raise OSError(f"mapping the copies' ids failed (wait status {status})")
+
+
+def _ids(pid: int) -> tuple[int, int]:
+    """Process ``pid``'s uid and gid, as its parent user namespace sees them."""
     with open(f"/proc/{pid}/status") as fh:
         ids = {
-            line.split(":")[0]: int(line.split()[1])
-            for line in fh
-            if line.startswith(("Uid:", "Gid:"))
+            line.split(":")[0]: int(line.split()[1]) for line in fh if line[:4] in ("Uid:", "Gid:")
         }
-    for name, key in (("uid_map", "Uid"), ("gid_map", "Gid")):
-        with open(f"/proc/{pid}/{name}", "w") as fh:
-            fh.write(f"{ids[key]} {ids[key]} 1\n")
+    return ids["Uid"], ids["Gid"]
+
+
+def _write_maps(maps: Sequence[tuple[int, tuple[int, int]]]) -> None:
+    for pid, (uid, gid) in maps:
+        for name, own in (("uid_map", uid), ("gid_map", gid)):
+            with open(f"/proc/{pid}/{name}", "w") as fh:
+                fh.write(f"{own} {own} 1\n")
 
 
 def _mount_binds(pids: Sequence[int], binds: Sequence[Sequence[tuple[str, str]]]) -> None:

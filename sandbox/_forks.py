@@ -107,14 +107,15 @@ def _become_copy(job_r: int, result_w: int, job_fd: int, result_fd: int) -> None
 def settle_copy(supervisor_ends: tuple[int, int], workspace: str, tmp_dir: str) -> None:
     """In a copy, at its first job, before any tool code: the supervisor's ends closed (it has
     its own by now); a Landlock domain of its own (signals and abstract sockets scoped to it,
-    writes only beneath ``workspace`` and ``tmp_dir``, its own directories mounted where its
-    worker's were); those its working and temporary directories. ``OSError`` if it cannot:
+    writes only beneath its session's directory, its own mounted where its worker's was);
+    ``workspace`` and ``tmp_dir`` its working and temporary directories. ``OSError`` if it cannot:
     the copy must then not run."""
     for fd in supervisor_ends:
         os.close(fd)
-    with landlock.WriteConfinement(
-        landlock.abi_version(), (workspace, tmp_dir), scoped=True
-    ) as confinement:
+    # Its directories' guard, as the worker's own rule: every later copy's directory is
+    # mounted beneath it, over this one's, and a rule on a covered directory is ignored.
+    writable = (landlock.guard_of(workspace),)
+    with landlock.WriteConfinement(landlock.abi_version(), writable, scoped=True) as confinement:
         confinement.enforce()
     os.environ["TMPDIR"] = tmp_dir
     tempfile.tempdir = tmp_dir

@@ -56,6 +56,7 @@ __all__ = [
     "abi_version",
     "confine_writes",
     "covering_paths",
+    "guard_of",
     "readable_code_paths",
     "restrict_self",
 ]
@@ -237,15 +238,16 @@ class Landlock(Layer):
             # The guard directory that holds the session's: its copies' own are mounted over
             # the session's directory, and a rule on a covered directory is ignored
             # (``sandbox._forks``). Nothing but the session's directory lies in it.
-            ruleset.allow_write((_guard_of(job["workspace"]),), follow=False)
+            ruleset.allow_write((guard_of(job["workspace"]),), follow=False)
         ruleset.restrict()
 
 
 LAYER = Landlock()
 
 
-def _guard_of(workspace: str) -> str:
-    """``<state>/<guard>`` of a session's ``<state>/<guard>/<session>/workspace``."""
+def guard_of(workspace: str) -> str:
+    """``<state>/<guard>`` of a session's ``<state>/<guard>/<session>/workspace``: the one
+    directory above a session's that nothing is mounted over (``sandbox._forks``)."""
     return os.path.dirname(os.path.dirname(workspace))
 
 

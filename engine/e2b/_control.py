@@ -1,9 +1,10 @@
 """E2B's control plane, as its SDK calls it (``e2b/api/client``; read from e2b 2.63.0):
 ``POST /v2/sandboxes`` (201), ``GET /v2/sandboxes``, ``GET /sandboxes/{id}``,
 ``DELETE /sandboxes/{id}`` (204), ``POST /sandboxes/{id}/timeout`` (204) and
-``POST /v2/sandboxes/{id}/connect``. Every error is E2B's JSON ``{"code": <status>, "message"}``
-(the SDK reads nothing else), and a request this engine cannot serve yet (pause, snapshots,
-fork, metrics, network rules) is a 501 of that shape that says so.
+``POST /v2/sandboxes/{id}/connect`` and ``POST /sandboxes/{id}/fork`` (201, a result per copy).
+Every error is E2B's JSON ``{"code": <status>, "message"}`` (the SDK reads nothing else), and a
+request this engine cannot serve yet (pause, snapshots, metrics, network rules) is a 501 of
+that shape that says so.
 
 The service's token comes as ``X-API-Key`` (``engine.service._auth``); the sandboxes a request
 sees are its client's (``tenant_of``). Bodies are read within the service's bounds.
@@ -49,6 +50,8 @@ CLIENT_ID = "a2e"
 #: A sandbox's metadata and environment: entries, and characters in a key or a value, at most.
 MAX_ENTRIES = 64
 MAX_ENTRY_CHARS = 4096
+#: Copies one fork makes at most (E2B's API's bound).
+MAX_FORKS = 100
 #: What the control plane's bodies may hold (a create's metadata and environment, bounded).
 MAX_BODY_BYTES = 1 << 20
 
@@ -78,6 +81,15 @@ class _Connect(BaseModel):
     timeout: int | None = Field(None, ge=1, le=MAX_TIMEOUT_S)
 
 
+class _Fork(BaseModel):
+    """``SandboxForkRequest``: the copies' life (the parent's last given, when absent) and
+    how many (one, when absent; E2B's API takes up to 100, its SDK asks for 20 at most)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+    timeout: int | None = Field(None, ge=1, le=MAX_TIMEOUT_S)
+    count: int = Field(1, ge=1, le=MAX_FORKS)
+
+
 class E2BEndpoint:
     """The control plane's routes, over the service's host, and its sandboxes."""
 
@@ -101,6 +113,7 @@ class E2BEndpoint:
             Route("/sandboxes/{sandbox_id}", handle(self._kill), methods=["DELETE"]),
             Route("/sandboxes/{sandbox_id}/timeout", handle(self._timeout), methods=["POST"]),
             Route("/v2/sandboxes/{sandbox_id}/connect", handle(self._connect), methods=["POST"]),
+            Route("/sandboxes/{sandbox_id}/fork", handle(self._fork), methods=["POST"]),
             *(
                 Route(path, handle(_not_yet(what)), methods=methods)
                 for path, methods, what in _NOT_YET
@@ -169,6 +182,21 @@ class E2BEndpoint:
             self.sandboxes.set_timeout(sandbox, body.timeout)
         return json_response(_sandbox_json(sandbox))
 
+    async def _fork(self, request: Request) -> Response:
+        """``SandboxForkResult`` per copy, all made or none: a failure is the request's."""
+        body = await read_body(request, _Fork, MAX_BODY_BYTES)
+        parent = self._sandbox(request)
+        timeout_s = body.timeout if body.timeout is not None else parent.timeout_s
+        try:
+            copies = await self.sandboxes.fork(parent, body.count, timeout_s)
+        except TooMany as exc:
+            raise E2BError(429, f"{exc}: kill one first", {"Should-Retry": "false"}) from None
+        except Refused as exc:
+            overloaded = exc.error.retryable
+            status = 429 if overloaded else 500
+            raise E2BError(status, f"cannot fork the sandbox: {exc.error.message}") from None
+        return json_response([{"sandbox": _sandbox_json(copy)} for copy in copies], status=201)
+
     def _sandbox(self, request: Request) -> Sandbox:
         sandbox_id = request.path_params["sandbox_id"]
         sandbox = self.sandboxes.get(tenant_of(request.scope), sandbox_id)
@@ -183,7 +211,6 @@ _NOT_YET: list[tuple[str, list[str], str]] = [
     ("/sandboxes/{sandbox_id}/resume", ["POST"], "resuming a sandbox"),
     ("/sandboxes/{sandbox_id}/snapshots", ["POST"], "snapshots"),
     ("/snapshots", ["GET"], "snapshots"),
-    ("/sandboxes/{sandbox_id}/fork", ["POST"], "forking a sandbox"),
     ("/sandboxes/{sandbox_id}/metrics", ["GET"], "sandbox metrics"),
     ("/sandboxes/{sandbox_id}/network", ["PUT"], "network rules"),
 ]

@@ -93,6 +93,18 @@ class Sandboxes:
             self._opening[owner] -= 1
             if not self._opening[owner]:
                 del self._opening[owner]
+        return self._add(owner, template, session, metadata, env_vars, timeout_s)
+
+    def _add(
+        self,
+        owner: str,
+        template: str,
+        session: HostSession,
+        metadata: Mapping[str, str],
+        env_vars: Mapping[str, str],
+        timeout_s: int,
+    ) -> Sandbox:
+        """A live sandbox of ``owner``'s on ``session``, with an id and access token of its own."""
         now = _now()
         sandbox = Sandbox(
             id=_new_id(),
@@ -108,6 +120,29 @@ class Sandboxes:
         self._live[sandbox.id] = sandbox
         self.set_timeout(sandbox, timeout_s)
         return sandbox
+
+    async def fork(self, parent: Sandbox, count: int, timeout_s: int) -> list[Sandbox]:
+        """``count`` copies of ``parent`` (its files, and its interpreter's state where it has
+        one: ``Host.fork_session``), each a sandbox of its owner's with an id and access token
+        of its own, its template, metadata and environment, alive for ``timeout_s``; the
+        parent goes on. ``TooMany`` past its owner's share, ``Refused`` when the engine
+        cannot make them."""
+        owner = parent.owner
+        if len(self.owned_by(owner)) + self._opening[owner] + count > self.per_owner:
+            raise TooMany(f"{count} more would pass the {self.per_owner} sandboxes of a client")
+        self._opening[owner] += count
+        try:
+            sessions = await self._host.fork_session(parent.session, count)
+        finally:
+            self._opening[owner] -= count
+            if not self._opening[owner]:
+                del self._opening[owner]
+        copies = [
+            self._add(owner, parent.template, session, parent.metadata, parent.env_vars, timeout_s)
+            for session in sessions
+        ]
+        self.touch(parent)
+        return copies
 
     def get(self, owner: str, sandbox_id: str) -> Sandbox | None:
         """``owner``'s live sandbox of that id, or None (none, another's, or ended)."""
