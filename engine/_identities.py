@@ -1,10 +1,10 @@
 """Session uids: each live session gets a uid of its own from the engine's range.
 
 Handed out round-robin, so a uid freed by an ended session is the last to be reused; two live
-sessions never share one, but for the copies of a forked sandbox (``share``: a process copied
-from another cannot change its uid, so a fork's sessions are one family's, kept apart by other
-layers: ``sandbox._forks``). Running out is an error the client sees, never a silent sharing of
-uids between sessions.
+sessions never share one. A forked sandbox's copies each get their own, and hold their
+family's too (``share``): their copied interpreter keeps it (a process cannot change its uid),
+so it is not handed out while one lives. Running out is an error the client sees, never a
+silent sharing of uids between sessions.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class SessionUids:
         )
 
     def share(self, uid: int) -> int:
-        """``uid``, taken by one more session (a copy of one that has it)."""
+        """``uid``, held by one more session (a copy of one whose interpreter runs as it)."""
         with self._lock:
             if uid not in self._taken:
                 raise ValueError(f"uid {uid} belongs to no live session")

@@ -167,13 +167,15 @@ class ResidentWorkers:
     async def fork(
         self,
         session_id: str,
-        copies: Sequence[tuple[str, str]],
+        copies: Sequence[tuple[str, str, int | None]],
+        own_uid: int | None,
         copy_files: Callable[[ResidentWorker | None], Awaitable[None]],
         deadline: Deadline,
         stop: StopSignal,
     ) -> bool:
-        """Session ``session_id``'s worker copied into each of ``copies`` (a new session's id
-        and its directory, mounted over the session's in its copy), under the session's lock,
+        """Session ``session_id``'s worker copied into each of ``copies`` (a new session's id,
+        its directory, mounted over the session's in its copy, and its uid; ``own_uid`` the
+        session's), under the session's lock,
         after ``copy_files`` (given the worker, or None when it has none) has copied the
         directories; the session goes on in a copy of its own (``sandbox._forks``). True if
         there was a worker to copy; False if there was none (the copies start theirs afresh).
@@ -190,14 +192,15 @@ class ResidentWorkers:
             if self.live + len(copies) > self.limit:
                 raise ForkFailed(f"{len(copies)} more kept workers would pass the {self.limit}")
             inside = os.path.dirname(worker.paths[0])  # its session's directory, as it sees it
-            binds = [[(own, inside)] for _, own in copies]
+            binds = [[(own, inside)] for _, own, _ in copies]
+            uids = [uid for _, _, uid in copies]
             tmp_dir = os.path.join(inside, "tmp", RESIDENT_TMP)
             made = await self.pool.fork_resident(
-                worker, kept.job, [*binds, []], tmp_dir, deadline, stop
+                worker, kept.job, [*binds, []], [*uids, own_uid], tmp_dir, deadline, stop
             )
             now = asyncio.get_running_loop().time()
             kept.worker = made[-1]
-            for (copy_id, _), copied in zip(copies, made, strict=False):
+            for (copy_id, _, _), copied in zip(copies, made, strict=False):
                 self._kept[copy_id] = _Kept(
                     asyncio.Lock(), copied, now, now, lasting=kept.lasting, job=kept.job
                 )

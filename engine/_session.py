@@ -54,6 +54,9 @@ class SessionState:
     lasting: bool = False
     #: Another path its workspace answers to in its workers, and their ``HOME`` (``Job.home``).
     home: str = ""
+    #: A copy's (``engine._session_forks``): the uid its copied interpreter keeps, its family's
+    #: first session's, held while it lives.
+    family_uid: int | None = None
 
     @property
     def tenant_key(self) -> str:

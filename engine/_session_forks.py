@@ -1,12 +1,14 @@
 """Sessions copied from a session: what ``Host.fork_session`` does (an E2B sandbox's fork).
 
-Each copy is a session of its own (its id, workspace, quota, cgroup slots, later its own
-token at the front-end) with the parent's client, policies, tenant and uid
-(``SessionUids.share``: a process copied from another cannot change its uid). Its directories
-start as copies of the parent's (``sandbox._tree_copy``), and the interpreter the parent keeps,
-if it keeps one, is forked into each (``sandbox._forks``): its variables, modules and heap
-shared copy-on-write. Both happen under the parent session's lock, with its interpreter
-stopped: a call of the parent waits for the fork, and the fork for it.
+Each copy is a session of its own (its id, uid, workspace, quota, cgroup slots, later its own
+token at the front-end) with the parent's client, policies and tenant. Its directories start as
+copies of the parent's (``sandbox._tree_copy``), its files its own uid's, and the interpreter the
+parent keeps, if it keeps one, is forked into each (``sandbox._forks``): its variables, modules
+and heap shared copy-on-write. The copied interpreter cannot change its uid (it has no
+capability to); it keeps its family's, which stays taken while any copy lives
+(``SessionState.family_uid``), and sees its session's files through an idmapped mount that
+shows them as its own (``sandbox._adoption``). Both happen under the parent session's lock,
+with its interpreter stopped: a call of the parent waits for the fork, and the fork for it.
 """
 
 from __future__ import annotations
@@ -60,8 +62,10 @@ async def fork_session(
 
         interpreter = False
         if residents is not None:
-            own = [(s.id, s.root) for s in made]
-            interpreter = await residents.fork(parent.id, own, copy_files, deadline, stop)
+            own = [(s.id, s.root, s.uid) for s in made]
+            interpreter = await residents.fork(
+                parent.id, own, parent.uid, copy_files, deadline, stop
+            )
         else:
             await copy_files(None)
         return Copies(made, interpreter, copied)
@@ -87,8 +91,8 @@ def _copy_dirs(
         parent.make_call_dir(RESIDENT_TMP)  # where the sandbox goes on now
     copied = 0
     for session in copies:
-        copied += copy_tree(parent.workspace, session.workspace)
+        copied += copy_tree(parent.workspace, session.workspace, session.uid)
         own_tmp = session.make_call_dir(RESIDENT_TMP)
         if os.path.isdir(tmp):
-            copied += copy_tree(tmp, own_tmp)
+            copied += copy_tree(tmp, own_tmp, session.uid)
     return copied

@@ -60,11 +60,16 @@ class Sessions:
 
     async def open_copy(self, parent: SessionState) -> SessionState:
         """A new session for a copy of ``parent`` (a forked sandbox): its client, capabilities,
-        policies and tenant, and its uid, shared (``SessionUids.share``); directories of its
-        own, empty (the caller copies what it needs)."""
+        policies, tenant, ``lasting`` and ``home``; a uid of its own, and a hold on its
+        family's (``family_uid``, the uid its copied interpreter keeps: no other session may
+        have it while the copy lives); directories of its own, empty (the caller copies what
+        it needs)."""
         session = self._new(
-            parent.client, parent.capabilities, list(parent.policies), parent.tenant, parent.uid
+            parent.client, parent.capabilities, list(parent.policies), parent.tenant
         )
+        family = parent.family_uid if parent.family_uid is not None else parent.uid
+        if self.uids is not None and family is not None:
+            session.family_uid = self.uids.share(family)
         session.lasting, session.home = parent.lasting, parent.home
         return await self._with_dirs(session)
 
@@ -80,21 +85,11 @@ class Sessions:
         return session
 
     def _new(
-        self,
-        client: str,
-        capabilities: frozenset[str],
-        policies: list[Policy],
-        tenant: str,
-        family_uid: int | None = None,
+        self, client: str, capabilities: frozenset[str], policies: list[Policy], tenant: str
     ) -> SessionState:
-        """``family_uid``: the uid of the session it is a copy of, shared."""
         self.bound.admit(self.quota_mb, tenant)
         try:
-            uids = self.uids
-            if uids is None:
-                uid = None
-            else:
-                uid = uids.share(family_uid) if family_uid is not None else uids.take()
+            uid = self.uids.take() if self.uids is not None else None
         except BaseException:
             self.bound.release(self.quota_mb)
             raise
@@ -139,7 +134,9 @@ class Sessions:
 
     def _release(self, session: SessionState) -> None:
         """What the session held of the engine's: its uid, its place under the bound."""
-        if self.uids is not None and session.uid is not None:
-            self.uids.give_back(session.uid)
+        if self.uids is not None:
+            for uid in (session.uid, session.family_uid):
+                if uid is not None:
+                    self.uids.give_back(uid)
         self.bound.release(session.quota_mb)
         self.live.pop(session.id, None)

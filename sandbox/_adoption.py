@@ -82,14 +82,16 @@ def adopt(
     copies: Sequence[Copy],
     worker_fds: tuple[int, int],
     binds: Sequence[Sequence[tuple[str, str]]],
+    uids: Sequence[int | None],
 ) -> list[Adopted]:
     """In the zygote: the ``copies`` worker ``parent`` (a host pid) reported, checked and
     made apart (the module's docstring). ``worker_fds``: the fd numbers a worker's job and
     result pipes have in it (and in each copy); ``binds``: per copy, (its own directory, the
-    worker's it goes over) pairs. ``OSError`` or ``ValueError`` if any copy fails a check;
-    every copy is then killed."""
-    if len(binds) != len(copies):
-        raise ValueError("one list of directories per copy")
+    worker's it goes over) pairs; ``uids``: per copy, its session's uid (None: it keeps the
+    one it has). ``OSError`` or ``ValueError`` if any copy fails a check; every copy is then
+    killed."""
+    if not len(binds) == len(uids) == len(copies):
+        raise ValueError("one list of directories and one uid per copy")
     adopted: list[Adopted] = []
     children = _children_by_inner_pid(parent)
     hosts = [children.get(copy["pid"]) for copy in copies]
@@ -98,8 +100,8 @@ def adopt(
             if host is None:
                 raise ValueError(f"pid {copy['pid']} is not a child of the worker")
             adopted.append(_take(parent, host, copy, worker_fds))
-        _map_identities(parent, [taken.pid for taken in adopted])
-        _mount_binds([a.pid for a in adopted], binds)
+        _map_identities(parent, [taken.pid for taken in adopted], uids)
+        _mount_binds([a.pid for a in adopted], binds, idmapped=any(u is not None for u in uids))
     except BaseException:
         for taken in adopted:
             kill(taken)
@@ -195,16 +197,16 @@ def _all_fd_inodes(pid: int) -> set[int]:
     return inodes
 
 
-def _map_identities(parent: int, pids: Sequence[int]) -> None:
-    """Each copy's uid and gid, mapped to themselves in its new user namespace: it sees the
-    ids it has, and no other. Only a process of the parent user namespace may write the
-    maps: the zygote's own for a first worker's copies, the forking copy's for a copy's
-    (a helper joins it for them)."""
-    maps = [(pid, _ids(pid)) for pid in pids]
+def _map_identities(parent: int, pids: Sequence[int], uids: Sequence[int | None]) -> None:
+    """Each copy's user namespace made to show it as its session's uid (and gid), its own
+    uid's one id there (a copy keeps the family's uid: it has no capability to change it; its
+    directories' idmapped mount shows their files, stored as the session's uid, as its own).
+    Only a process of the parent user namespace may write the maps: the zygote for a first
+    worker's copies, a helper in the forking copy's namespace for a copy's."""
     namespace = os.open(f"/proc/{parent}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
     try:
         if os.fstat(namespace).st_ino == os.stat("/proc/self/ns/user").st_ino:
-            _write_maps(maps)
+            _write_maps(pids, uids)
             return
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the helper's life ends in _exit
@@ -212,7 +214,7 @@ def _map_identities(parent: int, pids: Sequence[int]) -> None:
             try:
                 syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
                 syscalls.setns(namespace, syscalls.CLONE_NEWUSER)
-                _write_maps(maps)
+                _write_maps(pids, uids)
                 code = 0
             finally:
                 os._exit(code)
@@ -223,26 +225,25 @@ def _map_identities(parent: int, pids: Sequence[int]) -> None:
         raise OSError(f"mapping the copies' ids failed (wait status {status})")
 
 
-def _ids(pid: int) -> tuple[int, int]:
-    """Process ``pid``'s uid and gid, as its parent user namespace sees them."""
-    with open(f"/proc/{pid}/status") as fh:
-        ids = {
-            line.split(":")[0]: int(line.split()[1]) for line in fh if line[:4] in ("Uid:", "Gid:")
-        }
-    return ids["Uid"], ids["Gid"]
-
-
-def _write_maps(maps: Sequence[tuple[int, tuple[int, int]]]) -> None:
-    for pid, (uid, gid) in maps:
-        for name, own in (("uid_map", uid), ("gid_map", gid)):
+def _write_maps(pids: Sequence[int], uids: Sequence[int | None]) -> None:
+    """In the copies' parent user namespace: each copy's one id mapped, inside to its
+    session's uid (or its own), outside to its uid as this namespace sees it."""
+    for pid, uid in zip(pids, uids, strict=True):
+        with open(f"/proc/{pid}/status") as fh:
+            seen = {line[:4]: int(line.split()[1]) for line in fh if line[:4] in ("Uid:", "Gid:")}
+        for name, key in (("uid_map", "Uid:"), ("gid_map", "Gid:")):
+            inside = seen[key] if uid is None else uid
             with open(f"/proc/{pid}/{name}", "w") as fh:
-                fh.write(f"{own} {own} 1\n")
+                fh.write(f"{inside} {seen[key]} 1\n")
 
 
-def _mount_binds(pids: Sequence[int], binds: Sequence[Sequence[tuple[str, str]]]) -> None:
+def _mount_binds(
+    pids: Sequence[int], binds: Sequence[Sequence[tuple[str, str]]], idmapped: bool
+) -> None:
     """Each copy's own directories over the worker's, in its mount namespace: trees cloned
-    and targets opened here (the zygote's view, and the copy's root), moved in by a helper
-    that joins each namespace in turn."""
+    (``idmapped``: by the copy's user namespace, so that the files of its session's uid show
+    as the copy's own) and targets opened here (the zygote's view, and the copy's root),
+    moved in by a helper that joins each namespace in turn."""
     if not any(binds):
         return
     fds: list[int] = []
@@ -257,6 +258,12 @@ def _mount_binds(pids: Sequence[int], binds: Sequence[Sequence[tuple[str, str]]]
                 clone = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC
                 tree = _call("open_tree", syscalls.AT_FDCWD, os.fsencode(source), clone)
                 fds.append(tree)
+                if idmapped:
+                    users = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+                    try:
+                        syscalls.idmap_detached(tree, users)
+                    finally:
+                        os.close(users)
                 flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
                 at = os.open(f"/proc/{pid}/root{target}", flags)
                 fds.append(at)

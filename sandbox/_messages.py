@@ -344,12 +344,14 @@ class Narrow(TypedDict):
 class Adopt(TypedDict):
     """The copies kept worker ``pid`` forked (``sandbox._forks``), to be checked and made
     sandboxes of their own (``sandbox._adoption``): ``copies`` as the worker reported them,
-    ``binds`` per copy, its (own directory, worker's directory) pairs."""
+    ``binds`` per copy, its (own directory, worker's directory) pairs, and ``uids`` its
+    session's uid (null: it keeps the one it has)."""
 
     op: Literal["adopt"]
     pid: int
     copies: list[dict[str, int]]
     binds: list[list[list[str]]]
+    uids: list[int | None]
 
 
 # zygote -> supervisor

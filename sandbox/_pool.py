@@ -368,16 +368,18 @@ class WorkerPool:
         resident: ResidentWorker,
         job: Job,
         binds: list[list[tuple[str, str]]],
+        uids: list[int | None],
         tmp_dir: str,
         deadline: Deadline,
         stop: StopSignal,
     ) -> list[ResidentWorker]:
         """Copies of ``resident`` (``sandbox._forks``), one per list of ``binds`` (the copy's
-        directories over the worker's, ``sandbox._adoption``), each a kept worker of its own.
-        The last one is ``resident`` going on (give it no binds: it keeps its own); it runs no
-        more itself (a family's first worker stays, stopped, while its copies live; a copy is
-        ended). ``tmp_dir``: the copies' temporary directory, as they see it; ``job``: the
-        session's, whose layers the turn takes. ``ForkFailed`` saying why none was made."""
+        directories over the worker's) and per entry of ``uids`` (its session's uid;
+        ``sandbox._adoption``), each a kept worker of its own. The last copy is ``resident``
+        going on (give it no binds: it keeps its own); it runs no more itself (a family's first
+        worker stays, stopped, while its copies live; a copy is ended). ``tmp_dir``: the
+        copies' temporary directory, as they see it; ``job``: the session's, whose layers the
+        turn takes. ``ForkFailed`` saying why none was made."""
         line = self._lines.get(job["zygote"])
         if line is None or not resident.alive:
             raise ForkFailed("the sandbox's interpreter is not running")
@@ -395,7 +397,7 @@ class WorkerPool:
         worker = resident.worker
         pairs = [[list(pair) for pair in per] for per in binds]
         try:
-            adopted = await line.control.adopt(worker.pid, list(copies), pairs)
+            adopted = await line.control.adopt(worker.pid, list(copies), pairs, uids)
         except (ValueError, SandboxUnavailable) as exc:
             await resident.end(f"its copies could not be made apart: {exc}")
             raise ForkFailed(f"the copies could not be made apart: {exc}") from None

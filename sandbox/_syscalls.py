@@ -16,6 +16,7 @@ __all__ = [
     "CLONE_NEWPID",
     "CLONE_NEWUSER",
     "empty_inherited_capability_sets",
+    "idmap_detached",
     "install_seccomp_bpf",
     "keep_only_capabilities",
     "libc",
@@ -172,6 +173,28 @@ def mount_setattr_recursive(
     )
 
 
+MOUNT_ATTR_IDMAP = 0x00100000
+
+
+def idmap_detached(tree_fd: int, userns_fd: int) -> None:
+    """A mount ``open_tree`` cloned, not attached yet, made to show its files' owners as
+    ``userns_fd``'s mapping says (an idmapped mount, 5.12+; tmpfs from 6.3)."""
+    attr = _MountAttr(MOUNT_ATTR_IDMAP, 0, 0, userns_fd)
+    _check(
+        libc.syscall(
+            ctypes.c_long(syscall_number("mount_setattr")),
+            ctypes.c_int(tree_fd),
+            b"",
+            ctypes.c_uint(AT_EMPTY_PATH),
+            ctypes.byref(attr),
+            ctypes.c_size_t(ctypes.sizeof(attr)),
+        ),
+        "mount_setattr",
+        tree_fd,
+    )
+
+
+AT_EMPTY_PATH = 0x1000
 PR_CAPBSET_DROP = 24
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4

@@ -29,68 +29,79 @@ _CHUNK = 1 << 30
 _PLAIN = 0o1777
 
 
-def copy_tree(source: str, target: str) -> int:
+def copy_tree(source: str, target: str, owner: int | None = None) -> int:
     """Everything beneath ``source`` into ``target`` (an empty directory that exists); the
-    bytes of file data copied. ``OSError`` if ``source`` or ``target`` cannot be opened;
-    entries that vanish meanwhile are skipped."""
+    bytes of file data copied. ``owner``: the uid (and gid) of every entry made, where not
+    the one it copies. ``OSError`` if ``source`` or ``target`` cannot be opened; entries that
+    vanish meanwhile are skipped."""
     src = os.open(source, _OPEN_DIR)
     try:
         dst = os.open(target, _OPEN_DIR)
         try:
-            return _copy_dir(src, dst, 0)
+            return _Copier(owner).directory(src, dst, 0)
         finally:
             os.close(dst)
     finally:
         os.close(src)
 
 
-def _copy_dir(src: int, dst: int, depth: int) -> int:
-    copied = 0
-    with os.scandir(src) as entries:
-        names = [entry.name for entry in entries]
-    for name in names:
-        try:
-            copied += _copy_entry(name, src, dst, depth)
-        except OSError as exc:
-            if exc.errno not in _CHANGED_MEANWHILE:
-                raise
-    return copied
-
-
 #: An entry that went, or became something else, between the listing and its copy.
 _CHANGED_MEANWHILE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP)
 
 
-def _copy_entry(name: str, src: int, dst: int, depth: int) -> int:
-    info = os.stat(name, dir_fd=src, follow_symlinks=False)
-    copied = 0
-    if stat.S_ISDIR(info.st_mode):
-        return _copy_subdir(name, src, dst, depth) if depth < MAX_DEPTH else 0
-    if stat.S_ISREG(info.st_mode):
-        copied = _copy_file(name, src, dst)
-    elif stat.S_ISLNK(info.st_mode):
-        os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=dst)
-    else:
-        return 0
-    os.chown(name, info.st_uid, info.st_gid, dir_fd=dst, follow_symlinks=False)
-    return copied
+class _Copier:
+    """One copy: whose the entries it makes are (``owner``; None, each its source's)."""
 
+    def __init__(self, owner: int | None) -> None:
+        self.owner = owner
 
-def _copy_subdir(name: str, src: int, dst: int, depth: int) -> int:
-    inner = os.open(name, _OPEN_DIR, dir_fd=src)
-    try:
-        info = os.fstat(inner)
-        os.mkdir(name, 0o700, dir_fd=dst)
-        made = os.open(name, _OPEN_DIR, dir_fd=dst)
+    def directory(self, src: int, dst: int, depth: int) -> int:
+        copied = 0
+        with os.scandir(src) as entries:
+            names = [entry.name for entry in entries]
+        for name in names:
+            try:
+                copied += self.entry(name, src, dst, depth)
+            except OSError as exc:
+                if exc.errno not in _CHANGED_MEANWHILE:
+                    raise
+        return copied
+
+    def entry(self, name: str, src: int, dst: int, depth: int) -> int:
+        info = os.stat(name, dir_fd=src, follow_symlinks=False)
+        copied = 0
+        if stat.S_ISDIR(info.st_mode):
+            return self.subdirectory(name, src, dst, depth) if depth < MAX_DEPTH else 0
+        if stat.S_ISREG(info.st_mode):
+            copied = _copy_file(name, src, dst)
+        elif stat.S_ISLNK(info.st_mode):
+            os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=dst)
+        else:
+            return 0
+        uid, gid = self._owner_of(info)
+        os.chown(name, uid, gid, dir_fd=dst, follow_symlinks=False)
+        return copied
+
+    def subdirectory(self, name: str, src: int, dst: int, depth: int) -> int:
+        inner = os.open(name, _OPEN_DIR, dir_fd=src)
         try:
-            copied = _copy_dir(inner, made, depth + 1)
-            os.fchown(made, info.st_uid, info.st_gid)
-            os.fchmod(made, stat.S_IMODE(info.st_mode) & _PLAIN)
+            info = os.fstat(inner)
+            os.mkdir(name, 0o700, dir_fd=dst)
+            made = os.open(name, _OPEN_DIR, dir_fd=dst)
+            try:
+                copied = self.directory(inner, made, depth + 1)
+                os.fchown(made, *self._owner_of(info))
+                os.fchmod(made, stat.S_IMODE(info.st_mode) & _PLAIN)
+            finally:
+                os.close(made)
         finally:
-            os.close(made)
-    finally:
-        os.close(inner)
-    return copied
+            os.close(inner)
+        return copied
+
+    def _owner_of(self, info: os.stat_result) -> tuple[int, int]:
+        if self.owner is None:
+            return info.st_uid, info.st_gid
+        return self.owner, self.owner
 
 
 def _copy_file(name: str, src: int, dst: int) -> int:

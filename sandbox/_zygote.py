@@ -199,8 +199,9 @@ class Zygote:
                 raise ValueError("no such kept worker")
             copies = checked_copies({"copies": message["copies"]}, len(message["copies"]))
             binds = [[_bind(pair) for pair in _listed(pairs)] for pairs in message["binds"]]
+            uids = [_uid(uid) for uid in message["uids"]]
             worker_fds = (known.keep_fds[0], known.keep_fds[1])
-            adopted = adopt(parent, copies, worker_fds, binds)
+            adopted = adopt(parent, copies, worker_fds, binds, uids)
         except (OSError, ValueError) as exc:
             error = str(exc) or type(exc).__name__
             adopted = []
@@ -314,6 +315,13 @@ class Zygote:
                     break
             self.reap()
         self.stop()
+
+
+def _uid(value: Any) -> int | None:
+    """A copy's session uid in an ``adopt``: None, or a uid the kernel can map."""
+    if value is not None and (type(value) is not int or not 0 < value < (1 << 32) - 1):
+        raise ValueError("a copy's uid is a positive 32-bit integer")
+    return value
 
 
 def _listed(value: Any) -> list[Any]:

@@ -24,6 +24,7 @@ from a2e_engine.sandbox._launch import join_or_kill, spawn_zygote
 from a2e_engine.sandbox._messages import (
     CONTROL_MAX,
     AboutWorkers,
+    Adopt,
     ControlMessage,
     Ready,
     check_control,
@@ -84,7 +85,11 @@ class Control(Protocol):
     def narrow(self, pid: int, keep: str) -> None: ...
 
     async def adopt(
-        self, pid: int, copies: list[dict[str, int]], binds: list[list[list[str]]]
+        self,
+        pid: int,
+        copies: list[dict[str, int]],
+        binds: list[list[list[str]]],
+        uids: list[int | None],
     ) -> list[Copied]: ...
 
 
@@ -199,7 +204,11 @@ class ZygoteControl:
             self._lost(f"sending to it failed: {exc}")
 
     async def adopt(
-        self, pid: int, copies: list[dict[str, int]], binds: list[list[list[str]]]
+        self,
+        pid: int,
+        copies: list[dict[str, int]],
+        binds: list[list[list[str]]],
+        uids: list[int | None],
     ) -> list[Copied]:
         """The copies kept worker ``pid`` forked (``sandbox._forks``), adopted by the zygote
         (``sandbox._adoption``): each one's host pid and fds. ``ValueError`` with the zygote's
@@ -211,7 +220,14 @@ class ZygoteControl:
         done: asyncio.Future[list[Copied]] = self._loop.create_future()
         self._adopting[pid] = ([], done)
         try:
-            self._sock.send(control({"op": "adopt", "pid": pid, "copies": copies, "binds": binds}))
+            message: Adopt = {
+                "op": "adopt",
+                "pid": pid,
+                "copies": copies,
+                "binds": binds,
+                "uids": uids,
+            }
+            self._sock.send(control(message))
             return await done
         except OSError as exc:
             self._lost(f"sending to it failed: {exc}")

@@ -96,7 +96,11 @@ class ThreadZygote:
         """Its workers are threads of this process: no mount namespace of their own."""
 
     async def adopt(
-        self, pid: int, copies: list[dict[str, int]], binds: list[list[list[str]]]
+        self,
+        pid: int,
+        copies: list[dict[str, int]],
+        binds: list[list[list[str]]],
+        uids: list[int | None],
     ) -> list[tuple[int, list[int]]]:
         """Threads cannot be forked."""
         raise ValueError("a worker that is a thread has no copies")

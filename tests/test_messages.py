@@ -80,6 +80,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "pid": 8,
         "copies": [{"pid": 2, "job": 9, "result": 10}],
         "binds": [[["/var/tmp/state/def/session", "/var/tmp/state/abc/session"]]],
+        "uids": [1500000001],
     },
     "copied": {"parent": 8, "pid": 12},
     "adopted": {"parent": 8, "error": ""},
