@@ -310,6 +310,7 @@ class Engine:
             uids,
             quota_mb,
             end_workers=residents.end,
+            dirs_held=residents.dirs_held,
             bound=memory.bound(held=layers.active("memory_cgroup")),
         )
         if sessions.bound.limit_mb and sessions.bound.usage is not None:

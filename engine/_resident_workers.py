@@ -30,7 +30,7 @@ from a2e_engine.engine._config import UNMEASURED_LIMIT, ResidentLimits
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._messages import Job
 from a2e_engine.sandbox._pool import ForkFailed, WorkerPool
-from a2e_engine.sandbox._resident import ResidentWorker
+from a2e_engine.sandbox._resident import Family, ResidentWorker
 from a2e_engine.sandbox._run import EventSink, Outcome
 from a2e_engine.sandbox._waiting import StopSignal
 
@@ -68,6 +68,8 @@ class ResidentWorkers:
         #: The memory bound's say on one more, where it measures memory (``Engine`` sets it).
         self.room: Room | None = None
         self._kept: dict[str, _Kept] = {}
+        #: The families whose first worker was a session's, by that session's id.
+        self._families: dict[str, Family] = {}
         self._starting = 0  # workers being started, counted against the limit
         self._reaper: asyncio.Task[None] | None = None
 
@@ -200,12 +202,23 @@ class ResidentWorkers:
             )
             now = asyncio.get_running_loop().time()
             kept.worker = made[-1]
+            family = made[-1].family
+            if family is not None and family.first is worker:
+                self._families[session_id] = family
+                family.gone.add_done_callback(lambda _: self._families.pop(session_id, None))
             for (copy_id, _, _), copied in zip(copies, made, strict=False):
                 self._kept[copy_id] = _Kept(
                     asyncio.Lock(), copied, now, now, lasting=kept.lasting, job=kept.job
                 )
         self._start_reaper()
         return True
+
+    def dirs_held(self, session_id: str) -> asyncio.Future[None] | None:
+        """What the directories of ``session_id`` must wait for before they go: the end of the
+        family its worker began (each copy's own directory is mounted over them in its mount
+        namespace, and removing them would take those mounts away), or None."""
+        family = self._families.get(session_id)
+        return family.gone if family is not None and not family.gone.done() else None
 
     async def end(self, session_id: str, why: str = "its session ended") -> None:
         """End the session's worker, if it has one, and forget the session."""

@@ -32,6 +32,7 @@ class Sessions:
         uids: SessionUids | None,
         quota_mb: int,
         end_workers: Callable[[str], Awaitable[None]] | None = None,
+        dirs_held: Callable[[str], Awaitable[None] | None] | None = None,
         bound: MemoryBound | None = None,
     ) -> None:
         self.state_dir = state_dir
@@ -43,6 +44,8 @@ class Sessions:
         self.live: dict[str, SessionState] = {}
         #: Ends the worker a session keeps (``engine._resident_workers``), given its id.
         self.end_workers = end_workers
+        #: What a session's directories wait for before they go (``ResidentWorkers``).
+        self.dirs_held = dirs_held
         self._ending: set[asyncio.Task[None]] = set()
 
     async def open(
@@ -114,6 +117,9 @@ class Sessions:
             if calls:
                 await asyncio.wait(calls)
             await self.retire_workers(session)
+            held = self.dirs_held(session.id) if self.dirs_held is not None else None
+            if held is not None:
+                await held
             await asyncio.get_running_loop().run_in_executor(None, session.remove_dirs)
             self._release(session)  # no call of it runs, nothing of it is left
 

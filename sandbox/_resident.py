@@ -84,6 +84,8 @@ class Family:
     def __init__(self, first: ResidentWorker) -> None:
         self.first = first
         self.members: set[ResidentWorker] = set()
+        #: Done once the first worker is gone, and with it the whole family.
+        self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def left(self, member: ResidentWorker) -> None:
         """``member`` ended: the first one too, if it was the last."""
@@ -193,6 +195,8 @@ class ResidentWorker:
         self.reader.drain()
         self.reader.stop()
         self.worker.close()
+        if family is not None and family.first is self and not family.gone.done():
+            family.gone.set_result(None)
         if family is not None:
             await family.left(self)
 
