@@ -5,17 +5,21 @@ The worker that forked is hostile, and so is every copy: nothing either said is 
 trust. For each copy reported, the zygote
 
 - finds it among the forking worker's children by its pid there, and checks that it is
-  stopped, in a user and a mount namespace that are not the worker's;
+  stopped, has one thread, and is in a user and a mount namespace that are not the worker's;
 - takes the supervisor's ends of its pipes out of it (``pidfd_getfd``), and checks that they
   are pipes whose other ends the copy holds where a worker's job and result pipes are, and
   that it holds no end of the worker's own pipes;
-- maps the copy's uid in its user namespace to itself (it runs as its family's uid);
-- mounts the copy's own directories (its session's workspace and temporary directory,
-  copied by the engine) over the worker's in the copy's mount namespace, in a helper process
-  (``setns`` is not for a process with threads, nor for the zygote itself): the worker's
-  Landlock rules lie on the directories beneath, and a rule covers what is mounted on it;
+- maps, in its user namespace, its one uid to its session's: a copy keeps its family's uid
+  (it has no capability to change it), and sees itself as its session's;
 - gives it cgroup slots of its own (``sandbox._cgroups``: memory, pids, CPU), and watches it
   by its pidfd, to give them back when it is gone.
+
+Then a helper process places the copies (``Placement``), while the zygote answers: it moves
+each into its slots, then mounts the copy's session directory over the worker's in the copy's
+mount namespace (``setns`` is not for a process with threads, nor for the zygote itself),
+idmapped by the copy's user namespace, so that the files its session's uid owns show as its
+own. The worker's Landlock rules lie on its session's guard directory, above what is mounted.
+No copy runs before the helper is done: its first job waits for ``placed``.
 
 Any failure kills every copy of the fork: none is half made.
 """
@@ -31,9 +35,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from a2e_engine.sandbox import _syscalls as syscalls
+from a2e_engine.sandbox._cgroups import move_lone_thread
 from a2e_engine.sandbox._forks import Copy
 
-__all__ = ["Adopted", "adopt", "pidfd_getfd"]
+__all__ = ["Adopted", "Placement", "adopt", "pidfd_getfd"]
 
 _OPEN_TREE_CLONE = 1
 _OPEN_TREE_CLOEXEC = os.O_CLOEXEC
@@ -83,10 +88,12 @@ def adopt(
     worker_fds: tuple[int, int],
     binds: Sequence[Sequence[tuple[str, str]]],
     uids: Sequence[int | None],
-) -> list[Adopted]:
-    """In the zygote: the ``copies`` worker ``parent`` (a host pid) reported, checked and
-    made apart (the module's docstring). ``worker_fds``: the fd numbers a worker's job and
-    result pipes have in it (and in each copy); ``binds``: per copy, (its own directory, the
+) -> tuple[list[Adopted], Placement]:
+    """In the zygote: the ``copies`` worker ``parent`` (a host pid) reported, checked, their
+    ids mapped, and what places them (``Placement``: their mounts, and cgroup moves) made
+    ready, its fds open: the caller starts it or closes it (the module's docstring).
+    ``worker_fds``: the fd numbers a worker's job and result pipes have in it (and in each
+    copy); ``binds``: per copy, (its own directory, the
     worker's it goes over) pairs; ``uids``: per copy, its session's uid (None: it keeps the
     one it has). ``OSError`` or ``ValueError`` if any copy fails a check; every copy is then
     killed."""
@@ -100,8 +107,7 @@ def adopt(
             if host is None:
                 raise ValueError(f"pid {copy['pid']} is not a child of the worker")
             adopted.append(_take(parent, host, copy, worker_fds))
-        _map_identities(parent, [taken.pid for taken in adopted], uids)
-        _mount_binds([a.pid for a in adopted], binds, idmapped=any(u is not None for u in uids))
+        placement = _map_and_plan(parent, [taken.pid for taken in adopted], uids, binds)
     except BaseException:
         for taken in adopted:
             kill(taken)
@@ -110,7 +116,7 @@ def adopt(
                 with contextlib.suppress(OSError):
                     os.kill(found, signal.SIGKILL)
         raise
-    return adopted
+    return adopted, placement
 
 
 def kill(adopted: Adopted) -> None:
@@ -152,6 +158,8 @@ def _take(parent: int, host: int, copy: Copy, worker_fds: tuple[int, int]) -> Ad
     try:
         if _state(host) != "T":
             raise ValueError("a copy is not stopped")
+        if len(os.listdir(f"/proc/{host}/task")) != 1:
+            raise ValueError("a copy has more than its one thread")
         for kind in ("user", "mnt"):
             if (
                 os.stat(f"/proc/{host}/ns/{kind}").st_ino
@@ -197,32 +205,70 @@ def _all_fd_inodes(pid: int) -> set[int]:
     return inodes
 
 
-def _map_identities(parent: int, pids: Sequence[int], uids: Sequence[int | None]) -> None:
-    """Each copy's user namespace made to show it as its session's uid (and gid), its own
-    uid's one id there (a copy keeps the family's uid: it has no capability to change it; its
-    directories' idmapped mount shows their files, stored as the session's uid, as its own).
-    Only a process of the parent user namespace may write the maps: the zygote for a first
-    worker's copies, a helper in the forking copy's namespace for a copy's."""
-    namespace = os.open(f"/proc/{parent}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+@dataclass
+class Placement:
+    """What is left to do for a fork's copies once the zygote has checked them and mapped
+    their ids: each one's directories mounted over the worker's in its mount namespace (the
+    trees cloned, idmapped, and the targets opened: ``plan``, as (namespace, tree, target)
+    fds), and each one moved into its cgroup slots. A helper process does both (``start``),
+    while the zygote answers: the supervisor runs no copy before it has finished."""
+
+    plan: list[tuple[int, int, int]]
+    fds: list[int]
+
+    def start(self, moves: Sequence[tuple[str, int]]) -> int:
+        """The helper, forked: ``moves`` (a slot's path, a copy's pid) made, then the mounts;
+        its pid (it exits 0 once done). The fds are closed here."""
+        try:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the helper's life ends in _exit
+                code = 1
+                try:
+                    syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
+                    for path, copy in moves:  # one after another: one grace period for all
+                        move_lone_thread(path, copy)
+                    _move_mounts(self.plan)
+                    code = 0
+                finally:
+                    os._exit(code)
+            return pid
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+
+
+def _map_and_plan(
+    parent: int,
+    pids: Sequence[int],
+    uids: Sequence[int | None],
+    binds: Sequence[Sequence[tuple[str, str]]],
+) -> Placement:
+    """Each copy's ids mapped, then its placement made ready: the trees cloned (idmapped by
+    the copy's user namespace, so that the files of its session's uid show as its own) and
+    the targets opened here, in the zygote's view and through the copy's root. Only a process
+    of the parent user namespace may write a copy's maps: the zygote itself for a first
+    worker's copies, a helper that joins the forking copy's for a copy's copies (before the
+    trees are idmapped: a namespace without its maps cannot idmap)."""
+    fds: list[int] = []
     try:
-        if os.fstat(namespace).st_ino == os.stat("/proc/self/ns/user").st_ino:
-            _write_maps(pids, uids)
-            return
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the helper's life ends in _exit
-            code = 1
-            try:
-                syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
-                syscalls.setns(namespace, syscalls.CLONE_NEWUSER)
+        users = os.open(f"/proc/{parent}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if os.fstat(users).st_ino == os.stat("/proc/self/ns/user").st_ino:
                 _write_maps(pids, uids)
-                code = 0
-            finally:
-                os._exit(code)
-    finally:
-        os.close(namespace)
-    _, status = os.waitpid(pid, 0)
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
-        raise OSError(f"mapping the copies' ids failed (wait status {status})")
+            else:
+                _maps_in_helper(users, pids, uids)
+        finally:
+            os.close(users)
+        plan = _mount_plan(pids, binds, any(uid is not None for uid in uids), fds)
+    except BaseException:
+        Placement([], fds).close()
+        raise
+    return Placement(plan, fds)
 
 
 def _write_maps(pids: Sequence[int], uids: Sequence[int | None]) -> None:
@@ -237,60 +283,60 @@ def _write_maps(pids: Sequence[int], uids: Sequence[int | None]) -> None:
                 fh.write(f"{inside} {seen[key]} 1\n")
 
 
-def _mount_binds(
-    pids: Sequence[int], binds: Sequence[Sequence[tuple[str, str]]], idmapped: bool
-) -> None:
-    """Each copy's own directories over the worker's, in its mount namespace: trees cloned
-    (``idmapped``: by the copy's user namespace, so that the files of its session's uid show
-    as the copy's own) and targets opened here (the zygote's view, and the copy's root),
-    moved in by a helper that joins each namespace in turn."""
-    if not any(binds):
-        return
-    fds: list[int] = []
-    try:
-        plan: list[tuple[int, int, int]] = []  # (namespace, tree, target)
-        for pid, pairs in zip(pids, binds, strict=True):
-            if not pairs:
-                continue
-            namespace = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-            fds.append(namespace)
-            for source, target in pairs:
-                clone = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC
-                tree = _call("open_tree", syscalls.AT_FDCWD, os.fsencode(source), clone)
-                fds.append(tree)
-                if idmapped:
-                    users = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-                    try:
-                        syscalls.idmap_detached(tree, users)
-                    finally:
-                        os.close(users)
-                flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-                at = os.open(f"/proc/{pid}/root{target}", flags)
-                fds.append(at)
-                plan.append((namespace, tree, at))
-        _in_helper(plan)
-    finally:
-        for fd in fds:
-            os.close(fd)
+def _mount_plan(
+    pids: Sequence[int],
+    binds: Sequence[Sequence[tuple[str, str]]],
+    idmapped: bool,
+    fds: list[int],
+) -> list[tuple[int, int, int]]:
+    """(copy's mount namespace, tree, target) for each bind, every fd also put in ``fds``."""
+    plan: list[tuple[int, int, int]] = []
+    for pid, pairs in zip(pids, binds, strict=True):
+        if not pairs:
+            continue
+        namespace = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        fds.append(namespace)
+        for source, target in pairs:
+            clone = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC
+            tree = _call("open_tree", syscalls.AT_FDCWD, os.fsencode(source), clone)
+            fds.append(tree)
+            if idmapped:
+                users = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    syscalls.idmap_detached(tree, users)
+                finally:
+                    os.close(users)
+            flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            at = os.open(f"/proc/{pid}/root{target}", flags)
+            fds.append(at)
+            plan.append((namespace, tree, at))
+    return plan
 
 
-def _in_helper(plan: list[tuple[int, int, int]]) -> None:
-    """The moves, in a child of the zygote; ``OSError`` if it failed."""
+def _maps_in_helper(users: int, pids: Sequence[int], uids: Sequence[int | None]) -> None:
+    """The maps written by a child of the zygote that joins the user namespace ``users``;
+    ``OSError`` if it failed."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the helper's life ends in _exit
         code = 1
         try:
             syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
-            joined = -1
-            for namespace, tree, at in plan:
-                if namespace != joined:
-                    syscalls.setns(namespace, syscalls.CLONE_NEWNS)
-                    joined = namespace
-                empty = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
-                _call("move_mount", tree, b"", at, b"", empty)
+            syscalls.setns(users, syscalls.CLONE_NEWUSER)
+            _write_maps(pids, uids)
             code = 0
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
-        raise OSError(f"mounting the copies' directories failed (wait status {status})")
+        raise OSError(f"mapping the copies' ids failed (wait status {status})")
+
+
+def _move_mounts(plan: list[tuple[int, int, int]]) -> None:
+    """In the helper: each tree moved onto its target, in its copy's mount namespace."""
+    joined = -1
+    for namespace, tree, at in plan:
+        if namespace != joined:
+            syscalls.setns(namespace, syscalls.CLONE_NEWNS)
+            joined = namespace
+        empty = _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH
+        _call("move_mount", tree, b"", at, b"", empty)

@@ -43,7 +43,15 @@ from a2e_engine.sandbox import _landlock as landlock
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._beneath import open_unlinked
 
-__all__ = ["MAX_COPIES", "Copy", "checked_copies", "copies_refused", "fork_copies", "settle_copy"]
+__all__ = [
+    "MAX_COPIES",
+    "Copy",
+    "checked_copies",
+    "close_supervisor_ends",
+    "copies_refused",
+    "fork_copies",
+    "settle_copy",
+]
 
 #: Copies one fork makes at most (E2B's ``fork(count)`` allows 100 children, and the sandbox
 #: that forked goes on as one more copy).
@@ -82,7 +90,8 @@ def fork_copies(count: int, job_fd: int, result_fd: int) -> list[Copy] | tuple[i
             for fd in (job_r, job_w, result_r, result_w):
                 os.close(fd)
             made.append({"pid": pid, "job": job_w, "result": result_r})
-            _wait_stopped(pid)
+        for copy in made:  # each makes itself apart while the next is forked
+            _wait_stopped(copy["pid"])
     except BaseException:
         for copy in made:
             _kill(copy["pid"])
@@ -104,14 +113,18 @@ def _become_copy(job_r: int, result_w: int, job_fd: int, result_fd: int) -> None
         os._exit(1)
 
 
-def settle_copy(supervisor_ends: tuple[int, int], workspace: str, tmp_dir: str) -> None:
-    """In a copy, at its first job, before any tool code: the supervisor's ends closed (it has
-    its own by now); a Landlock domain of its own (signals and abstract sockets scoped to it,
-    writes only beneath its session's directory, its own mounted where its worker's was);
-    ``workspace`` and ``tmp_dir`` its working and temporary directories. ``OSError`` if it cannot:
-    the copy must then not run."""
+def close_supervisor_ends(supervisor_ends: tuple[int, int]) -> None:
+    """In a copy, once adopted (its first job came through its own pipe): the supervisor's
+    ends of its pipes, which it held until the zygote took them, closed."""
     for fd in supervisor_ends:
         os.close(fd)
+
+
+def settle_copy(workspace: str, tmp_dir: str) -> None:
+    """In a copy, at its first tool job, before any tool code: a Landlock domain of its own
+    (signals and abstract sockets scoped to it, writes only beneath its session's directory,
+    its own mounted where its worker's was); ``workspace`` and ``tmp_dir`` its working and
+    temporary directories. ``OSError`` if it cannot: the copy must then not run."""
     # Its directories' guard, as the worker's own rule: every later copy's directory is
     # mounted beneath it, over this one's, and a rule on a covered directory is ignored.
     writable = (landlock.guard_of(workspace),)

@@ -404,6 +404,15 @@ class Adopted(TypedDict):
     error: str
 
 
+class Placed(TypedDict):
+    """The copies an ``adopt`` sent are in place (``error`` empty: mounted, in their cgroup
+    slots), or were killed, and why; none may run before."""
+
+    op: Literal["placed"]
+    parent: int
+    error: str
+
+
 class Fatal(TypedDict):
     op: Literal["fatal"]
     error: str
@@ -412,7 +421,9 @@ class Fatal(TypedDict):
 
 #: What a zygote says of its workers (a ``ZygoteListener`` hears these).
 AboutWorkers = Forked | Exited | SpawnFailed
-ControlMessage = Spawn | Stop | Narrow | Adopt | Ready | AboutWorkers | Copied | Adopted | Fatal
+ControlMessage = (
+    Spawn | Stop | Narrow | Adopt | Ready | AboutWorkers | Copied | Adopted | Placed | Fatal
+)
 
 
 def _declared(message: type) -> tuple[str, dict[str, type]]:
@@ -437,6 +448,7 @@ CONTROL: dict[str, dict[str, type]] = dict(
         SpawnFailed,
         Copied,
         Adopted,
+        Placed,
         Fatal,
     )
 )

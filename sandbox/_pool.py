@@ -397,7 +397,7 @@ class WorkerPool:
         worker = resident.worker
         pairs = [[list(pair) for pair in per] for per in binds]
         try:
-            adopted = await line.control.adopt(worker.pid, list(copies), pairs, uids)
+            adopted, placed = await line.control.adopt(worker.pid, list(copies), pairs, uids)
         except (ValueError, SandboxUnavailable) as exc:
             await resident.end(f"its copies could not be made apart: {exc}")
             raise ForkFailed(f"the copies could not be made apart: {exc}") from None
@@ -411,7 +411,8 @@ class WorkerPool:
             handle.busy = True  # a kept worker's: never handed out
             line.adopt_worker(handle)
             paths = (resident.paths[0], tmp_dir)
-            made.append(ResidentWorker(handle, self._caps, resident.limits, paths, family))
+            copy = ResidentWorker(handle, self._caps, resident.limits, paths, family, placed)
+            made.append(copy)
         await resident.end("it was forked: its copies go on")
         return made
 

@@ -107,6 +107,7 @@ class ResidentWorker:
         limits: Limits,
         paths: tuple[str, str] = ("", ""),
         family: Family | None = None,
+        placed: asyncio.Future[None] | None = None,
     ) -> None:
         self.worker = worker
         self.limits = limits
@@ -116,6 +117,9 @@ class ResidentWorker:
         self.ended: str | None = None  # why it is gone, once it is
         self.paths = paths
         self.family = family
+        #: A copy's: done once the zygote has placed it (``sandbox._adoption.Placement``); it
+        #: runs nothing before.
+        self.placed = placed
         if family is not None:
             family.members.add(self)
 
@@ -143,6 +147,13 @@ class ResidentWorker:
         """``job`` in this worker; the first one sets it up (``resident`` set), the next ones
         run in what it kept. A turn that ends any other way than with its result ends the
         worker too."""
+        if self.placed is not None:
+            placed = self.placed
+            if not await race(deadline.at, placed, stop=stop) or placed.exception():
+                why = "it could not be placed apart" if placed.done() else "it was not placed"
+                await self.end(why)
+                return Outcome(FailureReason.SANDBOX_UNAVAILABLE, error=f"the copy ended: {why}")
+            self.placed = None
         self.reader.begin(on_event)
         self.worker.send_signal(signal.SIGCONT)
         # The job pipe stays open: the worker reads its next job from it between jobs.

@@ -260,23 +260,25 @@ def serve_later_jobs(
     supervisor sends them, run in this same process (what the tool kept stays), until the
     supervisor closes the job pipe. The layers the first job set up (uid, Landlock, working
     directory) hold for all of them: every job of a resident worker is of one session."""
-    settle: tuple[int, int] | None = None  # a copy's, until its first job
+    settling = False  # a copy, until its first tool job
     while True:
         try:
             job = read_job(job_fd, max_frame)
         except EOFError:
             return
         if job.get("copies"):
-            settle = _copy_turn(job, job_fd, result_fd, max_frame)
-            if settle is not None:  # a copy: its own temporary directory from now on
+            ends = _copy_turn(job, job_fd, result_fd, max_frame)
+            if ends is not None:  # a copy: its own temporary directory from now on
+                forks.close_supervisor_ends(ends)  # the supervisor has its own by now
                 first = cast(Job, {**first, "tmp_dir": job["tmp_dir"]})
+                settling = True
             continue
-        if settle is not None:
+        if settling:
             try:
-                forks.settle_copy(settle, first["workspace"], first["tmp_dir"])
+                forks.settle_copy(first["workspace"], first["tmp_dir"])
             except OSError:
                 return  # it cannot be kept apart: it ends, and the supervisor says so
-            settle = None
+            settling = False
         job = cast(Job, {**job, "workspace": first["workspace"], "tmp_dir": first["tmp_dir"]})
         execute_job(plugins[first["plugin"]], job, result_fd, max_frame)
 

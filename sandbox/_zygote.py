@@ -31,7 +31,6 @@ from a2e_engine.sandbox import _rlimits as rlimits
 from a2e_engine.sandbox import _userns as userns
 from a2e_engine.sandbox._adoption import adopt
 from a2e_engine.sandbox._adoption import kill as kill_copy
-from a2e_engine.sandbox._cgroups import join_cgroup
 from a2e_engine.sandbox._forks import checked_copies
 from a2e_engine.sandbox._messages import (
     CONTROL_MAX,
@@ -75,6 +74,9 @@ class Zygote:
         #: with the pidfd that tells us when they are gone.
         self.copies: dict[int, tuple[Worker, int]] = {}
         self._poller: select.poll | None = None
+        #: Placement helpers at work (``sandbox._adoption.Placement``): by their pid, the
+        #: worker whose copies they place, and those copies.
+        self.placing: dict[int, tuple[int, list[int]]] = {}
         self.supervisor_pid = os.getppid()
         self.told_to_stop = False
 
@@ -151,6 +153,9 @@ class Zygote:
                 return
             if pid == 0:
                 return
+            if pid in self.placing:
+                self.placed(pid, status)
+                continue
             worker = self.workers.pop(pid, None)
             if worker is None:
                 continue  # an adopted orphan we killed
@@ -189,11 +194,12 @@ class Zygote:
         return True
 
     def adopt(self, message: Adopt) -> None:
-        """The copies a kept worker (ours, or a copy we adopted) forked: each checked, given
-        its directories and cgroup slots, and sent to the supervisor; or none, and why."""
+        """The copies a kept worker (ours, or a copy we adopted) forked: each checked, its ids
+        mapped (``sandbox._adoption``) and given cgroup slots of its own, and all sent to the
+        supervisor; or none (every one killed), and why. A helper places them (their mounts,
+        and their moves into those slots: ``Placement``) meanwhile; its end is a ``placed``."""
         parent = message["pid"]
         known = self.workers.get(parent) or self.copies.get(parent, (None, -1))[0]
-        error = ""
         try:
             if known is None:
                 raise ValueError("no such kept worker")
@@ -201,31 +207,54 @@ class Zygote:
             binds = [[_bind(pair) for pair in _listed(pairs)] for pairs in message["binds"]]
             uids = [_uid(uid) for uid in message["uids"]]
             worker_fds = (known.keep_fds[0], known.keep_fds[1])
-            adopted = adopt(parent, copies, worker_fds, binds, uids)
+            adopted, placement = adopt(parent, copies, worker_fds, binds, uids)
         except (OSError, ValueError) as exc:
-            error = str(exc) or type(exc).__name__
-            adopted = []
-        for copy in adopted:
-            assert known is not None
-            worker = Worker(profile=known.profile, keep_fds=known.keep_fds, parent_pid=os.getpid())
-            try:
+            self.send({"op": "adopted", "parent": parent, "error": str(exc) or repr(exc)})
+            return
+        workers = [
+            Worker(profile=known.profile, keep_fds=known.keep_fds, parent_pid=os.getpid())
+            for _ in adopted
+        ]
+        try:
+            for worker in workers:
                 contain.spawning(self.prep, worker, self.workers)
-                for slot in worker.slots.values():
-                    join_cgroup(slot.path, copy.pid)
-            except OSError as exc:
-                error = error or f"a copy's cgroup slots: {exc}"
-            watch = os.dup(copy.pidfd)
+            moves = [
+                (slot.path, copy.pid)
+                for copy, worker in zip(adopted, workers, strict=True)
+                for slot in worker.slots.values()
+            ]
+            helper = placement.start(moves)
+            error = ""
+        except OSError as exc:
+            placement.close()
+            error = f"the copies could not be placed: {exc}"
+        for copy, worker in zip(adopted, workers, strict=True):
+            watch = os.dup(copy.pidfd)  # its slots go back once it is gone, whatever happens
             self.copies[copy.pid] = (worker, watch)
             if self._poller is not None:
                 self._poller.register(watch, select.POLLIN)
             if error:
                 kill_copy(copy)
-                continue
-            try:
-                self.send({"op": "copied", "parent": parent, "pid": copy.pid}, copy.fds())
-            finally:
-                copy.close()
+        if not error:
+            self.placing[helper] = (parent, [copy.pid for copy in adopted])
+            for copy in adopted:
+                try:
+                    self.send({"op": "copied", "parent": parent, "pid": copy.pid}, copy.fds())
+                finally:
+                    copy.close()
         self.send({"op": "adopted", "parent": parent, "error": error})
+
+    def placed(self, helper: int, status: int) -> None:
+        """A placement helper ended: its copies are placed, or killed and said so."""
+        parent, pids = self.placing.pop(helper)
+        error = ""
+        if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
+            error = f"the copies could not be placed (helper wait status {status})"
+            for pid in pids:
+                watch = self.copies.get(pid, (None, -1))[1]
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(watch, signal.SIGKILL)
+        self.send({"op": "placed", "parent": parent, "error": error})
 
     def copy_gone(self, watch: int) -> None:
         """A copy's pidfd says it is gone: its slots back, and the supervisor told."""

@@ -32,6 +32,7 @@ from a2e_engine.sandbox._messages import (
 )
 from a2e_engine.sandbox._messages import Adopted as AdoptedMessage
 from a2e_engine.sandbox._messages import Copied as CopiedMessage
+from a2e_engine.sandbox._messages import Placed as PlacedMessage
 from a2e_engine.sandbox.layers import LayerReports
 
 __all__ = ["Control", "ControlFactory", "SandboxUnavailable", "ZygoteControl", "ZygoteListener"]
@@ -90,7 +91,7 @@ class Control(Protocol):
         copies: list[dict[str, int]],
         binds: list[list[list[str]]],
         uids: list[int | None],
-    ) -> list[Copied]: ...
+    ) -> tuple[list[Copied], asyncio.Future[None]]: ...
 
 
 #: A copy the zygote adopted (``sandbox._adoption``): its host pid, and its job pipe's write
@@ -129,6 +130,8 @@ class ZygoteControl:
         #: Forks being adopted, by the forking worker's pid: the copies sent so far, and
         #: what waits for the end.
         self._adopting: dict[int, tuple[list[Copied], asyncio.Future[list[Copied]]]] = {}
+        #: Adopted forks whose copies are being placed, by the forking worker's pid.
+        self._placing: dict[int, asyncio.Future[None]] = {}
 
     async def start(self) -> Ready:
         """Start a zygote and wait until it is ready; its ``ready`` message (also given to the
@@ -209,10 +212,12 @@ class ZygoteControl:
         copies: list[dict[str, int]],
         binds: list[list[list[str]]],
         uids: list[int | None],
-    ) -> list[Copied]:
+    ) -> tuple[list[Copied], asyncio.Future[None]]:
         """The copies kept worker ``pid`` forked (``sandbox._forks``), adopted by the zygote
-        (``sandbox._adoption``): each one's host pid and fds. ``ValueError`` with the zygote's
-        reason if it refused them (it killed them), ``SandboxUnavailable`` if it is gone."""
+        (``sandbox._adoption``): each one's host pid and fds, and what is done once they are
+        placed (mounted, in their cgroup slots: none may run before; its exception, if they
+        could not be, and are killed). ``ValueError`` with the zygote's reason if it refused
+        them (it killed them), ``SandboxUnavailable`` if it is gone."""
         if self._sock is None or self._stopping or self._loop is None:
             raise SandboxUnavailable(f"{self.called} is not running")
         if pid in self._adopting:
@@ -228,7 +233,8 @@ class ZygoteControl:
                 "uids": uids,
             }
             self._sock.send(control(message))
-            return await done
+            copied = await done
+            return copied, self._placing[pid]
         except OSError as exc:
             self._lost(f"sending to it failed: {exc}")
             raise SandboxUnavailable(f"{self.called} is gone") from None
@@ -237,6 +243,15 @@ class ZygoteControl:
             if not done.done() or done.cancelled() or done.exception() is not None:
                 for _, fds in sent:
                     _close_all(fds)
+
+    def _placed(self, message: PlacedMessage) -> None:
+        placed = self._placing.pop(message["parent"], None)
+        if placed is None or placed.done():
+            return
+        if message["error"]:
+            placed.set_exception(SandboxUnavailable(message["error"]))
+        else:
+            placed.set_result(None)
 
     def _adopted(self, message: CopiedMessage | AdoptedMessage, fds: list[int]) -> None:
         """A ``copied`` or ``adopted`` message, for the ``adopt`` that waits for it."""
@@ -253,6 +268,8 @@ class ZygoteControl:
         elif message["error"]:
             done.set_exception(ValueError(message["error"]))
         else:
+            assert self._loop is not None
+            self._placing[message["parent"]] = self._loop.create_future()
             done.set_result(list(sent))
 
     def _close(self) -> None:
@@ -302,6 +319,9 @@ class ZygoteControl:
             self._listener.on_message(message, fds)
         elif message["op"] == "copied" or message["op"] == "adopted":
             self._adopted(message, fds)
+        elif message["op"] == "placed":
+            _close_all(fds)
+            self._placed(message)
         else:
             _close_all(fds)  # the supervisor's own messages, sent back: not the zygote's to say
 
@@ -314,7 +334,9 @@ class ZygoteControl:
             return
         log.error("%s died (%s); calls in flight fail, restarting it", self.called, why)
         self._close()
-        for _, done in self._adopting.values():
+        waiting = [done for _, done in self._adopting.values()] + list(self._placing.values())
+        self._placing.clear()
+        for done in waiting:
             if not done.done():
                 done.set_exception(SandboxUnavailable(f"{self.called} died: {why}"))
         self._listener.on_lost()

@@ -101,7 +101,7 @@ class ThreadZygote:
         copies: list[dict[str, int]],
         binds: list[list[list[str]]],
         uids: list[int | None],
-    ) -> list[tuple[int, list[int]]]:
+    ) -> tuple[list[tuple[int, list[int]]], asyncio.Future[None]]:
         """Threads cannot be forked."""
         raise ValueError("a worker that is a thread has no copies")
 
