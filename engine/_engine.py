@@ -59,6 +59,7 @@ from a2e_engine.engine._state_dir import StateDirectory
 from a2e_engine.sandbox import _quota as quota
 from a2e_engine.sandbox._cgroups import create_sandbox_memory, remove_cgroup_tree
 from a2e_engine.sandbox._deadline import Deadline
+from a2e_engine.sandbox._freezing import freeze
 from a2e_engine.sandbox._pool import ForkFailed, PoolConfig, WorkerPool, ZygoteSpec
 from a2e_engine.sandbox._settings import ZygoteSettings
 from a2e_engine.sandbox._waiting import StopSignal
@@ -430,6 +431,22 @@ class Engine:
                 self._sessions.add(copy)
             opened.append(copy)
         return opened
+
+    async def pause_session(self, session: HostSession, paused: bool) -> str:
+        running = self._running
+        if running is None:
+            raise Refused(A2EError(code=ErrorCode.OVERLOADED, message="the engine is not running"))
+        if not isinstance(session, LocalSession) or session.closed:
+            raise Refused(A2EError(code=ErrorCode.UNKNOWN_SESSION, message="no such open session"))
+        state, services = session.session, running.services
+        state.paused = paused
+        pids = services.calls.pool.running_pids(state.workspace)
+        residents = services.calls.residents
+        kept = residents.worker_pid(state.id) if residents is not None else None
+        if kept is not None and kept not in pids:
+            pids.append(kept)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, freeze, pids, paused)
 
     def _forget_session(self, session: LocalSession) -> None:
         with self._connections_lock:

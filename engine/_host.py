@@ -158,6 +158,13 @@ class Host(Protocol):
         (``engine._session_forks``); ``session`` goes on. ``Refused`` when they cannot be
         had, saying why."""
 
+    async def pause_session(self, session: HostSession, paused: bool) -> str:
+        """``session`` (one of this host's, open) paused: every process its calls and its
+        kept interpreter run frozen where they stand, holding no CPU, their memory and files
+        kept, and no new call started (``Refused``) until it is resumed (``paused=False``).
+        How it was done: ``"freezer"`` (cgroups), or ``"signals"`` (the workers stopped, not
+        what they started). A call's deadline runs on while it is frozen."""
+
     def open_connection(
         self, send: Send, *, policy: Policy | None = None, name: str = "", tenant: str = ""
     ) -> HostConnection:

@@ -177,11 +177,16 @@ class LocalSession:
     ) -> asyncio.Task[ToolResult]:
         """Admit the call and start it; its events go to ``on_event``, its result is the
         task's; ``given``: its input after its start. ``Refused`` (``overloaded``, retryable)
-        past the engine's or the session's bound on calls, or once the session is closed."""
+        past the engine's or the session's bound on calls, while the session is paused, or
+        once it is closed."""
         config = self.services.calls.config
         if self.closed:
             why = f": {self.ended_because}" if self.ended_because else ""
             raise _refusal(ErrorCode.UNKNOWN_SESSION, f"the session has ended{why}", request.id)
+        if self.session.paused:
+            raise _refusal(
+                ErrorCode.OVERLOADED, "the session is paused; resume it first", request.id
+            )
         scope = self._scope
         if request.id in scope.ids:
             raise _refusal(

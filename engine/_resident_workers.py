@@ -27,6 +27,7 @@ import psutil
 
 from a2e.caps.tools._reasons import FailureReason
 from a2e_engine.engine._config import UNMEASURED_LIMIT, ResidentLimits
+from a2e_engine.sandbox._busy import pid_of
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._messages import Job
 from a2e_engine.sandbox._pool import ForkFailed, WorkerPool
@@ -83,6 +84,15 @@ class ResidentWorkers:
             return int(psutil.Process(kept.worker.worker.pid).memory_info().rss)
         except psutil.Error:
             return 0
+
+    def worker_pid(self, session_id: str) -> int | None:
+        """The pid of the worker ``session_id`` keeps, as this process sees it, if it has one."""
+        kept = self._kept.get(session_id)
+        if kept is None or not _alive(kept.worker):
+            return None
+        assert kept.worker is not None
+        handle = kept.worker.worker
+        return pid_of(handle.pidfd) or handle.pid
 
     @property
     def live(self) -> int:

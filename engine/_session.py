@@ -57,6 +57,8 @@ class SessionState:
     #: A copy's (``engine._session_forks``): the uid its copied interpreter keeps, its family's
     #: first session's, held while it lives.
     family_uid: int | None = None
+    #: Its workers frozen (``Host.pause_session``): no call starts until it is resumed.
+    paused: bool = False
 
     @property
     def tenant_key(self) -> str:

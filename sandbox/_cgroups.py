@@ -25,6 +25,7 @@ killed together with its supervisor left behind go when the next one starts
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -43,19 +44,25 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAYER",
+    "SLOT_PREFIX",
     "Slot",
     "SlotGroups",
+    "cgroup_root",
     "create_sandbox_memory",
     "join_cgroup",
     "kill_members",
     "made_by",
     "memory_of_process",
     "memory_usage",
+    "move_lone_thread",
     "own_path",
     "remove_cgroup_tree",
+    "thaw_slots",
 ]
 
 _ROOT = "/sys/fs/cgroup"
+#: Each worker's group in a hierarchy's sandbox group is named so, and numbered.
+SLOT_PREFIX = "slot"
 _PREFIX = "a2e-sandbox-"
 #: One engine's memory group, holding its zygotes' sandbox groups.
 _ENGINE_PREFIX = "a2e-engine-"
@@ -101,7 +108,7 @@ class SlotGroups:
         if self._free:
             return self._free.pop()  # its OOM count was read when it was released
         self._count += 1
-        path = os.path.join(self.path, f"slot{self._count}")
+        path = os.path.join(self.path, f"{SLOT_PREFIX}{self._count}")
         os.mkdir(path)
         for name, value in self.slot_settings.items():
             _write(os.path.join(path, name), value)
@@ -269,6 +276,17 @@ def _prepare(
     prep.report(layer, None, **facts)
 
 
+def thaw_slots(prep: Preparation) -> None:
+    """Every slot of the freezer hierarchy thawed (a paused session's, ``sandbox._freezing``):
+    a frozen process can be killed, but not reaped, until it is."""
+    groups = prep.cgroups.get("freezer")
+    if groups is None:
+        return
+    for slot in _slots_of(groups.path):
+        with contextlib.suppress(OSError):
+            _write(os.path.join(slot, "freezer.state"), "THAWED")
+
+
 def join_cgroup(path: str) -> None:
     """Move the calling process into the group at ``path``.
 
@@ -368,6 +386,11 @@ def memory_of_process(pid: int) -> int:
 def memory_usage(path: str) -> int:
     """What the memory group at ``path`` holds, in bytes, its descendants included."""
     return int(_read(os.path.join(path, "memory.usage_in_bytes")))
+
+
+def cgroup_root() -> str:
+    """Where the cgroup hierarchies are mounted (v1: one directory per controller)."""
+    return _ROOT
 
 
 def own_path(controller: str, pid: int | str = "self") -> str:

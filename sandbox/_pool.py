@@ -260,6 +260,11 @@ class WorkerPool:
         held = starting + computing(short) + max(0, computing(long) - busy)
         return held < busy and self.memory_room()
 
+    def running_pids(self, workspace: str) -> list[int]:
+        """The workers running calls for the session of ``workspace``, as this process sees
+        their pids."""
+        return [pid for pid, _, where in self._running.values() if where == workspace]
+
     def running_bytes(self, workspace: str) -> int:
         """What the jobs running for the session of ``workspace`` hold now: their workers'
         memory groups (everything they run, memfd and shmem pages too), or without those

@@ -31,6 +31,7 @@ from a2e_engine.sandbox import _rlimits as rlimits
 from a2e_engine.sandbox import _userns as userns
 from a2e_engine.sandbox._adoption import adopt
 from a2e_engine.sandbox._adoption import kill as kill_copy
+from a2e_engine.sandbox._cgroups import thaw_slots
 from a2e_engine.sandbox._forks import checked_copies
 from a2e_engine.sandbox._messages import (
     CONTROL_MAX,
@@ -285,6 +286,7 @@ class Zygote:
         return True
 
     def stop(self) -> None:
+        thaw_slots(self.prep)  # a paused session's workers die only once thawed
         for _, watch in self.copies.values():  # they die with their family's first anyway
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(watch, signal.SIGKILL)

@@ -111,8 +111,8 @@ def test_what_is_not_served_yet_says_so_in_e2bs_shape(service: ServiceProcess) -
     opts = _opts(service)
     sandbox = Sandbox.create(timeout=60, **opts)
     try:
-        with pytest.raises(SandboxException, match="501: pausing a sandbox is not supported"):
-            sandbox.pause()
+        with pytest.raises(SandboxException, match="501: sandbox metrics is not supported"):
+            sandbox.get_metrics()
         with pytest.raises(SandboxException, match="template 'mcp-gateway' is not served"):
             Sandbox.create(template="mcp-gateway", **opts)
         with pytest.raises(SandboxException, match="timeout"):

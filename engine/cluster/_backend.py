@@ -188,6 +188,9 @@ class RayEngine:
     async def fork_session(self, session: HostSession, count: int) -> list[HostSession]:
         return await self._host.fork_session(session, count)
 
+    async def pause_session(self, session: HostSession, paused: bool) -> str:
+        return await self._host.pause_session(session, paused)
+
     def status(self) -> HostStatus:
         return self._host.status()
 

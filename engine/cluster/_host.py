@@ -94,6 +94,15 @@ class ClusterHost:
             )
         )
 
+    async def pause_session(self, session: HostSession, paused: bool) -> str:
+        """Not across the cluster yet: a wire session has no way to ask its node to pause."""
+        raise Refused(
+            A2EError(
+                code=ErrorCode.INTERNAL,
+                message="cannot pause: sandboxes are not paused across a Ray cluster yet",
+            )
+        )
+
     def status(self) -> HostStatus:
         nodes = self.cluster.nodes()
         if not nodes:

@@ -1,10 +1,11 @@
 """E2B's control plane, as its SDK calls it (``e2b/api/client``; read from e2b 2.63.0):
 ``POST /v2/sandboxes`` (201), ``GET /v2/sandboxes``, ``GET /sandboxes/{id}``,
 ``DELETE /sandboxes/{id}`` (204), ``POST /sandboxes/{id}/timeout`` (204) and
-``POST /v2/sandboxes/{id}/connect`` and ``POST /sandboxes/{id}/fork`` (201, a result per copy).
-Every error is E2B's JSON ``{"code": <status>, "message"}`` (the SDK reads nothing else), and a
-request this engine cannot serve yet (pause, snapshots, metrics, network rules) is a 501 of
-that shape that says so.
+``POST /v2/sandboxes/{id}/connect`` (which resumes a paused sandbox), ``POST
+/sandboxes/{id}/pause`` (204; 409 if paused already) and ``/resume``, and ``POST
+/sandboxes/{id}/fork`` (201, a result per copy). Every error is E2B's JSON ``{"code": <status>,
+"message"}`` (the SDK reads nothing else), and a request this engine cannot serve yet
+(snapshots, metrics, network rules) is a 501 of that shape that says so.
 
 The service's token comes as ``X-API-Key`` (``engine.service._auth``); the sandboxes a request
 sees are its client's (``tenant_of``). Bodies are read within the service's bounds.
@@ -81,6 +82,14 @@ class _Connect(BaseModel):
     timeout: int | None = Field(None, ge=1, le=MAX_TIMEOUT_S)
 
 
+class _Pause(BaseModel):
+    """What the SDK may send with a pause (``memory``, ``requireHealthyGuest``): a process
+    sandbox always keeps its memory, so nothing of it changes what is done."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+    memory: bool = True
+
+
 class _Fork(BaseModel):
     """``SandboxForkRequest``: the copies' life (the parent's last given, when absent) and
     how many (one, when absent; E2B's API takes up to 100, its SDK asks for 20 at most)."""
@@ -114,6 +123,8 @@ class E2BEndpoint:
             Route("/sandboxes/{sandbox_id}/timeout", handle(self._timeout), methods=["POST"]),
             Route("/v2/sandboxes/{sandbox_id}/connect", handle(self._connect), methods=["POST"]),
             Route("/sandboxes/{sandbox_id}/fork", handle(self._fork), methods=["POST"]),
+            Route("/sandboxes/{sandbox_id}/pause", handle(self._pause), methods=["POST"]),
+            Route("/sandboxes/{sandbox_id}/resume", handle(self._resume), methods=["POST"]),
             *(
                 Route(path, handle(_not_yet(what)), methods=methods)
                 for path, methods, what in _NOT_YET
@@ -152,12 +163,14 @@ class E2BEndpoint:
 
     async def _list(self, request: Request) -> Response:
         wanted = _metadata_filter(request.query_params.get("metadata", ""))
-        states = request.query_params.get("state", "")
+        states = set(request.query_params.get("state", "").split(",")) - {""}
         listed = []
-        if not states or "running" in states.split(","):
-            for sandbox in self.sandboxes.owned_by(tenant_of(request.scope)):
-                if all(sandbox.metadata.get(k) == v for k, v in wanted.items()):
-                    listed.append(_listed_json(sandbox))
+        for sandbox in self.sandboxes.owned_by(tenant_of(request.scope)):
+            state = "paused" if sandbox.paused else "running"
+            if states and state not in states:
+                continue
+            if all(sandbox.metadata.get(k) == v for k, v in wanted.items()):
+                listed.append(_listed_json(sandbox))
         return json_response(listed)
 
     async def _info(self, request: Request) -> Response:
@@ -176,11 +189,43 @@ class E2BEndpoint:
         return Response(status_code=204)
 
     async def _connect(self, request: Request) -> Response:
+        """The SDK's ``connect``: a paused sandbox resumes (201), a running one is as it is."""
         body = await read_body(request, _Connect, MAX_BODY_BYTES)
         sandbox = self._sandbox(request)
+        resumed = sandbox.paused
+        await self._resumed(sandbox)
         if body.timeout is not None:
             self.sandboxes.set_timeout(sandbox, body.timeout)
-        return json_response(_sandbox_json(sandbox))
+        return json_response(_sandbox_json(sandbox), status=201 if resumed else 200)
+
+    async def _pause(self, request: Request) -> Response:
+        """204 once its processes are frozen; 409 if it was paused already."""
+        await read_body(request, _Pause, MAX_BODY_BYTES)
+        sandbox = self._sandbox(request)
+        try:
+            paused = await self.sandboxes.pause(sandbox)
+        except Refused as exc:
+            raise E2BError(500, f"cannot pause the sandbox: {exc.error.message}") from None
+        if not paused:
+            raise E2BError(409, f"sandbox {sandbox.id!r} is paused already")
+        return Response(status_code=204)
+
+    async def _resume(self, request: Request) -> Response:
+        """The older SDKs' resume: 201 with the sandbox; 409 if it is not paused."""
+        body = await read_body(request, _Connect, MAX_BODY_BYTES)
+        sandbox = self._sandbox(request)
+        if not sandbox.paused:
+            raise E2BError(409, f"sandbox {sandbox.id!r} is not paused")
+        await self._resumed(sandbox)
+        if body.timeout is not None:
+            self.sandboxes.set_timeout(sandbox, body.timeout)
+        return json_response(_sandbox_json(sandbox), status=201)
+
+    async def _resumed(self, sandbox: Sandbox) -> None:
+        try:
+            await self.sandboxes.resume(sandbox)
+        except Refused as exc:
+            raise E2BError(500, f"cannot resume the sandbox: {exc.error.message}") from None
 
     async def _fork(self, request: Request) -> Response:
         """``SandboxForkResult`` per copy, all made or none: a failure is the request's."""
@@ -207,8 +252,6 @@ class E2BEndpoint:
 
 #: What the SDK can ask that this engine does not serve yet, each with what it is.
 _NOT_YET: list[tuple[str, list[str], str]] = [
-    ("/sandboxes/{sandbox_id}/pause", ["POST"], "pausing a sandbox"),
-    ("/sandboxes/{sandbox_id}/resume", ["POST"], "resuming a sandbox"),
     ("/sandboxes/{sandbox_id}/snapshots", ["POST"], "snapshots"),
     ("/snapshots", ["GET"], "snapshots"),
     ("/sandboxes/{sandbox_id}/metrics", ["GET"], "sandbox metrics"),
@@ -263,7 +306,7 @@ def _listed_json(sandbox: Sandbox) -> dict[str, Any]:
         "cpuCount": os.cpu_count() or 1,
         "memoryMB": _memory_mb(),
         "diskSizeMB": shutil.disk_usage(sandbox.workspace).total >> 20,
-        "state": "running",
+        "state": "paused" if sandbox.paused else "running",
         "metadata": sandbox.metadata,
     }
 

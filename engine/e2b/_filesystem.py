@@ -232,8 +232,12 @@ async def download(request: Request, sandbox: Sandbox, path: str) -> Response:
         message = f"{path} holds {size} bytes, past the {MAX_FILE_BYTES} this server sends"
         return error_response(400, message)
 
+    piece = base64.b64decode(first.get("content_base64", ""))
+    if size <= PIECE_BYTES:  # what was read, which a file changing as it is read may make short
+        return Response(piece, media_type="application/octet-stream")
+
     async def pieces() -> AsyncIterator[bytes]:
-        piece = base64.b64decode(first.get("content_base64", ""))
+        nonlocal piece
         sent = len(piece)
         yield piece
         while piece and sent < size:
@@ -246,8 +250,7 @@ async def download(request: Request, sandbox: Sandbox, path: str) -> Response:
             sent += len(piece)
             yield piece
 
-    headers = {"Content-Length": str(size)} if size <= PIECE_BYTES else None
-    return StreamingResponse(pieces(), media_type="application/octet-stream", headers=headers)
+    return StreamingResponse(pieces(), media_type="application/octet-stream")
 
 
 def _piece(where: str, offset: int) -> dict[str, Any]:

@@ -128,6 +128,8 @@ class SandboxSide:
                 return _gone(sandbox_id, rpc)
             if token and not _token_opens(request, sandbox):
                 return _refused(rpc)
+            if sandbox.paused:
+                return _gone(sandbox_id, rpc, paused=True)
             self.sandboxes.touch(sandbox)
             try:
                 return await handler(request, sandbox)
@@ -151,6 +153,8 @@ class SandboxSide:
                 return _gone(sandbox_id or "")
             if not _token_opens(request, sandbox):
                 return _refused()
+        if sandbox.paused:
+            return _gone(sandbox.id, paused=True)
         self.sandboxes.touch(sandbox)
         if operation == "read":
             if not path:
@@ -194,10 +198,13 @@ def _dispatch(methods: dict[str, Handler]) -> Handler:
     return call
 
 
-def _gone(sandbox_id: str, rpc: bool = False) -> Response:
-    """A sandbox that is not there, as E2B's edge says it: envd's and the code interpreter's
-    502, or Connect's ``unavailable`` (the SDK's ``SandboxNotRunningException`` either way)."""
+def _gone(sandbox_id: str, rpc: bool = False, paused: bool = False) -> Response:
+    """A sandbox that is not there, or is paused, as E2B's edge says it: envd's and the code
+    interpreter's 502, or Connect's ``unavailable`` (the SDK's ``SandboxNotRunningException``
+    either way)."""
     message = f"sandbox {sandbox_id[:64]!r} was not found"
+    if paused:
+        message += ": it is paused, and runs again once connected to"
     if rpc:
         return rpc_error_response(RpcError("unavailable", message))
     return error_response(502, message)

@@ -53,6 +53,8 @@ class Sandbox:
     ends_at: datetime.datetime
     #: The life it was last given (at its creation or ``set_timeout``): each use renews it.
     timeout_s: int = DEFAULT_TIMEOUT_S
+    #: Its processes frozen (``Sandboxes.pause``) until it is connected to again.
+    paused: bool = False
     _timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
     @property
@@ -72,6 +74,7 @@ class Sandboxes:
         self._opening: collections.Counter[str] = collections.Counter()
         #: Called with each sandbox as it ends (its sandbox side lets go of what it held).
         self.on_end: list[Callable[[Sandbox], None]] = []
+        self._thawing: set[asyncio.Task[None]] = set()
 
     async def create(
         self,
@@ -144,6 +147,22 @@ class Sandboxes:
         self.touch(parent)
         return copies
 
+    async def pause(self, sandbox: Sandbox) -> bool:
+        """``sandbox`` paused (``Host.pause_session``): its processes frozen, holding no CPU,
+        their memory and files kept; its timeout runs on (past it, it is freed). False if it
+        was paused already."""
+        if sandbox.paused:
+            return False
+        sandbox.paused = True
+        await self._host.pause_session(sandbox.session, True)
+        return True
+
+    async def resume(self, sandbox: Sandbox) -> None:
+        """``sandbox`` going on where it was paused (nothing if it was not)."""
+        if sandbox.paused:
+            await self._host.pause_session(sandbox.session, False)
+            sandbox.paused = False
+
     def get(self, owner: str, sandbox_id: str) -> Sandbox | None:
         """``owner``'s live sandbox of that id, or None (none, another's, or ended)."""
         sandbox = self.find(sandbox_id)
@@ -195,10 +214,23 @@ class Sandboxes:
         if sandbox._timer is not None:
             sandbox._timer.cancel()
             sandbox._timer = None
-        sandbox.session.close()
+        if sandbox.paused:  # a frozen process dies only once thawed
+            task = asyncio.get_running_loop().create_task(self._thaw_and_close(sandbox))
+            self._thawing.add(task)
+            task.add_done_callback(self._thawing.discard)
+        else:
+            sandbox.session.close()
         if was_live:
             for ended in self.on_end:
                 ended(sandbox)
+
+    async def _thaw_and_close(self, sandbox: Sandbox) -> None:
+        try:
+            await self.resume(sandbox)
+        except Exception:  # the session is gone already: nothing of it is frozen
+            pass
+        finally:
+            sandbox.session.close()
 
     def end_all(self) -> None:
         """The service stops: every sandbox ends."""
