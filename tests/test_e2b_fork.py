@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import psutil
 import pytest
 from e2b_code_interpreter import Sandbox
 
+from tests.e2b_helpers import running_as, sdk_opts
 from tests.service_process import ServiceProcess
 from tests.waiting import wait_for
 
@@ -27,17 +27,13 @@ def service() -> Iterator[ServiceProcess]:
 
 
 def _opts(service: ServiceProcess) -> dict[str, Any]:
-    return {"api_key": KEY, "api_url": service.url, "sandbox_url": service.url}
+    return sdk_opts(service, KEY)
 
 
 def _forked(parent: Sandbox, count: int) -> list[Sandbox]:
     children = parent.fork(count=count)
     assert all(isinstance(child, Sandbox) for child in children), children
     return [child for child in children if isinstance(child, Sandbox)]
-
-
-def _running_as(uid: int) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["uids"]) if p.info["uids"].real == uid]
 
 
 def _value(sandbox: Sandbox, code: str) -> str | None:
@@ -99,7 +95,7 @@ def test_copies_of_copies_and_a_child_that_outlives_its_parent(service: ServiceP
     for grandchild in grandchildren:
         grandchild.kill()
     # The family's first worker waited for its last copy; now nothing of it is left.
-    assert wait_for(lambda: not _running_as(family), 20)
+    assert wait_for(lambda: not running_as(family), 20)
 
 
 def test_a_sandbox_with_no_interpreter_yet_forks_its_files(service: ServiceProcess) -> None:

@@ -14,6 +14,7 @@ import pytest
 from e2b import NotFoundException, SandboxException
 from e2b_code_interpreter import Sandbox
 
+from tests.e2b_helpers import running_as, sdk_opts
 from tests.service_process import ServiceProcess
 from tests.waiting import wait_for
 
@@ -28,16 +29,12 @@ def service() -> Iterator[ServiceProcess]:
 
 
 def _opts(service: ServiceProcess) -> dict[str, Any]:
-    return {"api_key": KEY, "api_url": service.url, "sandbox_url": service.url}
-
-
-def _processes(uid: int) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["uids"]) if p.info["uids"].real == uid]
+    return sdk_opts(service, KEY)
 
 
 def _cpu_seconds(uid: int) -> float:
     total = 0.0
-    for process in _processes(uid):
+    for process in running_as(uid):
         try:
             times = process.cpu_times()
         except psutil.Error:
@@ -95,7 +92,7 @@ def test_a_paused_sandbox_is_freed_past_its_timeout_or_when_killed(
         uids.append(int(sandbox.commands.run("id -u").stdout))
         assert sandbox.pause() is True
     killed.kill()
-    assert wait_for(lambda: not _processes(uids[1]), 10)
-    assert wait_for(lambda: not _processes(uids[0]), 15)
+    assert wait_for(lambda: not running_as(uids[1]), 10)
+    assert wait_for(lambda: not running_as(uids[0]), 15)
     with pytest.raises(NotFoundException):
         lapsing.get_info()
