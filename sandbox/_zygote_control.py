@@ -98,6 +98,9 @@ class Control(Protocol):
 #: end, result pipe's read end and pidfd, the caller's to close.
 Copied = tuple[int, list[int]]
 
+#: What an ``adopt`` gives: the copies, and what is done once they are placed.
+Adoption = tuple[list[Copied], "asyncio.Future[None]"]
+
 #: A control made from the zygote's settings and plugins, its listener, start timeout and name.
 ControlFactory = Callable[[str, bytes, ZygoteListener, float, str], Control]
 
@@ -129,7 +132,7 @@ class ZygoteControl:
         self.starts = 0  # zygotes that became ready: the first, then each restart
         #: Forks being adopted, by the forking worker's pid: the copies sent so far, and
         #: what waits for the end.
-        self._adopting: dict[int, tuple[list[Copied], asyncio.Future[list[Copied]]]] = {}
+        self._adopting: dict[int, tuple[list[Copied], asyncio.Future[Adoption]]] = {}
         #: Adopted forks whose copies are being placed, by the forking worker's pid.
         self._placing: dict[int, asyncio.Future[None]] = {}
 
@@ -222,7 +225,7 @@ class ZygoteControl:
             raise SandboxUnavailable(f"{self.called} is not running")
         if pid in self._adopting:
             raise ValueError("that worker is being forked already")
-        done: asyncio.Future[list[Copied]] = self._loop.create_future()
+        done: asyncio.Future[Adoption] = self._loop.create_future()
         self._adopting[pid] = ([], done)
         try:
             message: Adopt = {
@@ -233,8 +236,7 @@ class ZygoteControl:
                 "uids": uids,
             }
             self._sock.send(control(message))
-            copied = await done
-            return copied, self._placing[pid]
+            return await done
         except OSError as exc:
             self._lost(f"sending to it failed: {exc}")
             raise SandboxUnavailable(f"{self.called} is gone") from None
@@ -269,8 +271,9 @@ class ZygoteControl:
             done.set_exception(ValueError(message["error"]))
         else:
             assert self._loop is not None
-            self._placing[message["parent"]] = self._loop.create_future()
-            done.set_result(list(sent))
+            placed: asyncio.Future[None] = self._loop.create_future()
+            self._placing[message["parent"]] = placed  # its ``placed`` may come at once
+            done.set_result((list(sent), placed))
 
     def _close(self) -> None:
         if self._sock is not None and self._loop is not None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from e2b import SandboxException
 from e2b_code_interpreter import Sandbox
 
 from tests.e2b_helpers import running_as, sdk_opts
@@ -131,5 +132,37 @@ def test_a_fork_asked_for_wrongly_is_refused_in_e2b_shape(
             f"{service.url}/sandboxes/nope/fork", json={}, headers={"X-API-Key": KEY}, timeout=30
         )
         assert missing.status_code == 404
+    finally:
+        parent.kill()
+
+
+def test_a_snapshot_starts_sandboxes_as_it_was_until_it_is_deleted(
+    service: ServiceProcess,
+) -> None:
+    parent = Sandbox.create(timeout=120, **_opts(service))
+    try:
+        parent.run_code("state = 'at the snapshot'")
+        parent.files.write("/home/user/f.txt", "at the snapshot")
+        snapshot = parent.create_snapshot(name="turn-3")
+        assert snapshot.names == ["turn-3"]
+        parent.run_code("state = 'later'")
+        parent.files.write("/home/user/f.txt", "later")
+        by_id = Sandbox.create(template=snapshot.snapshot_id, **_opts(service))
+        by_name = Sandbox.create(template="turn-3", **_opts(service))
+        for made in (by_id, by_name):
+            assert _value(made, "state") == "'at the snapshot'"
+            assert made.files.read("/home/user/f.txt") == "at the snapshot"
+        by_id.run_code("state = 'by id'")
+        assert _value(by_name, "state") == "'at the snapshot'"
+        assert _value(parent, "state") == "'later'"
+        listed = Sandbox.list_snapshots(sandbox_id=parent.sandbox_id, **_opts(service))
+        assert [s.snapshot_id for s in listed.next_items()] == [snapshot.snapshot_id]
+        assert Sandbox.delete_snapshot(snapshot.snapshot_id, **_opts(service)) is True
+        assert Sandbox.delete_snapshot(snapshot.snapshot_id, **_opts(service)) is False
+        with pytest.raises(SandboxException, match="not served"):
+            Sandbox.create(template=snapshot.snapshot_id, **_opts(service))
+        assert _value(by_id, "state") == "'by id'"  # sandboxes made from it go on
+        by_id.kill()
+        by_name.kill()
     finally:
         parent.kill()

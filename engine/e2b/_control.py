@@ -5,7 +5,9 @@
 /sandboxes/{id}/pause`` (204; 409 if paused already) and ``/resume``, and ``POST
 /sandboxes/{id}/fork`` (201, a result per copy). Every error is E2B's JSON ``{"code": <status>,
 "message"}`` (the SDK reads nothing else), and a request this engine cannot serve yet
-(snapshots, metrics, network rules) is a 501 of that shape that says so.
+(metrics, network rules) is a 501 of that shape that says so. Snapshots: ``POST
+/sandboxes/{id}/snapshots`` (201), ``GET /snapshots``, ``DELETE /templates/{id}`` (204), and a
+create whose ``templateID`` names one.
 
 The service's token comes as ``X-API-Key`` (``engine.service._auth``); the sandboxes a request
 sees are its client's (``tenant_of``). Bodies are read within the service's bounds.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import logging
 import os
 import shutil
 from collections.abc import Awaitable, Callable
@@ -28,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from a2e_engine.engine._host import Host, Refused
+from a2e_engine.engine.e2b._connect_rpc import whole_number
 from a2e_engine.engine.e2b._errors import E2BError, read_body
 from a2e_engine.engine.e2b._sandbox_side import SandboxSide
 from a2e_engine.engine.e2b._sandboxes import (
@@ -35,12 +39,15 @@ from a2e_engine.engine.e2b._sandboxes import (
     MAX_TIMEOUT_S,
     Sandbox,
     Sandboxes,
+    Snapshot,
     TooMany,
 )
 from a2e_engine.engine.service._auth import tenant_of
 from a2e_engine.engine.service._responses import json_response
 
 __all__ = ["ENVD_VERSION", "TEMPLATES", "E2BEndpoint"]
+
+log = logging.getLogger("a2e.e2b")
 
 #: The envd version a sandbox says it runs: the SDK turns its features on by it.
 ENVD_VERSION = "0.6.4"
@@ -51,6 +58,10 @@ CLIENT_ID = "a2e"
 #: A sandbox's metadata and environment: entries, and characters in a key or a value, at most.
 MAX_ENTRIES = 64
 MAX_ENTRY_CHARS = 4096
+#: The most snapshots one listing holds.
+MAX_LISTED = 1000
+#: The longest name a snapshot may be given.
+MAX_NAME_CHARS = 128
 #: Copies one fork makes at most (E2B's API's bound).
 MAX_FORKS = 100
 #: What the control plane's bodies may hold (a create's metadata and environment, bounded).
@@ -90,6 +101,15 @@ class _Pause(BaseModel):
     memory: bool = True
 
 
+class _Snapshot(BaseModel):
+    """``SandboxSnapshotRequest``: a name it is also found by; ``memory`` changes nothing here
+    (a snapshot always keeps the interpreter's memory, copy-on-write)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+    name: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS)
+    memory: bool = True
+
+
 class _Fork(BaseModel):
     """``SandboxForkRequest``: the copies' life (the parent's last given, when absent) and
     how many (one, when absent; E2B's API takes up to 100, its SDK asks for 20 at most)."""
@@ -124,6 +144,9 @@ class E2BEndpoint:
             Route("/v2/sandboxes/{sandbox_id}/connect", handle(self._connect), methods=["POST"]),
             Route("/sandboxes/{sandbox_id}/fork", handle(self._fork), methods=["POST"]),
             Route("/sandboxes/{sandbox_id}/pause", handle(self._pause), methods=["POST"]),
+            Route("/sandboxes/{sandbox_id}/snapshots", handle(self._snapshot), methods=["POST"]),
+            Route("/snapshots", handle(self._snapshots), methods=["GET"]),
+            Route("/templates/{template_id}", handle(self._delete_template), methods=["DELETE"]),
             Route("/sandboxes/{sandbox_id}/resume", handle(self._resume), methods=["POST"]),
             *(
                 Route(path, handle(_not_yet(what)), methods=methods)
@@ -139,21 +162,30 @@ class E2BEndpoint:
                 return await handler(request)
             except E2BError as exc:
                 return exc.response()
+            except Exception as exc:  # a bug of ours: said in E2B's shape, and logged
+                log.exception("the E2B control plane failed a request")
+                return E2BError(500, f"internal error: {type(exc).__name__}").response()
 
         return endpoint
 
     async def _create(self, request: Request) -> Response:
         body = await read_body(request, _Create, MAX_BODY_BYTES)
-        if body.templateID not in TEMPLATES:
+        owner = tenant_of(request.scope)
+        snapshot = self.sandboxes.find_snapshot(owner, body.templateID)
+        if body.templateID not in TEMPLATES and snapshot is None:
             served = ", ".join(TEMPLATES)
-            raise E2BError(400, f"template {body.templateID!r} is not served; served: {served}")
+            raise E2BError(
+                400, f"template {body.templateID!r} is not served; served: {served}, snapshots"
+            )
         for name, entries in (("metadata", body.metadata), ("envVars", body.envVars)):
             _bounded(name, entries)
-        owner = tenant_of(request.scope)
         try:
-            sandbox = await self.sandboxes.create(
-                owner, body.templateID, body.timeout, body.metadata, body.envVars
-            )
+            if snapshot is not None:
+                sandbox = await self.sandboxes.create_from(snapshot, body.timeout)
+            else:
+                sandbox = await self.sandboxes.create(
+                    owner, body.templateID, body.timeout, body.metadata, body.envVars
+                )
         except TooMany as exc:
             raise E2BError(429, f"{exc}: kill one first", {"Should-Retry": "false"}) from None
         except Refused as exc:
@@ -242,6 +274,41 @@ class E2BEndpoint:
             raise E2BError(status, f"cannot fork the sandbox: {exc.error.message}") from None
         return json_response([{"sandbox": _sandbox_json(copy)} for copy in copies], status=201)
 
+    async def _snapshot(self, request: Request) -> Response:
+        """201 ``{snapshotID, names}``: the sandbox as it is now, which goes on."""
+        body = await read_body(request, _Snapshot, MAX_BODY_BYTES)
+        sandbox = self._sandbox(request)
+        try:
+            snapshot = await self.sandboxes.snapshot(sandbox, body.name)
+        except TooMany as exc:
+            raise E2BError(429, f"{exc}: delete one first", {"Should-Retry": "false"}) from None
+        except Refused as exc:
+            status = 429 if exc.error.retryable else 500
+            raise E2BError(status, f"cannot snapshot the sandbox: {exc.error.message}") from None
+        return json_response(_snapshot_json(snapshot), status=201)
+
+    async def _snapshots(self, request: Request) -> Response:
+        """The client's snapshots, of one sandbox (``sandboxID``) or name (``name``), oldest
+        first, ``limit`` at most (one page: no ``nextToken`` is given)."""
+        sandbox_id = request.query_params.get("sandboxID", "")
+        name = request.query_params.get("name", "")
+        limit = whole_number(request.query_params.get("limit", "")) or MAX_LISTED
+        listed = [
+            _snapshot_json(s)
+            for s in self.sandboxes.snapshots(tenant_of(request.scope))
+            if (not sandbox_id or s.sandbox_id == sandbox_id) and (not name or name in s.names)
+        ]
+        return json_response(listed[: min(limit, MAX_LISTED)])
+
+    async def _delete_template(self, request: Request) -> Response:
+        """A snapshot deleted (204); the templates served are not the client's to delete."""
+        template_id = unquote(request.path_params["template_id"])
+        snapshot = self.sandboxes.find_snapshot(tenant_of(request.scope), template_id)
+        if snapshot is None:
+            raise E2BError(404, f"snapshot {template_id[:200]!r} not found")
+        self.sandboxes.delete_snapshot(snapshot)
+        return Response(status_code=204)
+
     def _sandbox(self, request: Request) -> Sandbox:
         sandbox_id = request.path_params["sandbox_id"]
         sandbox = self.sandboxes.get(tenant_of(request.scope), sandbox_id)
@@ -252,8 +319,6 @@ class E2BEndpoint:
 
 #: What the SDK can ask that this engine does not serve yet, each with what it is.
 _NOT_YET: list[tuple[str, list[str], str]] = [
-    ("/sandboxes/{sandbox_id}/snapshots", ["POST"], "snapshots"),
-    ("/snapshots", ["GET"], "snapshots"),
     ("/sandboxes/{sandbox_id}/metrics", ["GET"], "sandbox metrics"),
     ("/sandboxes/{sandbox_id}/network", ["PUT"], "network rules"),
 ]
@@ -292,6 +357,11 @@ def _sandbox_json(sandbox: Sandbox) -> dict[str, Any]:
         "envdAccessToken": sandbox.access_token,
         "domain": None,
     }
+
+
+def _snapshot_json(snapshot: Snapshot) -> dict[str, Any]:
+    """``SnapshotInfo``: its id and names."""
+    return {"snapshotID": snapshot.id, "names": list(snapshot.names)}
 
 
 def _listed_json(sandbox: Sandbox) -> dict[str, Any]:

@@ -25,6 +25,7 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "Sandbox",
     "Sandboxes",
+    "Snapshot",
     "TooMany",
 ]
 
@@ -63,6 +64,22 @@ class Sandbox:
         return str(getattr(self.session, "workspace", "") or "/")
 
 
+@dataclass
+class Snapshot:
+    """A sandbox as it was when snapshotted: a copy of its session (its files, and a stopped
+    copy of its interpreter: ``Host.fork_session``) that runs nothing, and that new sandboxes
+    are copied from. It lasts until deleted, or the service stops."""
+
+    id: str
+    owner: str
+    names: list[str]
+    sandbox_id: str  # whose it was
+    template: str
+    session: HostSession
+    metadata: dict[str, str]
+    env_vars: dict[str, str]
+
+
 class Sandboxes:
     """The live sandboxes of one service; every method runs on the host's loop."""
 
@@ -75,6 +92,7 @@ class Sandboxes:
         #: Called with each sandbox as it ends (its sandbox side lets go of what it held).
         self.on_end: list[Callable[[Sandbox], None]] = []
         self._thawing: set[asyncio.Task[None]] = set()
+        self._snapshots: dict[str, Snapshot] = {}
 
     async def create(
         self,
@@ -124,6 +142,72 @@ class Sandboxes:
         self.set_timeout(sandbox, timeout_s)
         return sandbox
 
+    async def snapshot(self, sandbox: Sandbox, name: str | None) -> Snapshot:
+        """A snapshot of ``sandbox`` as it is now (``Snapshot``), which goes on. ``TooMany``
+        past its owner's share of snapshots (as many as of sandboxes), ``Refused`` when the
+        engine cannot copy it."""
+        owner = sandbox.owner
+        if sum(1 for s in self._snapshots.values() if s.owner == owner) >= self.per_owner:
+            raise TooMany(f"this client holds {self.per_owner} snapshots already")
+        (session,) = await self._copies(sandbox, 1)
+        made = Snapshot(
+            id=f"snapshot-{_new_id()}",
+            owner=owner,
+            names=[name] if name else [],
+            sandbox_id=sandbox.id,
+            template=sandbox.template,
+            session=session,
+            metadata=dict(sandbox.metadata),
+            env_vars=dict(sandbox.env_vars),
+        )
+        self._snapshots[made.id] = made
+        return made
+
+    def snapshots(self, owner: str) -> list[Snapshot]:
+        """``owner``'s snapshots, oldest first."""
+        return [s for s in self._snapshots.values() if secrets.compare_digest(s.owner, owner)]
+
+    def find_snapshot(self, owner: str, id_or_name: str) -> Snapshot | None:
+        """``owner``'s snapshot of that id, or the newest of that name."""
+        found = self._snapshots.get(id_or_name)
+        if found is not None and secrets.compare_digest(found.owner, owner):
+            return found
+        named = [s for s in self.snapshots(owner) if id_or_name in s.names]
+        return named[-1] if named else None
+
+    def delete_snapshot(self, snapshot: Snapshot) -> None:
+        """``snapshot`` gone, and what its session held with it."""
+        if self._snapshots.pop(snapshot.id, None) is not None:
+            snapshot.session.close()
+
+    async def create_from(self, snapshot: Snapshot, timeout_s: int) -> Sandbox:
+        """A new sandbox of ``snapshot``'s owner's, as the sandbox was when snapshotted (its
+        files and its interpreter's state), alive for ``timeout_s``. As ``create`` refuses."""
+        owner = snapshot.owner
+        if len(self.owned_by(owner)) + self._opening[owner] >= self.per_owner:
+            raise TooMany(f"this client holds {self.per_owner} live sandboxes already")
+        self._opening[owner] += 1
+        try:
+            (session,) = await self._host.fork_session(snapshot.session, 1)
+        finally:
+            self._opening[owner] -= 1
+            if not self._opening[owner]:
+                del self._opening[owner]
+        return self._add(
+            owner, snapshot.id, session, snapshot.metadata, snapshot.env_vars, timeout_s
+        )
+
+    async def _copies(self, sandbox: Sandbox, count: int) -> list[HostSession]:
+        """``count`` copies of ``sandbox``'s session; a paused one is thawed for as long as it
+        is copied (its interpreter is forked from a turn of its own)."""
+        paused = sandbox.paused
+        await self.resume(sandbox)
+        try:
+            return await self._host.fork_session(sandbox.session, count)
+        finally:
+            if paused and self._live.get(sandbox.id) is sandbox:
+                await self.pause(sandbox)
+
     async def fork(self, parent: Sandbox, count: int, timeout_s: int) -> list[Sandbox]:
         """``count`` copies of ``parent`` (its files, and its interpreter's state where it has
         one: ``Host.fork_session``), each a sandbox of its owner's with an id and access token
@@ -135,7 +219,7 @@ class Sandboxes:
             raise TooMany(f"{count} more would pass the {self.per_owner} sandboxes of a client")
         self._opening[owner] += count
         try:
-            sessions = await self._host.fork_session(parent.session, count)
+            sessions = await self._copies(parent, count)
         finally:
             self._opening[owner] -= count
             if not self._opening[owner]:
@@ -233,9 +317,11 @@ class Sandboxes:
             sandbox.session.close()
 
     def end_all(self) -> None:
-        """The service stops: every sandbox ends."""
+        """The service stops: every sandbox ends, and every snapshot."""
         for sandbox in list(self._live.values()):
             self.end(sandbox)
+        for snapshot in list(self._snapshots.values()):
+            self.delete_snapshot(snapshot)
 
     def __len__(self) -> int:
         return len(self._live)

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from e2b import SandboxException
 from e2b_code_interpreter import Sandbox
 
 from tests.security.harness import attack
@@ -262,3 +263,27 @@ def test_another_client_cannot_fork_a_sandbox(
     assert response.status_code == 404
     listed = httpx.get(f"{server.url}/v2/sandboxes", headers={"X-API-Key": KEYS[1]}, timeout=30)
     assert listed.json() == []
+
+
+@attack(
+    "another client lists, starts from or deletes a snapshot it does not own",
+    full="the control plane: a snapshot is its sandbox's owner's, and another's is not found",
+    reduced="the same (no isolation layer is involved)",
+)
+def test_another_client_cannot_use_a_snapshot(
+    server: ServiceProcess, family: tuple[Sandbox, Sandbox, Sandbox]
+) -> None:
+    parent, _, _ = family
+    snapshot = parent.create_snapshot(name="private")
+    try:
+        stranger = _opts(server, KEYS[1])
+        assert Sandbox.list_snapshots(**stranger).next_items() == []
+        for template in (snapshot.snapshot_id, "private"):
+            with pytest.raises(SandboxException, match="not served"):
+                Sandbox.create(template=template, **stranger)
+        assert Sandbox.delete_snapshot(snapshot.snapshot_id, **stranger) is False
+        assert [s.snapshot_id for s in Sandbox.list_snapshots(**_opts(server)).next_items()] == [
+            snapshot.snapshot_id
+        ]
+    finally:
+        Sandbox.delete_snapshot(snapshot.snapshot_id, **_opts(server))
