@@ -2,7 +2,7 @@
 as agentic RL uses them: a sandbox per trajectory, made, used for a few cells, killed.
 
     a2e bench --sandboxes [--sequential 200] [--burst 200] [--live 2000] [--soak-s 600]
-                          [--soak-live 500] [--json PATH]
+                          [--soak-live 500] [--forks 20] [--tree-width 8] [--json PATH]
 
 - ``sequential``: ``Sandbox.create()`` then its first ``run_code``, one sandbox after another:
   each step's p50 and p99, and the server's CPU (its whole process tree) per sandbox made,
@@ -14,6 +14,8 @@ as agentic RL uses them: a sandbox per trajectory, made, used for a few cells, k
   the kernel's slab caches grew by per sandbox (mounts, inodes: not in any PSS), and a
   trivial cell's p50 and p99 with all of them alive; then one more cell in each, to see
   that none was lost, and the time to create one more with all of them alive.
+- ``forks`` (``--forks N``, off by default): forks, snapshots, pauses and a tree search, as
+  ``benchmarks._sandbox_forks`` says.
 - ``soak`` (``--soak-s``, off by default): ``--soak-live`` sandboxes kept alive for that long
   while 100 cells a second run in them and 10 a second are made and as many killed; every
   error counted; then the server stops, and nothing of it may be left: no process, no mount.
@@ -40,6 +42,8 @@ import psutil
 
 from a2e_engine.benchmarks._calling import _http_service
 from a2e_engine.benchmarks._resources import tree_cpu_s
+from a2e_engine.benchmarks._sandbox_forks import TARGETS as FORK_TARGETS
+from a2e_engine.benchmarks._sandbox_forks import forks
 
 TOKEN = "bench-sandboxes-token"
 #: What each target is, for the closing table.
@@ -275,9 +279,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--soak-live", type=int, default=500)
     parser.add_argument("--soak-cells-per-s", type=float, default=100.0)
     parser.add_argument("--soak-creates-per-s", type=float, default=10.0)
+    parser.add_argument("--forks", type=int, default=0)
+    parser.add_argument("--tree-width", type=int, default=8)
     parser.add_argument("--json", dest="json_path", default="")
     args = parser.parse_args(argv)
-    most = max(args.burst, args.live, args.soak_live if args.soak_s else 0, 1) + 32
+    tree = args.tree_width * (args.tree_width + 1) + args.forks if args.forks else 0
+    most = max(args.burst, args.live, args.soak_live if args.soak_s else 0, tree, 1) + 32
     # One trainer is one client address, with three connections per sandbox in use (the
     # SDK's control plane, envd and code interpreter clients).
     connections = str(max(1024, 4 * args.burst))
@@ -295,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             figures.update(burst(opts, args.burst))
         if args.live:
             figures.update(live(opts, pid, args.live))
+        if args.forks:
+            figures.update(forks(opts, pid, args.forks, args.tree_width))
         if args.soak_s:
             rates = (args.soak_cells_per_s, args.soak_creates_per_s)
             figures.update(soak(opts, args.soak_s, args.soak_live, *rates))
@@ -303,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(1.0)  # the server's own exit reaps the last of its tree
         figures["left_after_stop"] = left_behind(tree, pid)
     for name, value in figures.items():
-        target = TARGETS.get(name)
+        target = TARGETS.get(name, FORK_TARGETS.get(name))
         print(
             f"{name:40} {value:10.2f}" + (f"   (target {target:g})" if target is not None else "")
         )

@@ -388,6 +388,12 @@ class WorkerPool:
         line = self._lines.get(job["zygote"])
         if line is None or not resident.alive:
             raise ForkFailed("the sandbox's interpreter is not running")
+        if resident.generation >= MAX_GENERATIONS:
+            raise ForkFailed(
+                f"this interpreter is a copy of a copy {resident.generation} times over, and "
+                f"Landlock keeps a process apart {MAX_GENERATIONS} times at most; fork from "
+                "a sandbox nearer the first, or start a new one"
+            )
         count = len(binds)
         bare = {"tool": "", "arguments": {}, "secrets": {}, "call_id": ""}
         turn = cast(Job, {**job, **bare, "copies": count, "tmp_dir": tmp_dir})
@@ -416,7 +422,10 @@ class WorkerPool:
             handle.busy = True  # a kept worker's: never handed out
             line.adopt_worker(handle)
             paths = (resident.paths[0], tmp_dir)
-            copy = ResidentWorker(handle, self._caps, resident.limits, paths, family, placed)
+            generation = resident.generation + 1
+            copy = ResidentWorker(
+                handle, self._caps, resident.limits, paths, family, placed, generation
+            )
             made.append(copy)
         await resident.end("it was forked: its copies go on")
         return made
@@ -509,6 +518,11 @@ class WorkerPool:
         if supply is not None and supply.last_spawn_error:
             detail += f"; last fork error: {supply.last_spawn_error}"
         return not_started(stop, deadline, queued_ms, waiting, detail)
+
+
+#: The copies of copies a kept worker may be (``sandbox._forks``): each generation's copies
+#: enter one more Landlock domain, and a process may be in 16 at most (its worker's is one).
+MAX_GENERATIONS = 15
 
 
 class ForkFailed(RuntimeError):

@@ -108,6 +108,7 @@ class ResidentWorker:
         paths: tuple[str, str] = ("", ""),
         family: Family | None = None,
         placed: asyncio.Future[None] | None = None,
+        generation: int = 0,
     ) -> None:
         self.worker = worker
         self.limits = limits
@@ -120,6 +121,9 @@ class ResidentWorker:
         #: A copy's: done once the zygote has placed it (``sandbox._adoption.Placement``); it
         #: runs nothing before.
         self.placed = placed
+        #: How many forks made it (``sandbox._forks``): each one's copies take one more
+        #: Landlock layer than it.
+        self.generation = generation
         if family is not None:
             family.members.add(self)
 

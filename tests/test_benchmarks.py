@@ -751,7 +751,7 @@ def test_a2e_bench_sandboxes_drives_the_e2b_sdk_to_every_figure(tmp_path: Path) 
         [sys.executable, "-m", "a2e_engine.engine.cli", "bench", "--sandboxes",
          "--sequential", "3", "--burst", "4", "--live", "4", "--soak-s", "3",
          "--soak-live", "4", "--soak-cells-per-s", "20", "--soak-creates-per-s", "2",
-         "--json", str(report_path)],
+         "--forks", "2", "--tree-width", "2", "--json", str(report_path)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -761,3 +761,7 @@ def test_a2e_bench_sandboxes_drives_the_e2b_sdk_to_every_figure(tmp_path: Path) 
     assert 0 < figures["create_to_first_result_p50_ms"] < 10_000
     assert 0 < figures["pss_per_live_sandbox_mib"] < 200 and figures["soak_cells_per_s"] > 0
     assert "(target 20)" in done.stdout
+    assert figures["tree_isolation_failures"] == 0 and figures["tree_leaves"] == 4
+    assert 0 < figures["fork_8_children_50mb_p50_ms"] < 10_000
+    assert 0 < figures["private_mib_per_fresh_child"] < 50
+    assert 0 < figures["pause_p50_ms"] < 10_000 and 0 < figures["snapshot_50mb_p50_ms"] < 10_000

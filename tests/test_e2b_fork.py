@@ -166,3 +166,20 @@ def test_a_snapshot_starts_sandboxes_as_it_was_until_it_is_deleted(
         by_name.kill()
     finally:
         parent.kill()
+
+
+def test_a_line_of_copies_ends_with_a_clear_refusal_and_goes_on(service: ServiceProcess) -> None:
+    """Every fork puts the sandbox that goes on one Landlock layer deeper: past the last
+    layer the kernel allows, the fork is refused in one line, and the sandbox runs on."""
+    parent = Sandbox.create(timeout=120, **_opts(service))
+    try:
+        parent.run_code("turns = 0")
+        for _ in range(15):
+            (child,) = _forked(parent, 1)
+            assert _value(child, "turns += 1; turns") == "1"
+            child.kill()
+        with pytest.raises(SandboxException, match="a copy of a copy 15 times over"):
+            parent.fork(count=1)
+        assert _value(parent, "turns") == "0"
+    finally:
+        parent.kill()
