@@ -180,14 +180,13 @@ class ResidentWorkers:
         self,
         session_id: str,
         copies: Sequence[tuple[str, str, int | None]],
-        own_uid: int | None,
         copy_files: Callable[[ResidentWorker | None], Awaitable[None]],
         deadline: Deadline,
         stop: StopSignal,
     ) -> bool:
         """Session ``session_id``'s worker copied into each of ``copies`` (a new session's id,
-        its directory, mounted over the session's in its copy, and its uid; ``own_uid`` the
-        session's), under the session's lock,
+        its directory, mounted over the session's in its copy, and its uid), under the
+        session's lock,
         after ``copy_files`` (given the worker, or None when it has none) has copied the
         directories; the session goes on in a copy of its own (``sandbox._forks``). True if
         there was a worker to copy; False if there was none (the copies start theirs afresh).
@@ -208,7 +207,7 @@ class ResidentWorkers:
             uids = [uid for _, _, uid in copies]
             tmp_dir = os.path.join(inside, "tmp", RESIDENT_TMP)
             made = await self.pool.fork_resident(
-                worker, kept.job, [*binds, []], [*uids, own_uid], tmp_dir, deadline, stop
+                worker, kept.job, binds, uids, tmp_dir, deadline, stop
             )
             now = asyncio.get_running_loop().time()
             kept.worker = made[-1]

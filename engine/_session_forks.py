@@ -63,9 +63,7 @@ async def fork_session(
         interpreter = False
         if residents is not None:
             own = [(s.id, s.root, s.uid) for s in made]
-            interpreter = await residents.fork(
-                parent.id, own, parent.uid, copy_files, deadline, stop
-            )
+            interpreter = await residents.fork(parent.id, own, copy_files, deadline, stop)
         else:
             await copy_files(None)
         return Copies(made, interpreter, copied)

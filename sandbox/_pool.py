@@ -380,11 +380,12 @@ class WorkerPool:
     ) -> list[ResidentWorker]:
         """Copies of ``resident`` (``sandbox._forks``), one per list of ``binds`` (the copy's
         directories over the worker's) and per entry of ``uids`` (its session's uid;
-        ``sandbox._adoption``), each a kept worker of its own. The last copy is ``resident``
-        going on (give it no binds: it keeps its own); it runs no more itself (a family's first
-        worker stays, stopped, while its copies live; a copy is ended). ``tmp_dir``: the
-        copies' temporary directory, as they see it; ``job``: the session's, whose layers the
-        turn takes. ``ForkFailed`` saying why none was made."""
+        ``sandbox._adoption``), each a kept worker of its own; then the worker its session
+        goes on in, last: ``resident`` itself where it could go on beside its copies (one
+        thread), else one more copy, and ``resident`` runs no more (a family's first worker
+        stays, stopped, while its copies live; a copy is ended). ``tmp_dir``: the temporary
+        directory of the copies and of what goes on, as they see it; ``job``: the session's,
+        whose layers the turn takes. ``ForkFailed`` saying why none was made."""
         line = self._lines.get(job["zygote"])
         if line is None or not resident.alive:
             raise ForkFailed("the sandbox's interpreter is not running")
@@ -400,8 +401,12 @@ class WorkerPool:
         outcome = await resident.run(turn, deadline, _no_events, stop)
         if not outcome.ok:
             raise ForkFailed(outcome.error or "the interpreter could not be forked")
+        data = outcome.data if isinstance(outcome.data, dict) else {}
+        goes_on = data.get("goes_on") is True
+        if not goes_on:  # one more copy, which the session goes on in: its own directories
+            binds, uids = [*binds, []], [*uids, resident.uid_inside]
         try:
-            copies = checked_copies(outcome.data, count)
+            copies = checked_copies(data, len(binds))
         except ValueError as exc:
             await resident.end(f"it broke the rules of a fork: {exc}")
             raise ForkFailed(f"the interpreter broke the rules of a fork: {exc}") from None
@@ -417,16 +422,19 @@ class WorkerPool:
         if family is None:
             family = resident.family = Family(resident)
         made = []
-        for pid, fds in adopted:
+        generation = resident.generation + 1
+        for (pid, fds), uid in zip(adopted, uids, strict=True):
             handle = WorkerHandle(pid, worker.profile, fds, loop)
             handle.busy = True  # a kept worker's: never handed out
             line.adopt_worker(handle)
             paths = (resident.paths[0], tmp_dir)
-            generation = resident.generation + 1
             copy = ResidentWorker(
-                handle, self._caps, resident.limits, paths, family, placed, generation
+                handle, self._caps, resident.limits, paths, family, placed, generation, uid
             )
             made.append(copy)
+        if goes_on:
+            resident.generation, resident.paths = generation, (resident.paths[0], tmp_dir)
+            return [*made, resident]
         await resident.end("it was forked: its copies go on")
         return made
 

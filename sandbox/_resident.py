@@ -88,10 +88,12 @@ class Family:
         self.gone: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def left(self, member: ResidentWorker) -> None:
-        """``member`` ended: the first one too, if it was the last."""
+        """``member`` ended: the first one too, if it was the last and the first's own
+        session is done with it."""
         self.members.discard(member)
-        if not self.members and member is not self.first:
-            await self.first.end("the last of its copies ended")
+        first = self.first
+        if not self.members and member is not first and first.ended is not None:
+            await first.end("the last of its copies ended")
 
 
 class ResidentWorker:
@@ -109,6 +111,7 @@ class ResidentWorker:
         family: Family | None = None,
         placed: asyncio.Future[None] | None = None,
         generation: int = 0,
+        uid_inside: int | None = None,
     ) -> None:
         self.worker = worker
         self.limits = limits
@@ -124,6 +127,9 @@ class ResidentWorker:
         #: How many forks made it (``sandbox._forks``): each one's copies take one more
         #: Landlock layer than it.
         self.generation = generation
+        #: The uid it sees itself as, where that is not the one it runs as (a copy's session's:
+        #: ``sandbox._adoption``); what a copy of it that goes on in its place is given.
+        self.uid_inside = uid_inside
         if family is not None:
             family.members.add(self)
 

@@ -267,11 +267,17 @@ def serve_later_jobs(
         except EOFError:
             return
         if job.get("copies"):
-            ends = _copy_turn(job, job_fd, result_fd, max_frame)
-            if ends is not None:  # a copy: its own temporary directory from now on
-                forks.close_supervisor_ends(ends)  # the supervisor has its own by now
-                first = cast(Job, {**first, "tmp_dir": job["tmp_dir"]})
-                settling = True
+            went_on = _copy_turn(job, job_fd, result_fd, max_frame)
+            if went_on is None:  # nothing was forked
+                continue
+            if len(went_on) == 2:  # a copy
+                forks.close_supervisor_ends(
+                    (went_on[0], went_on[1])
+                )  # the supervisor has its own by now
+            # A copy, or this worker going on beside its copies: apart at its next tool job,
+            # and its temporary directory its session's from now on.
+            first = cast(Job, {**first, "tmp_dir": job["tmp_dir"]})
+            settling = True
             continue
         if settling:
             try:
@@ -283,23 +289,30 @@ def serve_later_jobs(
         execute_job(plugins[first["plugin"]], job, result_fd, max_frame)
 
 
-def _copy_turn(job: Job, job_fd: int, result_fd: int, max_frame: int) -> tuple[int, int] | None:
-    """A turn that forks this worker into copies (``sandbox._forks``). In a copy it returns
-    what the copy must close at its first job. In this worker it returns None where nothing
-    was forked (the failure reported: it goes on serving); once it has forked, it reports the
-    copies and never returns: a worker that has forked runs no tool again, and waits for the
-    supervisor to stop it for good or kill it."""
+def _copy_turn(
+    job: Job, job_fd: int, result_fd: int, max_frame: int
+) -> tuple[int, int] | tuple[()] | None:
+    """A turn that forks this worker into ``copies`` copies (``sandbox._forks``). In a copy
+    it returns what the copy must close at its first job. In this worker it returns None
+    where nothing was forked (the failure reported), and ``()`` where it goes on beside its
+    copies: only a worker with one thread may (a thread left in its domain could reach
+    them); one with more forks one more copy to go on in its place, reports, and never
+    returns (it runs no tool again; the supervisor stops it for good or kills it)."""
     why_not = forks.copies_refused()
     if why_not is None:
+        goes_on = len(os.listdir("/proc/self/task")) == 1
+        count = int(job.get("copies") or 0) + (0 if goes_on else 1)
         try:
-            made = forks.fork_copies(int(job.get("copies") or 0), job_fd, result_fd)
+            made = forks.fork_copies(count, job_fd, result_fd)
         except OSError as exc:
             why_not = f"the sandbox could not be copied: {exc}"
         else:
             if isinstance(made, tuple):
                 return made
-            encoded = _encoded_result({"copies": made}, max_frame)
+            encoded = _encoded_result({"copies": made, "goes_on": goes_on}, max_frame)
             write_frame_bytes(result_fd, _final_frame(encoded))
+            if goes_on:
+                return ()
             while True:
                 signal.pause()
     write_frame_bytes(result_fd, _final_frame(failure_frame(why_not, retryable=False)))
