@@ -389,11 +389,12 @@ class WorkerPool:
         line = self._lines.get(job["zygote"])
         if line is None or not resident.alive:
             raise ForkFailed("the sandbox's interpreter is not running")
-        if resident.generation >= MAX_GENERATIONS:
+        layers = resident.layers - (1 if resident.settling else 0) + 1  # its copies'
+        if layers > MAX_LAYERS:
             raise ForkFailed(
-                f"this interpreter is a copy of a copy {resident.generation} times over, and "
-                f"Landlock keeps a process apart {MAX_GENERATIONS} times at most; fork from "
-                "a sandbox nearer the first, or start a new one"
+                f"this interpreter's copies would be kept apart {layers} times over, past the "
+                f"{MAX_LAYERS} Landlock allows: fork a sandbox that has run no cell since it "
+                "was forked, a snapshot, or one nearer the first; or start a new one"
             )
         count = len(binds)
         bare = {"tool": "", "arguments": {}, "secrets": {}, "call_id": ""}
@@ -422,18 +423,18 @@ class WorkerPool:
         if family is None:
             family = resident.family = Family(resident)
         made = []
-        generation = resident.generation + 1
         for (pid, fds), uid in zip(adopted, uids, strict=True):
             handle = WorkerHandle(pid, worker.profile, fds, loop)
             handle.busy = True  # a kept worker's: never handed out
             line.adopt_worker(handle)
             paths = (resident.paths[0], tmp_dir)
             copy = ResidentWorker(
-                handle, self._caps, resident.limits, paths, family, placed, generation, uid
+                handle, self._caps, resident.limits, paths, family, placed, layers, uid
             )
             made.append(copy)
         if goes_on:
-            resident.generation, resident.paths = generation, (resident.paths[0], tmp_dir)
+            resident.layers, resident.settling = layers, True  # one more, at its next tool job
+            resident.paths = (resident.paths[0], tmp_dir)
             return [*made, resident]
         await resident.end("it was forked: its copies go on")
         return made
@@ -528,9 +529,9 @@ class WorkerPool:
         return not_started(stop, deadline, queued_ms, waiting, detail)
 
 
-#: The copies of copies a kept worker may be (``sandbox._forks``): each generation's copies
-#: enter one more Landlock domain, and a process may be in 16 at most (its worker's is one).
-MAX_GENERATIONS = 15
+#: The Landlock domains a copy may enter beyond its worker's (``sandbox._forks``): a process
+#: may be in 16 at most, its worker's one of them.
+MAX_LAYERS = 15
 
 
 class ForkFailed(RuntimeError):

@@ -110,7 +110,7 @@ class ResidentWorker:
         paths: tuple[str, str] = ("", ""),
         family: Family | None = None,
         placed: asyncio.Future[None] | None = None,
-        generation: int = 0,
+        layers: int = 0,
         uid_inside: int | None = None,
     ) -> None:
         self.worker = worker
@@ -124,9 +124,11 @@ class ResidentWorker:
         #: A copy's: done once the zygote has placed it (``sandbox._adoption.Placement``); it
         #: runs nothing before.
         self.placed = placed
-        #: How many forks made it (``sandbox._forks``): each one's copies take one more
-        #: Landlock layer than it.
-        self.generation = generation
+        #: The Landlock domains it is in beyond its worker's own (``sandbox._forks``), the
+        #: last of them entered at its next tool job while ``settling`` (a copy, or one that
+        #: has forked since its last tool job): its copies enter one more than it is in.
+        self.layers = layers
+        self.settling = layers > 0
         #: The uid it sees itself as, where that is not the one it runs as (a copy's session's:
         #: ``sandbox._adoption``); what a copy of it that goes on in its place is given.
         self.uid_inside = uid_inside
@@ -157,6 +159,8 @@ class ResidentWorker:
         """``job`` in this worker; the first one sets it up (``resident`` set), the next ones
         run in what it kept. A turn that ends any other way than with its result ends the
         worker too."""
+        if self.settling and not job.get("copies"):  # it enters its own domain in this turn
+            self.settling = False
         if self.placed is not None:
             placed = self.placed
             if not await race(deadline.at, placed, stop=stop) or placed.exception():

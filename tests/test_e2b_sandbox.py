@@ -283,8 +283,9 @@ def test_a_killed_sandbox_answers_as_gone(service: ServiceProcess) -> None:
         made.files.read("/home/user/x")
 
 
-def test_the_agentic_rl_page_example_runs_as_written(service: ServiceProcess) -> None:
-    """docs/agentic-rl.md's example, with only the environment it says to set."""
+def test_the_agentic_rl_page_examples_run_as_written(service: ServiceProcess) -> None:
+    """docs/agentic-rl.md's examples (a trajectory's sandbox; branching it), with only the
+    environment it says to set."""
     import os
     import re
     import subprocess
@@ -292,15 +293,18 @@ def test_the_agentic_rl_page_example_runs_as_written(service: ServiceProcess) ->
     from pathlib import Path
 
     page = (Path(__file__).parent.parent / "docs" / "agentic-rl.md").read_text()
-    (example,) = re.findall(r"```python\n(.*?)```", page, re.S)
+    examples = re.findall(r"```python\n(.*?)```", page, re.S)
     env = {
         **os.environ,
         "E2B_API_URL": service.url,
         "E2B_SANDBOX_URL": service.url,
         "E2B_API_KEY": KEY,
     }
-    done = subprocess.run(
-        [sys.executable, "-c", example], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout == "0\nhi\n\n"
+    printed = ["0\nhi\n\n", "1000000\n"]
+    assert len(examples) == len(printed)
+    for example, expected in zip(examples, printed, strict=True):
+        done = subprocess.run(
+            [sys.executable, "-c", example], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout == expected
