@@ -10,21 +10,23 @@ no capability to change its uid), so that the zygote can mount the copy's own se
 directory over the one it inherited (``sandbox._adoption``), and stops itself (``SIGSTOP``)
 for the zygote to adopt it.
 
-At its first job, before any tool code, a copy settles (``settle_copy``): it enters a Landlock
-domain of its own, which scopes signals and abstract sockets to it and lets it write only
-beneath its workspace and temporary directory (what it inherited let every copy reach every
-other: one uid, one PID namespace, one run layer), and takes its working directory and
-temporary directory again, now its own. The domain comes then, not at the fork: Landlock
-ignores a rule on a directory something is mounted over, so the copy's rules must name its own
-directories, mounted by then. (The kept worker's own rules cover its session's guard
-directory, which no mount covers: ``sandbox._landlock``.)
+At its first tool job, before any tool code, a copy settles (``settle_copy``): it enters a
+Landlock domain of its own, which scopes signals and abstract sockets to it and lets it write
+only beneath its session's directory (what it inherited let every copy reach every other: one
+uid, one PID namespace, one run layer), and takes its working directory and temporary
+directory again, now its own. The domain comes then, not at the fork: Landlock ignores a rule
+on a directory something is mounted over, so the copy's rules must name a directory above its
+own, mounted by then: its session's guard directory, which no mount covers (the kept worker's
+own rule is there too: ``sandbox._landlock``).
 
-The worker that forked runs no more tool code: it reports the copies (their pids in its PID
-namespace and the fds of the supervisor's ends in each) and waits for the supervisor to stop
-it for good (the family's first worker, init of the PID namespace they all live in) or kill
-it. The last copy is the sandbox that forked, going on; the others are new sandboxes. So every
-process that runs a tool again after the fork is a copy in a domain of its own, its threads
-gone (``fork`` copies only the thread that calls it).
+The worker that forked reports the copies (their pids in its PID namespace and the fds of the
+supervisor's ends in each). With one thread, it goes on beside them, and settles as they do
+at its next tool job: its copies' domains are nested in the one it leaves, and so out of its
+reach. With more (a thread left in the old domain could reach them), it forks one more copy
+to go on in its place and runs no tool again: the supervisor stops it for good (the family's
+first worker, init of the PID namespace they all live in) or kills it. A sandbox enters one
+more domain per fork followed by a cell, and Landlock allows 16: ``sandbox._pool`` counts
+them.
 
 What a copy does not get: threads (as above), a running command (those are workers of their
 own, not this process), and writes outside its workspace and temporary directory (the run
@@ -53,8 +55,8 @@ __all__ = [
     "settle_copy",
 ]
 
-#: Copies one fork makes at most (E2B's ``fork(count)`` allows 100 children, and the sandbox
-#: that forked goes on as one more copy).
+#: Copies one fork makes at most (E2B's ``fork(count)`` allows 100 children, and a sandbox
+#: with threads goes on as one more copy).
 MAX_COPIES = 101
 
 #: A copy's fds for the supervisor's ends of its pipes, until the supervisor has them.
@@ -160,7 +162,7 @@ def checked_copies(data: Any, count: int) -> list[Copy]:
     if not isinstance(data, dict) or not isinstance(data.get("copies"), list):
         raise ValueError("a fork's result is {'copies': [...]}")
     copies = data["copies"]
-    if len(copies) != count:
+    if len(copies) != count or count > MAX_COPIES:
         raise ValueError(f"asked for {count} copies, told of {len(copies)}")
     checked = []
     for copy in copies:

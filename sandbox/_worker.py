@@ -270,10 +270,8 @@ def serve_later_jobs(
             went_on = _copy_turn(job, job_fd, result_fd, max_frame)
             if went_on is None:  # nothing was forked
                 continue
-            if len(went_on) == 2:  # a copy
-                forks.close_supervisor_ends(
-                    (went_on[0], went_on[1])
-                )  # the supervisor has its own by now
+            if len(went_on) == 2:  # a copy: the supervisor has its own ends by now
+                forks.close_supervisor_ends((went_on[0], went_on[1]))
             # A copy, or this worker going on beside its copies: apart at its next tool job,
             # and its temporary directory its session's from now on.
             first = cast(Job, {**first, "tmp_dir": job["tmp_dir"]})
@@ -300,7 +298,7 @@ def _copy_turn(
     returns (it runs no tool again; the supervisor stops it for good or kills it)."""
     why_not = forks.copies_refused()
     if why_not is None:
-        goes_on = len(os.listdir("/proc/self/task")) == 1
+        goes_on = _one_thread()
         count = int(job.get("copies") or 0) + (0 if goes_on else 1)
         try:
             made = forks.fork_copies(count, job_fd, result_fd)
@@ -317,6 +315,14 @@ def _copy_turn(
                 signal.pause()
     write_frame_bytes(result_fd, _final_frame(failure_frame(why_not, retryable=False)))
     return None
+
+
+def _one_thread() -> bool:
+    """Whether this process runs one thread (False where it cannot tell)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
 
 
 def _template_for(prep: Preparation, layers: Job, job_fd: int, result_fd: int) -> Template | None:
