@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from a2e_engine.engine._resident_workers import RESIDENT_TMP, ResidentWorkers
 from a2e_engine.engine._session import SessionState
 from a2e_engine.engine._sessions import Sessions
+from a2e_engine.sandbox._busy import pid_of
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._resident import ResidentWorker
 from a2e_engine.sandbox._tree_copy import copy_tree
@@ -32,7 +33,7 @@ __all__ = ["Copies", "fork_session"]
 @dataclass(frozen=True)
 class Copies:
     """What a fork made: the new sessions, whether the interpreter came along, and the bytes
-    of files copied into each."""
+    of files copied into them, in all."""
 
     sessions: list[SessionState]
     interpreter: bool
@@ -82,7 +83,8 @@ def _copy_dirs(
     """In a thread: the parent's workspace, and its kept worker's temporary directory (as the
     worker sees it: it may be its own ``/tmp``), into each copy's."""
     if worker is not None:
-        tmp = f"/proc/{worker.worker.pid}/root{worker.paths[1]}"
+        seen_as = pid_of(worker.worker.pidfd) or worker.worker.pid
+        tmp = f"/proc/{seen_as}/root{worker.paths[1]}"
     else:
         tmp = os.path.join(parent.tmp_root, RESIDENT_TMP)
     if worker is not None and not os.path.isdir(os.path.join(parent.tmp_root, RESIDENT_TMP)):
