@@ -186,11 +186,10 @@ class ResidentWorkers:
     ) -> bool:
         """Session ``session_id``'s worker copied into each of ``copies`` (a new session's id,
         its directory, mounted over the session's in its copy, and its uid), under the
-        session's lock,
-        after ``copy_files`` (given the worker, or None when it has none) has copied the
-        directories; the session goes on in a copy of its own (``sandbox._forks``). True if
-        there was a worker to copy; False if there was none (the copies start theirs afresh).
-        ``ForkFailed`` saying why it could not be copied."""
+        session's lock, once ``copy_files`` (given the worker, or None when it has none) has
+        copied the directories; the session goes on in its worker, or in one more copy
+        (``sandbox._forks``). True if there was a worker to copy; False if there was none (the
+        copies start theirs afresh). ``ForkFailed`` saying why it could not be copied."""
         kept = self._kept.get(session_id)
         if kept is None:
             await copy_files(None)
