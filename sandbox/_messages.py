@@ -405,11 +405,13 @@ class Adopted(TypedDict):
 
 
 class Placed(TypedDict):
-    """The copies an ``adopt`` sent are in place (``error`` empty: mounted, in their cgroup
-    slots), or were killed, and why; none may run before."""
+    """The copies an ``adopt`` sent (``pid``: the first of them; a worker that goes on beside
+    its copies may be forked again before they are placed) are in place (``error`` empty:
+    mounted, in their cgroup slots), or were killed, and why; none may run before."""
 
     op: Literal["placed"]
     parent: int
+    pid: int
     error: str
 
 

@@ -390,10 +390,10 @@ class WorkerPool:
         if line is None or not resident.alive:
             raise ForkFailed("the sandbox's interpreter is not running")
         layers = resident.layers - (1 if resident.settling else 0) + 1  # its copies'
-        if layers > MAX_LAYERS:
+        if layers > MOST_DOMAINS:
             raise ForkFailed(
                 f"this interpreter's copies would be kept apart {layers} times over, past the "
-                f"{MAX_LAYERS} Landlock allows: fork a sandbox that has run no cell since it "
+                f"{MOST_DOMAINS} Landlock allows: fork a sandbox that has run no cell since it "
                 "was forked, a snapshot, or one nearer the first; or start a new one"
             )
         count = len(binds)
@@ -531,7 +531,7 @@ class WorkerPool:
 
 #: The Landlock domains a copy may enter beyond its worker's (``sandbox._forks``): a process
 #: may be in 16 at most, its worker's one of them.
-MAX_LAYERS = 15
+MOST_DOMAINS = 15
 
 
 class ForkFailed(RuntimeError):

@@ -236,7 +236,7 @@ class Zygote:
                 self._poller.register(watch, select.POLLIN)
             if error:
                 kill_copy(copy)
-        if not error:
+        if not error and adopted:
             self.placing[helper] = (parent, [copy.pid for copy in adopted])
             for copy in adopted:
                 try:
@@ -255,7 +255,7 @@ class Zygote:
                 watch = self.copies.get(pid, (None, -1))[1]
                 with contextlib.suppress(OSError):
                     signal.pidfd_send_signal(watch, signal.SIGKILL)
-        self.send({"op": "placed", "parent": parent, "error": error})
+        self.send({"op": "placed", "parent": parent, "pid": pids[0], "error": error})
 
     def copy_gone(self, watch: int) -> None:
         """A copy's pidfd says it is gone: its slots back, and the supervisor told."""

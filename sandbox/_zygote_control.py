@@ -133,7 +133,7 @@ class ZygoteControl:
         #: Forks being adopted, by the forking worker's pid: the copies sent so far, and
         #: what waits for the end.
         self._adopting: dict[int, tuple[list[Copied], asyncio.Future[Adoption]]] = {}
-        #: Adopted forks whose copies are being placed, by the forking worker's pid.
+        #: Adopted forks whose copies are being placed, by the first copy's pid.
         self._placing: dict[int, asyncio.Future[None]] = {}
 
     async def start(self) -> Ready:
@@ -247,7 +247,7 @@ class ZygoteControl:
                     _close_all(fds)
 
     def _placed(self, message: PlacedMessage) -> None:
-        placed = self._placing.pop(message["parent"], None)
+        placed = self._placing.pop(message["pid"], None)
         if placed is None or placed.done():
             return
         if message["error"]:
@@ -272,7 +272,10 @@ class ZygoteControl:
         else:
             assert self._loop is not None
             placed: asyncio.Future[None] = self._loop.create_future()
-            self._placing[message["parent"]] = placed  # its ``placed`` may come at once
+            if sent:  # its ``placed`` may come at once
+                self._placing[sent[0][0]] = placed
+            else:
+                placed.set_result(None)
             done.set_result((list(sent), placed))
 
     def _close(self) -> None:

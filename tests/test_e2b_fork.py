@@ -145,6 +145,8 @@ def test_a_snapshot_starts_sandboxes_as_it_was_until_it_is_deleted(
         parent.files.write("/home/user/f.txt", "at the snapshot")
         snapshot = parent.create_snapshot(name="turn-3")
         assert snapshot.names == ["turn-3"]
+        # Taken right after, while the first one's copy may still be being placed.
+        again = parent.create_snapshot()
         parent.run_code("state = 'later'")
         parent.files.write("/home/user/f.txt", "later")
         by_id = Sandbox.create(template=snapshot.snapshot_id, **_opts(service))
@@ -156,7 +158,12 @@ def test_a_snapshot_starts_sandboxes_as_it_was_until_it_is_deleted(
         assert _value(by_name, "state") == "'at the snapshot'"
         assert _value(parent, "state") == "'later'"
         listed = Sandbox.list_snapshots(sandbox_id=parent.sandbox_id, **_opts(service))
-        assert [s.snapshot_id for s in listed.next_items()] == [snapshot.snapshot_id]
+        ids = [snapshot.snapshot_id, again.snapshot_id]
+        assert [s.snapshot_id for s in listed.next_items()] == ids
+        from_again = Sandbox.create(template=again.snapshot_id, **_opts(service))
+        assert _value(from_again, "state") == "'at the snapshot'"
+        from_again.kill()
+        assert Sandbox.delete_snapshot(again.snapshot_id, **_opts(service)) is True
         assert Sandbox.delete_snapshot(snapshot.snapshot_id, **_opts(service)) is True
         assert Sandbox.delete_snapshot(snapshot.snapshot_id, **_opts(service)) is False
         with pytest.raises(SandboxException, match="not served"):

@@ -84,7 +84,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "copied": {"parent": 8, "pid": 12},
     "adopted": {"parent": 8, "error": ""},
-    "placed": {"parent": 8, "error": ""},
+    "placed": {"parent": 8, "pid": 12, "error": ""},
     "ready": {"layers": {}, "pid": 7, "footprint": {}},
     "worker": {"pid": 8, "profile": "compute"},
     "exit": {"pid": 8, "status": 0, "cpu_ms": 1, "maxrss_kb": 2, "oom": False},

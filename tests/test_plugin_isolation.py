@@ -121,7 +121,7 @@ def test_each_zygote_reports_its_own_layers_and_the_engine_the_weakest_of_them(
     started = {z["name"]: z["layers"] for z in engine.zygotes if z["started"]}
     # Each compiles the filters of its own tools' profiles only, and a zygote without the
     # network joins the empty namespace itself.
-    assert started["python_eval"]["seccomp"]["profiles"] == ["compute"]
+    assert started["python_eval"]["seccomp"]["profiles"] == ["compute", "session"]
     assert started["shell"]["seccomp"]["profiles"] == ["process"]
     if started["python_eval"]["network_namespace"]["active"]:
         assert started["python_eval"]["network_namespace"]["joined_by"] == "zygote"
