@@ -29,7 +29,7 @@ from a2e_engine.sandbox import _contain as contain
 from a2e_engine.sandbox import _footprint as footprint
 from a2e_engine.sandbox import _rlimits as rlimits
 from a2e_engine.sandbox import _userns as userns
-from a2e_engine.sandbox._adoption import adopt
+from a2e_engine.sandbox._adoption import Adopted, Placement, adopt
 from a2e_engine.sandbox._adoption import kill as kill_copy
 from a2e_engine.sandbox._cgroups import thaw_slots
 from a2e_engine.sandbox._forks import checked_copies
@@ -216,19 +216,13 @@ class Zygote:
             Worker(profile=known.profile, keep_fds=known.keep_fds, parent_pid=os.getpid())
             for _ in adopted
         ]
+        error = ""
         try:
             for worker in workers:
                 contain.spawning(self.prep, worker, self.workers)
-            moves = [
-                (slot.path, copy.pid)
-                for copy, worker in zip(adopted, workers, strict=True)
-                for slot in worker.slots.values()
-            ]
-            helper = placement.start(moves)
-            error = ""
         except OSError as exc:
             placement.close()
-            error = f"the copies could not be placed: {exc}"
+            error = f"the copies could not be given cgroup slots: {exc}"
         for copy, worker in zip(adopted, workers, strict=True):
             watch = os.dup(copy.pidfd)  # its slots go back once it is gone, whatever happens
             self.copies[copy.pid] = (worker, watch)
@@ -236,14 +230,37 @@ class Zygote:
                 self._poller.register(watch, select.POLLIN)
             if error:
                 kill_copy(copy)
-        if not error and adopted:
-            self.placing[helper] = (parent, [copy.pid for copy in adopted])
+        if not error:
             for copy in adopted:
                 try:
                     self.send({"op": "copied", "parent": parent, "pid": copy.pid}, copy.fds())
                 finally:
                     copy.close()
         self.send({"op": "adopted", "parent": parent, "error": error})
+        if not error and adopted:  # the answer first: placing them is off the fork's way
+            self.place(parent, adopted, workers, placement)
+        else:
+            placement.close()
+
+    def place(
+        self, parent: int, adopted: list[Adopted], workers: list[Worker], placement: Placement
+    ) -> None:
+        """The helper that places ``adopted`` started (its end is their ``placed``), or, if it
+        cannot be, the copies killed and their ``placed`` an error."""
+        pids = [copy.pid for copy in adopted]
+        moves = [
+            (slot.path, copy.pid)
+            for copy, worker in zip(adopted, workers, strict=True)
+            for slot in worker.slots.values()
+        ]
+        try:
+            self.placing[placement.start(moves)] = (parent, pids)
+        except OSError as exc:
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(self.copies[pid][1], signal.SIGKILL)
+            error = f"the copies could not be placed: {exc}"
+            self.send({"op": "placed", "parent": parent, "pid": pids[0], "error": error})
 
     def placed(self, helper: int, status: int) -> None:
         """A placement helper ended: its copies are placed, or killed and said so."""
