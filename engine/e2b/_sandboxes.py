@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import datetime
 import secrets
 from collections.abc import Callable, Iterator, Mapping
@@ -105,15 +106,8 @@ class Sandboxes:
         """A new sandbox of ``owner``'s, alive for ``timeout_s``; ``TooMany`` past its share
         (counting those it is making now), ``Refused`` when the engine cannot open a session
         now (its uids or its memory bound)."""
-        if len(self.owned_by(owner)) + self._opening[owner] >= self.per_owner:
-            raise TooMany(f"this client holds {self.per_owner} live sandboxes already")
-        self._opening[owner] += 1
-        try:
+        with self._making(owner, 1):
             session = await self._host.open_session("e2b", tenant=owner, lasting=True, home=HOME)
-        finally:
-            self._opening[owner] -= 1
-            if not self._opening[owner]:
-                del self._opening[owner]
         return self._add(owner, template, session, metadata, env_vars, timeout_s)
 
     def _add(
@@ -184,18 +178,28 @@ class Sandboxes:
         """A new sandbox of ``snapshot``'s owner's, as the sandbox was when snapshotted (its
         files and its interpreter's state), alive for ``timeout_s``. As ``create`` refuses."""
         owner = snapshot.owner
-        if len(self.owned_by(owner)) + self._opening[owner] >= self.per_owner:
-            raise TooMany(f"this client holds {self.per_owner} live sandboxes already")
-        self._opening[owner] += 1
-        try:
+        with self._making(owner, 1):
             (session,) = await self._host.fork_session(snapshot.session, 1)
-        finally:
-            self._opening[owner] -= 1
-            if not self._opening[owner]:
-                del self._opening[owner]
         return self._add(
             owner, snapshot.id, session, snapshot.metadata, snapshot.env_vars, timeout_s
         )
+
+    @contextlib.contextmanager
+    def _making(self, owner: str, count: int) -> Iterator[None]:
+        """While ``count`` sandboxes of ``owner``'s are being made: counted against its share
+        (``TooMany`` if they would pass it), whatever becomes of them."""
+        held = len(self.owned_by(owner)) + self._opening[owner]
+        if held + count > self.per_owner:
+            if held >= self.per_owner:
+                raise TooMany(f"this client holds {self.per_owner} live sandboxes already")
+            raise TooMany(f"{count} more would pass the {self.per_owner} sandboxes of a client")
+        self._opening[owner] += count
+        try:
+            yield
+        finally:
+            self._opening[owner] -= count
+            if not self._opening[owner]:
+                del self._opening[owner]
 
     async def _copies(self, sandbox: Sandbox, count: int) -> list[HostSession]:
         """``count`` copies of ``sandbox``'s session; a paused one is thawed for as long as it
@@ -215,15 +219,8 @@ class Sandboxes:
         parent goes on. ``TooMany`` past its owner's share, ``Refused`` when the engine
         cannot make them."""
         owner = parent.owner
-        if len(self.owned_by(owner)) + self._opening[owner] + count > self.per_owner:
-            raise TooMany(f"{count} more would pass the {self.per_owner} sandboxes of a client")
-        self._opening[owner] += count
-        try:
+        with self._making(owner, count):
             sessions = await self._copies(parent, count)
-        finally:
-            self._opening[owner] -= count
-            if not self._opening[owner]:
-                del self._opening[owner]
         copies = [
             self._add(owner, parent.template, session, parent.metadata, parent.env_vars, timeout_s)
             for session in sessions
