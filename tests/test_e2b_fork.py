@@ -204,3 +204,25 @@ def test_a_line_of_copies_ends_with_a_clear_refusal_and_goes_on(service: Service
         Sandbox.delete_snapshot(snapshot.snapshot_id, **_opts(service))
     finally:
         fresh.kill()
+
+
+def test_a_sandbox_running_threads_forks_and_goes_on_without_them(
+    service: ServiceProcess,
+) -> None:
+    """``fork`` copies only the thread that calls it: a sandbox with threads of its own goes on
+    in a copy of its own as its children do, its threads stopped at the branch point."""
+    parent = Sandbox.create(timeout=120, **_opts(service))
+    try:
+        parent.run_code(
+            "import threading, time\nkept = 'before'\n"
+            "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()"
+        )
+        assert _value(parent, "threading.active_count()") == "2"
+        (child,) = _forked(parent, 1)
+        for sandbox in (parent, child):
+            assert _value(sandbox, "kept, threading.active_count()") == "('before', 1)"
+        child.run_code("kept = 'child'")
+        assert _value(parent, "kept") == "'before'"
+        child.kill()
+    finally:
+        parent.kill()
