@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from a2e_engine.sandbox import _syscalls as syscalls
 from a2e_engine.sandbox._cgroups import move_lone_thread
 from a2e_engine.sandbox._forks import Copy
+from a2e_engine.sandbox._probe import in_child
 
 __all__ = ["Adopted", "Placement", "adopt", "pidfd_getfd"]
 
@@ -314,21 +315,14 @@ def _mount_plan(
 
 
 def _maps_in_helper(users: int, pids: Sequence[int], uids: Sequence[int | None]) -> None:
-    """The maps written by a child of the zygote that joins the user namespace ``users``;
-    ``OSError`` if it failed."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the helper's life ends in _exit
-        code = 1
-        try:
-            syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
-            syscalls.setns(users, syscalls.CLONE_NEWUSER)
-            _write_maps(pids, uids)
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
-        raise OSError(f"mapping the copies' ids failed (wait status {status})")
+    """The maps written by a child of the zygote that joins the user namespace ``users``
+    (``sandbox._probe.in_child``); ``OSError`` saying why if it failed."""
+
+    def write() -> None:
+        syscalls.setns(users, syscalls.CLONE_NEWUSER)
+        _write_maps(pids, uids)
+
+    in_child(write)
 
 
 def _move_mounts(plan: list[tuple[int, int, int]]) -> None:
