@@ -484,6 +484,7 @@ class Engine:
         with self._connections_lock:
             connections = len(self._connections)
             sessions = len(self._sessions) + sum(len(c.sessions) for c in self._connections)
+        bound = running.services.sessions.bound
         return HostStatus(
             ready=not why,
             why_not_ready=why,
@@ -499,6 +500,8 @@ class Engine:
             resident_workers=residents.live if residents is not None else 0,
             max_resident_workers=residents.limit if residents is not None else 0,
             max_timeout=self.config.max_timeout,
+            memory_limit_mb=bound.limit_mb,
+            memory_free_mb=bound.free_mb(),
         )
 
     def _forget(self, connection: Connection) -> None:

@@ -92,6 +92,8 @@ class HostStatus:
     resident_workers: int = 0  # workers that sessions keep for stateful tools, alive now
     max_resident_workers: int = 0  # how many sessions may keep one at once
     max_timeout: int = 300  # seconds: the longest a call may run (EngineConfig.max_timeout)
+    memory_limit_mb: int = 0  # what the sandbox may hold in all (0: no bound)
+    memory_free_mb: int = 0  # what new sessions may still take of it
 
 
 class HostConnection(Protocol):

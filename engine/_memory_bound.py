@@ -131,6 +131,17 @@ class MemoryBound:
         except (OSError, ValueError):
             return None
 
+    def free_mb(self) -> int:
+        """What new sessions may still take, in MiB: the bound less what the group holds, or
+        less what sessions reserved where there is no group (a cluster places sessions by it)."""
+        if not self.limit_mb:
+            return 0
+        held = self._reading()
+        if held is None:
+            with self._lock:
+                held = self._reserved_mb
+        return max(0, self.limit_mb - held)
+
     def check(self, tenant: str = "") -> None:
         """``OverBound`` when the sandbox holds past the high-water mark and ``tenant`` holds
         its fair share of it already (any tenant, where what each holds is not known): no new

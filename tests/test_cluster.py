@@ -8,17 +8,22 @@ last ones add a node and then take one away.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 import pytest
 import ray
+from e2b import SandboxException, SandboxNotFoundException
+from e2b_code_interpreter import Sandbox
 from ray.cluster_utils import Cluster
 
 from a2e._client import A2EClient
@@ -31,8 +36,10 @@ from a2e_engine.benchmarks._workloads import WORKLOADS
 from a2e_engine.engine import EngineConfig, RayEngine
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._quota import mount_points
+from tests.e2b_helpers import sdk_opts
 from tests.service_process import ServiceProcess
 
+E2B_KEY = "cluster-e2b-key-0123456789abcdef"
 NODE_ARGS: dict[str, Any] = {
     "num_cpus": 1,
     "node_ip_address": "127.0.0.1",
@@ -305,6 +312,123 @@ def test_a_node_added_later_gets_an_engine_and_calls(
             break
     assert added.node_id in ran_on
     tools.client.close()
+
+
+def _node_running(pid: int) -> str:
+    """The Ray node whose raylet ``pid`` descends from (its engine actor's worker process
+    is one of the raylet's), by the raylet's ``--node_id``."""
+    for parent in psutil.Process(pid).parents():
+        for arg in parent.cmdline():
+            if arg.startswith(("--node_id=", "--node-id=")):
+                return arg.split("=", 1)[1]
+    raise AssertionError(f"process {pid} runs under no raylet")
+
+
+def _node_named(sandbox: Sandbox) -> str:
+    """The node a sandbox's id names (``NodeSession.node_tag``)."""
+    [node] = [n for n in _node_ids_alive() if n.startswith(sandbox.sandbox_id[:8])]
+    return node
+
+
+def _node_ids_alive() -> set[str]:
+    return {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+
+
+def _ran_on(sandbox: Sandbox) -> str:
+    """The node where the sandbox's commands run: a command started in it, found on this
+    machine, and the raylet it runs under."""
+    marker = f"{600 + secrets.randbelow(10**6) / 10**7:.7f}"
+    sandbox.commands.run(f"sleep {marker}", background=True)
+    _wait_until(lambda: bool(_processes_with(f"sleep {marker}")), 20, "the command runs")
+    [process] = [p for p in _processes_with(f"sleep {marker}") if p.name() == "sleep"]
+    node = _node_running(process.pid)
+    process.kill()
+    return node
+
+
+def test_e2b_sandboxes_across_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    """``a2e serve --http --ray``: E2B's SDK reaches every node behind one address. Sandboxes
+    go where memory is freest, each id names its node, and every call for one runs there; a
+    fork, a snapshot and a sandbox made from it stay on their parent's node; pause and resume
+    reach it there. A node removed ends its sandboxes with an error that says so, and the
+    others go on."""
+    config = tmp_path / "engine.toml"
+    config.write_text("[engine.admission]\nsandbox_memory_mb = 3072\n")
+    server = ServiceProcess(
+        "--token", E2B_KEY, "--max-timeout", "300", "--config", str(config),
+        "--ray", cluster.address, "--no-entry-points", start_s=240,
+    )  # fmt: skip
+    opts = sdk_opts(server, E2B_KEY)
+    made: list[Sandbox] = []
+    try:
+        nodes = _node_ids_alive()
+        assert len(nodes) >= 2
+        spread = [Sandbox.create(timeout=240, **opts) for _ in nodes]
+        made += spread
+        assert {_node_named(sandbox) for sandbox in spread} == nodes  # one on each
+        for index, sandbox in enumerate(spread):
+            assert sandbox.run_code(f"mine = {index}; mine").text == str(index)
+            assert _ran_on(sandbox) == _node_named(sandbox)
+
+        heavy = spread[0]
+        heavy.run_code("held = bytearray(300 << 20); held[::4096] = b'x' * len(held[::4096])")
+        time.sleep(3)  # the service's watcher hears each node's memory every second
+        later = [Sandbox.create(timeout=240, **opts) for _ in range(2)]
+        made += later
+        assert _node_named(heavy) not in {_node_named(sandbox) for sandbox in later}
+
+        parent = spread[1]
+        parent.files.write("/home/user/branch.txt", "at the branch\n")
+        children = parent.fork(count=2)
+        made += children
+        snapshot = parent.create_snapshot()
+        restored = Sandbox.create(template=snapshot.snapshot_id, timeout=240, **opts)
+        made.append(restored)
+        for copy in (*children, restored):
+            assert _node_named(copy) == _node_named(parent)
+            assert copy.run_code("mine").text == "1"
+            assert copy.files.read("/home/user/branch.txt") == "at the branch\n"
+        assert _ran_on(children[0]) == _node_named(parent)
+        children[0].run_code("mine = 'child'")
+        assert parent.run_code("mine").text == "1"
+
+        assert parent.pause() is True
+        with pytest.raises(SandboxException, match="paused"):
+            parent.run_code("mine")
+        resumed = Sandbox.connect(parent.sandbox_id, **opts)
+        assert resumed.run_code("mine").text == "1"
+
+        added = cluster.add_node(**NODE_ARGS, resources={"doomed": 1})
+        doomed = None
+        for _ in range(20):  # the new node's engine: the most room, once it is up
+            sandbox = Sandbox.create(timeout=240, **opts)
+            made.append(sandbox)
+            if _node_named(sandbox) == added.node_id:
+                doomed = sandbox
+                break
+            time.sleep(1)
+        assert doomed is not None, "no sandbox went to the node added"
+        doomed.run_code("x = 1")
+        cluster.remove_node(added, allow_graceful=False)
+        with pytest.raises(SandboxException) as ended:
+            for _ in range(30):  # until the service has heard that the node is gone
+                doomed.run_code("x")
+                time.sleep(1)
+        assert added.node_id in str(ended.value) and "lost" in str(ended.value), ended.value
+        with pytest.raises(SandboxNotFoundException):  # the SDK says this in its own words
+            Sandbox.connect(doomed.sandbox_id, **opts)
+        info = httpx.get(
+            f"{server.url}/sandboxes/{doomed.sandbox_id}", headers={"X-API-Key": E2B_KEY}
+        )
+        assert info.status_code == 404 and "lost" in info.json()["message"], info.text
+        for sandbox in (*spread[1:], *later):
+            assert sandbox.run_code("1 + 1").text == "2"
+        assert heavy.run_code("len(held) >> 20").text == "300"
+    finally:
+        for sandbox in made:
+            with contextlib.suppress(Exception):
+                sandbox.kill()
+        assert server.stop() == 0, "".join(server.stderr)
 
 
 def test_a_killed_engine_actor_is_replaced_and_leaves_nothing(ray_engine: RayEngine) -> None:

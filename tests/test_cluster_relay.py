@@ -17,8 +17,9 @@ import pytest
 
 from a2e import _codec as codec
 from a2e._messages import A2EError, A2EMessage, ErrorCode, HandshakeRequest, HandshakeResponse
-from a2e.caps.tools._models import ToolCallRequest, ToolCallResponse, ToolEvent
+from a2e.caps.tools._models import ToolCallRequest, ToolCallResponse, ToolCancelRequest, ToolEvent
 from a2e_engine.engine import Engine
+from a2e_engine.engine._host_session import LocalSession
 from a2e_engine.engine.cluster._channel import ChannelLost, NodeChannel
 from a2e_engine.engine.cluster._frames import HEADER, MAX_LINE_BYTES, TOKEN_BYTES, pack
 from a2e_engine.engine.cluster._relay import Relay
@@ -257,3 +258,78 @@ def test_a_relay_that_stops_ends_its_channels_without_an_error(engine: Engine) -
     finally:
         engine.run(default_errors(), timeout=10)
     assert errors == []
+
+
+def _served(engine: Engine, relay: Relay) -> tuple[str, LocalSession]:
+    """A session the node opened itself (as ``NodeEngine.open_session`` does), served on a
+    connection of the relay's."""
+
+    async def open_and_attach() -> tuple[str, LocalSession]:
+        session = await engine.open_session("relay-test", lasting=True, tenant="t")
+        conn_id = uuid.uuid4().hex
+        relay.attach(conn_id, session)
+        return conn_id, session
+
+    return engine.run(open_and_attach(), timeout=10)
+
+
+def test_a_session_the_node_opened_is_served_without_a_handshake(
+    engine: Engine, relay: tuple[Relay, tuple[str, int]]
+) -> None:
+    """An empty frame binds it; queued requests (an event loop's) reach it in order: a call
+    with its events, and a cancel that ends the next call; a handshake, or a call naming
+    another session, is refused, and the session goes on."""
+    conn_id, session = _served(engine, relay[0])
+    lost: list[str] = []
+    channel = _channel(relay[0], relay[1], lost)
+    channel.post(conn_id, "", queued=True)
+    assert wait_for(lambda: relay[0]._connections[conn_id].writer is not None)
+
+    call = ToolCallRequest(
+        session_id=session.session_id, tool_name="emit", arguments={"count": 2}, streaming=True
+    )
+    *events, response = channel.ask(conn_id, call, SOCKET_TIMEOUT_S)
+    assert events and all(isinstance(event, ToolEvent) for event in events)
+    assert isinstance(response, ToolCallResponse) and response.data.success, response
+
+    for refused, code in (
+        (HandshakeRequest(client="second"), ErrorCode.INVALID_MESSAGE),
+        (
+            call.model_copy(update={"id": "other", "session_id": "s-else"}),
+            ErrorCode.UNKNOWN_SESSION,
+        ),
+    ):
+        [reply] = channel.ask(conn_id, refused, SOCKET_TIMEOUT_S)
+        assert isinstance(reply, A2EError) and reply.code == code, reply
+
+    replies: list[A2EMessage] = []
+    ended = threading.Event()
+
+    def deliver(message: A2EMessage) -> None:
+        replies.append(message)
+        if isinstance(message, ToolCallResponse):
+            ended.set()
+
+    sleeping = ToolCallRequest(tool_name="sleep", arguments={"seconds": 30}, timeout=40)
+    channel.request(conn_id, sleeping.id, codec.encode(sleeping), deliver, lost.append, True)
+    assert wait_for(lambda: engine.status().calls_running >= 1)
+    cancel = ToolCancelRequest(req_id=sleeping.id)
+    channel.post(conn_id, codec.encode(cancel), queued=True)
+    assert ended.wait(SOCKET_TIMEOUT_S), "the cancel did not end the call"
+    assert isinstance(replies[-1], ToolCallResponse) and not replies[-1].data.success
+    channel.close()
+    assert wait_for(lambda: session.closed), "the channel's end did not end its session"
+    assert lost == []
+
+
+def test_a_served_session_no_driver_ever_binds_is_ended(engine: Engine) -> None:
+    """A driver that dies between opening a session through Ray and its first frame leaves
+    nothing: the connection, and its session, end after ``bind_timeout_s``."""
+    relay = Relay(engine, "node-binding", bind_timeout_s=0.3)
+    engine.run(relay.listen("127.0.0.1"), timeout=10)
+    try:
+        conn_id, session = _served(engine, relay)
+        assert wait_for(lambda: session.closed), "the unbound session was kept"
+        assert conn_id not in relay._connections
+    finally:
+        engine.run(relay.stop(), timeout=10)

@@ -8,9 +8,10 @@ a node that joins gets an actor, a lost actor is given up and replaced once its 
 off (``max_restarts=0``, ``max_task_retries=0``): re-running a tool is a decision about the
 tool, taken by ``ClusterTransport`` for idempotent ones only.
 
-Placement: least loaded of two random nodes (``NodeLink.load``). Nodes that share a machine
-(``ray.cluster_utils.Cluster`` on one host) get disjoint slices of the session uid range, so
-that two sessions never share a uid on one kernel.
+Placement: a call, or a session for one request, to the less loaded of two random nodes
+(``NodeLink.load``); a session that keeps state, to the node whose memory is freest. Nodes that
+share a machine (``ray.cluster_utils.Cluster`` on one host) get disjoint slices of the session
+uid range, so that two sessions never share a uid on one kernel.
 """
 
 from __future__ import annotations
@@ -222,6 +223,7 @@ class RayEngine:
                 calls_pending=int(link.reported.get("calls_pending", 0)),
                 calls_running=int(link.reported.get("calls_running", 0)),
                 workers_waiting=int(link.reported.get("workers_waiting", 0)),
+                memory_free_mb=int(link.reported.get("memory_free_mb", 0)),
                 state_dir=str(link.described.get("state_dir", "")),
                 zygote_pid=link.described.get("zygote_pid"),
                 zygote_pids=tuple(link.reported.get("zygote_pids", ())),
@@ -241,6 +243,19 @@ class RayEngine:
             return links[0]
         first, second = random.sample(links, 2)
         return first if first.load() <= second.load() else second
+
+    def place(self, by_memory: bool, exclude: frozenset[str] = frozenset()) -> NodeLink | None:
+        """The node for a new session: for one that keeps state, the one with the most room
+        for it (``NodeLink.room_mb``), ties broken by load, then at random; else ``pick``."""
+        if not by_memory:
+            return self.pick(exclude)
+        with self._lock:
+            links = [link for link in self._links.values() if link.node_id not in exclude]
+        if not links:
+            return None
+        best = max(links, key=lambda link: (link.room_mb(), -link.load(), random.random()))
+        best.place_session()
+        return best
 
     def report_lost(self, link: NodeLink, why: str) -> None:
         with self._lock:
@@ -381,7 +396,7 @@ class RayEngine:
         for ref in ready:
             link = refs[ref]
             try:
-                link.reported = ray.get(ref)
+                link.report(ray.get(ref))
             except Exception as exc:
                 self.report_lost(link, one_line(exc))
 

@@ -1,17 +1,20 @@
 """``NodeChannel``: a driver's one connection to a node's relay, shared by all its clients.
 
-Requests are written from the caller's thread (under a lock, so frames never interleave);
-one reader thread per channel decodes the replies and hands each to the request waiting for
-it, in the order the node sent them, until that request's last reply (anything but an
-event). When the channel fails (the actor died, the node went away, the node sent what no
-node of ours sends), every request waiting on it is told why, once, and so is ``on_lost``:
-the node is given up. Nothing that comes back is unpickled: frames carry protocol JSON.
+Requests are written from the caller's thread (under a lock, so frames never interleave), or,
+for a caller that must never block (an event loop: ``queued``), by a writer thread in the order
+they were queued; one reader thread per channel decodes the replies and hands each to the
+request waiting for it, in the order the node sent them, until that request's last reply
+(anything but an event). When the channel fails (the actor died, the node went away, the node
+sent what no node of ours sends), every request waiting on it is told why, once, and so is
+``on_lost``: the node is given up. Nothing that comes back is unpickled: frames carry protocol
+JSON.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import socket
 import threading
 from collections.abc import Callable
@@ -56,6 +59,7 @@ class NodeChannel:
         self._send_lock = threading.Lock()
         self._waiting: dict[tuple[str, str], _Waiter] = {}
         self._closing = False
+        self._outbox: queue.SimpleQueue[bytes | None] | None = None  # for queued requests
         self.lost = ""  # why it failed, once it did
 
     def open(self) -> NodeChannel:
@@ -69,9 +73,18 @@ class NodeChannel:
         ).start()
         return self
 
-    def request(self, conn_id: str, req_id: str, line: str, deliver: Deliver, lost: Lost) -> None:
+    def request(
+        self,
+        conn_id: str,
+        req_id: str,
+        line: str,
+        deliver: Deliver,
+        lost: Lost,
+        queued: bool = False,
+    ) -> None:
         """Send ``line`` (request ``req_id`` of connection ``conn_id``); its replies go to
-        ``deliver``, or why the node was lost to ``lost``."""
+        ``deliver``, or why the node was lost to ``lost``. ``queued``: written by the
+        channel's writer thread, after what was queued before it; the caller never waits."""
         with self._lock:
             why = self.lost
             if not why:
@@ -79,12 +92,13 @@ class NodeChannel:
         if why:
             lost(why)
             return
-        self._send(pack(conn_id, line))
+        self._send(pack(conn_id, line), queued)
 
-    def post(self, conn_id: str, line: str) -> None:
-        """Send ``line`` and wait for nothing (a cancel: the call it names replies)."""
+    def post(self, conn_id: str, line: str, queued: bool = False) -> None:
+        """Send ``line`` and wait for nothing (a cancel: the call it names replies; an empty
+        line: the connection bound to this channel, ``frames``)."""
         if not self.lost:
-            self._send(pack(conn_id, line))
+            self._send(pack(conn_id, line), queued)
 
     def ask(self, conn_id: str, request: A2EMessage, timeout: float) -> list[A2EMessage]:
         """Send ``request`` and wait for all its replies; ``ChannelLost``, ``TimeoutError``."""
@@ -122,6 +136,8 @@ class NodeChannel:
             with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
             self._sock.close()
+        if self._outbox is not None:
+            self._outbox.put(None)
         for waiter in waiting.values():
             waiter.lost(why)
         if not self._closing:
@@ -131,15 +147,35 @@ class NodeChannel:
         self._closing = True
         self.fail("the RayEngine stopped")
 
-    def _send(self, frame: bytes) -> None:
+    def _send(self, frame: bytes, queued: bool = False) -> None:
         sock = self._sock
         if sock is None:
             raise ChannelLost("the channel is not open")
+        if queued:
+            self._queue(frame)
+            return
         try:
             with self._send_lock:
                 sock.sendall(frame)
         except OSError as exc:
             self.fail(f"the channel to node {self.node_id} failed: {exc}")
+
+    def _queue(self, frame: bytes) -> None:
+        with self._lock:
+            if self.lost:
+                return  # its request was told why already
+            if self._outbox is None:
+                self._outbox = queue.SimpleQueue()
+                threading.Thread(
+                    target=self._write, args=(self._outbox,), name="a2e-ray-write", daemon=True
+                ).start()
+            outbox = self._outbox
+        outbox.put(frame)
+
+    def _write(self, outbox: queue.SimpleQueue[bytes | None]) -> None:
+        """The writer thread: queued frames, in order, until the channel fails."""
+        while (frame := outbox.get()) is not None and not self.lost:
+            self._send(frame)
 
     def _read(self, reader: BinaryIO) -> None:
         try:

@@ -5,7 +5,8 @@ A driver keeps one TCP connection to each node's engine actor (``channel`` on it
 connection it belongs to. A frame is a fixed header, the line's length and the connection's id
 (32 hex digits, ``uuid4().hex``), then the line: the protocol's JSON, never a pickle, so that
 neither side runs what the other sent. The first 32 bytes a driver sends are the actor's token,
-which the driver learnt through Ray.
+which the driver learnt through Ray. An empty line asks nothing: it binds its connection to the
+channel it came on (``relay``), for a connection whose first request may come much later.
 """
 
 from __future__ import annotations

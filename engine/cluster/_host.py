@@ -2,9 +2,15 @@
 ``a2e serve --http`` and every transport built on a host serve the whole cluster.
 
 Each host connection is one ``ClusterTransport`` pinned to a node (the less loaded of two):
-a WebSocket peer's session, or one REST call's conversation, lives on that node. The service's
-loop must never block, and Ray calls can (opening a session on a node): each connection sends
-from a thread of its own, in order, and a second thread hands the replies to the loop.
+a WebSocket peer's session lives on that node. The service's loop must never block, and Ray
+calls can (opening a session on a node): each connection sends from a thread of its own, in
+order, and a second thread hands the replies to the loop.
+
+Each session a front-end opens (a REST request's, an E2B sandbox's) is opened by one node
+through Ray, awaited on the loop, and then spoken to over the driver's channel
+(``NodeSession``); forking and pausing it are asked of that node the same way, so that copies
+stay where their interpreter's memory is. A node that does not answer within
+``ASK_TIMEOUT_S`` is given up as a lost one is.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import concurrent.futures
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
@@ -23,9 +30,10 @@ from a2e._transport import TransportClosed
 from a2e_engine.engine._host import HostClosed, HostSession, HostStatus, Refused, Send
 from a2e_engine.engine._loop import EngineLoop
 from a2e_engine.engine._policy import Policy
-from a2e_engine.engine.cluster._links import NodeInfo
+from a2e_engine.engine.cluster._channel import ChannelLost
+from a2e_engine.engine.cluster._links import NodeInfo, NodeLink, one_line
+from a2e_engine.engine.cluster._node_session import NodeSession
 from a2e_engine.engine.cluster._transport import ClusterTransport, Nodes
-from a2e_engine.engine.transports._conversation import open_wire_session
 
 __all__ = ["ClusterHost"]
 
@@ -33,6 +41,11 @@ T = TypeVar("T")
 
 #: How often ``finish`` looks whether the connection's last call has ended.
 FINISH_POLL_S = 0.05
+#: How many nodes opening a session tries before it is refused.
+OPEN_TRIES = 2
+#: How long a node may take to answer what the host asks of it through Ray (a fork waits
+#: for its copies, at most ``engine._session_forks``' own bound).
+ASK_TIMEOUT_S = 90.0
 
 
 class Cluster(Nodes, Protocol):
@@ -40,6 +53,9 @@ class Cluster(Nodes, Protocol):
 
     def nodes(self) -> list[NodeInfo]:
         """The nodes with a running engine."""
+
+    def place(self, by_memory: bool, exclude: frozenset[str] = frozenset()) -> NodeLink | None:
+        """The node a new session should go to (``RayEngine.place``)."""
 
 
 class ClusterHost:
@@ -79,29 +95,56 @@ class ClusterHost:
         lasting: bool = False,
         home: str = "",
     ) -> HostSession:
-        """A session over a connection (its nodes have the sessions: one is opened on the one
-        the connection is pinned to); ``stateless`` changes nothing here, nor ``tenant``: each
-        node judges memory by its own sessions; nor ``lasting`` and ``home``: a wire
-        session's worker is kept as the node's limits say, in its workspace."""
-        return await open_wire_session(self, client, policy)
+        """A session that one node opens and keeps (``NodeSession``), with every option as
+        the node's own ``Engine.open_session`` takes it. A stateless one goes where calls
+        are fewest; one that keeps state (an E2B sandbox's), where memory is freest. A node
+        that cannot be reached is given up and the next one tried."""
+        options = {"stateless": stateless, "tenant": tenant, "lasting": lasting, "home": home}
+        tried: frozenset[str] = frozenset()
+        for _ in range(OPEN_TRIES):
+            link = self.cluster.place(by_memory=not stateless, exclude=tried)
+            if link is None:
+                break
+            conn_id = uuid.uuid4().hex
+            try:
+                opened = await _answer(
+                    link, link.actor.open_session.remote(conn_id, client, policy, options)
+                )
+            except ChannelLost as exc:
+                self.cluster.report_lost(link, str(exc))
+                tried |= {link.node_id}
+                continue
+            return NodeSession(link, conn_id, opened, self.loop)
+        raise Refused(
+            A2EError(
+                code=ErrorCode.OVERLOADED,
+                message="no node of the cluster could open a session",
+                retryable=True,
+            )
+        )
 
     async def fork_session(self, session: HostSession, count: int) -> list[HostSession]:
-        """Not across the cluster yet: a wire session has no way to ask its node for copies."""
-        raise Refused(
-            A2EError(
-                code=ErrorCode.INTERNAL,
-                message="cannot fork: sandboxes are not forked across a Ray cluster yet",
-            )
-        )
+        """Copies made by the node the session is on (``Engine.fork_session`` there): each
+        stays on that node, as its interpreter and files do."""
+        link, conn_id = _on_node(session)
+        copies = [uuid.uuid4().hex for _ in range(count)]
+        try:
+            answer = await _answer(link, link.actor.fork.remote(conn_id, copies))
+        except ChannelLost as exc:
+            raise _node_lost(link, str(exc)) from None
+        return [
+            NodeSession(link, copy_id, opened, self.loop)
+            for copy_id, opened in zip(copies, answer["copies"], strict=True)
+        ]
 
     async def pause_session(self, session: HostSession, paused: bool) -> str:
-        """Not across the cluster yet: a wire session has no way to ask its node to pause."""
-        raise Refused(
-            A2EError(
-                code=ErrorCode.INTERNAL,
-                message="cannot pause: sandboxes are not paused across a Ray cluster yet",
-            )
-        )
+        """Paused or resumed by the node the session is on (``Engine.pause_session``)."""
+        link, conn_id = _on_node(session)
+        try:
+            answer = await _answer(link, link.actor.pause.remote(conn_id, paused))
+        except ChannelLost as exc:
+            raise _node_lost(link, str(exc)) from None
+        return str(answer["how"])
 
     def status(self) -> HostStatus:
         nodes = self.cluster.nodes()
@@ -178,3 +221,35 @@ class _RelayedConnection:
     def _reading(self) -> None:
         while (message := self._transport.receive()) is not None:
             self._reply(message)
+
+
+async def _answer(link: NodeLink, ref: Any) -> dict[str, Any]:
+    """What the node answered through Ray (``NodeEngine``), its refusal raised as
+    ``Refused``; ``ChannelLost`` when the node's actor is gone or does not answer."""
+    try:
+        answer: dict[str, Any] = await asyncio.wait_for(
+            asyncio.wrap_future(ref.future()), ASK_TIMEOUT_S
+        )
+    except TimeoutError:
+        raise ChannelLost(
+            f"node {link.node_id} did not answer within {ASK_TIMEOUT_S:g} s"
+        ) from None
+    except Exception as exc:  # Ray's: the actor died, its node left
+        raise ChannelLost(one_line(exc)) from None
+    if "refused" in answer:
+        raise Refused(A2EError.model_validate(answer["refused"]))
+    return answer
+
+
+def _on_node(session: HostSession) -> tuple[NodeLink, str]:
+    """Where ``session`` lives, if it is one of a node's and open; else ``Refused``."""
+    if not isinstance(session, NodeSession) or session.closed:
+        why = getattr(session, "ended_because", "") or "no such open session"
+        raise Refused(A2EError(code=ErrorCode.UNKNOWN_SESSION, message=why))
+    return session.link, session.conn_id
+
+
+def _node_lost(link: NodeLink, why: str) -> Refused:
+    return Refused(
+        A2EError(code=ErrorCode.INTERNAL, message=f"node {link.node_id} was lost: {why}")
+    )

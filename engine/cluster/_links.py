@@ -10,7 +10,12 @@ from typing import Any
 
 from a2e_engine.engine.cluster._channel import NodeChannel
 
-__all__ = ["NodeInfo", "NodeLink", "one_line"]
+__all__ = ["SESSION_HEADROOM_MB", "NodeInfo", "NodeLink", "one_line"]
+
+#: What each open session is taken to need beyond what it holds now, as a scheduler counts a
+#: pod's request: a sandbox just made holds next to nothing until its interpreter starts, and
+#: without it sessions opened together would all go to the node that was freest.
+SESSION_HEADROOM_MB = 64
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -30,6 +35,7 @@ class NodeLink:
     described: dict[str, Any] = field(default_factory=dict)  # NodeEngine.describe()
     in_flight: int = 0
     reported: dict[str, Any] = field(default_factory=dict)
+    placed: int = 0  # sessions placed here since ``reported``
     lost: str = ""  # why it was given up, once it was
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -37,6 +43,24 @@ class NodeLink:
         """Calls it holds now, as far as this driver can tell: its own in flight there, or
         what the node last reported if that is more (other drivers' calls)."""
         return max(self.in_flight, int(self.reported.get("calls_pending", 0)))
+
+    def room_mb(self) -> int:
+        """The room left for new sessions: what the node's memory bound has free, as it last
+        reported, less ``SESSION_HEADROOM_MB`` for each session open there (those it
+        reported, and those placed since)."""
+        free = int(self.reported.get("memory_free_mb", 0))
+        sessions = int(self.reported.get("sessions", 0)) + self.placed
+        return free - sessions * SESSION_HEADROOM_MB
+
+    def report(self, reported: dict[str, Any]) -> None:
+        """The node's new ``HostStatus``: it counts every session placed before it."""
+        with self._lock:
+            self.reported = reported
+            self.placed = 0
+
+    def place_session(self) -> None:
+        with self._lock:
+            self.placed += 1
 
     def started_call(self) -> None:
         with self._lock:
@@ -59,6 +83,7 @@ class NodeInfo:
     calls_pending: int  # every driver's, as the node last reported
     calls_running: int
     workers_waiting: int
+    memory_free_mb: int  # what new sessions may take of its memory bound, as it last reported
     state_dir: str  # its engine's, on that node
     zygote_pid: int | None  # the first plugin's, started with the engine
     zygote_pids: tuple[int, ...]  # every plugin's zygote running, as the node last reported

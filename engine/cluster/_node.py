@@ -2,9 +2,11 @@
 
 Ray carries the rare things: starting the actor, ``describe`` (which includes where its
 ``Relay`` listens and the token that opens it), ``load``, opening and closing a client
-connection, and stopping. The messages of the calls themselves go over each driver's channel
-to the relay (``relay``), which runs on the engine's own loop: a Ray actor call costs about a
-millisecond of CPU on each side, a frame on a socket a few tens of microseconds.
+connection, opening a session for a driver and forking or pausing it (each then served on a
+connection of its own: ``served``), and stopping. The messages of the calls themselves go over
+each driver's channel to the relay (``relay``), which runs on the engine's own loop: a Ray
+actor call costs about a millisecond of CPU on each side, a frame on a socket a few tens of
+microseconds.
 
 The class is plain Python; ``backend`` makes it a Ray actor (async, so that the methods that
 wait for the engine's loop never hold each other up).
@@ -19,8 +21,10 @@ from collections.abc import Coroutine
 from dataclasses import asdict
 from typing import Any, TypeVar
 
+from a2e._messages import A2EError, ErrorCode
 from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine._config import EngineConfig
+from a2e_engine.engine._host import HostSession, Refused
 from a2e_engine.engine._policy import Policy, PolicyFunction
 from a2e_engine.engine.cluster._relay import Relay
 
@@ -96,6 +100,61 @@ class NodeEngine:
     async def close(self, conn_id: str) -> None:
         await self._on_engine_loop(self.relay.close(conn_id))
 
+    async def open_session(
+        self, conn_id: str, client: str, policy: Policy | None, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A session of this engine's (``Host.open_session`` with ``options``: ``stateless``,
+        ``tenant``, ``lasting``, ``home``) served on connection ``conn_id``: what ``opened``
+        says of it, or ``{"refused": error}`` (an ``A2EError`` as JSON: a refusal is an
+        answer, not a failure of the actor)."""
+
+        async def open_it() -> dict[str, Any]:
+            try:
+                session = await self.engine.open_session(client, policy=policy, **options)
+            except Refused as exc:
+                return {"refused": exc.error.model_dump(mode="json")}
+            try:
+                self.relay.attach(conn_id, session)
+            except ValueError:
+                session.close()
+                raise
+            return _opened(session)
+
+        return await self._on_engine_loop(open_it())
+
+    async def fork(self, conn_id: str, copies: list[str]) -> dict[str, Any]:
+        """Copies of the session served on ``conn_id`` (``Host.fork_session``), one served on
+        each connection of ``copies``: ``{"copies": [opened, ...]}`` or ``{"refused": ...}``."""
+
+        async def fork_it() -> dict[str, Any]:
+            session = self.relay.served(conn_id)
+            try:
+                if session is None:
+                    raise _no_session(conn_id)
+                made = await self.engine.fork_session(session, len(copies))
+            except Refused as exc:
+                return {"refused": exc.error.model_dump(mode="json")}
+            for copy_id, copy in zip(copies, made, strict=True):
+                self.relay.attach(copy_id, copy)
+            return {"copies": [_opened(copy) for copy in made]}
+
+        return await self._on_engine_loop(fork_it())
+
+    async def pause(self, conn_id: str, paused: bool) -> dict[str, Any]:
+        """The session served on ``conn_id`` paused or resumed (``Host.pause_session``):
+        ``{"how": ...}`` or ``{"refused": ...}``."""
+
+        async def pause_it() -> dict[str, Any]:
+            session = self.relay.served(conn_id)
+            try:
+                if session is None:
+                    raise _no_session(conn_id)
+                return {"how": await self.engine.pause_session(session, paused)}
+            except Refused as exc:
+                return {"refused": exc.error.model_dump(mode="json")}
+
+        return await self._on_engine_loop(pause_it())
+
     def stop(self) -> None:
         """Stop the engine: its workers, zygote, state directory and cgroups go with it."""
         self.engine.run(self.relay.stop(), timeout=30)
@@ -104,3 +163,17 @@ class NodeEngine:
     async def _on_engine_loop(self, coro: Coroutine[Any, Any, T]) -> T:
         """The relay's state is the engine loop's alone; the actor's loop waits for it there."""
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.engine.loop))
+
+
+def _opened(session: HostSession) -> dict[str, Any]:
+    """What the driver needs of a session opened here: its id and where its files are."""
+    return {"session_id": session.session_id, "workspace": getattr(session, "workspace", "")}
+
+
+def _no_session(conn_id: str) -> Refused:
+    return Refused(
+        A2EError(
+            code=ErrorCode.UNKNOWN_SESSION,
+            message=f"no open session is served on connection {conn_id[:8]}",
+        )
+    )

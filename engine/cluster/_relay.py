@@ -2,7 +2,9 @@
 
 Each driver holds one TCP connection to the relay (``frames`` says what travels on it); each
 client connection of that driver is one host connection of the engine here, opened through
-Ray (``NodeEngine.open``) and bound to the channel its first frame arrives on. Requests are
+Ray (``NodeEngine.open``), or one session the node opened for it (``NodeEngine.open_session``,
+``fork``: ``served``), and bound to the channel its first frame arrives on. One that no frame
+binds within ``BIND_TIMEOUT_S`` (its driver died after opening it) is ended. Requests are
 decoded and handed to the host connection, and its replies written back, all on the engine's
 loop thread: no hop between threads or loops on the way through the node.
 
@@ -19,12 +21,13 @@ import contextlib
 import hmac
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from a2e import _codec as codec
 from a2e._messages import A2EError, A2EMessage, ErrorCode
 from a2e.caps.tools._models import ToolCallResponse, ToolUsage
-from a2e_engine.engine._host import Host, HostClosed, HostConnection
+from a2e_engine.engine._host import Host, HostClosed, HostConnection, HostSession
 from a2e_engine.engine._policy import Policy
 from a2e_engine.engine.cluster._frames import (
     HEADER,
@@ -34,13 +37,16 @@ from a2e_engine.engine.cluster._frames import (
     pack,
     unpack_header,
 )
+from a2e_engine.engine.cluster._served import ServedSession
 
-__all__ = ["AUTH_TIMEOUT_S", "Relay"]
+__all__ = ["AUTH_TIMEOUT_S", "BIND_TIMEOUT_S", "Relay"]
 
 log = logging.getLogger("a2e.cluster")
 
 #: How long a peer has to send the token before it is dropped.
 AUTH_TIMEOUT_S = 10.0
+#: How long a connection opened through Ray waits for its driver's first frame.
+BIND_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -57,6 +63,7 @@ class Relay:
     node_id: str
     token: bytes = field(default_factory=lambda: secrets.token_bytes(TOKEN_BYTES))
     auth_timeout_s: float = AUTH_TIMEOUT_S
+    bind_timeout_s: float = BIND_TIMEOUT_S
     _connections: dict[str, _Relayed] = field(default_factory=dict)
     _server: asyncio.Server | None = None
     _channels: dict[asyncio.Task[None], asyncio.StreamWriter] = field(default_factory=dict)
@@ -68,17 +75,45 @@ class Relay:
         return str(name[0]), int(name[1])
 
     async def open(self, conn_id: str, policy: Policy | None) -> None:
+        """A host connection of the engine's, for a client that handshakes on it."""
+        relayed = self._new(conn_id)
+        send = self._sender(conn_id, relayed)
+        relayed.host = self.host.open_connection(send, policy=policy, name="ray")
+
+    def attach(self, conn_id: str, session: HostSession) -> None:
+        """``session`` (one the node opened) served on connection ``conn_id``."""
+        relayed = self._new(conn_id)
+        relayed.host = ServedSession(session, self._sender(conn_id, relayed))
+
+    def served(self, conn_id: str) -> HostSession | None:
+        """The session served on ``conn_id``, if that connection is one of those."""
+        relayed = self._connections.get(conn_id)
+        host = relayed.host if relayed is not None else None
+        return host.session if isinstance(host, ServedSession) and not host.closed else None
+
+    def _new(self, conn_id: str) -> _Relayed:
         if not is_conn_id(conn_id.encode()):
             raise ValueError("a connection id is 32 lowercase hex digits (uuid4().hex)")
+        if conn_id in self._connections:
+            raise ValueError(f"connection {conn_id} is open already")
         relayed = _Relayed()
+        self._connections[conn_id] = relayed
+        asyncio.get_running_loop().call_later(self.bind_timeout_s, self._unbound, conn_id, relayed)
+        return relayed
 
+    def _sender(self, conn_id: str, relayed: _Relayed) -> Callable[[A2EMessage], None]:
         def send(message: A2EMessage) -> None:
             writer = relayed.writer
             if writer is not None and not writer.is_closing():
                 writer.write(pack(conn_id, codec.encode(self._named(message))))
 
-        relayed.host = self.host.open_connection(send, policy=policy, name="ray")
-        self._connections[conn_id] = relayed
+        return send
+
+    def _unbound(self, conn_id: str, relayed: _Relayed) -> None:
+        """No frame came for ``conn_id`` in time: whoever opened it is gone."""
+        if relayed.writer is None and self._connections.get(conn_id) is relayed:
+            log.warning("connection %s was never used by its driver: ended", conn_id[:8])
+            self._end(conn_id)
 
     async def close(self, conn_id: str) -> None:
         """End one client connection: its calls are cancelled, its sessions end."""
@@ -138,6 +173,8 @@ class Relay:
         if relayed is not None and relayed.writer is None:
             relayed.writer = writer
             bound.add(conn_id)
+        if not line:
+            return  # it only binds (``frames``)
         try:
             message: A2EMessage | codec.ProtocolError = codec.decode(line)
         except codec.ProtocolError as exc:

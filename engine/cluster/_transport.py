@@ -36,7 +36,7 @@ from a2e_engine.engine._policy import Policy
 from a2e_engine.engine.cluster._channel import ChannelLost, Lost, NodeChannel
 from a2e_engine.engine.cluster._links import NodeLink
 
-__all__ = ["ClusterTransport", "Nodes"]
+__all__ = ["ClusterTransport", "Nodes", "failed_result"]
 
 #: How long opening a connection or a session on a node may take.
 OPEN_TIMEOUT_S = 60.0
@@ -171,7 +171,7 @@ class ClusterTransport:
         try:
             session = self._session_for_call(exclude)
         except _NoNode as exc:
-            self._deliver(_failed(request, str(exc), FailureReason.SANDBOX_UNAVAILABLE))
+            self._deliver(failed_result(request, str(exc), FailureReason.SANDBOX_UNAVAILABLE))
             return
         call = _Call(request, session)
         with self._lock:
@@ -320,7 +320,7 @@ class ClusterTransport:
         link.ended_call()
         self._node_lost(link, why)
         if self._pinned is not None:
-            self._deliver(_failed(call.request, f"node {link.node_id} was lost: {why}"))
+            self._deliver(failed_result(call.request, f"node {link.node_id} was lost: {why}"))
             self._end_pinned(link, why)
             return
         left = call.request.timeout - (time.monotonic() - call.started)
@@ -333,7 +333,7 @@ class ClusterTransport:
                 daemon=True,
             ).start()
             return
-        self._deliver(_failed(call.request, f"node {link.node_id} was lost: {why}"))
+        self._deliver(failed_result(call.request, f"node {link.node_id} was lost: {why}"))
 
     def _end_pinned(self, link: NodeLink, why: str) -> None:
         """The session lived on ``link``: its calls fail, and the connection ends with why."""
@@ -346,7 +346,7 @@ class ClusterTransport:
             self._closed = True
         for call in calls:
             link.ended_call()
-            self._inbox.put(_failed(call.request, f"node {link.node_id} was lost: {why}"))
+            self._inbox.put(failed_result(call.request, f"node {link.node_id} was lost: {why}"))
         self._inbox.put(None)
 
 
@@ -364,9 +364,10 @@ def _error(req_id: str, message: str) -> A2EError:
     return A2EError(req_id=req_id, code=ErrorCode.INTERNAL, message=message, retryable=True)
 
 
-def _failed(
+def failed_result(
     request: ToolCallRequest, why: str, reason: FailureReason = FailureReason.NODE_LOST
 ) -> ToolCallResponse:
+    """``request``'s answer when it could not run to its end on a node: a failed call."""
     return ToolCallResponse(
         req_id=request.id,
         data=ToolResult(

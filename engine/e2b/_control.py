@@ -19,6 +19,7 @@ import datetime
 import functools
 import logging
 import os
+import secrets
 import shutil
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -311,8 +312,12 @@ class E2BEndpoint:
 
     def _sandbox(self, request: Request) -> Sandbox:
         sandbox_id = request.path_params["sandbox_id"]
-        sandbox = self.sandboxes.get(tenant_of(request.scope), sandbox_id)
+        owner = tenant_of(request.scope)
+        sandbox = self.sandboxes.get(owner, sandbox_id)
         if sandbox is None:
+            ended = self.sandboxes.why_ended(sandbox_id)
+            if ended is not None and secrets.compare_digest(ended[0].owner, owner):
+                raise E2BError(404, f"sandbox {sandbox_id!r} not found: it ended, {ended[1]}")
             raise E2BError(404, f"sandbox {sandbox_id!r} not found")
         return sandbox
 
@@ -375,10 +380,19 @@ def _listed_json(sandbox: Sandbox) -> dict[str, Any]:
         "envdVersion": ENVD_VERSION,
         "cpuCount": os.cpu_count() or 1,
         "memoryMB": _memory_mb(),
-        "diskSizeMB": shutil.disk_usage(sandbox.workspace).total >> 20,
+        "diskSizeMB": _disk_mb(sandbox.workspace),
         "state": "paused" if sandbox.paused else "running",
         "metadata": sandbox.metadata,
     }
+
+
+def _disk_mb(workspace: str) -> int:
+    """Its workspace's size, where this machine has it (on a cluster, its node may be
+    another)."""
+    try:
+        return shutil.disk_usage(workspace).total >> 20
+    except OSError:
+        return 0
 
 
 @functools.cache

@@ -125,7 +125,7 @@ class SandboxSide:
             sandbox_id = request.headers.get("e2b-sandbox-id", "")
             sandbox = self.sandboxes.find(sandbox_id)
             if sandbox is None:
-                return _gone(sandbox_id, rpc)
+                return _gone(sandbox_id, rpc, why=self._why_ended(request, sandbox_id))
             if token and not _token_opens(request, sandbox):
                 return _refused(rpc)
             if sandbox.paused:
@@ -150,7 +150,7 @@ class SandboxSide:
         else:
             sandbox = self.sandboxes.find(sandbox_id or "")
             if sandbox is None:
-                return _gone(sandbox_id or "")
+                return _gone(sandbox_id or "", why=self._why_ended(request, sandbox_id or ""))
             if not _token_opens(request, sandbox):
                 return _refused()
         if sandbox.paused:
@@ -161,6 +161,13 @@ class SandboxSide:
                 return error_response(400, "path is needed")
             return await download(request, sandbox, path)
         return await upload(request, sandbox, path or None)
+
+    def _why_ended(self, request: Request, sandbox_id: str) -> str:
+        """Why the engine ended that sandbox, for a request that holds its token; else ""."""
+        ended = self.sandboxes.why_ended(sandbox_id)
+        if ended is None or not _token_opens(request, ended[0]):
+            return ""
+        return ended[1]
 
     def _signed(
         self, request: Request, operation: str, path: str, sandbox_id: str | None
@@ -198,13 +205,15 @@ def _dispatch(methods: dict[str, Handler]) -> Handler:
     return call
 
 
-def _gone(sandbox_id: str, rpc: bool = False, paused: bool = False) -> Response:
+def _gone(sandbox_id: str, rpc: bool = False, paused: bool = False, why: str = "") -> Response:
     """A sandbox that is not there, or is paused, as E2B's edge says it: envd's and the code
     interpreter's 502, or Connect's ``unavailable`` (the SDK's ``SandboxNotRunningException``
-    either way)."""
+    either way); ``why``: why the engine ended it, for a request that holds its token."""
     message = f"sandbox {sandbox_id[:64]!r} was not found"
     if paused:
         message += ": it is paused, and runs again once connected to"
+    elif why:
+        message += f": it ended, {why}"
     if rpc:
         return rpc_error_response(RpcError("unavailable", message))
     return error_response(502, message)

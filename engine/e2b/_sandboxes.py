@@ -34,6 +34,8 @@ __all__ = [
 DEFAULT_TIMEOUT_S = 300
 #: The longest a sandbox lives, from its start (E2B's longest, on its paid plan).
 MAX_TIMEOUT_S = 24 * 3600
+#: How many sandboxes the engine ended are remembered, to tell their owners why.
+MAX_ENDED_KEPT = 4096
 
 
 class TooMany(Exception):
@@ -94,6 +96,8 @@ class Sandboxes:
         self.on_end: list[Callable[[Sandbox], None]] = []
         self._thawing: set[asyncio.Task[None]] = set()
         self._snapshots: dict[str, Snapshot] = {}
+        #: Sandboxes whose session the engine ended, newest last (``why_ended``).
+        self._ended: collections.OrderedDict[str, Sandbox] = collections.OrderedDict()
 
     async def create(
         self,
@@ -122,7 +126,7 @@ class Sandboxes:
         """A live sandbox of ``owner``'s on ``session``, with an id and access token of its own."""
         now = _now()
         sandbox = Sandbox(
-            id=_new_id(),
+            id=_new_id(session),
             template=template,
             owner=owner,
             session=session,
@@ -145,7 +149,7 @@ class Sandboxes:
             raise TooMany(f"this client holds {self.per_owner} snapshots already")
         (session,) = await self._copies(sandbox, 1)
         made = Snapshot(
-            id=f"snapshot-{_new_id()}",
+            id=f"snapshot-{_new_id(session)}",
             owner=owner,
             names=[name] if name else [],
             sandbox_id=sandbox.id,
@@ -255,9 +259,19 @@ class Sandboxes:
         """The live sandbox of that id, whoever's (its own side checks its access token)."""
         sandbox = self._live.get(sandbox_id)
         if sandbox is not None and getattr(sandbox.session, "closed", False):
-            self.end(sandbox)  # the engine ended its session
+            self._ended[sandbox.id] = sandbox  # the engine ended its session: say why, later
+            while len(self._ended) > MAX_ENDED_KEPT:
+                self._ended.popitem(last=False)
+            self.end(sandbox)
             return None
         return sandbox
+
+    def why_ended(self, sandbox_id: str) -> tuple[Sandbox, str] | None:
+        """A sandbox that the engine ended (its node lost, its memory needed), and why, for
+        its owner's next request; None for any other."""
+        sandbox = self._ended.get(sandbox_id)
+        why = str(getattr(sandbox.session, "ended_because", "")) if sandbox else ""
+        return (sandbox, why) if sandbox is not None and why else None
 
     def live(self) -> Iterator[Sandbox]:
         """Every live sandbox, whoever's."""
@@ -324,10 +338,13 @@ class Sandboxes:
         return len(self._live)
 
 
-def _new_id() -> str:
-    """An id as E2B's look (20 lowercase letters and digits), unguessable."""
+def _new_id(session: HostSession) -> str:
+    """An id as E2B's look (20 lowercase letters and digits), unguessable. On a cluster it
+    starts with the short id of the node its session lives on (``node_tag``), which every
+    call for it goes to: what a router in front of many services would route by."""
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    return "".join(secrets.choice(alphabet) for _ in range(20))
+    tag = str(getattr(session, "node_tag", ""))
+    return tag + "".join(secrets.choice(alphabet) for _ in range(max(12, 20 - len(tag))))
 
 
 def _now() -> datetime.datetime:

@@ -1,18 +1,19 @@
-"""``RemoteSession``: a ``HostSession`` (``engine._host``) made of a host connection, for a host
-that has no sessions of its own to give (the cluster's, whose sessions live on its nodes).
+"""``RemoteSession``: a ``HostSession`` (``engine._host``) made of a host connection, for a
+session that lives at the other end of one (``open_wire_session``: a host's connection and a
+handshake; ``cluster._node_session``: a session a node of the cluster opened).
 
 It speaks the host protocol: a connection, a handshake (a session of its own, with a fresh
-workspace), then requests, each call's events and its answer, and at the end the connection is
-closed, which ends the session and cancels what still runs. Several calls may be in flight at
-once: what the host sends is routed to the request it answers, by ``req_id``. It runs on the
-host's loop, where ``send`` is called.
+workspace) unless the session is open already, then requests, each call's events and its
+answer, and at the end the connection is closed, which ends the session and cancels what still
+runs. Several calls may be in flight at once: what the host sends is routed to the request it
+answers, by ``req_id``. It runs on the host's loop, where ``send`` is called.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from a2e._messages import A2EError, A2EMessage, ErrorCode, HandshakeRequest, HandshakeResponse
 from a2e.caps.tools._models import (
@@ -24,7 +25,7 @@ from a2e.caps.tools._models import (
     ToolListResponse,
     ToolResult,
 )
-from a2e_engine.engine._host import Bursts, Host, HostClosed, Refused
+from a2e_engine.engine._host import Bursts, Host, HostClosed, HostConnection, Refused, Send
 from a2e_engine.engine._policy import Policy
 from a2e_engine.sandbox._call_input import CallInput
 
@@ -33,7 +34,16 @@ __all__ = ["RemoteSession", "open_wire_session"]
 
 async def open_wire_session(host: Host, client: str, policy: Policy | None) -> RemoteSession:
     """A session over a new connection of ``host``; ``Refused`` if it cannot be had."""
-    session = RemoteSession(host, client, policy)
+
+    def connect(send: Send) -> HostConnection:
+        try:
+            return host.open_connection(send, policy=policy, name=client)
+        except HostClosed as exc:
+            raise Refused(
+                A2EError(code=ErrorCode.OVERLOADED, message=str(exc), retryable=True)
+            ) from None
+
+    session = RemoteSession(connect, client)
     try:
         await session.open()
     except BaseException:
@@ -43,16 +53,15 @@ async def open_wire_session(host: Host, client: str, policy: Policy | None) -> R
 
 
 class RemoteSession:
-    def __init__(self, host: Host, client: str, policy: Policy | None = None) -> None:
+    def __init__(
+        self, connect: Callable[[Send], HostConnection], client: str, session_id: str = ""
+    ) -> None:
+        """``connect``: the connection, given where its replies go; ``session_id``: the
+        session's, where it is open already (no handshake: ``open`` is not called)."""
         self._waiting: dict[str, asyncio.Queue[A2EMessage]] = {}
         self._client = client
-        self.session_id = ""
-        try:
-            self._connection = host.open_connection(self._arrive, policy=policy, name=client)
-        except HostClosed as exc:
-            raise Refused(
-                A2EError(code=ErrorCode.OVERLOADED, message=str(exc), retryable=True)
-            ) from None
+        self.session_id = session_id
+        self._connection = connect(self._arrive)
 
     def _arrive(self, message: A2EMessage) -> None:  # on the host's loop: ours
         waiting = self._waiting.get(getattr(message, "req_id", ""))
