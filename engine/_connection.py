@@ -41,6 +41,7 @@ from a2e_engine.engine._host_session import (
     CallScope,
     LocalSession,
     Services,
+    response_to,
 )
 from a2e_engine.engine._identities import UidsExhausted
 from a2e_engine.engine._memory_bound import OverBound
@@ -322,18 +323,7 @@ class Connection:
 
     def _answer(self, request: ToolCallRequest, task: asyncio.Task[ToolResult]) -> None:
         """The call's response, after every event it sent."""
-        if task.cancelled():
-            self.error(request.id, ErrorCode.INTERNAL, "internal error: the call was cancelled")
-            return
-        failure = task.exception()
-        if failure is not None:  # the engine's own bug (logged where it ran): still answer
-            self.error(
-                request.id,
-                ErrorCode.INTERNAL,
-                f"internal error: {type(failure).__name__}: {failure}",
-            )
-            return
-        self.send(ToolCallResponse(req_id=request.id, data=task.result()))
+        self.send(response_to(request, task))
 
     def _cancel(self, request: ToolCancelRequest) -> None:
         session = self._running(request.req_id)

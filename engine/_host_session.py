@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from a2e._messages import A2ECapability, A2EError, ErrorCode
+from a2e._messages import A2ECapability, A2EError, A2EMessage, ErrorCode
 from a2e.caps.tools._models import (
     ToolCallRequest,
+    ToolCallResponse,
     ToolErrorCode,
     ToolEvent,
     ToolListRequest,
@@ -40,7 +41,14 @@ from a2e_engine.sandbox._call_input import CallInput
 from a2e_engine.sandbox._deadline import Deadline
 from a2e_engine.sandbox._pool import StopSignal
 
-__all__ = ["SUPPORTED_CAPABILITIES", "CallScope", "LocalSession", "PendingCalls", "Services"]
+__all__ = [
+    "SUPPORTED_CAPABILITIES",
+    "CallScope",
+    "LocalSession",
+    "PendingCalls",
+    "Services",
+    "response_to",
+]
 
 log = logging.getLogger("a2e.host")
 
@@ -132,6 +140,8 @@ class LocalSession:
         self.closed = False
         #: Why the engine ended it (``evict``), for the calls that come after.
         self.ended_because = ""
+        #: Told why, when the engine ends it (a holder elsewhere: ``cluster._served``).
+        self.on_evicted: list[Callable[[str], None]] = []
         session.evict = self.evict
 
     @property
@@ -291,6 +301,8 @@ class LocalSession:
             for running in self._calls.values():
                 running.cancelled.why = why
             self.close()
+            for tell in self.on_evicted:
+                tell(why)
 
     def close(self) -> None:
         """Cancel what still runs, and end the session once its last call is done
@@ -308,6 +320,25 @@ class LocalSession:
             self.services.sessions.end(self.session, after=calls)
         if self._on_closed is not None:
             self._on_closed(self)
+
+
+def response_to(request: ToolCallRequest, task: asyncio.Task[ToolResult]) -> A2EMessage:
+    """A started call's reply once its task is done (``LocalSession.start``): its response,
+    or an ``error`` where the engine itself failed it (logged where it ran)."""
+    if task.cancelled():
+        return A2EError(
+            req_id=request.id,
+            code=ErrorCode.INTERNAL,
+            message="internal error: the call was cancelled",
+        )
+    failure = task.exception()
+    if failure is not None:
+        return A2EError(
+            req_id=request.id,
+            code=ErrorCode.INTERNAL,
+            message=f"internal error: {type(failure).__name__}: {failure}",
+        )
+    return ToolCallResponse(req_id=request.id, data=task.result())
 
 
 def _result_of(task: asyncio.Task[ToolResult], request: ToolCallRequest) -> ToolResult:

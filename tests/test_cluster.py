@@ -40,6 +40,7 @@ from tests.e2b_helpers import sdk_opts
 from tests.service_process import ServiceProcess
 
 E2B_KEY = "cluster-e2b-key-0123456789abcdef"
+OTHER_KEY = "cluster-e2b-other-0123456789abcdef"
 NODE_ARGS: dict[str, Any] = {
     "num_cpus": 1,
     "node_ip_address": "127.0.0.1",
@@ -354,8 +355,10 @@ def test_e2b_sandboxes_across_the_cluster(cluster: Cluster, tmp_path: Path) -> N
     others go on."""
     config = tmp_path / "engine.toml"
     config.write_text("[engine.admission]\nsandbox_memory_mb = 3072\n")
+    keys = tmp_path / "keys"
+    keys.write_text(f"{E2B_KEY}\n{OTHER_KEY}\n")
     server = ServiceProcess(
-        "--token", E2B_KEY, "--max-timeout", "300", "--config", str(config),
+        "--api-key-file", str(keys), "--max-timeout", "300", "--config", str(config),
         "--ray", cluster.address, "--no-entry-points", start_s=240,
     )  # fmt: skip
     opts = sdk_opts(server, E2B_KEY)
@@ -414,13 +417,22 @@ def test_e2b_sandboxes_across_the_cluster(cluster: Cluster, tmp_path: Path) -> N
             for _ in range(30):  # until the service has heard that the node is gone
                 doomed.run_code("x")
                 time.sleep(1)
-        assert added.node_id in str(ended.value) and "lost" in str(ended.value), ended.value
+        told = f"its node {added.node_id[:8]} of the cluster was lost"
+        assert told in str(ended.value), ended.value
+        assert added.node_id not in str(ended.value)  # the tag, not Ray's own account
         with pytest.raises(SandboxNotFoundException):  # the SDK says this in its own words
             Sandbox.connect(doomed.sandbox_id, **opts)
-        info = httpx.get(
-            f"{server.url}/sandboxes/{doomed.sandbox_id}", headers={"X-API-Key": E2B_KEY}
+        url = f"{server.url}/sandboxes/{doomed.sandbox_id}"
+        mine = httpx.get(url, headers={"X-API-Key": E2B_KEY}, timeout=30)
+        assert mine.status_code == 404 and told in mine.json()["message"], mine.text
+        theirs = httpx.get(url, headers={"X-API-Key": OTHER_KEY}, timeout=30)
+        assert theirs.status_code == 404 and "lost" not in theirs.text, theirs.text
+        side = httpx.get(
+            f"{server.url}/health",
+            headers={"E2b-Sandbox-Id": doomed.sandbox_id, "X-Access-Token": "not-its-token"},
+            timeout=30,
         )
-        assert info.status_code == 404 and "lost" in info.json()["message"], info.text
+        assert side.status_code == 502 and "lost" not in side.text, side.text
         for sandbox in (*spread[1:], *later):
             assert sandbox.run_code("1 + 1").text == "2"
         assert heavy.run_code("len(held) >> 20").text == "300"

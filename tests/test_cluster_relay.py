@@ -20,7 +20,8 @@ from a2e._messages import A2EError, A2EMessage, ErrorCode, HandshakeRequest, Han
 from a2e.caps.tools._models import ToolCallRequest, ToolCallResponse, ToolCancelRequest, ToolEvent
 from a2e_engine.engine import Engine
 from a2e_engine.engine._host_session import LocalSession
-from a2e_engine.engine.cluster._channel import ChannelLost, NodeChannel
+from a2e_engine.engine.cluster import _channel as channel_module
+from a2e_engine.engine.cluster._channel import ChannelBusy, ChannelLost, NodeChannel
 from a2e_engine.engine.cluster._frames import HEADER, MAX_LINE_BYTES, TOKEN_BYTES, pack
 from a2e_engine.engine.cluster._relay import Relay
 from tests.waiting import wait_for
@@ -311,12 +312,12 @@ def test_a_session_the_node_opened_is_served_without_a_handshake(
             ended.set()
 
     sleeping = ToolCallRequest(tool_name="sleep", arguments={"seconds": 30}, timeout=40)
-    channel.request(conn_id, sleeping.id, codec.encode(sleeping), deliver, lost.append, True)
-    assert wait_for(lambda: engine.status().calls_running >= 1)
     cancel = ToolCancelRequest(req_id=sleeping.id)
-    channel.post(conn_id, codec.encode(cancel), queued=True)
+    channel.request(conn_id, sleeping.id, codec.encode(sleeping), deliver, lost.append, True)
+    channel.post(conn_id, codec.encode(cancel), queued=True)  # right behind it, unwaited
     assert ended.wait(SOCKET_TIMEOUT_S), "the cancel did not end the call"
     assert isinstance(replies[-1], ToolCallResponse) and not replies[-1].data.success
+    assert replies[-1].data.duration_ms < SOCKET_TIMEOUT_S * 1000
     channel.close()
     assert wait_for(lambda: session.closed), "the channel's end did not end its session"
     assert lost == []
@@ -324,12 +325,64 @@ def test_a_session_the_node_opened_is_served_without_a_handshake(
 
 def test_a_served_session_no_driver_ever_binds_is_ended(engine: Engine) -> None:
     """A driver that dies between opening a session through Ray and its first frame leaves
-    nothing: the connection, and its session, end after ``bind_timeout_s``."""
-    relay = Relay(engine, "node-binding", bind_timeout_s=0.3)
-    engine.run(relay.listen("127.0.0.1"), timeout=10)
+    nothing: the connection, and its session, end after ``bind_timeout_s``; one bound in
+    time stays."""
+    relay = Relay(engine, "node-binding", bind_timeout_s=0.5)
+    address = engine.run(relay.listen("127.0.0.1"), timeout=10)
     try:
         conn_id, session = _served(engine, relay)
+        kept_id, kept = _served(engine, relay)
+        channel = _channel(relay, address, [])
+        channel.post(kept_id, "", queued=True)
         assert wait_for(lambda: session.closed), "the unbound session was kept"
         assert conn_id not in relay._connections
+        time.sleep(0.5)  # past the bound one's deadline too
+        assert not kept.closed and relay.served(kept_id) is kept
+        channel.close()
     finally:
         engine.run(relay.stop(), timeout=10)
+
+
+def test_a_session_its_node_ends_tells_its_driver_why_at_once(
+    engine: Engine, relay: tuple[Relay, tuple[str, int]]
+) -> None:
+    """Memory running short, the node's engine ends a served session: the driver hears it
+    on that connection without asking (``NodeChannel.watch``), with the reason."""
+    conn_id, session = _served(engine, relay[0])
+    channel = _channel(relay[0], relay[1], [])
+    notices: list[A2EMessage] = []
+    channel.watch(conn_id, notices.append)
+    channel.post(conn_id, "", queued=True)
+    assert wait_for(lambda: relay[0]._connections[conn_id].writer is not None)
+
+    async def evict() -> None:
+        session.evict("the sandbox ran short of memory")
+
+    engine.run(evict(), timeout=10)
+    assert wait_for(lambda: bool(notices)), "the driver was not told"
+    [notice] = notices
+    assert isinstance(notice, A2EError) and notice.code == ErrorCode.UNKNOWN_SESSION
+    assert "ran short of memory" in notice.message
+    channel.close()
+
+
+def test_a_node_that_reads_nothing_cannot_fill_the_drivers_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Queued requests to a node that stopped reading are bounded: past the bound they are
+    refused (``ChannelBusy``), and the requests refused wait for nothing."""
+    monkeypatch.setattr(channel_module, "MAX_QUEUED_BYTES", 1 << 20)
+    server = socket.create_server(("127.0.0.1", 0))
+    channel = NodeChannel("stalled", server.getsockname()[:2], b"t" * TOKEN_BYTES, print)
+    channel.open()
+    accepted, _ = server.accept()  # and never read
+    line = "x" * (256 << 10)
+    with pytest.raises(ChannelBusy):
+        for index in range(1000):  # the socket's buffers take a few MiB first
+            channel.request(uuid.uuid4().hex, str(index), line, print, print, queued=True)
+    assert index >= 3  # what the bound holds, and what the writer took
+    waiting = len(channel._waiting)
+    assert waiting == index  # the refused one is not waited for
+    channel.close()
+    accepted.close()
+    server.close()

@@ -391,6 +391,8 @@ class RayEngine:
 
         with self._lock:
             links = list(self._links.values())
+        for link in links:
+            link.asking()
         refs = {link.actor.load.remote(): link for link in links}
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=self.watch_s)
         for ref in ready:

@@ -26,12 +26,15 @@ from a2e._messages import A2EMessage
 from a2e.caps.tools._models import ToolEvent
 from a2e_engine.engine.cluster._frames import HEADER, FrameError, pack, unpack_header
 
-__all__ = ["ChannelLost", "Deliver", "Lost", "NodeChannel"]
+__all__ = ["ChannelBusy", "ChannelLost", "Deliver", "Lost", "NodeChannel"]
 
 log = logging.getLogger("a2e.cluster")
 
 #: How long reaching a node's relay may take.
 CONNECT_TIMEOUT_S = 30.0
+#: What queued frames may hold, waiting for the writer, before more are refused: a node that
+#: reads slowly must not fill the driver's memory with its clients' requests.
+MAX_QUEUED_BYTES = 64 << 20
 
 Deliver = Callable[[A2EMessage], None]
 #: Why the channel failed: the request's node is lost.
@@ -40,6 +43,10 @@ Lost = Callable[[str], None]
 
 class ChannelLost(ConnectionError):
     """The channel to the node failed; the message says why."""
+
+
+class ChannelBusy(Exception):
+    """Past ``MAX_QUEUED_BYTES`` waiting to be written: the request was not sent."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,8 @@ class NodeChannel:
         self._waiting: dict[tuple[str, str], _Waiter] = {}
         self._closing = False
         self._outbox: queue.SimpleQueue[bytes | None] | None = None  # for queued requests
+        self._queued_bytes = 0
+        self._watching: dict[str, Deliver] = {}  # connection id -> who hears its notices
         self.lost = ""  # why it failed, once it did
 
     def open(self) -> NodeChannel:
@@ -84,7 +93,8 @@ class NodeChannel:
     ) -> None:
         """Send ``line`` (request ``req_id`` of connection ``conn_id``); its replies go to
         ``deliver``, or why the node was lost to ``lost``. ``queued``: written by the
-        channel's writer thread, after what was queued before it; the caller never waits."""
+        channel's writer thread, after what was queued before it; the caller never waits
+        (``ChannelBusy`` past ``MAX_QUEUED_BYTES``)."""
         with self._lock:
             why = self.lost
             if not why:
@@ -92,7 +102,22 @@ class NodeChannel:
         if why:
             lost(why)
             return
-        self._send(pack(conn_id, line), queued)
+        try:
+            self._send(pack(conn_id, line), queued)
+        except ChannelBusy:
+            with self._lock:
+                self._waiting.pop((conn_id, req_id), None)
+            raise
+
+    def watch(self, conn_id: str, notice: Deliver) -> None:
+        """``notice`` hears what the node says on ``conn_id`` that answers no request (its
+        session ended there: ``served``), until ``unwatch``."""
+        with self._lock:
+            self._watching[conn_id] = notice
+
+    def unwatch(self, conn_id: str) -> None:
+        with self._lock:
+            self._watching.pop(conn_id, None)
 
     def post(self, conn_id: str, line: str, queued: bool = False) -> None:
         """Send ``line`` and wait for nothing (a cancel: the call it names replies; an empty
@@ -164,6 +189,12 @@ class NodeChannel:
         with self._lock:
             if self.lost:
                 return  # its request was told why already
+            if self._queued_bytes + len(frame) > MAX_QUEUED_BYTES:
+                raise ChannelBusy(
+                    f"node {self.node_id} is slow to read: {self._queued_bytes >> 20} MiB wait "
+                    "to be sent to it"
+                )
+            self._queued_bytes += len(frame)
             if self._outbox is None:
                 self._outbox = queue.SimpleQueue()
                 threading.Thread(
@@ -175,6 +206,8 @@ class NodeChannel:
     def _write(self, outbox: queue.SimpleQueue[bytes | None]) -> None:
         """The writer thread: queued frames, in order, until the channel fails."""
         while (frame := outbox.get()) is not None and not self.lost:
+            with self._lock:
+                self._queued_bytes -= len(frame)
             self._send(frame)
 
     def _read(self, reader: BinaryIO) -> None:
@@ -196,14 +229,17 @@ class NodeChannel:
             self.fail(f"node {self.node_id} sent an unreadable reply: {exc}")
 
     def _hand_over(self, conn_id: str, reply: A2EMessage) -> None:
-        key = (conn_id, getattr(reply, "req_id", ""))
+        req_id = getattr(reply, "req_id", "")
+        key = (conn_id, req_id)
         with self._lock:
             waiter = self._waiting.get(key)
             if waiter is not None and type(reply) is not ToolEvent:
                 del self._waiting[key]
-        if waiter is None:
+            notice = self._watching.get(conn_id) if not req_id else None
+        deliver = waiter.deliver if waiter is not None else notice
+        if deliver is None:
             return  # it answers what nobody waits for (a cancel that came too late)
         try:
-            waiter.deliver(reply)
+            deliver(reply)
         except Exception:  # one client's bug must not end every client's channel
             log.exception("delivering a reply from node %s", self.node_id)

@@ -9,14 +9,14 @@ order, and a second thread hands the replies to the loop.
 Each session a front-end opens (a REST request's, an E2B sandbox's) is opened by one node
 through Ray, awaited on the loop, and then spoken to over the driver's channel
 (``NodeSession``); forking and pausing it are asked of that node the same way, so that copies
-stay where their interpreter's memory is. A node that does not answer within
-``ASK_TIMEOUT_S`` is given up as a lost one is.
+stay where their interpreter's memory is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import queue
 import threading
 import time
@@ -32,17 +32,18 @@ from a2e_engine.engine._loop import EngineLoop
 from a2e_engine.engine._policy import Policy
 from a2e_engine.engine.cluster._channel import ChannelLost
 from a2e_engine.engine.cluster._links import NodeInfo, NodeLink, one_line
-from a2e_engine.engine.cluster._node_session import NodeSession
+from a2e_engine.engine.cluster._node_session import NODE_TAG_CHARS, NodeSession
 from a2e_engine.engine.cluster._transport import ClusterTransport, Nodes
 
 __all__ = ["ClusterHost"]
 
+log = logging.getLogger("a2e.cluster")
 T = TypeVar("T")
 
 #: How often ``finish`` looks whether the connection's last call has ended.
 FINISH_POLL_S = 0.05
 #: How many nodes opening a session tries before it is refused.
-OPEN_TRIES = 2
+OPEN_TRIES = 3
 #: How long a node may take to answer what the host asks of it through Ray (a fork waits
 #: for its copies, at most ``engine._session_forks``' own bound).
 ASK_TIMEOUT_S = 90.0
@@ -101,20 +102,30 @@ class ClusterHost:
         that cannot be reached is given up and the next one tried."""
         options = {"stateless": stateless, "tenant": tenant, "lasting": lasting, "home": home}
         tried: frozenset[str] = frozenset()
+        refused: Refused | None = None
         for _ in range(OPEN_TRIES):
             link = self.cluster.place(by_memory=not stateless, exclude=tried)
             if link is None:
                 break
+            tried |= {link.node_id}
             conn_id = uuid.uuid4().hex
             try:
                 opened = await _answer(
                     link, link.actor.open_session.remote(conn_id, client, policy, options)
                 )
-            except ChannelLost as exc:
-                self.cluster.report_lost(link, str(exc))
-                tried |= {link.node_id}
+            except ChannelLost as exc:  # given up off the loop: it kills the actor
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.cluster.report_lost, link, str(exc)
+                )
+                continue
+            except Refused as exc:
+                if not exc.error.retryable:
+                    raise
+                refused = exc  # that node is full: another may not be
                 continue
             return NodeSession(link, conn_id, opened, self.loop)
+        if refused is not None:
+            raise refused
         raise Refused(
             A2EError(
                 code=ErrorCode.OVERLOADED,
@@ -130,8 +141,8 @@ class ClusterHost:
         copies = [uuid.uuid4().hex for _ in range(count)]
         try:
             answer = await _answer(link, link.actor.fork.remote(conn_id, copies))
-        except ChannelLost as exc:
-            raise _node_lost(link, str(exc)) from None
+        except ChannelLost:
+            raise _node_lost(link) from None
         return [
             NodeSession(link, copy_id, opened, self.loop)
             for copy_id, opened in zip(copies, answer["copies"], strict=True)
@@ -142,8 +153,8 @@ class ClusterHost:
         link, conn_id = _on_node(session)
         try:
             answer = await _answer(link, link.actor.pause.remote(conn_id, paused))
-        except ChannelLost as exc:
-            raise _node_lost(link, str(exc)) from None
+        except ChannelLost:
+            raise _node_lost(link) from None
         return str(answer["how"])
 
     def status(self) -> HostStatus:
@@ -224,18 +235,31 @@ class _RelayedConnection:
 
 
 async def _answer(link: NodeLink, ref: Any) -> dict[str, Any]:
-    """What the node answered through Ray (``NodeEngine``), its refusal raised as
-    ``Refused``; ``ChannelLost`` when the node's actor is gone or does not answer."""
+    """What the node answered through Ray (``NodeEngine``). ``ChannelLost`` when its actor is
+    gone (Ray says so); ``Refused`` for its refusal, for no answer within ``ASK_TIMEOUT_S``
+    (retryable: a busy node is not a lost one), and for the node's own failure (logged)."""
+    from ray.exceptions import RayActorError
+
+    tag = link.node_id[:NODE_TAG_CHARS]
     try:
         answer: dict[str, Any] = await asyncio.wait_for(
             asyncio.wrap_future(ref.future()), ASK_TIMEOUT_S
         )
     except TimeoutError:
-        raise ChannelLost(
-            f"node {link.node_id} did not answer within {ASK_TIMEOUT_S:g} s"
+        raise Refused(
+            A2EError(
+                code=ErrorCode.OVERLOADED,
+                message=f"node {tag} of the cluster did not answer within {ASK_TIMEOUT_S:g} s",
+                retryable=True,
+            )
         ) from None
-    except Exception as exc:  # Ray's: the actor died, its node left
+    except RayActorError as exc:
         raise ChannelLost(one_line(exc)) from None
+    except Exception as exc:  # the node's method raised: the engine's own bug
+        log.error("node %s failed a request: %s", link.node_id, one_line(exc))
+        raise Refused(
+            A2EError(code=ErrorCode.INTERNAL, message=f"internal error on node {tag}")
+        ) from None
     if "refused" in answer:
         raise Refused(A2EError.model_validate(answer["refused"]))
     return answer
@@ -249,7 +273,7 @@ def _on_node(session: HostSession) -> tuple[NodeLink, str]:
     return session.link, session.conn_id
 
 
-def _node_lost(link: NodeLink, why: str) -> Refused:
-    return Refused(
-        A2EError(code=ErrorCode.INTERNAL, message=f"node {link.node_id} was lost: {why}")
-    )
+def _node_lost(link: NodeLink) -> Refused:
+    """What a session's holder is told of its node's loss (the why is in the log)."""
+    tag = link.node_id[:NODE_TAG_CHARS]
+    return Refused(A2EError(code=ErrorCode.INTERNAL, message=f"node {tag} of the cluster was lost"))

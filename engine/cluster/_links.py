@@ -35,7 +35,8 @@ class NodeLink:
     described: dict[str, Any] = field(default_factory=dict)  # NodeEngine.describe()
     in_flight: int = 0
     reported: dict[str, Any] = field(default_factory=dict)
-    placed: int = 0  # sessions placed here since ``reported``
+    placed: int = 0  # sessions placed here that ``reported`` may not count yet
+    placed_when_asked: int = 0  # of those, the ones placed before the report was asked for
     lost: str = ""  # why it was given up, once it was
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -52,11 +53,18 @@ class NodeLink:
         sessions = int(self.reported.get("sessions", 0)) + self.placed
         return free - sessions * SESSION_HEADROOM_MB
 
+    def asking(self) -> None:
+        """Its ``HostStatus`` is asked for now: what it reports counts the sessions placed
+        until now (nearly: one still being opened through Ray may be missed once)."""
+        with self._lock:
+            self.placed_when_asked = self.placed
+
     def report(self, reported: dict[str, Any]) -> None:
-        """The node's new ``HostStatus``: it counts every session placed before it."""
+        """The node's new ``HostStatus``, asked for at ``asking``."""
         with self._lock:
             self.reported = reported
-            self.placed = 0
+            self.placed = max(0, self.placed - self.placed_when_asked)
+            self.placed_when_asked = 0
 
     def place_session(self) -> None:
         with self._lock:

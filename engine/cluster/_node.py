@@ -25,6 +25,7 @@ from a2e._messages import A2EError, ErrorCode
 from a2e.caps.tools._plugin import ToolPlugin
 from a2e_engine.engine._config import EngineConfig
 from a2e_engine.engine._host import HostSession, Refused
+from a2e_engine.engine._host_session import LocalSession
 from a2e_engine.engine._policy import Policy, PolicyFunction
 from a2e_engine.engine.cluster._relay import Relay
 
@@ -134,9 +135,15 @@ class NodeEngine:
                 made = await self.engine.fork_session(session, len(copies))
             except Refused as exc:
                 return {"refused": exc.error.model_dump(mode="json")}
-            for copy_id, copy in zip(copies, made, strict=True):
-                self.relay.attach(copy_id, copy)
-            return {"copies": [_opened(copy) for copy in made]}
+            served = [copy for copy in made if isinstance(copy, LocalSession)]  # all, an Engine's
+            try:
+                for copy_id, copy in zip(copies, served, strict=True):
+                    self.relay.attach(copy_id, copy)
+            except ValueError:
+                for copy in served:
+                    copy.close()
+                raise
+            return {"copies": [_opened(copy) for copy in served]}
 
         return await self._on_engine_loop(fork_it())
 

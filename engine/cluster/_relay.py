@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from a2e import _codec as codec
 from a2e._messages import A2EError, A2EMessage, ErrorCode
 from a2e.caps.tools._models import ToolCallResponse, ToolUsage
-from a2e_engine.engine._host import Host, HostClosed, HostConnection, HostSession
+from a2e_engine.engine._host import Host, HostClosed, HostConnection
+from a2e_engine.engine._host_session import LocalSession
 from a2e_engine.engine._policy import Policy
 from a2e_engine.engine.cluster._frames import (
     HEADER,
@@ -80,16 +81,18 @@ class Relay:
         send = self._sender(conn_id, relayed)
         relayed.host = self.host.open_connection(send, policy=policy, name="ray")
 
-    def attach(self, conn_id: str, session: HostSession) -> None:
+    def attach(self, conn_id: str, session: LocalSession) -> None:
         """``session`` (one the node opened) served on connection ``conn_id``."""
         relayed = self._new(conn_id)
         relayed.host = ServedSession(session, self._sender(conn_id, relayed))
 
-    def served(self, conn_id: str) -> HostSession | None:
-        """The session served on ``conn_id``, if that connection is one of those."""
+    def served(self, conn_id: str) -> LocalSession | None:
+        """The session served on ``conn_id``, if that connection is one of those, open."""
         relayed = self._connections.get(conn_id)
         host = relayed.host if relayed is not None else None
-        return host.session if isinstance(host, ServedSession) and not host.closed else None
+        if isinstance(host, ServedSession) and not host.session.closed:
+            return host.session
+        return None
 
     def _new(self, conn_id: str) -> _Relayed:
         if not is_conn_id(conn_id.encode()):

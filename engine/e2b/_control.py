@@ -316,8 +316,8 @@ class E2BEndpoint:
         sandbox = self.sandboxes.get(owner, sandbox_id)
         if sandbox is None:
             ended = self.sandboxes.why_ended(sandbox_id)
-            if ended is not None and secrets.compare_digest(ended[0].owner, owner):
-                raise E2BError(404, f"sandbox {sandbox_id!r} not found: it ended, {ended[1]}")
+            if ended is not None and secrets.compare_digest(ended.owner, owner):
+                raise E2BError(404, f"sandbox {sandbox_id!r} not found: it ended, {ended.why}")
             raise E2BError(404, f"sandbox {sandbox_id!r} not found")
         return sandbox
 

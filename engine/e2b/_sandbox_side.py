@@ -126,7 +126,7 @@ class SandboxSide:
             sandbox = self.sandboxes.find(sandbox_id)
             if sandbox is None:
                 return _gone(sandbox_id, rpc, why=self._why_ended(request, sandbox_id))
-            if token and not _token_opens(request, sandbox):
+            if token and not _token_opens(request, sandbox.access_token):
                 return _refused(rpc)
             if sandbox.paused:
                 return _gone(sandbox_id, rpc, paused=True)
@@ -151,7 +151,7 @@ class SandboxSide:
             sandbox = self.sandboxes.find(sandbox_id or "")
             if sandbox is None:
                 return _gone(sandbox_id or "", why=self._why_ended(request, sandbox_id or ""))
-            if not _token_opens(request, sandbox):
+            if not _token_opens(request, sandbox.access_token):
                 return _refused()
         if sandbox.paused:
             return _gone(sandbox.id, paused=True)
@@ -165,9 +165,9 @@ class SandboxSide:
     def _why_ended(self, request: Request, sandbox_id: str) -> str:
         """Why the engine ended that sandbox, for a request that holds its token; else ""."""
         ended = self.sandboxes.why_ended(sandbox_id)
-        if ended is None or not _token_opens(request, ended[0]):
+        if ended is None or not _token_opens(request, ended.access_token):
             return ""
-        return ended[1]
+        return ended.why
 
     def _signed(
         self, request: Request, operation: str, path: str, sandbox_id: str | None
@@ -227,9 +227,9 @@ def _refused(rpc: bool = False, why: str = "") -> Response:
     return error_response(401, message)
 
 
-def _token_opens(request: Request, sandbox: Sandbox) -> bool:
+def _token_opens(request: Request, access_token: str) -> bool:
     shown = request.headers.get("x-access-token", "")
-    return hmac.compare_digest(shown.encode(), sandbox.access_token.encode())
+    return hmac.compare_digest(shown.encode(), access_token.encode())
 
 
 async def _health(request: Request, sandbox: Sandbox) -> Response:

@@ -24,6 +24,7 @@ from a2e_engine.engine.e2b._in_sandbox import HOME
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "MAX_TIMEOUT_S",
+    "Ended",
     "Sandbox",
     "Sandboxes",
     "Snapshot",
@@ -67,6 +68,16 @@ class Sandbox:
         return str(getattr(self.session, "workspace", "") or "/")
 
 
+@dataclass(frozen=True)
+class Ended:
+    """What is kept of a sandbox the engine ended: enough to tell its owner why, and no one
+    else."""
+
+    owner: str
+    access_token: str
+    why: str
+
+
 @dataclass
 class Snapshot:
     """A sandbox as it was when snapshotted: a copy of its session (its files, and a stopped
@@ -97,7 +108,7 @@ class Sandboxes:
         self._thawing: set[asyncio.Task[None]] = set()
         self._snapshots: dict[str, Snapshot] = {}
         #: Sandboxes whose session the engine ended, newest last (``why_ended``).
-        self._ended: collections.OrderedDict[str, Sandbox] = collections.OrderedDict()
+        self._ended: collections.OrderedDict[str, Ended] = collections.OrderedDict()
 
     async def create(
         self,
@@ -259,19 +270,19 @@ class Sandboxes:
         """The live sandbox of that id, whoever's (its own side checks its access token)."""
         sandbox = self._live.get(sandbox_id)
         if sandbox is not None and getattr(sandbox.session, "closed", False):
-            self._ended[sandbox.id] = sandbox  # the engine ended its session: say why, later
-            while len(self._ended) > MAX_ENDED_KEPT:
-                self._ended.popitem(last=False)
+            why = str(getattr(sandbox.session, "ended_because", ""))
+            if why:  # the engine ended its session: its owner is told why, later
+                self._ended[sandbox.id] = Ended(sandbox.owner, sandbox.access_token, why)
+                while len(self._ended) > MAX_ENDED_KEPT:
+                    self._ended.popitem(last=False)
             self.end(sandbox)
             return None
         return sandbox
 
-    def why_ended(self, sandbox_id: str) -> tuple[Sandbox, str] | None:
-        """A sandbox that the engine ended (its node lost, its memory needed), and why, for
-        its owner's next request; None for any other."""
-        sandbox = self._ended.get(sandbox_id)
-        why = str(getattr(sandbox.session, "ended_because", "")) if sandbox else ""
-        return (sandbox, why) if sandbox is not None and why else None
+    def why_ended(self, sandbox_id: str) -> Ended | None:
+        """A sandbox that the engine ended (its node lost, its memory needed): whose it was
+        and why, for its owner's next request; None for any other."""
+        return self._ended.get(sandbox_id)
 
     def live(self) -> Iterator[Sandbox]:
         """Every live sandbox, whoever's."""
