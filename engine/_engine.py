@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from a2e_engine.engine._session_forks import fork_session
 from a2e_engine.engine._session_pool import SessionPool
 from a2e_engine.engine._sessions import Sessions
 from a2e_engine.engine._state_dir import StateDirectory
+from a2e_engine.engine._uid_blocks import UidBlocks, machine_blocks
 from a2e_engine.sandbox import _quota as quota
 from a2e_engine.sandbox._cgroups import create_sandbox_memory, remove_cgroup_tree
 from a2e_engine.sandbox._deadline import Deadline
@@ -170,6 +172,10 @@ class Engine:
             memory = self._sandbox_memory()
             if memory.group:
                 undo.callback(remove_cgroup_tree, memory.group)
+            # Let go of only once the pool stopped: no process of this engine's uids is left.
+            blocks = machine_blocks() if self._changes_uids() else None
+            if blocks is not None:
+                undo.callback(blocks.close)
             # Beside the sessions, gone with them: only where Landlock keeps other tools out.
             cache_mb = self.config.compile_cache_mb if self.config.isolation.landlock else 0
             stores = {}
@@ -192,7 +198,7 @@ class Engine:
             if refused is not None:
                 raise refused
             protect_supervisor(pool.layers)
-            services = self._services(state_dir, pool, audit, memory)
+            services = self._services(state_dir, pool, audit, memory, blocks)
             pool.memory_room = services.sessions.bound.has_room
             ready = SessionPool(services.sessions, self.worker_bound.busy, SUPPORTED_CAPABILITIES)
             relief = self._pressure_relief(services, pool)
@@ -255,6 +261,11 @@ class Engine:
                 group = create_sandbox_memory(limit_mb)
         return SandboxMemory(limit_mb, group)
 
+    def _changes_uids(self) -> bool:
+        """Whether sessions may get uids of their own here (the identity layer may still find
+        it cannot): root, and not switched off."""
+        return os.geteuid() == 0 and self.config.isolation.identity
+
     def _pool_config(
         self,
         state_dir: StateDirectory,
@@ -293,9 +304,11 @@ class Engine:
         pool: WorkerPool,
         audit: AuditTrail | None,
         memory: SandboxMemory,
+        blocks: UidBlocks | None,
     ) -> Services:
         layers = pool.layers
-        uids = SessionUids(*self.config.isolation.uid_range) if layers.active("identity") else None
+        uid_range = self.config.isolation.uid_range
+        uids = SessionUids(*uid_range, blocks) if layers.active("identity") else None
         quota_mb = self.config.workspace_mb if layers.active("disk_quota") else 0
         residents = ResidentWorkers(pool, self.config.resident)
         calls = CallContext(

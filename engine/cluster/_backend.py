@@ -9,9 +9,10 @@ off (``max_restarts=0``, ``max_task_retries=0``): re-running a tool is a decisio
 tool, taken by ``ClusterTransport`` for idempotent ones only.
 
 Placement: a call, or a session for one request, to the less loaded of two random nodes
-(``NodeLink.load``); a session that keeps state, to the node whose memory is freest. Nodes that
-share a machine (``ray.cluster_utils.Cluster`` on one host) get disjoint slices of the session
-uid range, so that two sessions never share a uid on one kernel.
+(``NodeLink.load``); a session that keeps state, to the node whose memory is freest. Engines
+that share a machine (nodes of ``ray.cluster_utils.Cluster`` on one host, or several drivers'
+engines on one node) keep their session uids apart as any engines on one machine do
+(``engine._uid_blocks``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import random
 import threading
 import time
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from a2e._client import A2EClient
@@ -45,8 +46,6 @@ T = TypeVar("T")
 
 #: How long a new node's engine may take to start.
 START_TIMEOUT_S = 120.0
-#: How many nodes on one machine get uids of their own (the range is cut into this many).
-UID_SLOTS = 8
 #: After a node fails to start an engine, how long before the watcher tries it again (the
 #: first time; it doubles with each failure in a row, up to ``RETRY_START_MAX_S``).
 RETRY_START_S = 5.0
@@ -315,31 +314,16 @@ class RayEngine:
     def _start_actor(self, node_id: str, address: str) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        slot = self._free_uid_slot(address)
-        isolation = self.config.isolation
-        first, count = isolation.uid_range
-        span = max(1, count // UID_SLOTS)
-        uids = replace(isolation, uid_range=(first + slot * span, span))
-        config = replace(self.config, isolation=uids)
         actor = self._actor_class.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             num_cpus=0,
             max_restarts=0,
             max_task_retries=0,
             max_concurrency=1000,
-        ).remote(self.plugins, config, self.builtin_tools, node_id, address, self.policy)
-        link = NodeLink(node_id=node_id, address=address, actor=actor, uid_slot=slot)
+        ).remote(self.plugins, self.config, self.builtin_tools, node_id, address, self.policy)
+        link = NodeLink(node_id=node_id, address=address, actor=actor)
         with self._lock:
             self._starting[node_id] = (link, actor.describe.remote())
-
-    def _free_uid_slot(self, address: str) -> int:
-        with self._lock:
-            links = [*self._links.values(), *(link for link, _ in self._starting.values())]
-        used = {link.uid_slot for link in links if link.address == address}
-        for slot in range(UID_SLOTS):
-            if slot not in used:
-                return slot
-        raise RuntimeError(f"more than {UID_SLOTS} engine nodes on the machine at {address}")
 
     def _wait_for_starting(self, timeout: float) -> None:
         import ray

@@ -28,7 +28,6 @@ class NodeLink:
     node_id: str
     address: str
     actor: Any
-    uid_slot: int
     channel: NodeChannel | None = None  # open once the actor has described itself
     idempotent: dict[str, bool] = field(default_factory=dict)
     pid: int = 0
