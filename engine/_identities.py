@@ -1,11 +1,12 @@
 """Session uids: each live session gets a uid of its own from the engine's range.
 
-Handed out round-robin, so a uid freed by an ended session is the last to be reused; two live
-sessions never share one. A forked sandbox's copies each get their own, and hold their
-family's too (``share``): their copied interpreter keeps it (a process cannot change its uid),
-so it is not handed out while one lives. Running out is an error the client sees, never a
-silent sharing of uids between sessions; nor between engines on one machine
-(``engine._uid_blocks``).
+Handed out round-robin, so a uid freed by an ended session is the last to be reused (among the
+blocks the engine holds, where other engines may share the machine: it fills those before it
+claims another, and so holds few); two live sessions never share one. A forked sandbox's copies
+each get their own, and hold their family's too (``share``): their copied interpreter keeps it
+(a process cannot change its uid), so it is not handed out while one lives. Running out is an
+error the client sees, never a silent sharing of uids between sessions; nor between engines on
+one machine (``engine._uid_blocks``).
 """
 
 from __future__ import annotations
@@ -34,25 +35,43 @@ class SessionUids:
         self._next = 0
         self._taken: dict[int, int] = {}  # by uid, the live sessions that have it
         self._lock = threading.Lock()
+        if blocks is not None:
+            # A block held for the engine's life: its first sessions claim nothing, and an
+            # idle engine holds what a busy one does.
+            self._next_free(held_only=False)
 
     def take(self) -> int:
         with self._lock:
-            tried = 0
-            while tried < self.count:
-                uid = self.first + self._next
-                step = 1
-                if uid not in self._taken:
-                    if self.blocks is None or self.blocks.hold(uid):
-                        self._taken[uid] = 1
-                        self._next = (self._next + 1) % self.count
-                        return uid
-                    step = BLOCK_UIDS - uid % BLOCK_UIDS  # another engine's block: past it
-                self._next = (self._next + step) % self.count
-                tried += step
-        raise UidsExhausted(
-            f"all {self.count} session uids are in use (by this engine's sessions, or held by "
-            "other engines on this machine); end sessions or widen uid_range"
-        )
+            uid = self._next_free(held_only=self.blocks is not None)
+            if uid is None and self.blocks is not None:
+                uid = self._next_free(held_only=False)  # a block of its own more
+            if uid is None:
+                raise UidsExhausted(
+                    f"all {self.count} session uids are in use (by this engine's sessions, or "
+                    "held by other engines on this machine); end sessions or widen uid_range"
+                )
+            self._taken[uid] = 1
+            self._next = (uid - self.first + 1) % self.count
+            return uid
+
+    def _next_free(self, held_only: bool) -> int | None:
+        """The first uid from where the last one was handed out that no session has and
+        whose block this engine holds (``held_only``: the blocks it holds are filled before
+        another is claimed, so that it holds few) or can claim; None if there is none."""
+        blocks = self.blocks
+        offset, tried = self._next, 0
+        while tried < self.count:
+            uid = self.first + offset
+            step = 1
+            if uid not in self._taken:
+                if blocks is None:
+                    return uid
+                if (not held_only or blocks.holds(uid)) and blocks.hold(uid):
+                    return uid
+                step = min(BLOCK_UIDS - uid % BLOCK_UIDS, self.count - offset)  # past it
+            offset = (offset + step) % self.count
+            tried += step
+        return None
 
     def share(self, uid: int) -> int:
         """``uid``, held by one more session (a copy of one whose interpreter runs as it)."""

@@ -7,7 +7,8 @@ other's files wherever the uid's mode bits are the only guard.
 So a uid is handed out only while its engine holds its block (``BLOCK_UIDS`` uids, numbered
 from 0, whatever range an engine was given) machine-wide: an exclusive ``flock`` on a file of
 its own in a root-only directory, taken when the engine's first session gets a uid there and
-let go when its last one gives it back. The kernel lets go of every block of an engine whose
+let go when its last one gives it back (but for one block it takes at its start and keeps:
+``SessionUids``). The kernel lets go of every block of an engine whose
 process ends, however it ends; an ``flock`` belongs to the open file, so two engines in one
 process are kept apart as two processes are.
 """
@@ -38,6 +39,11 @@ class UidBlocks:
         self.directory = directory
         self._held: dict[int, tuple[int, int]] = {}  # block -> (its lock's fd, uids taken)
         self._lock = threading.Lock()
+
+    def holds(self, uid: int) -> bool:
+        """Whether this engine holds ``uid``'s block now."""
+        with self._lock:
+            return uid // BLOCK_UIDS in self._held
 
     def hold(self, uid: int) -> bool:
         """``uid`` taken by this engine: its block held (claimed now if it was not), or False

@@ -20,6 +20,7 @@ import pytest
 from a2e.caps.tools._models import ToolCallRequest, ToolResult
 from a2e_engine.engine import Engine, EngineConfig, Isolation
 from a2e_engine.engine._host_session import LocalSession
+from a2e_engine.engine._identities import SessionUids, UidsExhausted
 from a2e_engine.engine._uid_blocks import BLOCK_UIDS, UidBlocks, machine_blocks
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="session uids need root")
@@ -165,3 +166,23 @@ def test_the_claims_directory_is_roots_alone(tmp_path: Path) -> None:
     others.mkdir()
     os.chown(others, 1_700_000_000, 1_700_000_000)
     assert machine_blocks(str(others)) is None
+
+
+def test_an_engine_fills_its_blocks_and_skips_anothers(tmp_path: Path) -> None:
+    """A range across a block boundary, the second block another engine's: the first block's
+    four uids are handed out, then none (not the other's), until the other lets go; a block
+    an engine claimed goes back with its last uid, the one it took at its start stays."""
+    mine, theirs = UidBlocks(str(tmp_path)), UidBlocks(str(tmp_path))
+    start = 1000 * BLOCK_UIDS + BLOCK_UIDS - 4
+    assert theirs.hold(start + 9)
+    uids = SessionUids(start, 10, mine)
+    assert [uids.take() for _ in range(4)] == [start, start + 1, start + 2, start + 3]
+    with pytest.raises(UidsExhausted):
+        uids.take()
+    theirs.let_go(start + 9)
+    assert uids.take() == start + 4
+    assert not theirs.hold(start + 9)  # its now: one of its uids is handed out
+    uids.give_back(start + 4)
+    assert theirs.hold(start + 9)  # its last uid back: let go (the first, its own, is kept)
+    assert not UidBlocks(str(tmp_path)).hold(start)
+    mine.close()
