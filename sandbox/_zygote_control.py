@@ -272,6 +272,7 @@ class ZygoteControl:
         else:
             assert self._loop is not None
             placed: asyncio.Future[None] = self._loop.create_future()
+            placed.add_done_callback(_unplaced)
             if sent:  # its ``placed`` may come at once
                 self._placing[sent[0][0]] = placed
             else:
@@ -373,3 +374,11 @@ def _close_all(fds: list[int]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def _unplaced(placed: asyncio.Future[None]) -> None:
+    """Copies that could not be placed: each live one's first job says so (``ResidentWorker``);
+    copies ended before any job (a fork killed at once: the placement finds them gone) have
+    nobody to tell, and their failure is taken here rather than left for the loop to report."""
+    if not placed.cancelled() and placed.exception() is not None:
+        log.debug("copies not placed: %s", placed.exception())

@@ -23,13 +23,17 @@ SERVE = [sys.executable, "-m", "a2e_engine.engine.cli", "serve", "--http", "127.
 
 
 class ServiceProcess(WorkerTree):
-    def __init__(self, *flags: str, env: dict[str, str] | None = None, start_s: float = 90) -> None:
+    def __init__(
+        self, *flags: str, env: dict[str, str | None] | None = None, start_s: float = 90
+    ) -> None:
+        """``env``: on top of this process's environment; a name given ``None`` is unset."""
+        merged = {**os.environ, **(env or {})}
         self.process = subprocess.Popen(
             [*SERVE, "--prefork", "1", *flags],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            env={**os.environ, **(env or {})},
+            env={name: value for name, value in merged.items() if value is not None},
             text=True,
         )
         super().__init__(self.process.pid)

@@ -34,11 +34,14 @@ from a2e_engine.benchmarks._ray_system import ray_system
 from a2e_engine.benchmarks._resources import CpuMeter
 from a2e_engine.benchmarks._workloads import WORKLOADS
 from a2e_engine.engine import EngineConfig, RayEngine
+from a2e_engine.engine.cluster._loopback import is_loopback_address
 from a2e_engine.sandbox._paths import under
 from a2e_engine.sandbox._quota import mount_points
 from tests.e2b_helpers import sdk_opts
 from tests.service_process import ServiceProcess
 
+#: What ``stay_on_loopback`` sets (``conftest`` does, for every process the tests start).
+LOOPBACK_SETTINGS = ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_USAGE_STATS_ENABLED")
 E2B_KEY = "cluster-e2b-key-0123456789abcdef"
 OTHER_KEY = "cluster-e2b-other-0123456789abcdef"
 NODE_ARGS: dict[str, Any] = {
@@ -220,6 +223,22 @@ def test_ray_errors_are_said_in_one_line_by_what_was_raised() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("address", "loopback"),
+    [
+        ("127.0.0.1:6379", True),
+        ("localhost:6379", True),
+        ("[::1]:6379", True),
+        ("ray://127.0.0.2:10001", True),
+        ("10.0.0.5:6379", False),
+        ("head-node:6379", False),
+        ("auto", False),
+    ],
+)
+def test_a_cluster_on_loopback_is_told_by_its_address(address: str, loopback: bool) -> None:
+    assert is_loopback_address(address) is loopback
+
+
 def test_engines_that_cannot_start_say_why_and_are_not_retried_at_once(
     cluster: Cluster, ray_engine: RayEngine
 ) -> None:
@@ -260,6 +279,7 @@ def test_the_http_service_serves_the_cluster(cluster: Cluster) -> None:
     server = ServiceProcess(
         "--token", "t0ken", "--ray", cluster.address, "--ray-resource", "head",
         "--no-entry-points",
+        env=dict.fromkeys(LOOPBACK_SETTINGS),  # a user's shell: the address alone keeps it there
     )  # fmt: skip
     try:
         reply = httpx.post(

@@ -147,7 +147,8 @@ def register(sub: Subcommands) -> None:
         "--ray",
         metavar="ADDRESS",
         help="serve a Ray cluster: an engine on each of its nodes (docs/cluster.md); "
-        "'auto' for the cluster this machine is in",
+        "'auto' for the cluster this machine is in; a loopback address (127.0.0.1:PORT) "
+        "keeps Ray on this machine",
     )
     http.add_argument(
         "--ray-resource",
@@ -314,7 +315,13 @@ def _serve_http(args: argparse.Namespace) -> int:
 
 
 def _on_ray(engine: Engine, address: str | None, resource: str | None) -> RayEngine:
-    """The same plugins, configuration and policy, on every node of a Ray cluster."""
+    """The same plugins, configuration and policy, on every node of a Ray cluster. A cluster
+    on loopback (``127.0.0.1:PORT``) is one on this machine alone: Ray is kept there, where
+    left to itself it would dial the machine's interface address and wait for ever."""
+    from a2e_engine.engine.cluster._loopback import is_loopback_address, stay_on_loopback
+
+    if address and is_loopback_address(address):
+        stay_on_loopback()  # before Ray is imported
     try:
         import ray  # noqa: F401 - said here, in one line, rather than at start
 
