@@ -256,11 +256,7 @@ class Zygote:
         try:
             self.placing[placement.start(moves)] = (parent, pids)
         except OSError as exc:
-            for pid in pids:
-                with contextlib.suppress(OSError):
-                    signal.pidfd_send_signal(self.copies[pid][1], signal.SIGKILL)
-            error = f"the copies could not be placed: {exc}"
-            self.send({"op": "placed", "parent": parent, "pid": pids[0], "error": error})
+            self._placement_ended(parent, pids, f"the copies could not be placed: {exc}")
 
     def placed(self, helper: int, status: int) -> None:
         """A placement helper ended: its copies are placed, or killed and said so."""
@@ -268,6 +264,12 @@ class Zygote:
         error = ""
         if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
             error = f"the copies could not be placed (helper wait status {status})"
+        self._placement_ended(parent, pids, error)
+
+    def _placement_ended(self, parent: int, pids: list[int], error: str) -> None:
+        """The supervisor told that the copies ``pids`` are placed, or (``error``) that they
+        could not be and are killed: none of them runs unplaced."""
+        if error:
             for pid in pids:
                 watch = self.copies.get(pid, (None, -1))[1]
                 with contextlib.suppress(OSError):

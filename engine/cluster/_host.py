@@ -32,7 +32,7 @@ from a2e_engine.engine._loop import EngineLoop
 from a2e_engine.engine._policy import Policy
 from a2e_engine.engine.cluster._channel import ChannelLost
 from a2e_engine.engine.cluster._links import NodeInfo, NodeLink, one_line
-from a2e_engine.engine.cluster._node_session import NODE_TAG_CHARS, NodeSession
+from a2e_engine.engine.cluster._node_session import NodeSession
 from a2e_engine.engine.cluster._transport import ClusterTransport, Nodes
 
 __all__ = ["ClusterHost"]
@@ -240,7 +240,7 @@ async def _answer(link: NodeLink, ref: Any) -> dict[str, Any]:
     (retryable: a busy node is not a lost one), and for the node's own failure (logged)."""
     from ray.exceptions import RayActorError
 
-    tag = link.node_id[:NODE_TAG_CHARS]
+    tag = link.tag
     try:
         answer: dict[str, Any] = await asyncio.wait_for(
             asyncio.wrap_future(ref.future()), ASK_TIMEOUT_S
@@ -275,5 +275,6 @@ def _on_node(session: HostSession) -> tuple[NodeLink, str]:
 
 def _node_lost(link: NodeLink) -> Refused:
     """What a session's holder is told of its node's loss (the why is in the log)."""
-    tag = link.node_id[:NODE_TAG_CHARS]
-    return Refused(A2EError(code=ErrorCode.INTERNAL, message=f"node {tag} of the cluster was lost"))
+    return Refused(
+        A2EError(code=ErrorCode.INTERNAL, message=f"node {link.tag} of the cluster was lost")
+    )

@@ -10,12 +10,15 @@ from typing import Any
 
 from a2e_engine.engine.cluster._channel import NodeChannel
 
-__all__ = ["SESSION_HEADROOM_MB", "NodeInfo", "NodeLink", "one_line"]
+__all__ = ["NODE_TAG_CHARS", "SESSION_HEADROOM_MB", "NodeInfo", "NodeLink", "one_line"]
 
 #: What each open session is taken to need beyond what it holds now, as a scheduler counts a
 #: pod's request: a sandbox just made holds next to nothing until its interpreter starts, and
 #: without it sessions opened together would all go to the node that was freest.
 SESSION_HEADROOM_MB = 64
+#: How much of a node's id its ``tag`` keeps: enough to tell hundreds of nodes apart (Ray's
+#: ids are random hex).
+NODE_TAG_CHARS = 8
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -38,6 +41,12 @@ class NodeLink:
     placed_when_asked: int = 0  # of those, the ones placed before the report was asked for
     lost: str = ""  # why it was given up, once it was
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def tag(self) -> str:
+        """The start of its id: what tenants are told of it, and what names it in the ids of
+        the E2B sandboxes it holds."""
+        return self.node_id[:NODE_TAG_CHARS]
 
     def load(self) -> int:
         """Calls it holds now, as far as this driver can tell: its own in flight there, or

@@ -27,11 +27,7 @@ from a2e_engine.engine.cluster._links import NodeLink
 from a2e_engine.engine.cluster._transport import failed_result
 from a2e_engine.engine.transports._conversation import RemoteSession
 
-__all__ = ["NODE_TAG_CHARS", "NodeSession"]
-
-#: How much of its node's id a session's ``node_tag`` keeps: enough to tell hundreds of nodes
-#: apart (Ray's ids are random hex).
-NODE_TAG_CHARS = 8
+__all__ = ["NodeSession"]
 
 
 class NodeSession(RemoteSession):
@@ -56,8 +52,8 @@ class NodeSession(RemoteSession):
 
     @property
     def node_tag(self) -> str:
-        """The start of its node's id: what names the node in the ids of E2B's sandboxes."""
-        return self.link.node_id[:NODE_TAG_CHARS]
+        """Its node's tag: what names the node in the ids of E2B's sandboxes."""
+        return self.link.tag
 
     @property
     def closed(self) -> bool:
@@ -67,7 +63,7 @@ class NodeSession(RemoteSession):
     @property
     def ended_because(self) -> str:
         if self.link.lost:
-            return f"its node {self.node_tag} of the cluster was lost"
+            return f"its node {self.link.tag} of the cluster was lost"
         return self._ended_there
 
     def ended_there(self, notice: A2EMessage) -> None:
@@ -158,7 +154,7 @@ class _NodeConnection:
 
 
 def _lost_reply(request: A2EMessage, session: NodeSession) -> A2EMessage:
-    message = f"node {session.node_tag} of the cluster was lost"
+    message = f"node {session.link.tag} of the cluster was lost"
     if isinstance(request, ToolCallRequest):
         return failed_result(request, message)
     return A2EError(req_id=request.id, code=ErrorCode.INTERNAL, message=message, retryable=True)
